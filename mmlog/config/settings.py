@@ -1,0 +1,190 @@
+"""A typed settings registry: one entry per setting, driving files, flags and docs.
+
+Names are Kafka's own (`server.properties` for the broker, topic-level configs for
+topics) wherever mmlog has the same setting, so an operator's Kafka knowledge
+carries over. Every value is parsed and validated here; an unknown name or a bad
+value raises `ConfigError` naming the setting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+DAY_MS = 24 * 3600 * 1000
+
+
+class ConfigError(ValueError):
+    """An unknown setting, or a value that does not parse or validate."""
+
+
+def _bool(text: str) -> bool:
+    low = text.strip().lower()
+    if low in ("true", "1", "yes", "on"):
+        return True
+    if low in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean")
+
+
+def _int(text: str) -> int:
+    return int(str(text).strip().replace("_", ""))
+
+
+def _str(text: str) -> str:
+    return str(text).strip()
+
+
+PARSERS: dict[type, Callable[[str], Any]] = {bool: _bool, int: _int, str: _str}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its Kafka name, type, default, validator and one-line doc."""
+
+    name: str
+    type: type
+    default: Any
+    doc: str
+    check: Callable[[Any], bool] = lambda v: True
+    rule: str = ""
+    flag: str | None = None  # command-line flag, for broker settings that have one
+
+    def parse(self, raw: Any) -> Any:
+        """Parse and validate a raw value (string from a file or flag, or a typed value)."""
+        try:
+            if isinstance(raw, self.type) and not isinstance(raw, bool) or type(raw) is self.type:
+                value = raw
+            else:
+                value = PARSERS[self.type](raw)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{self.name}: {raw!r} is not a valid {self.type.__name__}") from exc
+        if not self.check(value):
+            raise ConfigError(f"{self.name}: {value!r} is invalid ({self.rule})")
+        return value
+
+
+def _positive(v: int) -> bool:
+    return v > 0
+
+
+def _non_negative(v: int) -> bool:
+    return v >= 0
+
+
+def _minus_one_or_positive(v: int) -> bool:
+    return v == -1 or v > 0
+
+
+# Topic-level settings (`kafka-configs --entity-type topics`), with the broker
+# setting that supplies each default.
+TOPIC_SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting("segment.bytes", int, 1 << 30, "Roll the active segment once it holds this many bytes.",
+                lambda v: 14 <= v <= 2**31 - 1, "14 .. 2^31-1"),
+        Setting("segment.ms", int, 7 * DAY_MS, "Roll the active segment once it is this old (ms).", _positive, "> 0"),
+        Setting("segment.index.bytes", int, 10 << 20, "Preallocated size of each offset and time index file.",
+                lambda v: v >= 16, ">= 16"),
+        Setting("index.interval.bytes", int, 4096,
+                "Bytes of log between sparse index entries: a lookup then scans at most this much.",
+                _non_negative, ">= 0"),
+        Setting("flush.messages", int, 2**63 - 1, "fsync the log after this many messages.", _positive, "> 0"),
+        Setting("flush.ms", int, 2**63 - 1, "fsync the log when the oldest unflushed message is this old (ms).",
+                _non_negative, ">= 0"),
+        Setting("retention.ms", int, 7 * DAY_MS, "Delete whole segments whose newest record is older (ms); -1 keeps all.",
+                lambda v: v >= -1, ">= -1"),
+        Setting("retention.bytes", int, -1, "Delete old segments while the partition is larger; -1 is off.",
+                lambda v: v >= -1, ">= -1"),
+        Setting("cleanup.policy", str, "delete", "delete (retention) or compact.",
+                lambda v: v in ("delete", "compact", "compact,delete", "delete,compact"), "delete|compact"),
+        Setting("max.message.bytes", int, 1048588, "Largest record batch a producer may append.",
+                _positive, "> 0"),
+        Setting("message.timestamp.type", str, "CreateTime", "CreateTime (LogAppendTime is not supported).",
+                lambda v: v == "CreateTime", "CreateTime"),
+    ]
+}
+
+# Broker settings whose values supply topic defaults: broker name -> topic name.
+BROKER_TOPIC_DEFAULTS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+}
+
+# Kafka's coarser aliases: a broker setting in other units that maps to a topic setting.
+BROKER_ALIASES = {
+    "log.roll.hours": ("log.roll.ms", 3600 * 1000),
+    "log.retention.hours": ("log.retention.ms", 3600 * 1000),
+    "log.retention.minutes": ("log.retention.ms", 60 * 1000),
+}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The effective topic-level configuration of one partition log."""
+
+    segment_bytes: int = TOPIC_SETTINGS["segment.bytes"].default
+    segment_ms: int = TOPIC_SETTINGS["segment.ms"].default
+    segment_index_bytes: int = TOPIC_SETTINGS["segment.index.bytes"].default
+    index_interval_bytes: int = TOPIC_SETTINGS["index.interval.bytes"].default
+    flush_messages: int = TOPIC_SETTINGS["flush.messages"].default
+    flush_ms: int = TOPIC_SETTINGS["flush.ms"].default
+    retention_ms: int = TOPIC_SETTINGS["retention.ms"].default
+    retention_bytes: int = TOPIC_SETTINGS["retention.bytes"].default
+    cleanup_policy: str = TOPIC_SETTINGS["cleanup.policy"].default
+    max_message_bytes: int = TOPIC_SETTINGS["max.message.bytes"].default
+    message_timestamp_type: str = TOPIC_SETTINGS["message.timestamp.type"].default
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":
+        """Overlay topic-level props (Kafka names) on base (or the defaults)."""
+        values = dict((base or cls()).__dict__)
+        for name, raw in props.items():
+            setting = TOPIC_SETTINGS.get(name)
+            if setting is None:
+                raise ConfigError(f"unknown topic config {name!r}")
+            values[attr_name(name)] = setting.parse(raw)
+        return cls(**values)
+
+    def to_props(self) -> dict[str, Any]:
+        """The config as Kafka-named topic props."""
+        return {name: getattr(self, attr_name(name)) for name in TOPIC_SETTINGS}
+
+
+def attr_name(kafka_name: str) -> str:
+    """'segment.bytes' -> 'segment_bytes'."""
+    return kafka_name.replace(".", "_")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java `.properties` text (key=value or key: value, # and ! comments, \\ continuations)."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                key, value = line[:i].strip(), line[i + 1 :].strip()
+                break
+        else:
+            key, value = line.strip(), ""
+        props[key] = value
+    if pending:
+        key, _, value = pending.partition("=")
+        props[key.strip()] = value.strip()
+    return props

@@ -1,0 +1,180 @@
+"""Kafka error codes as typed exceptions.
+
+Every error a broker returns on the wire, or that mmlog raises internally, is a
+`KafkaError` subclass carrying the Kafka error code (`Errors.java`), so a handler
+turns any exception into the code a Kafka broker would send.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base of all errors that map to a Kafka error code."""
+
+    code: int = -1
+    retriable: bool = False
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.__class__.__name__)
+
+
+class UnknownServerError(KafkaError):
+    code = -1
+
+
+class OffsetOutOfRange(KafkaError):
+    code = 1
+
+
+class CorruptMessage(KafkaError):
+    code = 2
+    retriable = True
+
+
+class UnknownTopicOrPartition(KafkaError):
+    code = 3
+    retriable = True
+
+
+class InvalidFetchSize(KafkaError):
+    code = 4
+
+
+class LeaderNotAvailable(KafkaError):
+    code = 5
+    retriable = True
+
+
+class NotLeaderOrFollower(KafkaError):
+    code = 6
+    retriable = True
+
+
+class RequestTimedOut(KafkaError):
+    code = 7
+    retriable = True
+
+
+class MessageTooLarge(KafkaError):
+    code = 10
+
+
+class OffsetMetadataTooLarge(KafkaError):
+    code = 12
+
+
+class CoordinatorLoadInProgress(KafkaError):
+    code = 14
+    retriable = True
+
+
+class CoordinatorNotAvailable(KafkaError):
+    code = 15
+    retriable = True
+
+
+class NotCoordinator(KafkaError):
+    code = 16
+    retriable = True
+
+
+class InvalidTopic(KafkaError):
+    code = 17
+
+
+class RecordListTooLarge(KafkaError):
+    code = 18
+
+
+class InvalidRequiredAcks(KafkaError):
+    code = 21
+
+
+class IllegalGeneration(KafkaError):
+    code = 22
+
+
+class InconsistentGroupProtocol(KafkaError):
+    code = 23
+
+
+class InvalidGroupId(KafkaError):
+    code = 24
+
+
+class UnknownMemberId(KafkaError):
+    code = 25
+
+
+class InvalidSessionTimeout(KafkaError):
+    code = 26
+
+
+class RebalanceInProgress(KafkaError):
+    code = 27
+
+
+class InvalidCommitOffsetSize(KafkaError):
+    code = 28
+
+
+class UnsupportedVersion(KafkaError):
+    code = 35
+
+
+class TopicAlreadyExists(KafkaError):
+    code = 36
+
+
+class InvalidPartitions(KafkaError):
+    code = 37
+
+
+class InvalidReplicationFactor(KafkaError):
+    code = 38
+
+
+class InvalidConfig(KafkaError):
+    code = 40
+
+
+class InvalidRequest(KafkaError):
+    code = 42
+
+
+class OutOfOrderSequenceNumber(KafkaError):
+    code = 45
+
+
+class DuplicateSequenceNumber(KafkaError):
+    code = 46
+
+
+class KafkaStorageError(KafkaError):
+    code = 56
+    retriable = True
+
+
+class GroupIdNotFound(KafkaError):
+    code = 69
+
+
+class MemberIdRequired(KafkaError):
+    code = 79
+
+
+class InvalidRecord(KafkaError):
+    code = 87
+
+
+BY_CODE: dict[int, type[KafkaError]] = {
+    cls.code: cls for cls in KafkaError.__subclasses__()
+}
+
+
+def error_for_code(code: int, message: str = "") -> KafkaError:
+    """Return the typed exception for a Kafka error code (UnknownServerError if unknown)."""
+    cls = BY_CODE.get(code)
+    if cls is None:
+        return UnknownServerError(f"error code {code}: {message}".rstrip(": "))
+    return cls(message)

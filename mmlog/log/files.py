@@ -1,0 +1,132 @@
+"""File mechanics shared by the log's on-disk structures: names, mmaps, atomic writes.
+
+`MappedFile` is the one place that preallocates, mmaps, resizes and trims a file,
+so the offset index, time index and partition state only describe their layouts.
+Mappings are MAP_SHARED: every process that maps a file sees the others' stores at
+once, with no syscall.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+
+
+def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:
+    """`<dir>/<20-digit base offset><suffix>`, Kafka's segment file naming."""
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+def segment_bases(directory: Path) -> list[int]:
+    """Base offsets of the `.log` files in a partition directory, ascending."""
+    bases = []
+    for name in os.listdir(directory):
+        stem, dot, suffix = name.partition(".")
+        if dot and "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+            bases.append(int(stem))
+    return sorted(bases)
+
+
+def delete_segment_files(directory: Path, base_offset: int) -> None:
+    """Unlink a segment's files; descriptors already open keep reading the unlinked inode."""
+    for suffix in SEGMENT_SUFFIXES:
+        try:
+            os.unlink(segment_file(directory, base_offset, suffix))
+        except FileNotFoundError:
+            pass
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so that a create, rename or unlink in it is durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write a small file so that a crash leaves either the old or the new content."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+class MappedFile:
+    """A file mmap-ed shared and read and written through a numpy view.
+
+    `size` bytes are preallocated (as a sparse file: no disk is used until written)
+    when the file is shorter; `size=None` maps the file as it is (what a process
+    that does not hold the partition lock must do: it may never resize a file).
+    An empty file has an empty view and no mapping.
+    """
+
+    def __init__(self, path: Path, dtype: np.dtype, size: int | None = None, create: bool = True) -> None:
+        self.path = Path(path)
+        self.dtype = np.dtype(dtype)
+        self._fd = os.open(self.path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        try:
+            self._map(size)
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _map(self, size: int | None) -> None:
+        current = os.fstat(self._fd).st_size
+        if size is not None and current < size:
+            os.ftruncate(self._fd, size)
+            current = size
+        usable = current - current % self.dtype.itemsize
+        self._mmap = mmap.mmap(self._fd, usable) if usable else None
+        self.view = (
+            np.frombuffer(self._mmap, dtype=self.dtype) if self._mmap is not None else np.zeros(0, self.dtype)
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return self.view.nbytes
+
+    def resize(self, size: int) -> None:
+        """Set the file to exactly `size` bytes and map it again (trim or preallocate)."""
+        self._unmap()
+        os.ftruncate(self._fd, size)
+        self._map(None)
+
+    def flush(self) -> None:
+        """msync the mapping: its pages reach the disk before this returns."""
+        if self._mmap is not None:
+            self._mmap.flush()
+
+    def _unmap(self) -> None:
+        self.view = np.zeros(0, self.dtype)
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:
+                # A numpy view someone still holds pins the mapping; it is unmapped
+                # when that view is collected, and the new mapping is used from now on.
+                pass
+            self._mmap = None
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self._unmap()
+        os.close(self._fd)
+        self._fd = -1
+
+    def fileno(self) -> int:
+        return self._fd

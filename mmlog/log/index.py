@@ -1,0 +1,76 @@
+"""The base of the sparse segment indexes: a preallocated, shared mmap of fixed-size pairs.
+
+An index is an array of (key, value) pairs in a file named after its segment. The
+active segment's index is preallocated to `segment.index.bytes` and mapped by every
+process; how many entries are valid is not in the file but in the partition state
+(`state.py`), which writers update after the entries, so a reader never sees an entry
+that is half written. Rolling a segment trims its index to the entries it holds, after
+which the file size alone says how many there are.
+
+Crash behaviour: entries past the count in the state are garbage a dead writer may
+have left; they are ignored and overwritten. An index that disagrees with its
+segment is rebuilt from the log by recovery.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mmlog.log.files import MappedFile
+
+
+class SparseIndex:
+    """Pairs of `dtype` integers in a shared mapping; subclasses add the lookups."""
+
+    DTYPE: np.dtype = np.dtype(np.int32)
+
+    def __init__(self, path: Path, base_offset: int, preallocate: int | None = None, create: bool = True) -> None:
+        self.base_offset = base_offset
+        self.file = MappedFile(path, self.DTYPE, preallocate, create)
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    @property
+    def entry_size(self) -> int:
+        return 2 * self.DTYPE.itemsize
+
+    @property
+    def capacity(self) -> int:
+        """How many entries the mapping holds (the count, once trimmed)."""
+        return self.file.view.shape[0] // 2
+
+    @property
+    def flat(self) -> np.ndarray:
+        """The flat view [k0, v0, k1, v1, ...] the kernels search."""
+        return self.file.view
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        view = self.file.view
+        return int(view[2 * slot]), int(view[2 * slot + 1])
+
+    def write(self, slot: int, key: int, value: int) -> None:
+        view = self.file.view
+        view[2 * slot] = key
+        view[2 * slot + 1] = value
+
+    def write_many(self, start_slot: int, pairs: np.ndarray) -> None:
+        """Copy n entries (flat pairs) into slots start_slot .. start_slot + n - 1."""
+        self.file.view[2 * start_slot : 2 * start_slot + pairs.shape[0]] = pairs
+
+    def trim(self, entries: int) -> None:
+        """Cut the file to exactly `entries` entries (on roll and close)."""
+        self.file.resize(entries * self.entry_size)
+
+    def preallocate(self, nbytes: int) -> None:
+        """Grow the file back to nbytes (a trimmed index becoming active again)."""
+        self.file.resize(nbytes - nbytes % self.entry_size)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()

@@ -1,0 +1,429 @@
+"""Numba kernels for the byte-level work of the log, each beside its plain-Python reference.
+
+The kernels run over numpy views of mmap-ed or pread buffers, so no Python code
+loops per batch or per record on a hot path:
+
+- `index_floor`:  binary search of an offset index (largest relative offset <= target);
+- `time_floor`:   binary search of a time index (largest timestamp < target);
+- `find_batch`:   batch-boundary scan to the batch holding an offset;
+- `find_time`:    scan to the first record with timestamp >= target (walks record varints);
+- `scan_segment`: recovery validation of a whole segment (length, magic, CRC-32C,
+                  offset continuity), emitting the sparse offset and time index entries
+                  as it goes;
+- `crc32c`:       CRC-32C (Castagnoli), slicing-by-8, for `scan_segment`.
+
+Every kernel has a `*_py` reference with the same signature; tests compare the two
+on random input. `warm()` compiles everything once: call it before forking so that
+workers inherit compiled code and no request pays for compilation (the on-disk
+cache also spares later processes the compile).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mmlog.protocol import records as rec
+
+# scan_segment stop reasons
+SCAN_END = 0  # every byte up to `end` is valid
+SCAN_TORN = 1  # fewer bytes left than a header or the declared length needs
+SCAN_BAD_LENGTH = 2  # batchLength smaller than a header
+SCAN_BAD_MAGIC = 3
+SCAN_BAD_CRC = 4
+SCAN_BAD_OFFSET = 5  # baseOffset is not the expected next offset, or deltas out of range
+SCAN_REASONS = ("end", "torn batch", "bad length", "bad magic", "bad CRC", "bad offset")
+
+_MIN_BATCH_LENGTH = rec.HEADER_SIZE - rec.LOG_OVERHEAD
+
+
+def _crc_tables() -> np.ndarray:
+    """Slicing-by-8 tables for the reflected Castagnoli polynomial 0x82F63B78."""
+    t = np.zeros((8, 256), dtype=np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        t[0, i] = c
+    for i in range(256):
+        c = int(t[0, i])
+        for k in range(1, 8):
+            c = (c >> 8) ^ int(t[0, c & 0xFF])
+            t[k, i] = c
+    return t
+
+
+CRC_TABLES = _crc_tables()
+
+
+# ---------------------------------------------------------------- byte helpers
+
+
+@njit(cache=True, inline="always")
+def _be_i32(b, p):
+    v = (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])
+    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
+
+
+@njit(cache=True, inline="always")
+def _be_u32(b, p):
+    return (np.uint32(b[p]) << 24) | (np.uint32(b[p + 1]) << 16) | (np.uint32(b[p + 2]) << 8) | np.uint32(b[p + 3])
+
+
+@njit(cache=True, inline="always")
+def _be_i64(b, p):
+    v = np.uint64(0)
+    for i in range(8):
+        v = (v << np.uint64(8)) | np.uint64(b[p + i])
+    return np.int64(v)
+
+
+@njit(cache=True, inline="always")
+def _varint(b, p, end):
+    """Zigzag varint at p: (value, next p); next p = -1 if it runs past end."""
+    u = np.uint64(0)
+    shift = np.uint64(0)
+    while p < end:
+        x = np.uint64(b[p])
+        p += 1
+        u |= (x & np.uint64(0x7F)) << shift
+        if x < np.uint64(0x80):
+            return np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1)), p
+        shift += np.uint64(7)
+        if shift > np.uint64(63):
+            return np.int64(0), -1
+    return np.int64(0), -1
+
+
+# ---------------------------------------------------------------- CRC-32C
+
+
+@njit(cache=True)
+def crc32c(buf, start, end, tables):
+    """CRC-32C of buf[start:end] (slicing-by-8)."""
+    crc = np.uint32(0xFFFFFFFF)
+    p = start
+    while p + 8 <= end:
+        crc ^= np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << 8) | (np.uint32(buf[p + 2]) << 16) | (
+            np.uint32(buf[p + 3]) << 24
+        )
+        crc = (
+            tables[7, crc & 0xFF]
+            ^ tables[6, (crc >> 8) & 0xFF]
+            ^ tables[5, (crc >> 16) & 0xFF]
+            ^ tables[4, crc >> 24]
+            ^ tables[3, buf[p + 4]]
+            ^ tables[2, buf[p + 5]]
+            ^ tables[1, buf[p + 6]]
+            ^ tables[0, buf[p + 7]]
+        )
+        p += 8
+    while p < end:
+        crc = tables[0, (crc ^ np.uint32(buf[p])) & 0xFF] ^ (crc >> 8)
+        p += 1
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+def crc32c_py(buf, start, end, tables=None) -> int:
+    """Reference: the `crc32c` package over the same bytes."""
+    from crc32c import crc32c as c
+
+    return c(memoryview(buf)[start:end])
+
+
+# ---------------------------------------------------------------- index searches
+
+
+@njit(cache=True)
+def index_floor(entries, n, target):
+    """Slot of the last of n (relative offset, position) pairs with relative offset <= target, or -1.
+
+    `entries` is the flat int32 view of an offset index: [rel0, pos0, rel1, pos1, ...].
+    """
+    lo, hi = 0, n - 1
+    found = -1
+    while lo <= hi:
+        mid = (lo + hi) >> 1
+        if entries[2 * mid] <= target:
+            found = mid
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return found
+
+
+def index_floor_py(entries, n, target) -> int:
+    import bisect
+
+    rels = [int(entries[2 * i]) for i in range(n)]
+    return bisect.bisect_right(rels, target) - 1
+
+
+@njit(cache=True)
+def index_floor_many(entries, n, targets, out):
+    """index_floor for many targets at once (bulk lookups for benchmarks and batch reads)."""
+    for i in range(targets.shape[0]):
+        out[i] = index_floor(entries, n, targets[i])
+
+
+@njit(cache=True)
+def time_floor(entries, n, target):
+    """Slot of the last of n (timestamp, relative offset) pairs with timestamp < target, or -1.
+
+    `entries` is the flat int64 view of a time index. Timestamps in it only grow, and
+    every record before an entry's offset has a timestamp <= the entry's, so the first
+    record with timestamp >= target lies after the returned entry's offset.
+    """
+    lo, hi = 0, n - 1
+    found = -1
+    while lo <= hi:
+        mid = (lo + hi) >> 1
+        if entries[2 * mid] < target:
+            found = mid
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return found
+
+
+def time_floor_py(entries, n, target) -> int:
+    import bisect
+
+    stamps = [int(entries[2 * i]) for i in range(n)]
+    return bisect.bisect_left(stamps, target) - 1
+
+
+# ---------------------------------------------------------------- batch scans
+
+
+@njit(cache=True)
+def find_batch(buf, start, end, target):
+    """Scan batch headers in buf[start:end] for the first batch whose last offset >= target.
+
+    Returns (status, position): status 0 = found at position; 1 = not in this buffer,
+    continue the scan at position (the next batch start, possibly past `end`);
+    2 = the header at position is cut off by `end` (read more from position).
+    """
+    p = start
+    while p + rec.HEADER_SIZE <= end:
+        length = _be_i32(buf, p + 8)
+        if length < _MIN_BATCH_LENGTH:
+            return 3, p
+        last = _be_i64(buf, p) + _be_i32(buf, p + 23)
+        if last >= target:
+            return 0, p
+        p += 12 + length
+    if p >= end:
+        return 1, p
+    return 2, p
+
+
+def find_batch_py(buf, start, end, target):
+    p = start
+    while p + rec.HEADER_SIZE <= end:
+        h = rec.read_header(bytes(buf[p : p + rec.HEADER_SIZE]))
+        if h.batch_length < _MIN_BATCH_LENGTH:
+            return 3, p
+        if h.last_offset >= target:
+            return 0, p
+        p += h.size
+    return (1, p) if p >= end else (2, p)
+
+
+@njit(cache=True)
+def find_time(buf, start, end, target):
+    """First record with timestamp >= target among the whole batches in buf[start:end].
+
+    Returns (status, position, offset): status 0 = found (position of its batch,
+    offset of the record; for a compressed batch, its base offset); 1 = none in the
+    whole batches here, continue at position; 2 = batch at position is cut off.
+    """
+    p = start
+    while p + rec.HEADER_SIZE <= end:
+        length = _be_i32(buf, p + 8)
+        if length < _MIN_BATCH_LENGTH:
+            return 3, p, -1
+        size = 12 + length
+        max_ts = _be_i64(buf, p + 35)
+        if max_ts >= target:
+            if p + size > end:
+                return 2, p, -1
+            base = _be_i64(buf, p)
+            attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
+            if attributes & 0x07 or attributes & 0x08:
+                return 0, p, base  # compressed or LogAppendTime: the batch is the finest grain
+            base_ts = _be_i64(buf, p + 27)
+            count = _be_i32(buf, p + 57)
+            q = p + rec.HEADER_SIZE
+            stop = p + size
+            for _ in range(count):
+                rlen, q = _varint(buf, q, stop)
+                if q < 0:
+                    break
+                rend = q + rlen
+                ts_delta, r = _varint(buf, q + 1, stop)
+                if r < 0:
+                    break
+                off_delta, r = _varint(buf, r, stop)
+                if r < 0:
+                    break
+                if base_ts + ts_delta >= target:
+                    return 0, p, base + off_delta
+                q = rend
+            return 0, p, base + _be_i32(buf, p + 23)
+        p += size
+    if p >= end:
+        return 1, p, -1
+    return 2, p, -1
+
+
+def find_time_py(buf, start, end, target):
+    p = start
+    while p + rec.HEADER_SIZE <= end:
+        h = rec.read_header(bytes(buf[p : p + rec.HEADER_SIZE]))
+        if h.batch_length < _MIN_BATCH_LENGTH:
+            return 3, p, -1
+        if h.max_timestamp >= target:
+            if p + h.size > end:
+                return 2, p, -1
+            if h.compression or h.timestamp_type:
+                return 0, p, h.base_offset
+            for r in rec.decode_records(bytes(buf[p : p + h.size])):
+                if r.timestamp >= target:
+                    return 0, p, r.offset
+            return 0, p, h.last_offset
+        p += h.size
+    return (1, p, -1) if p >= end else (2, p, -1)
+
+
+# ---------------------------------------------------------------- recovery scan
+
+
+@njit(cache=True)
+def scan_segment(buf, start, end, segment_base, next_offset, interval, check_crc, tables, index_out, time_out):
+    """Validate the batches of a segment and rebuild its sparse indexes in one pass.
+
+    Walks buf[start:end] batch by batch, checking the length, magic, CRC-32C
+    (if check_crc) and that each batch starts at the expected next offset with a
+    relative offset that fits an int32. Every `interval` bytes it writes an offset
+    index entry (relative base offset, position) into index_out (flat int32) and,
+    when the max timestamp grew, a time index entry (max timestamp so far, its
+    relative offset) into time_out (flat int64), stopping quietly when either is full.
+
+    Returns (status, valid_end, next_offset, batches, n_index, n_time, max_ts,
+    offset_of_max_ts, bytes_since_index): everything before valid_end is intact.
+    """
+    p = start
+    n_idx = 0
+    n_time = 0
+    batches = 0
+    since = 0
+    max_ts = np.int64(-1)
+    off_max = np.int64(-1)
+    last_time_ts = np.int64(-1)
+    idx_cap = index_out.shape[0] // 2
+    time_cap = time_out.shape[0] // 2
+    status = SCAN_END
+    while p < end:
+        if p + 12 > end:
+            status = SCAN_TORN
+            break
+        length = _be_i32(buf, p + 8)
+        if length < _MIN_BATCH_LENGTH:
+            status = SCAN_BAD_LENGTH
+            break
+        size = 12 + length
+        if p + size > end:
+            status = SCAN_TORN
+            break
+        if buf[p + 16] != 2:
+            status = SCAN_BAD_MAGIC
+            break
+        if check_crc and crc32c(buf, p + 21, p + size, tables) != _be_u32(buf, p + 17):
+            status = SCAN_BAD_CRC
+            break
+        base = _be_i64(buf, p)
+        delta = _be_i32(buf, p + 23)
+        if base != next_offset or delta < 0 or base + delta - segment_base > 2147483647:
+            status = SCAN_BAD_OFFSET
+            break
+        batch_max_ts = _be_i64(buf, p + 35)
+        if batch_max_ts > max_ts:
+            max_ts = batch_max_ts
+            off_max = base + delta
+        if since >= interval and batches > 0:
+            if n_idx < idx_cap:
+                index_out[2 * n_idx] = np.int32(base - segment_base)
+                index_out[2 * n_idx + 1] = np.int32(p)
+                n_idx += 1
+            if max_ts > last_time_ts and n_time < time_cap:
+                time_out[2 * n_time] = max_ts
+                time_out[2 * n_time + 1] = off_max - segment_base
+                last_time_ts = max_ts
+                n_time += 1
+            since = 0
+        since += size
+        next_offset = base + delta + 1
+        batches += 1
+        p += size
+    return status, p, next_offset, batches, n_idx, n_time, max_ts, off_max, since
+
+
+def scan_segment_py(buf, start, end, segment_base, next_offset, interval, check_crc, tables, index_out, time_out):
+    """Reference for scan_segment, built on records.py and the crc32c package."""
+    p, n_idx, n_time, batches, since = start, 0, 0, 0, 0
+    max_ts, off_max, last_time_ts = -1, -1, -1
+    idx_cap, time_cap = len(index_out) // 2, len(time_out) // 2
+    data = bytes(buf[:end])
+    status = SCAN_END
+    while p < end:
+        if p + 12 > end:
+            status = SCAN_TORN
+            break
+        length = int.from_bytes(data[p + 8 : p + 12], "big", signed=True)
+        if length < _MIN_BATCH_LENGTH:
+            status = SCAN_BAD_LENGTH
+            break
+        if p + 12 + length > end:
+            status = SCAN_TORN
+            break
+        h = rec.read_header(data, p)
+        if h.magic != 2:
+            status = SCAN_BAD_MAGIC
+            break
+        if check_crc and crc32c_py(data, p + 21, p + h.size) != h.crc:
+            status = SCAN_BAD_CRC
+            break
+        if h.base_offset != next_offset or h.last_offset_delta < 0 or h.last_offset - segment_base > 2**31 - 1:
+            status = SCAN_BAD_OFFSET
+            break
+        if h.max_timestamp > max_ts:
+            max_ts, off_max = h.max_timestamp, h.last_offset
+        if since >= interval and batches > 0:
+            if n_idx < idx_cap:
+                index_out[2 * n_idx], index_out[2 * n_idx + 1] = h.base_offset - segment_base, p
+                n_idx += 1
+            if max_ts > last_time_ts and n_time < time_cap:
+                time_out[2 * n_time], time_out[2 * n_time + 1] = max_ts, off_max - segment_base
+                last_time_ts = max_ts
+                n_time += 1
+            since = 0
+        since += h.size
+        next_offset = h.next_offset
+        batches += 1
+        p += h.size
+    return status, p, next_offset, batches, n_idx, n_time, max_ts, off_max, since
+
+
+def warm() -> None:
+    """Compile every kernel now (or load it from the on-disk cache), before any fork."""
+    buf = np.asarray(rec.build_batch([(b"k", b"v")]), dtype=np.uint8)
+    idx = np.zeros(4, dtype=np.int32)
+    tix = np.zeros(4, dtype=np.int64)
+    crc32c(buf, 0, len(buf), CRC_TABLES)
+    index_floor(idx, 0, 0)
+    index_floor_many(idx, 0, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
+    time_floor(tix, 0, 0)
+    find_batch(buf, 0, len(buf), 0)
+    find_time(buf, 0, len(buf), 0)
+    scan_segment(buf, 0, len(buf), 0, 0, 4096, True, CRC_TABLES, idx, tix)

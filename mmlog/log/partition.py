@@ -1,0 +1,541 @@
+"""A partition log: segments + shared state + writer lock, usable from many processes at once.
+
+Any number of processes open the same partition directory. Readers take no lock:
+they snapshot the shared state (`state.py`), find the segment and batch through the
+shared indexes and return a file slice. Writers serialise on the partition lock
+(`lock.py`), append with pwrite at the committed size, add index entries, then
+publish the new log end in the state; a reader sees an append all at once or not
+at all. A process that sees a new state generation lists the directory again, so
+everyone notices a roll, a retention deletion or a truncation made elsewhere.
+
+Crash points of an append (PENDING_OP = APPEND during steps 1-2):
+  1. bytes written past ACTIVE_SIZE: invisible to readers; the next writer writes
+     over them (and recovery truncates them, or keeps a whole batch that was never
+     acknowledged, which is harmless);
+  2. index entries written past INDEX_ENTRIES: ignored and overwritten;
+  3. the seqlocked state update publishes everything at once.
+Roll, retention and truncation likewise publish last; whoever next takes the lock
+and finds PENDING_OP set (or the seqlock odd) runs recovery over the tail first.
+
+Durability: a broker (process) crash loses nothing that was published, because the
+bytes are in the page cache and the state is a shared mapping; a machine crash loses
+at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from mmlog.config.settings import LogConfig
+from mmlog.errors import (
+    CorruptMessage,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    RecordListTooLarge,
+    UnknownTopicOrPartition,
+)
+from mmlog.log import recovery, retention
+from mmlog.log.files import fsync_dir, segment_bases
+from mmlog.log.lock import PartitionLock
+from mmlog.log.segment import FileSlice, Segment
+from mmlog.log.state import Op, PartitionState, Snapshot, TornState
+from mmlog.protocol import records
+
+INT32_MAX = 2**31 - 1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """Where an append landed."""
+
+    base_offset: int
+    last_offset: int
+    log_start_offset: int
+    batches: int
+    records: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogRead:
+    """A fetch's answer from one partition: the bytes to send and the offsets around them."""
+
+    slice: FileSlice
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Partition:
+    """One partition's log, open in this process."""
+
+    def __init__(self, directory: Path, config: LogConfig | None = None, *, recover: bool = True) -> None:
+        """Open a partition directory (creating it if recover is true).
+
+        `recover=True` is for the process that owns start-up (the broker's main
+        process, or a lone user): it validates the files unless the last close was
+        clean. `recover=False` attaches to a partition someone already opened.
+        """
+        self.directory = Path(directory)
+        self.config = config or LogConfig()
+        if recover:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        elif not (self.directory / "partition.state").exists():
+            raise UnknownTopicOrPartition(f"{self.directory} is not an open partition")
+        self.state = PartitionState(self.directory)
+        self.lock = PartitionLock(self.directory)
+        self._segments: dict[int, Segment] = {}
+        self._bases: list[int] = []
+        self._generation = -1
+        self._active_base = -1
+        self.recovered_notes: list[str] = []
+        self._owner = recover
+        if recover:
+            with self.lock:
+                self._load()
+        self.snapshot()
+
+    # ------------------------------------------------------------ opening
+
+    def _load(self) -> None:
+        """Under the lock at open: trust a clean close, or recover the tail of the log."""
+        s = self.state.snapshot() if not self.state.is_torn() else None
+        clean = s is not None and s.clean and not s.pending_op and not s.deleted and self._clean_files_ok(s)
+        if clean:
+            self.state.update(clean=0, generation=s.generation + 1)
+            self.state.flush()
+            return
+        self._recover(full=s is None or s.generation == 0)
+
+    def _clean_files_ok(self, s: Snapshot) -> bool:
+        """After a clean close the state is the truth, if the files still agree with it."""
+        bases = segment_bases(self.directory)
+        if not bases or bases[-1] != s.active_base:
+            return False
+        size = os.stat(self.directory / f"{s.active_base:020d}.log").st_size
+        if size < s.active_size:
+            return False
+        if size > s.active_size:
+            os.truncate(self.directory / f"{s.active_base:020d}.log", s.active_size)
+        return True
+
+    def _recover(self, full: bool = False) -> None:
+        """Run recovery (caller holds the lock) and publish its result as the new state."""
+        if self.state.is_torn():
+            self.state.reset_seq()
+        gen = self.state.get("generation")
+        log_start = self.state.get("log_start")
+        recovery_point = 0 if full else self.state.get("recovery_point")
+        self._close_segments()
+        found = recovery.recover(self.directory, self.config, log_start, recovery_point)
+        self.recovered_notes = found.truncated
+        for seg in found.segments:
+            seg.close()
+        self.state.update(
+            generation=gen + 1,
+            log_start=found.log_start,
+            log_end=found.log_end,
+            high_watermark=found.log_end,
+            active_base=found.active.base_offset,
+            active_size=found.active_size,
+            index_entries=found.index_entries,
+            time_entries=found.time_entries,
+            max_timestamp=found.max_timestamp,
+            offset_of_max_ts=found.offset_of_max_ts,
+            rolled_at_ms=now_ms() if found.active_size else 0,
+            since_index=found.since_index,
+            recovery_point=found.log_end,
+            unflushed=0,
+            flushed_at_ms=now_ms(),
+            clean=0,
+            deleted=0,
+            pending_op=int(Op.IDLE),
+        )
+        self.state.flush()
+
+    # ------------------------------------------------------------ the segment cache
+
+    def snapshot(self) -> Snapshot:
+        """The current state, with this process's segment list brought up to date."""
+        try:
+            snap = self.state.snapshot()
+        except TornState:
+            with self._writing() as snap:  # repairs what the dead writer left
+                return snap
+        if snap.deleted:
+            raise UnknownTopicOrPartition(f"{self.directory.name} was deleted")
+        for _ in range(100):
+            if snap.generation == self._generation:
+                return snap
+            try:
+                self._sync(snap)
+            except FileNotFoundError:  # a segment went while we listed: the state has moved on too
+                snap = self.state.snapshot()
+        raise TornState(f"{self.directory}: segments keep changing under the reader")
+
+    def _sync(self, snap: Snapshot) -> None:
+        """Reopen the segment list after another process changed it (new generation)."""
+        bases = segment_bases(self.directory)
+        bases = [b for b in bases if b <= snap.active_base]
+        for base in list(self._segments):
+            if base not in bases or base == self._active_base != snap.active_base:
+                self._segments.pop(base).close()  # deleted, or rolled: remap at its trimmed size
+        for base in bases:
+            if base not in self._segments:
+                self._segments[base] = Segment(self.directory, base)
+        self._bases = bases
+        self._generation = snap.generation
+        self._active_base = snap.active_base
+
+    def _close_segments(self) -> None:
+        for seg in self._segments.values():
+            seg.close()
+        self._segments.clear()
+        self._bases = []
+        self._generation = -1
+        self._active_base = -1
+
+    @contextmanager
+    def _writing(self) -> Iterator[Snapshot]:
+        """Hold the lock with the state repaired, the segments in sync and the active one writable."""
+        with self.lock:
+            if self.state.is_torn():
+                self._recover()
+            snap = self.state.snapshot()
+            if snap.deleted:
+                raise UnknownTopicOrPartition(f"{self.directory.name} was deleted")
+            if snap.generation != self._generation:
+                self._sync(snap)
+            self._segments[snap.active_base].preallocate(self.config.segment_index_bytes)
+            yield snap
+
+    # ------------------------------------------------------------ appending
+
+    def append(self, buf) -> AppendInfo:
+        """Validate and append one or more whole batches; assign their offsets in place.
+
+        `buf` must be writable (bytearray or a writable memoryview): baseOffset is
+        rewritten in it, and the same bytes then go to the file.
+        """
+        headers = records.validate_batches(buf)
+        for h in headers:
+            if h.size > self.config.max_message_bytes:
+                raise MessageTooLarge(f"batch of {h.size} bytes > max.message.bytes {self.config.max_message_bytes}")
+        if len(buf) > self.config.segment_bytes:
+            raise RecordListTooLarge(f"{len(buf)} bytes do not fit a segment of {self.config.segment_bytes}")
+        with self._writing() as snap:
+            now = now_ms()
+            if self._should_roll(snap, len(buf), headers, now):
+                snap = self._roll(snap)
+            return self._append_locked(snap, buf, headers, now)
+
+    def _should_roll(self, s: Snapshot, nbytes: int, headers: list, now: int) -> bool:
+        if s.active_size == 0:
+            return False
+        active = self._segments[s.active_base]
+        records_after = s.log_end + sum(h.last_offset_delta + 1 for h in headers) - 1
+        return (
+            s.active_size + nbytes > self.config.segment_bytes
+            or now - s.rolled_at_ms >= self.config.segment_ms
+            or s.index_entries + len(headers) >= active.offset_index.capacity
+            or s.time_entries + len(headers) >= active.time_index.capacity - 1  # room for the final entry
+            or records_after - s.active_base > INT32_MAX
+        )
+
+    def _append_locked(self, s: Snapshot, buf, headers: list, now: int) -> AppendInfo:
+        active = self._segments[s.active_base]
+        self.state.set_pending(Op.APPEND)
+        next_offset = s.log_end
+        pos = s.active_size
+        idx_n, time_n, since = s.index_entries, s.time_entries, s.since_index
+        max_ts, off_max = s.max_timestamp, s.offset_of_max_ts
+        last_time_ts, _ = active.time_index.last(time_n)
+        interval = self.config.index_interval_bytes
+        batch_pos = 0
+        count = 0
+        for h in headers:  # per batch, never per record: a produce carries one batch per partition
+            records.set_base_offset(buf, next_offset, batch_pos)
+            last = next_offset + h.last_offset_delta
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, last
+            at = pos + batch_pos
+            if since >= interval and at > 0:
+                active.offset_index.write(idx_n, next_offset - s.active_base, at)
+                idx_n += 1
+                if max_ts > last_time_ts:
+                    active.time_index.write(time_n, max_ts, off_max - s.active_base)
+                    last_time_ts = max_ts
+                    time_n += 1
+                since = 0
+            since += h.size
+            batch_pos += h.size
+            count += h.records_count
+            next_offset = last + 1
+        active.write_at(pos, buf)
+        unflushed = s.unflushed + count
+        self.state.update(
+            log_end=next_offset,
+            high_watermark=next_offset,
+            active_size=pos + len(buf),
+            index_entries=idx_n,
+            time_entries=time_n,
+            max_timestamp=max_ts,
+            offset_of_max_ts=off_max,
+            since_index=since,
+            rolled_at_ms=s.rolled_at_ms if s.active_size else now,
+            unflushed=unflushed,
+            pending_op=int(Op.IDLE),
+        )
+        if unflushed >= self.config.flush_messages or now - s.flushed_at_ms >= self.config.flush_ms:
+            self._flush_locked()
+        return AppendInfo(s.log_end, next_offset - 1, s.log_start, len(headers), count)
+
+    def _roll(self, s: Snapshot) -> Snapshot:
+        """Seal the active segment and start a new one at the log end (caller holds the lock)."""
+        self.state.set_pending(Op.ROLL)
+        old = self._segments[s.active_base]
+        old.make_inactive(s.index_entries, s.time_entries, s.max_timestamp, s.offset_of_max_ts)
+        new = Segment(self.directory, s.log_end, create=True, index_bytes=self.config.segment_index_bytes)
+        fsync_dir(self.directory)
+        self._segments[s.log_end] = new
+        self.state.update(
+            generation=s.generation + 1, active_base=s.log_end, active_size=0, index_entries=0,
+            time_entries=0, max_timestamp=-1, offset_of_max_ts=-1, since_index=0, rolled_at_ms=0,
+            pending_op=int(Op.IDLE),
+        )
+        # Our own cache is already right: only the old active segment must be remapped.
+        self._segments.pop(s.active_base).close()
+        self._segments[s.active_base] = Segment(self.directory, s.active_base)
+        self._bases = sorted(self._segments)
+        self._generation, self._active_base = s.generation + 1, s.log_end
+        return self.state.snapshot()
+
+    def roll(self) -> None:
+        """Roll now, if the active segment holds anything."""
+        with self._writing() as snap:
+            if snap.active_size:
+                self._roll(snap)
+
+    def maybe_roll(self) -> bool:
+        """Roll an active segment older than segment.ms (the housekeeping timer calls this)."""
+        snap = self.snapshot()
+        if not snap.active_size or now_ms() - snap.rolled_at_ms < self.config.segment_ms:
+            return False
+        with self._writing() as snap:
+            if snap.active_size and now_ms() - snap.rolled_at_ms >= self.config.segment_ms:
+                self._roll(snap)
+                return True
+        return False
+
+    # ------------------------------------------------------------ reading
+
+    def read(self, offset: int, max_bytes: int) -> LogRead:
+        """Bytes from the batch holding `offset` on, at most max_bytes but the first batch whole.
+
+        Raises OffsetOutOfRange below the log start or above the high watermark;
+        at the high watermark the slice is empty. A slice stays within one segment.
+        """
+        snap = self.snapshot()
+        if offset < snap.log_start or offset > snap.high_watermark:
+            raise OffsetOutOfRange(
+                f"offset {offset} outside [{snap.log_start}, {snap.high_watermark}] of {self.directory.name}"
+            )
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        while offset < snap.high_watermark and i < len(self._bases):
+            seg = self._segments[self._bases[i]]
+            active = seg.base_offset == snap.active_base
+            end = snap.active_size if active else seg.file_size()
+            found = seg.find_batch(offset, snap.index_entries if active else seg.offset_index.capacity, end)
+            if found is not None:
+                pos, first = found
+                size = min(end - pos, max(max_bytes, first))
+                return LogRead(FileSlice(seg.file, pos, size), snap.high_watermark, snap.log_start, snap.log_end)
+            i += 1
+        empty = FileSlice(self._segments[snap.active_base].file, snap.active_size, 0)
+        return LogRead(empty, snap.high_watermark, snap.log_start, snap.log_end)
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """Offset of the first record with timestamp >= timestamp, or None (ListOffsets' -1)."""
+        snap = self.snapshot()
+        for base in self._bases:
+            seg = self._segments[base]
+            active = base == snap.active_base
+            seg_max = snap.max_timestamp if active else seg.time_index.last(seg.time_index.capacity)[0]
+            if seg_max < timestamp:
+                continue
+            idx_n = snap.index_entries if active else seg.offset_index.capacity
+            time_n = snap.time_entries if active else seg.time_index.capacity
+            end = snap.active_size if active else seg.file_size()
+            found = seg.find_time(timestamp, idx_n, time_n, end)
+            if found is not None:
+                return max(found, snap.log_start)
+        return None
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.snapshot().log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.snapshot().log_end
+
+    @property
+    def high_watermark(self) -> int:
+        return self.snapshot().high_watermark
+
+    def segment_bases(self) -> list[int]:
+        self.snapshot()
+        return list(self._bases)
+
+    def size_bytes(self) -> int:
+        snap = self.snapshot()
+        return sum(
+            snap.active_size if b == snap.active_base else self._segments[b].file_size() for b in self._bases
+        )
+
+    # ------------------------------------------------------------ flushing
+
+    def flush(self) -> None:
+        """fsync everything appended so far; the recovery point moves to the log end."""
+        with self._writing():
+            self._flush_locked()
+
+    def maybe_flush(self) -> bool:
+        """Flush if flush.ms has passed since the last flush with messages pending."""
+        snap = self.snapshot()
+        if not snap.unflushed or now_ms() - snap.flushed_at_ms < self.config.flush_ms:
+            return False
+        self.flush()
+        return True
+
+    def _flush_locked(self) -> None:
+        s = self.state.snapshot()
+        first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
+        for base in self._bases:
+            if base >= first:
+                self._segments[base].flush()
+        self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
+        self.state.flush()
+
+    # ------------------------------------------------------------ retention and truncation
+
+    def apply_retention(self, now: int | None = None) -> int:
+        """Delete whole expired segments (retention.ms / retention.bytes); return how many."""
+        now = now_ms() if now is None else now
+        with self._writing() as s:
+            summaries = [
+                retention.SegmentSummary(
+                    b,
+                    s.active_size if b == s.active_base else self._segments[b].file_size(),
+                    s.max_timestamp if b == s.active_base else self._segments[b].time_index.last(
+                        self._segments[b].time_index.capacity)[0],
+                )
+                for b in self._bases
+            ]
+            count = retention.expired_prefix(summaries, self.config, now)
+            if count:
+                self._delete_prefix(s, count)
+            return count
+
+    def _delete_prefix(self, s: Snapshot, count: int) -> None:
+        """Move the log start past `count` leading segments, then unlink them."""
+        doomed = self._bases[:count]
+        new_start = self._bases[count]
+        self.state.set_pending(Op.DELETE_SEGMENTS)
+        self.state.update(generation=s.generation + 1, log_start=max(s.log_start, new_start))
+        for base in doomed:
+            self._segments.pop(base).delete_files()  # open slices keep reading the unlinked files
+        self.state.update(pending_op=int(Op.IDLE))
+        self.state.flush()
+        self._sync(self.state.snapshot())
+
+    def delete_records_before(self, offset: int) -> int:
+        """Advance the log start offset (Kafka's DeleteRecords); drop segments wholly below it."""
+        with self._writing() as s:
+            if offset > s.high_watermark or offset < 0:
+                raise OffsetOutOfRange(f"{offset} outside [0, {s.high_watermark}]")
+            if offset <= s.log_start:
+                return s.log_start
+            count = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            self.state.update(log_start=offset)
+            if count:
+                self._delete_prefix(self.state.snapshot(), count)
+            self.state.flush()
+            return offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at or after `offset` (a batch holding it goes whole)."""
+        with self._writing() as s:
+            if offset >= s.log_end:
+                return
+            if offset < s.log_start:
+                raise OffsetOutOfRange(f"cannot truncate to {offset}, below the log start {s.log_start}")
+            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            seg = self._segments[self._bases[i]]
+            end = s.active_size if seg.base_offset == s.active_base else seg.file_size()
+            found = seg.find_batch(offset, seg.offset_index.capacity if seg.base_offset != s.active_base
+                                   else s.index_entries, end)
+            cut = found[0] if found else end
+            # Crash points: the recovery point moves below the cut first, so that a
+            # repair rescans this segment; the segment is cut; then later segments go,
+            # newest first, and recovery drops any left because they no longer follow.
+            self.state.set_pending(Op.TRUNCATE)
+            self.state.update(recovery_point=min(s.recovery_point, seg.base_offset))
+            seg.truncate(cut)
+            for base in reversed(self._bases[i + 1 :]):
+                self._segments.pop(base).delete_files()
+            self._recover()
+            self._sync(self.state.snapshot())
+
+    # ------------------------------------------------------------ closing
+
+    def close(self, clean: bool | None = None) -> None:
+        """Close this process's view; a clean close (the owner's, by default) flushes and marks the state.
+
+        Only the process that opened with recovery may mark the partition clean: it
+        closes last, after every attached process has stopped appending.
+        """
+        if self._owner if clean is None else clean:
+            try:
+                with self._writing():
+                    self._flush_locked()
+                    self.state.update(clean=1)
+                    self.state.flush()
+            except UnknownTopicOrPartition:
+                pass
+        self._close_segments()
+        self.state.close()
+        self.lock.close()
+
+    def delete(self) -> None:
+        """Delete the partition: mark it deleted for every process, then remove its directory."""
+        with self._writing() as s:
+            self.state.update(deleted=1, generation=s.generation + 1)
+            self.state.flush()
+        self._close_segments()
+        self.state.close()
+        self.lock.close()
+        doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
+        os.rename(self.directory, doomed)
+        fsync_dir(self.directory.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def __enter__(self) -> "Partition":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close(clean=self._owner and exc[0] is None)
+
+
+__all__ = ["Partition", "AppendInfo", "LogRead", "CorruptMessage"]

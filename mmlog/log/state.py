@@ -1,0 +1,165 @@
+"""Partition state: one shared, mmap-ed page that every process reads without a lock.
+
+Layout: a 4 KiB file `partition.state` of native-endian int64 slots:
+
+    0 MAGIC             'MMLOGST1'
+    1 SEQ               seqlock sequence: odd while a writer is changing slots 2..
+    2 GENERATION        bumped on every change of the segment set (roll, retention,
+                        truncation, deletion): a process whose cached segment list
+                        is from an older generation lists the directory again
+    3 LOG_START         log start offset
+    4 LOG_END           log end offset (offset the next record gets)
+    5 HIGH_WATERMARK    last offset + 1 that consumers may read
+    6 ACTIVE_BASE       base offset of the active segment
+    7 ACTIVE_SIZE       committed bytes of the active .log; readers never go past it
+    8 INDEX_ENTRIES     valid entries of the active offset index
+    9 TIME_ENTRIES      valid entries of the active time index
+   10 MAX_TIMESTAMP     largest timestamp in the active segment (-1: none)
+   11 OFFSET_OF_MAX_TS  offset of that record
+   12 ROLLED_AT_MS      wall-clock ms when the active segment got its first batch
+   13 SINCE_INDEX       bytes appended since the last index entry
+   14 RECOVERY_POINT    offsets below it are fsynced: recovery starts at its segment
+   15 UNFLUSHED         messages appended since the last fsync
+   16 FLUSHED_AT_MS     wall-clock ms of the last fsync
+   17 CLEAN             1 after a clean close, until the partition is opened again
+   18 DELETED           1 once the partition is deleted
+   19 PENDING_OP        what the lock holder is doing (see Op); 0 when idle
+
+Readers take a consistent snapshot of slots 2.. with the seqlock: read SEQ, copy
+the slots, read SEQ again, retry if it changed or was odd. This relies on x86-64
+ordering (stores are not reordered with stores, loads not with loads), which holds
+on the machines mmlog targets.
+
+Writers hold the partition lock (`lock.py`). Before a multi-step file operation a
+writer sets PENDING_OP, and clears it in the same seqlocked update that publishes
+the result. A writer that finds PENDING_OP set, or SEQ odd, when it takes the lock
+knows its predecessor died mid-operation and repairs the partition from its files
+(`partition.py`) before doing anything else.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mmlog.log.files import MappedFile
+
+STATE_FILE = "partition.state"
+STATE_SIZE = 4096
+MAGIC = int.from_bytes(b"MMLOGST1", "little", signed=True)
+
+(MAGIC_SLOT, SEQ, GENERATION, LOG_START, LOG_END, HIGH_WATERMARK, ACTIVE_BASE, ACTIVE_SIZE,
+ INDEX_ENTRIES, TIME_ENTRIES, MAX_TIMESTAMP, OFFSET_OF_MAX_TS, ROLLED_AT_MS, SINCE_INDEX,
+ RECOVERY_POINT, UNFLUSHED, FLUSHED_AT_MS, CLEAN, DELETED, PENDING_OP) = range(20)
+FIRST, LAST = GENERATION, PENDING_OP
+
+_NAMES = {
+    GENERATION: "generation", LOG_START: "log_start", LOG_END: "log_end",
+    HIGH_WATERMARK: "high_watermark", ACTIVE_BASE: "active_base", ACTIVE_SIZE: "active_size",
+    INDEX_ENTRIES: "index_entries", TIME_ENTRIES: "time_entries", MAX_TIMESTAMP: "max_timestamp",
+    OFFSET_OF_MAX_TS: "offset_of_max_ts", ROLLED_AT_MS: "rolled_at_ms", SINCE_INDEX: "since_index",
+    RECOVERY_POINT: "recovery_point", UNFLUSHED: "unflushed", FLUSHED_AT_MS: "flushed_at_ms",
+    CLEAN: "clean", DELETED: "deleted", PENDING_OP: "pending_op",
+}
+_SLOT = {name: slot for slot, name in _NAMES.items()}
+
+
+class Op(enum.IntEnum):
+    """Multi-step operations whose interruption the next lock holder must repair."""
+
+    IDLE = 0
+    APPEND = 1
+    ROLL = 2
+    DELETE_SEGMENTS = 3
+    TRUNCATE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A consistent copy of the state slots, as one reader saw them."""
+
+    generation: int
+    log_start: int
+    log_end: int
+    high_watermark: int
+    active_base: int
+    active_size: int
+    index_entries: int
+    time_entries: int
+    max_timestamp: int
+    offset_of_max_ts: int
+    rolled_at_ms: int
+    since_index: int
+    recovery_point: int
+    unflushed: int
+    flushed_at_ms: int
+    clean: int
+    deleted: int
+    pending_op: int
+
+
+class TornState(Exception):
+    """The seqlock stayed odd: a writer died mid-update and nobody has repaired it yet."""
+
+
+class PartitionState:
+    """The shared state page of one partition."""
+
+    def __init__(self, directory: Path) -> None:
+        self.file = MappedFile(Path(directory) / STATE_FILE, np.int64, STATE_SIZE)
+        self._slots = self.file.view
+        if self._slots[MAGIC_SLOT] == 0:
+            self._slots[MAGIC_SLOT] = MAGIC  # a new partition: every slot starts at 0
+        elif self._slots[MAGIC_SLOT] != MAGIC:
+            raise ValueError(f"{self.file.path}: not a partition state file")
+
+    @property
+    def is_new(self) -> bool:
+        return self._slots[GENERATION] == 0
+
+    def snapshot(self, spins: int = 100_000) -> Snapshot:
+        """A consistent snapshot, taken without a lock; TornState if a writer died mid-update."""
+        slots = self._slots
+        for i in range(spins):
+            seq = slots[SEQ]
+            if not seq & 1:
+                values = slots[FIRST : LAST + 1].tolist()
+                if slots[SEQ] == seq:
+                    return Snapshot(*values)
+            if i > 100:
+                time.sleep(0)
+        raise TornState(str(self.file.path))
+
+    def get(self, name: str) -> int:
+        """One slot, read without the seqlock (for writers, who hold the lock)."""
+        return int(self._slots[_SLOT[name]])
+
+    def update(self, **values: int) -> None:
+        """Publish new values of named slots atomically for readers (caller holds the lock)."""
+        slots = self._slots
+        seq = int(slots[SEQ])
+        slots[SEQ] = seq + 1 | 1  # odd: readers retry
+        for name, value in values.items():
+            slots[_SLOT[name]] = value
+        slots[SEQ] = seq + 2 & ~1
+
+    def set_pending(self, op: Op) -> None:
+        """Mark the start of a multi-step operation (readers ignore this slot)."""
+        self._slots[PENDING_OP] = int(op)
+
+    def is_torn(self) -> bool:
+        return bool(self._slots[SEQ] & 1) or self._slots[PENDING_OP] != Op.IDLE
+
+    def reset_seq(self) -> None:
+        """Make the seqlock even again after a repair (caller holds the lock)."""
+        self._slots[SEQ] = int(self._slots[SEQ]) + 1 & ~1
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
