@@ -1,0 +1,257 @@
+"""The log manager: the topics and partition logs of a broker's data directories.
+
+Layout: each data directory (`log.dirs`) holds partition directories
+`<topic>-<partition>/`; new partitions go to the directory holding the fewest.
+The topic catalogue (partition counts, per-topic config overrides, topic ids) is
+`topics.json` in the first data directory, written atomically by the one process
+that owns the manager (the broker's control plane). Other processes open the
+manager attached: they read the catalogue, reload it when asked about a topic they
+do not know, and open partitions without recovery.
+
+Deleting a topic removes it from the catalogue first, then marks each partition
+deleted (every process sees that through the partition state) and removes its
+directory; a crash in between leaves directories that `load()` removes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from mmlog.config.settings import ConfigError, LogConfig
+from mmlog.errors import (
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidTopic,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+from mmlog.log import kernels
+from mmlog.log.files import atomic_write
+from mmlog.log.partition import Partition
+
+CATALOGUE = "topics.json"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
+
+
+@dataclass
+class TopicInfo:
+    """A topic in the catalogue."""
+
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)  # overrides only, Kafka names
+    topic_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def to_json(self) -> dict:
+        return {"partitions": self.partitions, "config": self.config, "id": self.topic_id}
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rule: 1-249 of [a-zA-Z0-9._-], and not '.' or '..'."""
+    if not _LEGAL_TOPIC.match(name or "") or name in (".", ".."):
+        raise InvalidTopic(f"illegal topic name {name!r}")
+
+
+class LogManager:
+    """Topics and their partition logs across one or more data directories."""
+
+    def __init__(self, log_dirs: list[Path] | Path, defaults: LogConfig | None = None, *, owner: bool = True) -> None:
+        self.log_dirs = [Path(d) for d in (log_dirs if isinstance(log_dirs, list) else [log_dirs])]
+        self.defaults = defaults or LogConfig()
+        self.owner = owner
+        self._topics: dict[str, TopicInfo] = {}
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._lock = threading.RLock()
+        self._catalogue_mtime = 0
+        if owner:
+            for d in self.log_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+            kernels.warm()
+        self.reload()
+
+    # ------------------------------------------------------------ catalogue
+
+    @property
+    def catalogue_path(self) -> Path:
+        return self.log_dirs[0] / CATALOGUE
+
+    def reload(self) -> None:
+        """Read the catalogue again if it changed (attached processes call this on a miss)."""
+        try:
+            stat = os.stat(self.catalogue_path)
+        except FileNotFoundError:
+            return
+        if stat.st_mtime_ns == self._catalogue_mtime:
+            return
+        data = json.loads(self.catalogue_path.read_text())
+        with self._lock:
+            self._topics = {
+                name: TopicInfo(name, t["partitions"], dict(t.get("config", {})), t.get("id", ""))
+                for name, t in data.get("topics", {}).items()
+            }
+            for key in [k for k in self._partitions if k[0] not in self._topics]:
+                self._partitions.pop(key).close(clean=False)
+            self._catalogue_mtime = stat.st_mtime_ns
+
+    def _save(self) -> None:
+        data = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self._topics.items())}}
+        atomic_write(self.catalogue_path, json.dumps(data, indent=1).encode())
+        self._catalogue_mtime = os.stat(self.catalogue_path).st_mtime_ns
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def topic(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            self.reload()
+            info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartition(f"unknown topic {name!r}")
+        return info
+
+    def config_for(self, topic: str) -> LogConfig:
+        return LogConfig.from_props(self.topic(topic).config, self.defaults)
+
+    # ------------------------------------------------------------ admin (owner only)
+
+    def create_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None) -> TopicInfo:
+        """Create a topic and its partition directories."""
+        self._require_owner()
+        validate_topic_name(name)
+        if partitions < 1:
+            raise InvalidPartitions(f"{partitions} partitions: a topic needs at least one")
+        overrides = {k: str(v) for k, v in (config or {}).items()}
+        try:
+            log_config = LogConfig.from_props(overrides, self.defaults)
+        except ConfigError as exc:
+            raise InvalidConfig(str(exc)) from exc
+        with self._lock:
+            if name in self._topics:
+                raise TopicAlreadyExists(f"topic {name!r} already exists")
+            info = TopicInfo(name, partitions, overrides)
+            for p in range(partitions):
+                self._partitions[(name, p)] = Partition(self._place(name, p), log_config)
+            self._topics[name] = info
+            self._save()
+            return info
+
+    def delete_topic(self, name: str) -> None:
+        self._require_owner()
+        with self._lock:
+            info = self.topic(name)
+            del self._topics[name]
+            self._save()
+            for p in range(info.partitions):
+                part = self._partitions.pop((name, p), None) or self._open(name, p)
+                part.delete()
+
+    def alter_topic_config(self, name: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's overrides; open partitions pick the new config up at once here."""
+        self._require_owner()
+        with self._lock:
+            info = self.topic(name)
+            try:
+                log_config = LogConfig.from_props(config, self.defaults)
+            except ConfigError as exc:
+                raise InvalidConfig(str(exc)) from exc
+            info.config = {k: str(v) for k, v in config.items()}
+            self._save()
+            for (topic, _), part in self._partitions.items():
+                if topic == name:
+                    part.config = log_config
+
+    def _require_owner(self) -> None:
+        if not self.owner:
+            raise RuntimeError("topic admin runs in the process that owns the log manager")
+
+    # ------------------------------------------------------------ partitions
+
+    def partition(self, topic: str, partition: int) -> Partition:
+        """The open partition log (opened on first use)."""
+        part = self._partitions.get((topic, partition))
+        if part is not None:
+            return part
+        info = self.topic(topic)
+        if not 0 <= partition < info.partitions:
+            raise UnknownTopicOrPartition(f"{topic} has no partition {partition}")
+        with self._lock:
+            part = self._partitions.get((topic, partition)) or self._open(topic, partition)
+            self._partitions[(topic, partition)] = part
+            return part
+
+    def _open(self, topic: str, partition: int) -> Partition:
+        directory = self._find(topic, partition)
+        if directory is None:
+            if not self.owner:
+                raise UnknownTopicOrPartition(f"{topic}-{partition} has no directory yet")
+            directory = self._place(topic, partition)
+        return Partition(directory, self.config_for(topic), recover=self.owner)
+
+    def _find(self, topic: str, partition: int) -> Path | None:
+        for d in self.log_dirs:
+            candidate = d / f"{topic}-{partition}"
+            if candidate.is_dir():
+                return candidate
+        return None
+
+    def _place(self, topic: str, partition: int) -> Path:
+        """Existing directory of a partition, or a new one in the emptiest data dir."""
+        found = self._find(topic, partition)
+        if found is not None:
+            return found
+        counts = {d: sum(1 for e in os.scandir(d) if e.is_dir()) for d in self.log_dirs}
+        return min(self.log_dirs, key=lambda d: counts[d]) / f"{topic}-{partition}"
+
+    def load(self) -> list[str]:
+        """Owner start-up: open (recovering as needed) every partition of the catalogue.
+
+        Returns the recovery notes. Directories of deleted topics are removed.
+        """
+        self._require_owner()
+        notes = []
+        for d in self.log_dirs:
+            for entry in os.scandir(d):
+                if not entry.is_dir():
+                    continue
+                if entry.name.endswith("-delete"):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
+                m = _PARTITION_DIR.match(entry.name)
+                if m and m["topic"] not in self._topics:
+                    shutil.rmtree(entry.path, ignore_errors=True)  # a deletion cut short
+        for name, info in self._topics.items():
+            for p in range(info.partitions):
+                part = self.partition(name, p)
+                notes += part.recovered_notes
+        return notes
+
+    def partitions(self) -> Iterator[tuple[str, int, Partition]]:
+        for (topic, p), part in list(self._partitions.items()):
+            yield topic, p, part
+
+    # ------------------------------------------------------------ housekeeping
+
+    def apply_retention(self) -> int:
+        return sum(part.apply_retention() for _, _, part in self.partitions())
+
+    def flush_due(self) -> int:
+        return sum(part.maybe_flush() for _, _, part in self.partitions())
+
+    def roll_due(self) -> int:
+        return sum(part.maybe_roll() for _, _, part in self.partitions())
+
+    def close(self, clean: bool | None = None) -> None:
+        with self._lock:
+            for part in self._partitions.values():
+                part.close(clean)
+            self._partitions.clear()
