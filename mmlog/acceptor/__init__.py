@@ -1,0 +1,1 @@
+"""The control plane: the broker's main process (acceptor, supervisor, coordinators)."""

@@ -1,0 +1,122 @@
+"""The control plane's request handlers and housekeeping timers, on the control thread.
+
+Processors forward what changes cluster state: topic creation and deletion
+(explicit, or automatic on Metadata) and producer ids. Housekeeping runs here too,
+on timers: retention every `log.retention.check.interval.ms`, and the flush.ms /
+segment.ms checks every `log.flush.scheduler.interval.ms`. Everything runs on the
+one control thread, holding the fork lock, so the supervisor never forks while a
+handler holds a partition lock or is half way through a catalogue write.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from mmlog.acceptor.control_channel import ControlServer
+from mmlog.config.broker import BrokerConfig
+from mmlog.errors import InvalidReplicationFactor, InvalidRequest, KafkaError, TopicAlreadyExists
+from mmlog.log.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+class ControlPlane:
+    """Handlers for the control ops, bound to the broker's log manager and store."""
+
+    def __init__(self, config: BrokerConfig, manager: LogManager, store, fork_lock: threading.Lock) -> None:
+        self.config = config
+        self.manager = manager
+        self.store = store
+        self.fork_lock = fork_lock
+        self.server = ControlServer({
+            "create_topics": self._locked(self.create_topics),
+            "auto_create_topics": self._locked(self.auto_create_topics),
+            "delete_topics": self._locked(self.delete_topics),
+            "next_producer_id": self._locked(self.next_producer_id),
+        })
+
+    def _locked(self, fn):
+        def run(args, reply):
+            with self.fork_lock:
+                fn(args, reply)
+
+        return run
+
+    def start(self) -> None:
+        self.server.start()
+        self._every(self.config["log.retention.check.interval.ms"], self.manager.apply_retention, "retention")
+        self._every(self.config["log.flush.scheduler.interval.ms"], self._flush_and_roll, "flush")
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    # ------------------------------------------------------------ ops
+
+    def create_topics(self, args, reply) -> None:
+        results = []
+        for spec in args["topics"]:
+            name = spec["name"]
+            try:
+                partitions = spec["partitions"]
+                if spec["assignments"]:
+                    raise InvalidRequest("manual replica assignment is not supported")
+                if partitions == -1:
+                    partitions = self.config["num.partitions"]
+                if spec["replication_factor"] not in (-1, 1):
+                    raise InvalidReplicationFactor(f"replication factor {spec['replication_factor']} > 1 broker")
+                if args["validate_only"]:
+                    if name in self.manager.topics():
+                        raise TopicAlreadyExists(f"topic {name!r} already exists")
+                else:
+                    configs = {k: v for k, v in spec["configs"].items() if v is not None}
+                    self.manager.create_topic(name, partitions, configs)
+                    log.info("created topic %s with %d partitions", name, partitions)
+                results.append((name, 0, None))
+            except KafkaError as exc:
+                results.append((name, exc.code, str(exc)))
+        reply(results)
+
+    def auto_create_topics(self, names, reply) -> None:
+        for name in names:
+            if name in self.manager.topics():
+                continue
+            try:
+                self.manager.create_topic(name, self.config["num.partitions"])
+                log.info("auto-created topic %s", name)
+            except KafkaError as exc:
+                log.info("not auto-creating %r: %s", name, exc)
+        reply(None)
+
+    def delete_topics(self, names, reply) -> None:
+        results = []
+        for name in names:
+            try:
+                if not self.config["delete.topic.enable"]:
+                    raise InvalidRequest("delete.topic.enable is false")
+                self.manager.delete_topic(name)
+                log.info("deleted topic %s", name)
+                results.append((name, 0))
+            except KafkaError as exc:
+                results.append((name, exc.code))
+        reply(results)
+
+    def next_producer_id(self, _args, reply) -> None:
+        reply(self.store.next_producer_id())
+
+    # ------------------------------------------------------------ housekeeping
+
+    def _every(self, interval_ms: int, fn, name: str) -> None:
+        def tick() -> None:
+            try:
+                with self.fork_lock:
+                    fn()
+            except Exception:  # noqa: BLE001 - a failed round is retried next time
+                log.exception("housekeeping %s failed", name)
+            self.server.call_later(interval_ms / 1000, tick)
+
+        self.server.call_soon(lambda: self.server.call_later(interval_ms / 1000, tick))
+
+    def _flush_and_roll(self) -> None:
+        self.manager.flush_due()
+        self.manager.roll_due()

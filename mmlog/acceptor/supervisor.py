@@ -1,0 +1,241 @@
+"""The supervisor: accepts connections, hands them to processors, keeps processors alive.
+
+Its loop is a handful of verb-named steps (gunicorn's arbiter is the model):
+
+    wait -> accept and hand off -> handle queued signals -> reap and replace processors
+
+Signal handlers only queue the signal (the wakeup fd ends the wait); the loop
+dispatches `handle_<signal>`. The accept path never touches disk or ZooKeeper.
+
+Pre-fork / post-fork: the supervisor forks processors holding the fork lock, so
+the control thread is between operations (no partition lock, no half-written
+file). Each child closes the parent's ends of the channels and runs
+`processor_main`; a child that cannot boot exits with `BOOT_ERROR`, which stops
+the broker rather than respawning it forever. A processor that dies otherwise is
+replaced in its slot (same wake-board slot, new channels).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import selectors
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from mmlog.acceptor.control import ControlPlane
+from mmlog.acceptor.handoff import channel_pair, hand_off
+from mmlog.config.broker import BrokerConfig
+from mmlog.processors.wakeup import WakeBoard
+from mmlog.processors.worker import processor_main
+
+log = logging.getLogger("mmlog.broker")
+
+BOOT_ERROR = 3
+CRASH_WINDOW_S = 10.0
+MAX_CRASHES_IN_WINDOW = 10
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+
+
+@dataclass
+class Worker:
+    slot: int
+    pid: int
+    handoff: socket.socket
+    control: socket.socket
+    started: float
+
+
+class BrokerStopped(Exception):
+    """The broker has to stop with an error (processors cannot boot, or crash in a loop)."""
+
+
+class Supervisor:
+    """The main loop of the broker's main process."""
+
+    def __init__(self, config: BrokerConfig, listeners: list[socket.socket], control: ControlPlane,
+                 cluster_id: str, fork_lock: threading.Lock) -> None:
+        self.config = config
+        self.listeners = listeners
+        self.control = control
+        self.cluster_id = cluster_id
+        self.fork_lock = fork_lock
+        self.nprocs = config["num.network.threads"]
+        self.board = WakeBoard(self.nprocs)
+        self.workers: dict[int, Worker] = {}  # pid -> worker
+        self._next = 0
+        self._signals: list[int] = []
+        self._crashes: list[float] = []
+        self.stopping = False
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self, on_ready=lambda: None) -> int:
+        """Serve until SIGTERM/SIGINT; return the exit code."""
+        self._setup_signals()
+        for slot in range(self.nprocs):
+            self.spawn(slot)
+        on_ready()
+        self.sel = selectors.DefaultSelector()
+        for sock in self.listeners:
+            self.sel.register(sock, selectors.EVENT_READ, "listener")
+        self.sel.register(self._sig_r, selectors.EVENT_READ, "signal")
+        try:
+            while not self.stopping:
+                self.wait()
+                self.handle_signals()
+                self.reap()
+        except BrokerStopped as exc:
+            log.error("stopping: %s", exc)
+            self.stop_workers()
+            return 1
+        return 0
+
+    def wait(self) -> None:
+        for key, _ in self.sel.select(1.0):
+            if key.data == "listener":
+                self.accept(key.fileobj)
+            else:
+                try:
+                    self._signals.extend(os.read(self._sig_r, 64))
+                except BlockingIOError:
+                    pass
+
+    def accept(self, listener: socket.socket) -> None:
+        """Accept every pending connection and hand each to the next processor."""
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.warning("accept: %s", exc.strerror)
+                    return
+                raise
+            self._hand_to_processor(conn)
+
+    def _hand_to_processor(self, conn: socket.socket) -> None:
+        workers = sorted(self.workers.values(), key=lambda w: w.slot)
+        for _ in range(len(workers)):
+            worker = workers[self._next % len(workers)]
+            self._next += 1
+            try:
+                hand_off(worker.handoff, conn)
+                return
+            except (BlockingIOError, OSError):
+                continue  # that processor is backed up or gone: try the next
+        conn.close()
+
+    def handle_signals(self) -> None:
+        signals, self._signals = self._signals, []
+        for signum in signals:
+            handler = {
+                signal.SIGTERM: self.handle_term, signal.SIGINT: self.handle_term,
+                signal.SIGHUP: self.handle_hup, signal.SIGCHLD: lambda: None,
+            }.get(signum)
+            if handler:
+                handler()
+
+    def handle_term(self) -> None:
+        log.info("shutting down: stop accepting, let processors finish in-flight requests")
+        self.stopping = True
+
+    def handle_hup(self) -> None:
+        log.info("SIGHUP: nothing to reload yet (settings need a restart)")
+
+    def reap(self) -> None:
+        """Collect dead processors; replace them, or stop the broker if they cannot run."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            worker = self.workers.pop(pid, None)
+            if worker is None:
+                continue
+            worker.handoff.close()
+            self.control.server.remove_channel(worker.control)
+            code = os.waitstatus_to_exitcode(status)
+            if self.stopping:
+                continue
+            if code == BOOT_ERROR:
+                raise BrokerStopped(f"processor {worker.slot} could not boot")
+            log.warning("processor %d (pid %d) died with %s; replacing it", worker.slot, pid, _describe(code))
+            self._count_crash()
+            self.spawn(worker.slot)
+
+    def _count_crash(self) -> None:
+        now = time.monotonic()
+        self._crashes = [t for t in self._crashes if now - t < CRASH_WINDOW_S] + [now]
+        if len(self._crashes) > MAX_CRASHES_IN_WINDOW:
+            raise BrokerStopped(f"{len(self._crashes)} processor crashes in {CRASH_WINDOW_S:.0f} s")
+
+    # ------------------------------------------------------------ processes
+
+    def spawn(self, slot: int) -> None:
+        """Fork the processor of a slot."""
+        handoff_parent, handoff_child = channel_pair()
+        control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with self.fork_lock:
+            pid = os.fork()
+        if pid == 0:  # ------------------------------------------------ the child
+            code = BOOT_ERROR
+            try:
+                handoff_parent.close()
+                control_parent.close()
+                for sock in self.listeners:
+                    sock.close()
+                for w in self.workers.values():
+                    w.handoff.close()
+                    w.control.close()
+                code = processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id)
+            finally:
+                os._exit(code)
+        handoff_child.close()
+        control_child.close()
+        handoff_parent.setblocking(False)
+        self.workers[pid] = Worker(slot, pid, handoff_parent, control_parent, time.monotonic())
+        self.control.server.add_channel(control_parent)
+
+    def stop_workers(self, timeout: float | None = None) -> None:
+        """SIGTERM every processor, wait for them (SIGKILL after the timeout)."""
+        if timeout is None:
+            timeout = self.config["controlled.shutdown.timeout.ms"] / 1000 + 5
+        for sock in self.listeners:
+            sock.close()
+        for worker in self.workers.values():
+            try:
+                os.kill(worker.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while self.workers and time.monotonic() < deadline:
+            for pid in list(self.workers):
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    self.workers.pop(pid).handoff.close()
+            time.sleep(0.01)
+        for pid, worker in self.workers.items():
+            log.warning("processor %d did not stop in time; killing it", worker.slot)
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        self.workers.clear()
+
+    def _setup_signals(self) -> None:
+        self._sig_r, sig_w = os.pipe()
+        os.set_blocking(self._sig_r, False)
+        os.set_blocking(sig_w, False)
+        signal.set_wakeup_fd(sig_w)
+        for signum in SIGNALS:
+            signal.signal(signum, lambda *_: None)  # queued through the wakeup fd
+
+
+def _describe(code: int) -> str:
+    return f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"

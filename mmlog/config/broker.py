@@ -1,0 +1,154 @@
+"""Broker settings: Kafka's `server.properties` names, command-line flags, one registry.
+
+`BrokerConfig.load(file, overrides)` reads an optional properties file, applies
+command-line overrides (by Kafka name), validates every value and rejects unknown
+names with a `ConfigError` naming the setting, so a typo stops the broker at start
+instead of being silently ignored. Topic defaults (`log.segment.bytes`,
+`log.retention.hours`, ...) become the `LogConfig` every topic starts from.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from mmlog.config.settings import (
+    BROKER_ALIASES,
+    BROKER_TOPIC_DEFAULTS,
+    TOPIC_SETTINGS,
+    ConfigError,
+    LogConfig,
+    Setting,
+    parse_properties,
+)
+
+
+def _listener_ok(value: str) -> bool:
+    try:
+        parse_listeners(value)
+        return True
+    except ValueError:
+        return False
+
+
+BROKER_SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in [
+        Setting("broker.id", int, 0, "This broker's id (unique in a cluster).", lambda v: v >= 0, ">= 0",
+                flag="--broker-id"),
+        Setting("log.dirs", str, "/var/lib/mmlog", "Comma-separated data directories.", bool, "non-empty",
+                flag="--data-dir"),
+        Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Where to listen: [PLAINTEXT://]HOST:PORT[,...].",
+                _listener_ok, "HOST:PORT list", flag="--listen"),
+        Setting("advertised.listeners", str, "", "The address clients are told to connect to (default: listeners).",
+                lambda v: v == "" or _listener_ok(v), "HOST:PORT list", flag="--advertised-listener"),
+        Setting("num.network.threads", int, os.cpu_count() or 1, "Processor processes serving connections.",
+                lambda v: 1 <= v <= 256, "1 .. 256", flag="--processors"),
+        Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", lambda v: v >= 1, ">= 1"),
+        Setting("default.replication.factor", int, 1, "Replicas of an auto-created topic (1 for now).",
+                lambda v: v == 1, "1"),
+        Setting("auto.create.topics.enable", bool, True, "Create a topic when a client asks for an unknown one."),
+        Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
+        Setting("zookeeper.connect", str, "", "ZooKeeper host:port[,...][/chroot]; empty runs standalone."),
+        Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout.", lambda v: v > 0, "> 0"),
+        Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted.",
+                lambda v: v >= 1024, ">= 1024"),
+        Setting("connections.max.idle.ms", int, 600_000, "Close connections idle this long.", lambda v: v > 0, "> 0"),
+        Setting("log.retention.check.interval.ms", int, 300_000, "How often retention runs.", lambda v: v > 0, "> 0"),
+        Setting("log.flush.scheduler.interval.ms", int, 1000, "How often flush.ms and segment.ms are checked.",
+                lambda v: v > 0, "> 0"),
+        Setting("controlled.shutdown.timeout.ms", int, 30_000, "How long SIGTERM waits for in-flight requests.",
+                lambda v: v >= 0, ">= 0"),
+        Setting("cluster.id", str, "", "Cluster id (generated and kept in the data dir when empty)."),
+        Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members before the first rebalance.",
+                lambda v: v >= 0, ">= 0"),
+    ]
+}
+# Broker-level topic defaults, named as Kafka names them.
+for _broker_name, _topic_name in BROKER_TOPIC_DEFAULTS.items():
+    _t = TOPIC_SETTINGS[_topic_name]
+    BROKER_SETTINGS[_broker_name] = Setting(_broker_name, _t.type, _t.default, _t.doc, _t.check, _t.rule)
+for _alias, (_target, _scale) in BROKER_ALIASES.items():
+    BROKER_SETTINGS[_alias] = Setting(_alias, int, None, f"{_target} in coarser units.", lambda v: v >= -1, ">= -1")
+BROKER_SETTINGS["log.dir"] = Setting("log.dir", str, "", "A single data directory (log.dirs wins).")
+
+
+def parse_listeners(value: str) -> list[tuple[str, int]]:
+    """'PLAINTEXT://host:9092,host2:9093' -> [(host, port), ...]; IPv6 hosts in [brackets]."""
+    out = []
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        _, sep, rest = item.rpartition("://")
+        if sep and _ not in ("PLAINTEXT", ""):
+            raise ValueError(f"only PLAINTEXT listeners are supported, not {_}")
+        host, colon, port = rest.rpartition(":")
+        if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ValueError(f"bad listener {item!r}: want HOST:PORT")
+        out.append((host.strip("[]") or "0.0.0.0", int(port)))
+    if not out:
+        raise ValueError("no listener")
+    return out
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The validated settings of one broker."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> "BrokerConfig":
+        """Defaults, then the properties file, then overrides; every name checked."""
+        raw: dict[str, Any] = {}
+        if path is not None:
+            try:
+                raw.update(parse_properties(Path(path).read_text()))
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+        values = {name: s.default for name, s in BROKER_SETTINGS.items()}
+        for name, value in raw.items():
+            setting = BROKER_SETTINGS.get(name)
+            if setting is None:
+                raise ConfigError(f"unknown setting {name!r}")
+            values[name] = setting.parse(value)
+        for alias, (target, scale) in BROKER_ALIASES.items():
+            if alias in raw and target not in raw:
+                values[target] = values[alias] * scale if values[alias] >= 0 else -1
+        if "log.dir" in raw and "log.dirs" not in raw:
+            values["log.dirs"] = values["log.dir"]
+        return cls(values)
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(d.strip()) for d in self["log.dirs"].split(",") if d.strip()]
+
+    @property
+    def listeners(self) -> list[tuple[str, int]]:
+        return parse_listeners(self["listeners"])
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """The (host, port) Metadata reports for this broker."""
+        value = self["advertised.listeners"]
+        host, port = parse_listeners(value)[0] if value else self.listeners[0]
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return host, port
+
+    def log_config(self) -> LogConfig:
+        """Topic defaults from the broker-level settings."""
+        return LogConfig.from_props({t: self.values[b] for b, t in BROKER_TOPIC_DEFAULTS.items()})
+
+    def with_port(self, port: int) -> "BrokerConfig":
+        """The same config listening on the actually bound port (after binding port 0)."""
+        values = dict(self.values)
+        host, _ = self.listeners[0]
+        values["listeners"] = f"{host}:{port}"
+        if not values["advertised.listeners"]:
+            values["advertised.listeners"] = f"{self.advertised[0]}:{port}"
+        return BrokerConfig(values)

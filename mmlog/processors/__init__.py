@@ -1,0 +1,1 @@
+"""The data plane: processor processes, each an event loop over its connections."""

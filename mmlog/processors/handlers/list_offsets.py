@@ -1,0 +1,33 @@
+"""ListOffsets (2): earliest (-2), latest (-1) or first offset at a timestamp, per partition."""
+
+from mmlog.processors.handlers._common import error_code
+from mmlog.protocol.messages import list_offsets as schema
+
+API_KEY = schema.API_KEY
+LATEST = -1
+EARLIEST = -2
+
+
+def handle(ctx, request):
+    topics = []
+    for topic in request.body.topics:
+        results = []
+        for part in topic.partitions:
+            entry = {"partition_index": part.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
+                     "leader_epoch": -1}
+            try:
+                log = ctx.manager.partition(topic.name, part.partition_index)
+                if part.timestamp == LATEST:
+                    entry["offset"] = log.high_watermark
+                elif part.timestamp == EARLIEST:
+                    entry["offset"] = log.log_start_offset
+                else:
+                    found = log.offset_for_timestamp(part.timestamp)
+                    if found is not None:
+                        entry["offset"] = found
+                        entry["timestamp"] = part.timestamp
+            except Exception as exc:  # noqa: BLE001 - each partition answers for itself
+                entry["error_code"] = error_code(exc)
+            results.append(entry)
+        topics.append({"name": topic.name, "partitions": results})
+    return schema.RESPONSE(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,53 @@
+"""A request in flight inside a processor, and what a handler may answer."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from mmlog.protocol import RequestHeader, encode_response, encode_response_parts
+
+log = logging.getLogger(__name__)
+
+DEFERRED = object()  # the handler will call request.respond later
+NO_RESPONSE = object()  # nothing goes back (Produce with acks=0)
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered: close the connection, as Kafka does."""
+
+
+class Request:
+    """A decoded request on its way through a handler."""
+
+    __slots__ = ("conn", "header", "body", "ctx", "received")
+
+    def __init__(self, conn, header: RequestHeader, body: Any, ctx) -> None:
+        self.conn = conn
+        self.header = header
+        self.body = body
+        self.ctx = ctx
+        self.received = time.monotonic()
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    def respond(self, body: Any, with_files: bool = False) -> None:
+        """Queue the response (as parts around file slices if with_files) for writing."""
+        if self.conn.closing:
+            self.conn.done()
+            return
+        if with_files:
+            self.conn.queue(encode_response_parts(self.header, body), has_files=True)
+        else:
+            self.conn.queue((encode_response(self.header, body),))
+        self.ctx.wants_write(self.conn)
+
+    def fail(self, exc: BaseException) -> None:
+        """A deferred request that cannot be answered: drop the connection."""
+        log.warning("closing connection from %s: %s", self.conn.peer, exc)
+        self.conn.closing = True
+        self.conn.done()
+        self.ctx.wants_write(self.conn)

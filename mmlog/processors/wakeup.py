@@ -1,0 +1,49 @@
+"""Cross-process wake-ups for parked long-poll fetches, without busy polling.
+
+The main process makes, before forking, one eventfd per processor slot and a
+shared anonymous page with one counter per slot: how many fetches that processor
+has parked. A processor that appends to any partition writes to the eventfd of
+every *other* slot whose counter is non-zero; the woken processor re-checks its
+parked fetches against the partitions' high watermarks (a seqlocked read each).
+Slots, eventfds and the page outlive processor restarts, so a replacement
+processor inherits its slot's eventfd and everyone else's.
+
+An eventfd is a counter: many appends before the waiter runs cost it one
+wake-up, and a write never blocks (the counter cannot realistically overflow).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+
+class WakeBoard:
+    """Parked-fetch counters and eventfds for every processor slot."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self._page = mmap.mmap(-1, max(4096, 8 * slots))  # MAP_SHARED | MAP_ANONYMOUS: shared across fork
+        self.parked = np.frombuffer(self._page, dtype=np.int64, count=slots)
+        self.fds = [os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) for _ in range(slots)]
+
+    def set_parked(self, slot: int, count: int) -> None:
+        self.parked[slot] = count
+
+    def notify_others(self, slot: int) -> None:
+        """An append happened in `slot`: wake every other slot with parked fetches."""
+        waiting = np.flatnonzero(self.parked)
+        for other in waiting.tolist():
+            if other != slot:
+                try:
+                    os.eventfd_write(self.fds[other], 1)
+                except BlockingIOError:
+                    pass  # counter saturated: the waiter is awake anyway
+
+    def drain(self, slot: int) -> None:
+        try:
+            os.eventfd_read(self.fds[slot])
+        except BlockingIOError:
+            pass

@@ -1,0 +1,279 @@
+"""A processor process: one epoll loop serving the connections the acceptor hands it.
+
+Post-fork: everything here is created in the child after the fork — the selector,
+signal handling, the attached log manager (its own mmaps of the partition files)
+and the control-channel client. What the child inherits from the parent is only
+the compiled numba kernels and codecs, the wake board and its sockets.
+
+The loop is a list of named phases, each short:
+
+    poll -> take new connections -> read -> handle requests -> expire long polls
+         -> write -> close
+
+A failure while serving one connection closes that connection only. SIGTERM stops
+taking connections and reading requests; requests already received are answered,
+responses are flushed, then the process exits 0 (or when the shutdown timeout
+passes).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import signal
+import socket
+import time
+
+from mmlog.acceptor.control_channel import ControlClient, ControlUnavailable
+from mmlog.config.broker import BrokerConfig
+from mmlog.log.manager import LogManager
+from mmlog.processors.connection import Connection
+from mmlog.processors.dispatch import handle_frame
+from mmlog.processors.purgatory import Purgatory
+from mmlog.processors.request import CloseConnection
+from mmlog.processors.wakeup import WakeBoard
+from mmlog.protocol import FrameSizeError
+
+log = logging.getLogger(__name__)
+
+READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+_HANDOFF, _CONTROL, _WAKE, _SIGNAL = "handoff", "control", "wake", "signal"
+
+
+class Processor:
+    """The state of one processor process (its slot, connections and shared views)."""
+
+    def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
+                 board: WakeBoard, cluster_id: str) -> None:
+        self.slot = slot
+        self.config = config
+        self.broker_id = config["broker.id"]
+        self.host, self.port = config.advertised
+        self.cluster_id = cluster_id
+        self.board = board
+        self.handoff = handoff
+        self.control = ControlClient(control)
+        self.max_frame = config["socket.request.max.bytes"]
+        self.idle_s = config["connections.max.idle.ms"] / 1000
+        self.conns: dict[int, Connection] = {}
+        self.purgatory = Purgatory(lambda n: board.set_parked(slot, n))
+        self._dirty: set[Connection] = set()
+        self._ready: set[Connection] = set()
+        self.stopping = False
+        self._stop_by = 0.0
+
+    # ------------------------------------------------------------ setup
+
+    def _setup(self) -> None:
+        self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False)
+        self.sel = selectors.EpollSelector()
+        self.handoff.setblocking(False)
+        self.sel.register(self.handoff, READ, _HANDOFF)
+        self.sel.register(self.control.sock, READ, _CONTROL)
+        self.sel.register(self.board.fds[self.slot], READ, _WAKE)
+        self._sig_r, sig_w = os.pipe()
+        os.set_blocking(sig_w, False)
+        os.set_blocking(self._sig_r, False)
+        self.sel.register(self._sig_r, READ, _SIGNAL)
+        signal.set_wakeup_fd(sig_w)
+        signal.signal(signal.SIGTERM, lambda *_: None)  # the wakeup fd carries it to the loop
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self) -> int:
+        self._setup()
+        log.debug("processor %d ready (pid %d)", self.slot, os.getpid())
+        while not (self.stopping and self._drained()):
+            events = self.sel.select(self._poll_timeout())
+            self._on_events(events)
+            self._handle_requests()
+            self.purgatory.expire()
+            self._write()
+            self._close_finished()
+            self._reap_idle()
+        return 0
+
+    def _poll_timeout(self) -> float | None:
+        if self._ready:
+            return 0
+        timeout = self.purgatory.timeout()
+        if self.stopping:
+            timeout = min(timeout or 0.05, 0.05)
+        return 1.0 if timeout is None else min(timeout, 1.0)
+
+    def _on_events(self, events) -> None:
+        for key, mask in events:
+            kind = key.data
+            if kind is _HANDOFF:
+                self._take_connections()
+            elif kind is _CONTROL:
+                self._on_control(mask)
+            elif kind is _WAKE:
+                self.board.drain(self.slot)
+                self.purgatory.wake()
+            elif kind is _SIGNAL:
+                self._on_signal()
+            else:
+                conn = kind
+                if mask & READ:
+                    self._read(conn)
+                if mask & WRITE:
+                    self._dirty.add(conn)
+
+    # ------------------------------------------------------------ phases
+
+    def _take_connections(self) -> None:
+        while True:
+            try:
+                _, fds, _, _ = socket.recv_fds(self.handoff, 16, 64)
+            except BlockingIOError:
+                return
+            except OSError:
+                fds = []
+            if not fds:
+                if not self.stopping:
+                    self._begin_stop()  # the acceptor went away
+                return
+            for fd in fds:
+                sock = socket.socket(fileno=fd)
+                conn = Connection(sock, self.max_frame)
+                self.conns[conn.fd] = conn
+                self._update_events(conn)
+
+    def _read(self, conn: Connection) -> None:
+        try:
+            alive = conn.fill()
+        except FrameSizeError as exc:
+            log.warning("closing connection from %s: %s", conn.peer, exc)
+            alive = False
+        if not alive:
+            self._close(conn)
+            return
+        self._ready.add(conn)
+
+    def _handle_requests(self) -> None:
+        ready, self._ready = self._ready, set()
+        for conn in ready:
+            if conn.fd not in self.conns:
+                continue
+            frame = conn.next_request()
+            while frame is not None:
+                try:
+                    handle_frame(self, conn, frame)
+                except CloseConnection as exc:
+                    log.info("closing connection from %s: %s", conn.peer, exc)
+                    conn.closing = True
+                    conn.done()
+                    self._dirty.add(conn)
+                    break
+                frame = conn.next_request()
+            if not conn.busy and conn.has_queued_requests():
+                self._ready.add(conn)  # pipelined requests waiting behind a deferred one
+            self._update_events(conn)
+
+    def _write(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        for conn in dirty:
+            if conn.fd not in self.conns:
+                continue
+            try:
+                conn.flush()
+            except OSError:
+                self._close(conn)
+                continue
+            if not conn.busy and conn.has_queued_requests():
+                self._ready.add(conn)
+            self._update_events(conn)
+
+    def _close_finished(self) -> None:
+        for conn in [c for c in self.conns.values() if c.closing and not c.out]:
+            self._close(conn)
+
+    def _reap_idle(self) -> None:
+        now = time.monotonic()
+        if self.stopping and now > self._stop_by:
+            for conn in list(self.conns.values()):
+                self._close(conn)
+            return
+        for conn in [c for c in self.conns.values() if now - c.last_active > self.idle_s and not c.busy]:
+            self._close(conn)
+
+    # ------------------------------------------------------------ helpers
+
+    def wants_write(self, conn: Connection) -> None:
+        """A response was queued on conn (handlers call this through Request.respond)."""
+        self._dirty.add(conn)
+
+    def appended(self) -> None:
+        """An append happened here: wake our parked fetches and other processors'."""
+        self.board.notify_others(self.slot)
+        if len(self.purgatory):
+            self.purgatory.wake()
+
+    def _update_events(self, conn: Connection) -> None:
+        want = (READ if conn.wants_read() and not self.stopping else 0) | (WRITE if conn.out else 0)
+        if want == conn.events or conn.fd not in self.conns:
+            return
+        if conn.events == 0:
+            self.sel.register(conn.sock, want, conn)
+        elif want == 0:
+            self.sel.unregister(conn.sock)
+        else:
+            self.sel.modify(conn.sock, want, conn)
+        conn.events = want
+
+    def _close(self, conn: Connection) -> None:
+        if self.conns.pop(conn.fd, None) is None:
+            return
+        if conn.events:
+            self.sel.unregister(conn.sock)
+        self.purgatory.drop_connection(conn)
+        conn.close()
+
+    def _on_control(self, mask: int) -> None:
+        try:
+            if mask & READ:
+                self.control.on_readable()
+            self.control.flush()
+        except ControlUnavailable:
+            self.sel.unregister(self.control.sock)
+            self._begin_stop()
+
+    def _on_signal(self) -> None:
+        try:
+            data = os.read(self._sig_r, 64)
+        except BlockingIOError:
+            return
+        if signal.SIGTERM in data:
+            self._begin_stop()
+
+    def _begin_stop(self) -> None:
+        """Stop taking connections and reading; answer what was received; then exit."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self._stop_by = time.monotonic() + self.config["controlled.shutdown.timeout.ms"] / 1000
+        try:
+            self.sel.unregister(self.handoff)
+        except KeyError:
+            pass
+        for conn in self.conns.values():
+            self._update_events(conn)
+
+    def _drained(self) -> bool:
+        """Shutdown may finish: nothing in flight, nothing buffered to answer or send."""
+        self.purgatory.expire(everything=True)
+        return all(not c.busy and not c.out and not c.has_queued_requests() for c in self.conns.values())
+
+
+def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
+                   board: WakeBoard, cluster_id: str) -> int:
+    """Entry point in the forked child; returns the exit code."""
+    try:
+        return Processor(slot, config, handoff, control, board, cluster_id).run()
+    except Exception:  # noqa: BLE001
+        log.exception("processor %d failed", slot)
+        return 1
