@@ -62,6 +62,8 @@ def run_broker(config: BrokerConfig) -> int:
     manager = LogManager(config.log_dirs, config.log_config())
     for note in manager.load():
         log.warning("recovered: %s", note)
+    opened = [part for _, _, part in manager.partitions()]
+    log.info("loaded partitions=%d recovered=%d", len(opened), sum(p.recovered for p in opened))
     sockets = [listener.bind(host, port) for host, port in config.listeners]
     config = config.with_port(sockets[0].getsockname()[1])
     fork_lock = threading.Lock()

@@ -100,6 +100,7 @@ class Partition:
         self._generation = -1
         self._active_base = -1
         self.recovered_notes: list[str] = []
+        self.recovered = False  # whether opening had to scan (no clean close before)
         self._owner = recover
         if recover:
             with self.lock:
@@ -139,6 +140,7 @@ class Partition:
         recovery_point = 0 if full else self.state.get("recovery_point")
         self._close_segments()
         found = recovery.recover(self.directory, self.config, log_start, recovery_point)
+        self.recovered = True
         self.recovered_notes = found.truncated
         for seg in found.segments:
             seg.close()

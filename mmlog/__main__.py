@@ -1,0 +1,5 @@
+"""`python -m mmlog ...` is the `mmlog` command."""
+
+from mmlog.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""A real mmlog broker for tests: `EmbeddedBroker`, and the `mmlog_broker` pytest fixture.
+
+Projects that test against Kafka usually need Java, a download or Docker; with
+mmlog they need `pip install`. `EmbeddedBroker` starts `mmlog broker` as a child
+process on a free loopback port in a temporary data directory, waits until it is
+ready, and stops it (SIGTERM, then SIGKILL if it hangs) on exit::
+
+    with EmbeddedBroker() as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+
+The pytest plugin (registered through the `pytest11` entry point) provides the
+`mmlog_broker` fixture: one broker per test, yielding the same object.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+_READY = re.compile(r"msg=ready listening=(?P<host>\S+):(?P<port>\d+)")
+
+
+class BrokerFailed(RuntimeError):
+    """The broker exited or did not become ready."""
+
+
+class EmbeddedBroker:
+    """A broker process on 127.0.0.1 with its own data directory."""
+
+    def __init__(self, data_dir: str | os.PathLike | None = None, *, processors: int = 2, port: int = 0,
+                 host: str = "127.0.0.1", config: dict | None = None, ready_timeout: float = 60.0) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="mmlog-"))
+        self.processors = processors
+        self.host = host
+        self.port = port
+        self.config = dict(config or {})
+        self.ready_timeout = ready_timeout
+        self.proc: subprocess.Popen | None = None
+        self.log_lines: list[str] = []
+        self._ready = threading.Event()
+
+    @property
+    def bootstrap(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "mmlog", "broker", "--data-dir", str(self.data_dir),
+               "--listen", self.bootstrap, "--processors", str(self.processors)]
+        for key, value in self.config.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self) -> "EmbeddedBroker":
+        """Start the broker and wait for its ready line."""
+        self._ready.clear()
+        # A session of its own: kill() reaches the processors through the process group.
+        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
+        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        deadline = time.monotonic() + self.ready_timeout
+        while not self._ready.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise BrokerFailed("broker did not start:\n" + "\n".join(self.log_lines[-30:]))
+        return self
+
+    def _pump(self, proc: subprocess.Popen) -> None:
+        for line in proc.stderr:
+            line = line.rstrip("\n")
+            self.log_lines.append(line)
+            m = _READY.search(line)
+            if m:
+                self.port = int(m["port"])
+                self._ready.set()
+
+    def processor_pids(self) -> list[int]:
+        """The broker's processor processes (its children)."""
+        path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
+        try:
+            return [int(p) for p in path.read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the broker and its processors (as a machine-less crash would)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def restart(self) -> "EmbeddedBroker":
+        """Stop (if running) and start again on the same port and data directory."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def _fixture():
+    import pytest
+
+    @pytest.fixture
+    def mmlog_broker(tmp_path):
+        """A fresh mmlog broker on a free loopback port; `.bootstrap` is its address."""
+        with EmbeddedBroker(tmp_path / "mmlog-data") as broker:
+            yield broker
+
+    return mmlog_broker
+
+
+try:  # the pytest plugin: `pytest11 = mmlog = mmlog.testing` in the entry points
+    mmlog_broker = _fixture()
+except ImportError:  # pytest is not installed: the context manager still works
+    pass
