@@ -47,6 +47,8 @@ from mmlog.log.files import fsync_dir, segment_bases
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
 from mmlog.log.state import Op, PartitionState, Snapshot, TornState
+
+IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE = (int(op) for op in Op)
 from mmlog.protocol import records
 
 INT32_MAX = 2**31 - 1
@@ -162,7 +164,7 @@ class Partition:
             flushed_at_ms=now_ms(),
             clean=0,
             deleted=0,
-            pending_op=int(Op.IDLE),
+            pending_op=IDLE,
         )
         self.state.flush()
 
@@ -208,10 +210,10 @@ class Partition:
         self._generation = -1
         self._active_base = -1
 
-    @contextmanager
-    def _writing(self) -> Iterator[Snapshot]:
-        """Hold the lock with the state repaired, the segments in sync and the active one writable."""
-        with self.lock:
+    def _begin_write(self) -> Snapshot:
+        """Take the lock; repair, sync the segments and ready the active one. Caller releases."""
+        self.lock.acquire()
+        try:
             if self.state.is_torn():
                 self._recover()
             snap = self.state.snapshot()
@@ -220,7 +222,19 @@ class Partition:
             if snap.generation != self._generation:
                 self._sync(snap)
             self._segments[snap.active_base].preallocate(self.config.segment_index_bytes)
+            return snap
+        except BaseException:
+            self.lock.release()
+            raise
+
+    @contextmanager
+    def _writing(self) -> Iterator[Snapshot]:
+        """Hold the lock with the state repaired, the segments in sync and the active one writable."""
+        snap = self._begin_write()
+        try:
             yield snap
+        finally:
+            self.lock.release()
 
     # ------------------------------------------------------------ appending
 
@@ -236,11 +250,14 @@ class Partition:
                 raise MessageTooLarge(f"batch of {h.size} bytes > max.message.bytes {self.config.max_message_bytes}")
         if len(buf) > self.config.segment_bytes:
             raise RecordListTooLarge(f"{len(buf)} bytes do not fit a segment of {self.config.segment_bytes}")
-        with self._writing() as snap:
+        snap = self._begin_write()  # not `with self._writing()`: this is the hot path
+        try:
             now = now_ms()
             if self._should_roll(snap, len(buf), headers, now):
                 snap = self._roll(snap)
             return self._append_locked(snap, buf, headers, now)
+        finally:
+            self.lock.release()
 
     def _should_roll(self, s: Snapshot, nbytes: int, headers: list, now: int) -> bool:
         if s.active_size == 0:
@@ -257,7 +274,7 @@ class Partition:
 
     def _append_locked(self, s: Snapshot, buf, headers: list, now: int) -> AppendInfo:
         active = self._segments[s.active_base]
-        self.state.set_pending(Op.APPEND)
+        self.state.set_pending(APPEND)
         next_offset = s.log_end
         pos = s.active_size
         idx_n, time_n, since = s.index_entries, s.time_entries, s.since_index
@@ -286,18 +303,9 @@ class Partition:
             next_offset = last + 1
         active.write_at(pos, buf)
         unflushed = s.unflushed + count
-        self.state.update(
-            log_end=next_offset,
-            high_watermark=next_offset,
-            active_size=pos + len(buf),
-            index_entries=idx_n,
-            time_entries=time_n,
-            max_timestamp=max_ts,
-            offset_of_max_ts=off_max,
-            since_index=since,
-            rolled_at_ms=s.rolled_at_ms if s.active_size else now,
-            unflushed=unflushed,
-            pending_op=int(Op.IDLE),
+        self.state.publish_append(
+            next_offset, next_offset, pos + len(buf), idx_n, time_n, max_ts, off_max, since,
+            s.rolled_at_ms if s.active_size else now, unflushed,
         )
         if unflushed >= self.config.flush_messages or now - s.flushed_at_ms >= self.config.flush_ms:
             self._flush_locked()
@@ -305,7 +313,7 @@ class Partition:
 
     def _roll(self, s: Snapshot) -> Snapshot:
         """Seal the active segment and start a new one at the log end (caller holds the lock)."""
-        self.state.set_pending(Op.ROLL)
+        self.state.set_pending(ROLL)
         old = self._segments[s.active_base]
         old.make_inactive(s.index_entries, s.time_entries, s.max_timestamp, s.offset_of_max_ts)
         new = Segment(self.directory, s.log_end, create=True, index_bytes=self.config.segment_index_bytes)
@@ -314,7 +322,7 @@ class Partition:
         self.state.update(
             generation=s.generation + 1, active_base=s.log_end, active_size=0, index_entries=0,
             time_entries=0, max_timestamp=-1, offset_of_max_ts=-1, since_index=0, rolled_at_ms=0,
-            pending_op=int(Op.IDLE),
+            pending_op=IDLE,
         )
         # Our own cache is already right: only the old active segment must be remapped.
         self._segments.pop(s.active_base).close()
@@ -454,11 +462,11 @@ class Partition:
         """Move the log start past `count` leading segments, then unlink them."""
         doomed = self._bases[:count]
         new_start = self._bases[count]
-        self.state.set_pending(Op.DELETE_SEGMENTS)
+        self.state.set_pending(DELETE_SEGMENTS)
         self.state.update(generation=s.generation + 1, log_start=max(s.log_start, new_start))
         for base in doomed:
             self._segments.pop(base).delete_files()  # open slices keep reading the unlinked files
-        self.state.update(pending_op=int(Op.IDLE))
+        self.state.update(pending_op=IDLE)
         self.state.flush()
         self._sync(self.state.snapshot())
 
@@ -492,7 +500,7 @@ class Partition:
             # Crash points: the recovery point moves below the cut first, so that a
             # repair rescans this segment; the segment is cut; then later segments go,
             # newest first, and recovery drops any left because they no longer follow.
-            self.state.set_pending(Op.TRUNCATE)
+            self.state.set_pending(TRUNCATE)
             self.state.update(recovery_point=min(s.recovery_point, seg.base_offset))
             seg.truncate(cut)
             for base in reversed(self._bases[i + 1 :]):

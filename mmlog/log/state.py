@@ -8,22 +8,25 @@ Layout: a 4 KiB file `partition.state` of native-endian int64 slots:
                         truncation, deletion): a process whose cached segment list
                         is from an older generation lists the directory again
     3 LOG_START         log start offset
-    4 LOG_END           log end offset (offset the next record gets)
-    5 HIGH_WATERMARK    last offset + 1 that consumers may read
-    6 ACTIVE_BASE       base offset of the active segment
-    7 ACTIVE_SIZE       committed bytes of the active .log; readers never go past it
-    8 INDEX_ENTRIES     valid entries of the active offset index
-    9 TIME_ENTRIES      valid entries of the active time index
-   10 MAX_TIMESTAMP     largest timestamp in the active segment (-1: none)
-   11 OFFSET_OF_MAX_TS  offset of that record
-   12 ROLLED_AT_MS      wall-clock ms when the active segment got its first batch
-   13 SINCE_INDEX       bytes appended since the last index entry
-   14 RECOVERY_POINT    offsets below it are fsynced: recovery starts at its segment
-   15 UNFLUSHED         messages appended since the last fsync
-   16 FLUSHED_AT_MS     wall-clock ms of the last fsync
-   17 CLEAN             1 after a clean close, until the partition is opened again
-   18 DELETED           1 once the partition is deleted
+    4 ACTIVE_BASE       base offset of the active segment
+    5 RECOVERY_POINT    offsets below it are fsynced: recovery starts at its segment
+    6 FLUSHED_AT_MS     wall-clock ms of the last fsync
+    7 CLEAN             1 after a clean close, until the partition is opened again
+    8 DELETED           1 once the partition is deleted
+    9 LOG_END           log end offset (offset the next record gets)
+   10 HIGH_WATERMARK    last offset + 1 that consumers may read
+   11 ACTIVE_SIZE       committed bytes of the active .log; readers never go past it
+   12 INDEX_ENTRIES     valid entries of the active offset index
+   13 TIME_ENTRIES      valid entries of the active time index
+   14 MAX_TIMESTAMP     largest timestamp in the active segment (-1: none)
+   15 OFFSET_OF_MAX_TS  offset of that record
+   16 SINCE_INDEX       bytes appended since the last index entry
+   17 ROLLED_AT_MS      wall-clock ms when the active segment got its first batch
+   18 UNFLUSHED         messages appended since the last fsync
    19 PENDING_OP        what the lock holder is doing (see Op); 0 when idle
+
+An append changes exactly slots 9-19, which is why they sit together: it
+publishes them with one slice store (`publish_append`).
 
 Readers take a consistent snapshot of slots 2.. with the seqlock: read SEQ, copy
 the slots, read SEQ again, retry if it changed or was odd. This relies on x86-64
@@ -41,7 +44,7 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 import numpy as np
@@ -52,18 +55,18 @@ STATE_FILE = "partition.state"
 STATE_SIZE = 4096
 MAGIC = int.from_bytes(b"MMLOGST1", "little", signed=True)
 
-(MAGIC_SLOT, SEQ, GENERATION, LOG_START, LOG_END, HIGH_WATERMARK, ACTIVE_BASE, ACTIVE_SIZE,
- INDEX_ENTRIES, TIME_ENTRIES, MAX_TIMESTAMP, OFFSET_OF_MAX_TS, ROLLED_AT_MS, SINCE_INDEX,
- RECOVERY_POINT, UNFLUSHED, FLUSHED_AT_MS, CLEAN, DELETED, PENDING_OP) = range(20)
+(MAGIC_SLOT, SEQ, GENERATION, LOG_START, ACTIVE_BASE, RECOVERY_POINT, FLUSHED_AT_MS, CLEAN, DELETED,
+ LOG_END, HIGH_WATERMARK, ACTIVE_SIZE, INDEX_ENTRIES, TIME_ENTRIES, MAX_TIMESTAMP, OFFSET_OF_MAX_TS,
+ SINCE_INDEX, ROLLED_AT_MS, UNFLUSHED, PENDING_OP) = range(20)
 FIRST, LAST = GENERATION, PENDING_OP
 
 _NAMES = {
-    GENERATION: "generation", LOG_START: "log_start", LOG_END: "log_end",
-    HIGH_WATERMARK: "high_watermark", ACTIVE_BASE: "active_base", ACTIVE_SIZE: "active_size",
+    GENERATION: "generation", LOG_START: "log_start", ACTIVE_BASE: "active_base",
+    RECOVERY_POINT: "recovery_point", FLUSHED_AT_MS: "flushed_at_ms", CLEAN: "clean", DELETED: "deleted",
+    LOG_END: "log_end", HIGH_WATERMARK: "high_watermark", ACTIVE_SIZE: "active_size",
     INDEX_ENTRIES: "index_entries", TIME_ENTRIES: "time_entries", MAX_TIMESTAMP: "max_timestamp",
-    OFFSET_OF_MAX_TS: "offset_of_max_ts", ROLLED_AT_MS: "rolled_at_ms", SINCE_INDEX: "since_index",
-    RECOVERY_POINT: "recovery_point", UNFLUSHED: "unflushed", FLUSHED_AT_MS: "flushed_at_ms",
-    CLEAN: "clean", DELETED: "deleted", PENDING_OP: "pending_op",
+    OFFSET_OF_MAX_TS: "offset_of_max_ts", SINCE_INDEX: "since_index", ROLLED_AT_MS: "rolled_at_ms",
+    UNFLUSHED: "unflushed", PENDING_OP: "pending_op",
 }
 _SLOT = {name: slot for slot, name in _NAMES.items()}
 
@@ -78,28 +81,30 @@ class Op(enum.IntEnum):
     TRUNCATE = 4
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     """A consistent copy of the state slots, as one reader saw them."""
 
     generation: int
     log_start: int
+    active_base: int
+    recovery_point: int
+    flushed_at_ms: int
+    clean: int
+    deleted: int
     log_end: int
     high_watermark: int
-    active_base: int
     active_size: int
     index_entries: int
     time_entries: int
     max_timestamp: int
     offset_of_max_ts: int
-    rolled_at_ms: int
     since_index: int
-    recovery_point: int
+    rolled_at_ms: int
     unflushed: int
-    flushed_at_ms: int
-    clean: int
-    deleted: int
     pending_op: int
+
+
+_make_snapshot = Snapshot._make
 
 
 class TornState(Exception):
@@ -129,7 +134,7 @@ class PartitionState:
             if not seq & 1:
                 values = slots[FIRST : LAST + 1].tolist()
                 if slots[SEQ] == seq:
-                    return Snapshot(*values)
+                    return _make_snapshot(values)
             if i > 100:
                 time.sleep(0)
         raise TornState(str(self.file.path))
@@ -147,12 +152,25 @@ class PartitionState:
             slots[_SLOT[name]] = value
         slots[SEQ] = seq + 2 & ~1
 
-    def set_pending(self, op: Op) -> None:
+    def publish_append(self, log_end: int, high_watermark: int, active_size: int, index_entries: int,
+                       time_entries: int, max_timestamp: int, offset_of_max_ts: int, since_index: int,
+                       rolled_at_ms: int, unflushed: int) -> None:
+        """Publish an append: slots LOG_END..PENDING_OP in one store, PENDING_OP back to idle."""
+        slots = self._slots
+        seq = int(slots[SEQ])
+        slots[SEQ] = seq + 1 | 1
+        slots[LOG_END : PENDING_OP + 1] = (log_end, high_watermark, active_size, index_entries, time_entries,
+                                           max_timestamp, offset_of_max_ts, since_index, rolled_at_ms,
+                                           unflushed, 0)
+        slots[SEQ] = seq + 2 & ~1
+
+    def set_pending(self, op: int) -> None:
         """Mark the start of a multi-step operation (readers ignore this slot)."""
-        self._slots[PENDING_OP] = int(op)
+        self._slots[PENDING_OP] = op
 
     def is_torn(self) -> bool:
-        return bool(self._slots[SEQ] & 1) or self._slots[PENDING_OP] != Op.IDLE
+        slots = self._slots
+        return bool(slots[SEQ] & 1) or slots[PENDING_OP] != 0
 
     def reset_seq(self) -> None:
         """Make the seqlock even again after a repair (caller holds the lock)."""

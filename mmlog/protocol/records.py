@@ -33,7 +33,7 @@ import gzip
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from crc32c import crc32c
 
@@ -68,8 +68,7 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
     """The fixed 61-byte header of a v2 batch."""
 
     base_offset: int
@@ -111,6 +110,9 @@ class BatchHeader:
     def timestamp_type(self) -> int:
         """0 = CreateTime, 1 = LogAppendTime."""
         return 1 if self.attributes & TIMESTAMP_TYPE_BIT else 0
+
+
+_make_header = BatchHeader._make
 
 
 @dataclass(slots=True)
@@ -274,7 +276,7 @@ def read_header(buf, pos: int = 0) -> BatchHeader:
     """Decode the 61-byte header at pos (no validation beyond having the bytes)."""
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptMessage(f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left")
-    return BatchHeader(*_HEADER.unpack_from(buf, pos))
+    return _make_header(_HEADER.unpack_from(buf, pos))
 
 
 def validate_batch(buf, pos: int = 0) -> BatchHeader:

@@ -1,0 +1,142 @@
+"""Broker throughput over the Kafka protocol, beside a loopback sendfile ceiling from the same run.
+
+    python tools/bench_broker.py [--records N] [--processors P] [--window W]
+
+Starts a broker (EmbeddedBroker, loopback, temp dir), then:
+  * produce: one connection, acks=1, 200-byte records in batches of 1 and of 50,
+    requests pipelined W deep; the batches are built before the clock starts, so
+    this measures the broker (and the socket), not a client's batching;
+  * consume: one connection reading everything back with 1 MiB fetches
+    (records counted from the batch headers, as a consumer's bulk path would);
+  * ceiling: os.sendfile of a page-cached file of the same size to a loopback
+    TCP socket drained by a thread, the best any broker can do here.
+Prints msg/s, MB/s and each figure's ratio to the ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import tempfile
+import threading
+import time
+
+from mmlog.client.connection import BrokerConnection
+from mmlog.protocol.messages import fetch, metadata, produce
+from mmlog.protocol.records import build_batch, iter_batches
+from mmlog.testing import EmbeddedBroker
+
+RECORD = 200
+
+
+def build_requests(topic: str, records: int, per_batch: int) -> list[bytes]:
+    value = b"x" * RECORD
+    batch = build_batch([(None, value)] * per_batch)
+    return [produce.REQUEST(acks=1, timeout_ms=30000, topic_data=[
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}])] * (records // per_batch)
+
+
+def bench_produce(conn: BrokerConnection, topic: str, records: int, per_batch: int, window: int) -> float:
+    requests = build_requests(topic, records, per_batch)
+    start = time.perf_counter()
+    inflight = 0
+    for body in requests:
+        conn.send(produce.API_KEY, 8, body)
+        inflight += 1
+        if inflight >= window:
+            check(conn.receive())
+            inflight -= 1
+    while inflight:
+        check(conn.receive())
+        inflight -= 1
+    return time.perf_counter() - start
+
+
+def check(response) -> None:
+    code = response.responses[0].partition_responses[0].error_code
+    if code:
+        raise SystemExit(f"produce failed with error {code}")
+
+
+def bench_consume(conn: BrokerConnection, topic: str, expected: int) -> tuple[float, int]:
+    offset = 0
+    count = 0
+    nbytes = 0
+    start = time.perf_counter()
+    while count < expected:
+        body = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
+            max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            topics=[{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset,
+                                                      "partition_max_bytes": 1 << 20}]}]))
+        data = body.responses[0].partitions[0].records
+        nbytes += len(data)
+        for _, header in iter_batches(data):
+            if header.last_offset >= offset:
+                count += header.last_offset + 1 - max(offset, header.base_offset)
+                offset = header.next_offset
+    return time.perf_counter() - start, nbytes
+
+
+def sendfile_ceiling(nbytes: int) -> float:
+    """Seconds to sendfile nbytes of a page-cached file over loopback TCP."""
+    with tempfile.TemporaryFile() as f:
+        chunk = os.urandom(1 << 20)
+        for _ in range(max(1, nbytes >> 20)):
+            f.write(chunk)
+        f.flush()
+        size = f.tell()
+        listener = socket.create_server(("127.0.0.1", 0))
+        sender = socket.create_connection(listener.getsockname())
+        receiver, _ = listener.accept()
+
+        def drain():
+            buf = bytearray(1 << 20)
+            left = size
+            while left:
+                left -= receiver.recv_into(buf)
+
+        t = threading.Thread(target=drain)
+        os.pread(f.fileno(), size, 0)  # warm the page cache
+        t.start()
+        start = time.perf_counter()
+        offset = 0
+        while offset < size:
+            offset += os.sendfile(sender.fileno(), f.fileno(), offset, size - offset)
+        t.join()
+        elapsed = time.perf_counter() - start
+        for s in (sender, receiver, listener):
+            s.close()
+        return elapsed * nbytes / size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--processors", type=int, default=2)
+    parser.add_argument("--window", type=int, default=16, help="produce requests in flight")
+    args = parser.parse_args()
+    with EmbeddedBroker(processors=args.processors) as broker:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        conn = BrokerConnection(host, int(port))
+        rows = []
+        for per_batch, records in ((1, args.records // 10), (50, args.records)):
+            topic = f"bench-{per_batch}"
+            conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": topic}]))
+            elapsed = bench_produce(conn, topic, records, per_batch, args.window)
+            rows.append((f"produce batch {per_batch}", records, records * RECORD, elapsed))
+        elapsed, nbytes = bench_consume(conn, "bench-50", args.records)
+        rows.append(("consume (1 MiB fetches)", args.records, nbytes, elapsed))
+        conn.close()
+    ceiling = sendfile_ceiling(rows[-1][2])
+    rows.append(("ceiling: loopback sendfile", 0, rows[-1][2], ceiling))
+    print(f"{'test':<28}{'records':>10}{'msg/s':>12}{'MB/s':>10}{'x ceiling':>11}")
+    ceiling_rate = rows[-1][2] / ceiling
+    for name, records, nbytes, elapsed in rows:
+        rate = nbytes / elapsed
+        msgs = f"{records / elapsed:,.0f}" if records else "-"
+        print(f"{name:<28}{records:>10,}{msgs:>12}{rate / 1e6:>10.1f}{rate / ceiling_rate:>11.3f}")
+
+
+if __name__ == "__main__":
+    main()
