@@ -4,8 +4,8 @@
 
 Starts a broker (EmbeddedBroker, loopback, temp dir), then:
   * produce: one connection, acks=1, 200-byte records in batches of 1 and of 50,
-    requests pipelined W deep; the batches are built before the clock starts, so
-    this measures the broker (and the socket), not a client's batching;
+    requests pipelined W deep; the requests are encoded before the clock starts,
+    so this measures the broker (and the socket), not a client's batching;
   * consume: one connection reading everything back with 1 MiB fetches
     (records counted from the batch headers, as a consumer's bulk path would);
   * ceiling: os.sendfile of a page-cached file of the same size to a loopback
@@ -23,6 +23,7 @@ import threading
 import time
 
 from mmlog.client.connection import BrokerConnection
+from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import fetch, metadata, produce
 from mmlog.protocol.records import build_batch, iter_batches
 from mmlog.testing import EmbeddedBroker
@@ -30,31 +31,35 @@ from mmlog.testing import EmbeddedBroker
 RECORD = 200
 
 
-def build_requests(topic: str, records: int, per_batch: int) -> list[bytes]:
-    value = b"x" * RECORD
-    batch = build_batch([(None, value)] * per_batch)
-    return [produce.REQUEST(acks=1, timeout_ms=30000, topic_data=[
-        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}])] * (records // per_batch)
+def build_frames(topic: str, records: int, per_batch: int) -> list[bytearray]:
+    """Every produce request of the run, encoded up front (correlation ids 1..n)."""
+    batch = build_batch([(None, b"x" * RECORD)] * per_batch)
+    body = produce.REQUEST(acks=1, timeout_ms=30000, topic_data=[
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}])
+    return [encode_request(RequestHeader(produce.API_KEY, 8, i + 1, "bench"), body)
+            for i in range(records // per_batch)]
 
 
 def bench_produce(conn: BrokerConnection, topic: str, records: int, per_batch: int, window: int) -> float:
-    requests = build_requests(topic, records, per_batch)
+    """Pipelined produce requests, `window` in flight; error codes read straight from the response bytes."""
+    frames = build_frames(topic, records, per_batch)
+    # v8 response: correlation id, topic count, name, partition count, index, error code
+    error_at = 4 + 4 + 2 + len(topic.encode()) + 4 + 4
     start = time.perf_counter()
-    inflight = 0
-    for body in requests:
-        conn.send(produce.API_KEY, 8, body)
-        inflight += 1
-        if inflight >= window:
-            check(conn.receive())
-            inflight -= 1
-    while inflight:
-        check(conn.receive())
-        inflight -= 1
+    received = 0
+    for i, frame in enumerate(frames):
+        conn.send_raw(frame)
+        if i + 1 - received >= window:
+            check(conn.receive_frame(), error_at)
+            received += 1
+    while received < len(frames):
+        check(conn.receive_frame(), error_at)
+        received += 1
     return time.perf_counter() - start
 
 
-def check(response) -> None:
-    code = response.responses[0].partition_responses[0].error_code
+def check(frame, error_at: int) -> None:
+    code = int.from_bytes(frame[error_at : error_at + 2], "big", signed=True)
     if code:
         raise SystemExit(f"produce failed with error {code}")
 
