@@ -1,0 +1,30 @@
+"""mmlog.testing: the `mmlog_broker` pytest fixture and EmbeddedBroker, used as another project would."""
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from mmlog.testing import EmbeddedBroker
+
+
+def test_the_mmlog_broker_fixture_serves_confluent_kafka(mmlog_broker):
+    producer = Producer({"bootstrap.servers": mmlog_broker.bootstrap})
+    for i in range(10):
+        producer.produce("fixture", value=b"%d" % i)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": mmlog_broker.bootstrap, "group.id": "g",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition("fixture", 0, 0)])
+    got = []
+    while len(got) < 10:
+        msg = consumer.poll(10)
+        assert msg is not None and msg.error() is None
+        got.append(msg.value())
+    consumer.close()
+    assert got == [b"%d" % i for i in range(10)]
+
+
+def test_embedded_broker_cleans_up_after_itself():
+    with EmbeddedBroker(processors=1) as broker:
+        data_dir = broker.data_dir
+        assert data_dir.exists() and broker.proc.poll() is None
+    assert broker.proc.returncode == 0
+    assert not data_dir.exists()
