@@ -1,0 +1,80 @@
+"""The registry of APIs mmlog speaks: api_key -> request and response schemas.
+
+The version ranges here are what the broker advertises in ApiVersions (see
+KAFKA_INTEROP.md §1): every range starts at the lowest version a client may
+still send and stops at the highest non-flexible version, except ApiVersions
+itself (v3 is flexible). Adding an API is adding a module and a line below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+
+from ..errors import UnsupportedVersionError
+from ..schema import Message
+from . import (api_versions, create_topics, delete_topics, describe_configs, describe_groups,
+               fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
+               list_groups, list_offsets, metadata, offset_commit, offset_fetch,
+               offset_for_leader_epoch, produce, sync_group)
+
+
+@dataclass(frozen=True)
+class Api:
+    """One API: its key, name and the request and response schemas."""
+
+    key: int
+    name: str
+    request: Message
+    response: Message
+
+    @property
+    def min_version(self) -> int:
+        return self.request.min_version
+
+    @property
+    def max_version(self) -> int:
+        return self.request.max_version
+
+    def supports(self, version: int) -> bool:
+        return self.request.supports(version)
+
+    def is_flexible(self, version: int) -> bool:
+        """Kafka's flexibleVersions, also for versions beyond our maximum."""
+        return self.request.is_flexible(version)
+
+
+def _api(module: ModuleType) -> Api:
+    name = module.REQUEST.name.removesuffix("Request")
+    return Api(module.API_KEY, name, module.REQUEST, module.RESPONSE)
+
+
+APIS: dict[int, Api] = {api.key: api for api in map(_api, [
+    produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator,
+    join_group, heartbeat, leave_group, sync_group, describe_groups, list_groups,
+    api_versions, create_topics, delete_topics, init_producer_id, offset_for_leader_epoch,
+    describe_configs,
+])}
+
+
+def get_api(api_key: int, api_version: int) -> Api:
+    """Return the Api for a request we can decode, else raise UnsupportedVersionError."""
+    api = APIS.get(api_key)
+    if api is None or not api.supports(api_version):
+        raise UnsupportedVersionError(api_key, api_version)
+    return api
+
+
+def supported_versions() -> list[tuple[int, int, int]]:
+    """(api_key, min_version, max_version) of every API, by key: the ApiVersions answer."""
+    return [(key, api.min_version, api.max_version) for key, api in sorted(APIS.items())]
+
+
+def precompile() -> None:
+    """Compile every codec now (call before forking, so processors inherit them)."""
+    for api in APIS.values():
+        api.request.precompile()
+        api.response.precompile()
+
+
+__all__ = ["APIS", "Api", "get_api", "precompile", "supported_versions"]

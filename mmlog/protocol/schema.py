@@ -1,0 +1,499 @@
+"""Declarative message schemas and the one generic codec that serves them all.
+
+Theory of operation
+-------------------
+
+Kafka describes every request and response body as a tree of fields in JSON
+(``clients/src/main/resources/common/message/*.json``). Each field has a name, a
+type, the versions it is present in, the versions in which it may be null, and,
+in *flexible* versions, possibly a tag. mmlog writes the same tree as Python
+tables in ``messages/<api>.py``, field for field in the JSON's order, with names
+in snake_case (``ThrottleTimeMs`` -> ``throttle_time_ms``) and type strings as in
+the JSON (``"int32"``, ``"string"``, ``"[]int32"``, ``"[]MetadataResponseBroker"``
+with its ``fields``). A table is data; nothing in it runs per message.
+
+The codec never interprets a table while a message is on the wire. The first
+time an (api, version) is used, `Message.codec` *compiles* the table for that
+version into two closures, a reader and a writer, and caches them:
+
+* every field absent from the version is dropped; the rest are bound, in order,
+  to the primitive reader/writer their type, nullability and the message's
+  flexibility select (``string`` becomes ``compact_nullable_string`` in a
+  flexible version where the field is nullable, and so on);
+* consecutive fixed-width fields share one precompiled ``struct.Struct`` (a
+  Fetch partition header is one unpack, not five);
+* arrays of structs compile their item struct the same way, recursively;
+  arrays of fixed-width numbers decode with one ``struct.unpack_from`` call;
+* in flexible versions every struct ends with a tag section; known tags decode
+  into their fields, unknown tags are skipped (Kafka keeps them opaque; no
+  handler here needs them).
+
+Decoding then is a loop over ``(name, read)`` pairs filling a generated
+``__slots__`` class; encoding is a loop over ``(attrgetter, write)`` pairs
+appending to one bytearray. ``precompile()`` compiles every version up front,
+so a forked processor inherits warm codecs.
+
+Values
+~~~~~~
+
+Each struct in a table gets one small class (a `Struct` subclass), shared by
+all versions. Its keyword constructor fills every field the struct has in any
+version with Kafka's default (0, "", [], None where the JSON says null, or the
+field's explicit default) and rejects unknown names. Decoding sets the fields of
+the decoded version and defaults the others. Encoding takes instances of the
+class; a ``dict`` (or any other object with some of the fields as attributes)
+stands for one and goes through the class constructor first, so missing fields
+get defaults and misspelt keys fail loudly. Fields that the version lacks are
+ignored. Byte fields (``bytes``, ``records``) decode to memoryview slices of
+the input, not copies. Values pickle (byte fields as bytes), so a processor can
+hand a decoded request to the control plane.
+
+Parts
+~~~~~
+
+A broker answers Fetch with file ranges it sends by ``os.sendfile``, so it must
+encode everything around the record bytes while knowing only their size. A
+bytes-like field value is copied into the output; any other object with a
+``__len__`` (a `Placeholder`, or the storage layer's own slice type) stands for
+that many bytes that the caller will send itself. `Message.encode_parts`
+writes the length prefix as usual and then cuts the output there, returning a
+list of bytearray chunks interleaved with those objects, in wire order. The
+frame size is ``sum(len(part) for part in parts)``. Nothing here is specific to
+Fetch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from operator import attrgetter
+from typing import Any, Callable, Iterable
+
+from . import primitives as p
+from .errors import EncodeError, ProtocolError, UnsupportedVersionError
+
+OPEN = 0x7FFF  # the upper bound of an open-ended range such as "3+"
+
+VersionRange = tuple[int, int] | None
+
+
+def parse_versions(spec: str | tuple | None) -> VersionRange:
+    """Parse a Kafka version range: "3+", "1-4", "2", "none" (or a tuple, None = open)."""
+    if spec is None or spec == "none":
+        return None
+    if isinstance(spec, tuple):
+        low, high = spec
+        return (low, OPEN if high is None else high)
+    if spec.endswith("+"):
+        return (int(spec[:-1]), OPEN)
+    low, _, high = spec.partition("-")
+    return (int(low), int(high or low))
+
+
+def in_range(versions: VersionRange, version: int) -> bool:
+    return versions is not None and versions[0] <= version <= versions[1]
+
+
+# --- field types ------------------------------------------------------------------
+
+_SCALARS = {
+    "bool": (p.read_bool, p.write_bool, False),
+    "int8": (p.read_int8, p.write_int8, 0),
+    "int16": (p.read_int16, p.write_int16, 0),
+    "uint16": (p.read_uint16, p.write_uint16, 0),
+    "int32": (p.read_int32, p.write_int32, 0),
+    "uint32": (p.read_uint32, p.write_uint32, 0),
+    "int64": (p.read_int64, p.write_int64, 0),
+    "float64": (p.read_float64, p.write_float64, 0.0),
+    "uuid": (p.read_uuid, p.write_uuid, uuid.UUID(int=0)),
+}
+
+_VARIABLE_DEFAULTS = {"string": "", "bytes": b"", "records": None}
+
+PRIMITIVE_TYPES = frozenset(_SCALARS) | frozenset(_VARIABLE_DEFAULTS)
+
+_MISSING = object()
+
+
+class Placeholder:
+    """Stands for ``size`` bytes of a bytes field that the caller sends itself.
+
+    ``payload`` is the caller's (e.g. a file range for ``os.sendfile``).
+    """
+
+    __slots__ = ("size", "payload")
+
+    def __init__(self, size: int, payload: Any = None) -> None:
+        self.size = size
+        self.payload = payload
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"Placeholder(size={self.size}, payload={self.payload!r})"
+
+
+class Field:
+    """One field of a struct: Kafka's name/type/versions/nullableVersions/default/tag."""
+
+    __slots__ = ("name", "type", "versions", "nullable", "tag", "tagged", "is_array",
+                 "item", "struct", "default", "factory")
+
+    def __init__(self, name: str, type: str, versions: str, *, nullable: str = "none",
+                 default: Any = _MISSING, tag: int | None = None, tagged: str | None = None,
+                 fields: Iterable[Field] | None = None) -> None:
+        self.name = name
+        self.type = type
+        self.versions = parse_versions(versions)
+        self.nullable = parse_versions(nullable)
+        self.tag = tag
+        self.tagged = parse_versions(tagged or versions) if tag is not None else None
+        self.is_array = type.startswith("[]")
+        self.item = type[2:] if self.is_array else type
+        self.struct = None if self.item in PRIMITIVE_TYPES else StructType(self.item, fields or ())
+        if self.struct is None and fields:
+            raise ValueError(f"{name}: primitive type {type} cannot have fields")
+        if self.nullable and not (self.is_array or self.item in _VARIABLE_DEFAULTS):
+            raise ValueError(f"{name}: type {type} cannot be nullable")
+        self.default, self.factory = self._resolve_default(default)
+
+    def _resolve_default(self, default):
+        """Return (default value, factory or None): lists and structs need fresh copies."""
+        if default is not _MISSING:
+            return default, None
+        if self.is_array:
+            return [], list
+        if self.struct is not None:
+            return self.struct.cls(), self.struct.cls
+        if self.item in _SCALARS:
+            return _SCALARS[self.item][2], None
+        return _VARIABLE_DEFAULTS[self.item], None
+
+    def present(self, version: int) -> bool:
+        return in_range(self.versions, version)
+
+    def is_tagged(self, version: int) -> bool:
+        return self.tag is not None and in_range(self.tagged, version)
+
+    def __repr__(self) -> str:
+        return f"Field({self.name!r}, {self.type!r}, {self.versions})"
+
+
+# --- values -------------------------------------------------------------------------
+
+class Struct:
+    """Base of the generated struct classes: slots, keyword construction, repr, eq."""
+
+    __slots__ = ()
+    _defaults: tuple = ()  # (name, default, factory or None) for every field
+
+    def __init__(self, **values: Any) -> None:
+        for name, default, factory in self._defaults:
+            if name in values:
+                setattr(self, name, values.pop(name))
+            else:
+                setattr(self, name, default if factory is None else factory())
+        if values:
+            raise TypeError(f"{type(self).__name__} has no field(s) {sorted(values)}")
+
+    def __repr__(self) -> str:
+        body = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({body})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    __hash__ = None  # mutable
+
+    def __reduce__(self):
+        values = tuple(bytes(v) if isinstance(v, memoryview) else v
+                       for v in map(self.__getattribute__, self.__slots__))
+        return _restore, (type(self).__qualname__, values)
+
+
+_CLASSES: dict[str, type] = {}  # qualified name -> generated class, for unpickling
+
+
+def _restore(qualname: str, values: tuple) -> Struct:
+    if qualname not in _CLASSES:
+        import mmlog.protocol.messages  # noqa: F401  (registers every message class)
+    cls = _CLASSES[qualname]
+    obj = cls.__new__(cls)
+    for name, value in zip(cls.__slots__, values):
+        setattr(obj, name, value)
+    return obj
+
+
+def _register(stype: StructType, qualname: str) -> None:
+    """Name a message's classes by their path (``FetchResponse.PartitionData``...)."""
+    stype.cls.__qualname__ = qualname
+    _CLASSES[qualname] = stype.cls
+    for f in stype.fields:
+        if f.struct is not None:
+            _register(f.struct, f"{qualname}.{f.struct.name}")
+
+
+class StructType:
+    """A named list of fields and the class its values are instances of."""
+
+    def __init__(self, name: str, fields: Iterable[Field]) -> None:
+        self.name = name
+        self.fields = tuple(fields)
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{name}: duplicate field names")
+        namespace = {
+            "__slots__": tuple(names),
+            "__module__": __name__,
+            "_defaults": tuple((f.name, f.default, f.factory) for f in self.fields),
+        }
+        for f in self.fields:
+            if f.struct is not None:
+                namespace[f.struct.name] = f.struct.cls
+        self.cls = type(name, (Struct,), namespace)
+
+
+# --- compilation -----------------------------------------------------------------------
+
+def _scalar_codec(type_name: str, compact: bool, nullable: bool):
+    """Pick e.g. read/write_compact_nullable_string; records are bytes on the wire."""
+    if type_name in _SCALARS:
+        return _SCALARS[type_name][:2]
+    base = "bytes" if type_name == "records" else type_name
+    name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + base
+    return getattr(p, "read_" + name), getattr(p, "write_" + name)
+
+
+def _field_codec(field: Field, version: int, flexible: bool):
+    """Return (read, write) for one field in one version."""
+    nullable = in_range(field.nullable, version)
+    if field.is_array:
+        if field.struct is not None:
+            read_item, write_item = compile_struct(field.struct, version, flexible)
+            read = p.array_reader(read_item, compact=flexible, nullable=nullable)
+        else:
+            read_item, write_item = _scalar_codec(field.item, flexible, False)
+            if field.item in p.FIXED_CODES:
+                read = p.fixed_array_reader(field.item, compact=flexible, nullable=nullable)
+            else:
+                read = p.array_reader(read_item, compact=flexible, nullable=nullable)
+        return read, p.array_writer(write_item, compact=flexible, nullable=nullable)
+    if field.struct is not None:
+        if nullable:
+            raise NotImplementedError(f"{field.name}: nullable structs")
+        return compile_struct(field.struct, version, flexible)
+    return _scalar_codec(field.type, flexible, nullable)
+
+
+def compile_struct(stype: StructType, version: int, flexible: bool):
+    """Compile a struct for one version into (read(buf, pos), write(out, value))."""
+    regular, tagged, absent = [], [], []
+    for f in stype.fields:
+        if flexible and f.is_tagged(version):
+            tagged.append(f)
+            absent.append(f)  # defaulted first, then set if its tag is present
+        elif f.present(version):
+            regular.append(f)
+        else:
+            absent.append(f)
+    steps = _steps(regular, version, flexible)
+    read_tags = write_tags = None
+    if flexible:
+        codecs = {f.name: _field_codec(f, version, flexible) for f in tagged}
+        read_tags = _tag_reader({f.tag: (f.name, codecs[f.name][0]) for f in tagged})
+        write_tags = _tag_writer([(f.tag, f.name, f.default, codecs[f.name][1])
+                                  for f in sorted(tagged, key=lambda f: f.tag)])
+    read = _struct_reader(stype.cls, [(key, read) for key, read, _ in steps],
+                          [(f.name, f.default, f.factory) for f in absent], read_tags)
+    write = _struct_writer(stype.cls, [(attrgetter(*key) if isinstance(key, tuple)
+                                        else attrgetter(key), write)
+                                       for key, _, write in steps], write_tags)
+    return read, write
+
+
+def _steps(fields: list[Field], version: int, flexible: bool) -> list:
+    """Return (name, read, write) per field, merging runs of fixed-width scalars.
+
+    A run reads and writes a tuple of values under a tuple of names.
+    """
+    steps, run = [], []
+    for f in fields + [None]:
+        if f is not None and not f.is_array and f.item in p.RUN_CODES:
+            run.append(f)
+            continue
+        if len(run) > 1:
+            steps.append((tuple(r.name for r in run), *p.fixed_run_codec([r.item for r in run])))
+        elif run:
+            steps.append((run[0].name, *_field_codec(run[0], version, flexible)))
+        run = []
+        if f is not None:
+            steps.append((f.name, *_field_codec(f, version, flexible)))
+    return steps
+
+
+def _struct_reader(cls, readers, absent, read_tags):
+    readers, absent = tuple(readers), tuple(absent)
+    new = cls.__new__
+
+    def read(buf, pos):
+        obj = new(cls)
+        for key, read_field in readers:
+            value, pos = read_field(buf, pos)
+            if key.__class__ is str:
+                setattr(obj, key, value)
+            else:  # a run of fixed-width fields: a tuple of names, a tuple of values
+                for name, item in zip(key, value):
+                    setattr(obj, name, item)
+        for name, default, factory in absent:
+            setattr(obj, name, default if factory is None else factory())
+        if read_tags is not None:
+            pos = read_tags(buf, pos, obj)
+        return obj, pos
+    return read
+
+
+def _struct_writer(cls, writers, write_tags):
+    writers = tuple(writers)
+
+    def write(out, obj):
+        if obj.__class__ is not cls:
+            obj = _coerce(cls, obj)
+        for get, write_field in writers:
+            write_field(out, get(obj))
+        if write_tags is not None:
+            write_tags(out, obj)
+    return write
+
+
+def _coerce(cls, value):
+    """Make an instance of ``cls`` from a dict or any object with (some of) its fields."""
+    if isinstance(value, dict):
+        return cls(**value)
+    names = (name for name, _, _ in cls._defaults)
+    return cls(**{name: getattr(value, name) for name in names if hasattr(value, name)})
+
+
+def _tag_reader(known: dict):
+    """Read a tag section, decoding known tags into their fields, skipping the rest."""
+    if not known:
+        return lambda buf, pos, obj: p.skip_tag_section(buf, pos)
+
+    def read_tags(buf, pos, obj):
+        fields, pos = p.read_tag_section(buf, pos)
+        for tag, view in fields.items():
+            if tag in known:
+                name, read_field = known[tag]
+                value, end = read_field(view, 0)
+                if end != len(view):
+                    raise ProtocolError(f"tagged field {name} left {len(view) - end} bytes")
+                setattr(obj, name, value)
+        return pos
+    return read_tags
+
+
+def _tag_writer(tagged: list):
+    """Write a tag section holding the tagged fields whose values differ from default."""
+    if not tagged:
+        return lambda out, obj: out.append(0)
+
+    def write_tags(out, obj):
+        fields = {}
+        for tag, name, default, write_field in tagged:
+            value = getattr(obj, name, default)
+            if value != default:
+                data = bytearray()
+                write_field(data, value)
+                fields[tag] = data
+        p.write_tag_section(out, fields)
+    return write_tags
+
+
+# --- messages ----------------------------------------------------------------------------
+
+def as_memoryview(data) -> memoryview:
+    """View ``data`` as unsigned bytes, without copying."""
+    view = data if type(data) is memoryview else memoryview(data)
+    return view if view.format == "B" else view.cast("B")
+
+
+class Message(StructType):
+    """A request or response body: a struct plus its API key and version ranges.
+
+    ``versions`` is the range mmlog speaks (Kafka's may be wider); ``flexible``
+    is Kafka's flexibleVersions, open-ended even beyond ``versions`` so that
+    headers of newer versions can still be classified.
+    """
+
+    def __init__(self, name: str, api_key: int, versions: str, flexible: str,
+                 fields: Iterable[Field]) -> None:
+        super().__init__(name, fields)
+        _register(self, name)
+        self.api_key = api_key
+        self.versions = parse_versions(versions)
+        self.flexible = parse_versions(flexible)
+        self.min_version, self.max_version = self.versions
+        self._codecs: dict[int, tuple[Callable, Callable]] = {}
+
+    def __call__(self, **values: Any) -> Struct:
+        """Build a message value: ``RESPONSE(throttle_time_ms=0, ...)``."""
+        return self.cls(**values)
+
+    def __repr__(self) -> str:
+        return f"<Message {self.name} v{self.min_version}-{self.max_version}>"
+
+    def is_flexible(self, version: int) -> bool:
+        return in_range(self.flexible, version)
+
+    def supports(self, version: int) -> bool:
+        return in_range(self.versions, version)
+
+    def codec(self, version: int) -> tuple[Callable, Callable]:
+        """Return the compiled (read, write) of one version, compiling it once."""
+        try:
+            return self._codecs[version]
+        except KeyError:
+            pass
+        if not self.supports(version):
+            raise UnsupportedVersionError(self.api_key, version)
+        codec = compile_struct(self, version, self.is_flexible(version))
+        self._codecs[version] = codec
+        return codec
+
+    def precompile(self) -> None:
+        for version in range(self.min_version, self.max_version + 1):
+            self.codec(version)
+
+    def decode(self, data, version: int, pos: int = 0):
+        """Decode one body starting at ``pos``; trailing bytes are ignored."""
+        return self.codec(version)[0](as_memoryview(data), pos)[0]
+
+    def decode_from(self, buf: memoryview, pos: int, version: int):
+        """Decode one body at ``pos`` of a memoryview; return (value, end position)."""
+        return self.codec(version)[0](buf, pos)
+
+    def encode(self, value, version: int, out: bytearray | None = None) -> bytearray:
+        """Append the encoding of ``value`` to ``out`` (a new bytearray by default)."""
+        if out is None:
+            out = bytearray()
+        self.codec(version)[1](out, value)
+        return out
+
+    def encode_parts(self, value, version: int, out: p.PartsWriter | None = None) -> list:
+        """Encode into parts: bytearray chunks interleaved with sized placeholders."""
+        if out is None:
+            out = p.PartsWriter()
+        self.codec(version)[1](out, value)
+        return out.finish()
+
+
+def parts_size(parts: Iterable) -> int:
+    """Total number of bytes the parts stand for."""
+    return sum(len(part) for part in parts)
+
+
+__all__ = [
+    "EncodeError", "Field", "Message", "OPEN", "Placeholder", "ProtocolError", "Struct",
+    "StructType", "as_memoryview", "compile_struct", "in_range", "parse_versions", "parts_size",
+]

@@ -1,0 +1,114 @@
+"""Every (api, version) in the registry: round trips, truncation, garbage, advertised ranges."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mmlog.protocol import APIS, precompile, supported_versions
+from mmlog.protocol.errors import ProtocolError, TruncatedError
+from .protocol_samples import every_api_version, sample
+
+CASES = [(api, version, kind) for api, version in every_api_version()
+         for kind in ("request", "response")]
+IDS = [f"{api.name}-v{version}-{kind}" for api, version, kind in CASES]
+
+
+def _message(api, kind):
+    return api.request if kind == "request" else api.response
+
+
+@pytest.mark.parametrize("api, version, kind", CASES, ids=IDS)
+@pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
+def test_round_trip(api, version, kind, nulls):
+    message = _message(api, kind)
+    value = sample(message, version, nulls=nulls)
+    encoded = bytes(message.encode(value, version))
+    decoded, end = message.decode_from(memoryview(encoded), 0, version)
+    assert end == len(encoded)
+    assert decoded == value
+    assert message.encode(decoded, version) == encoded
+
+
+@pytest.mark.parametrize("api, version, kind", CASES, ids=IDS)
+def test_every_truncation_raises_truncated_error(api, version, kind):
+    message = _message(api, kind)
+    encoded = bytes(message.encode(sample(message, version), version))
+    for cut in range(len(encoded)):
+        with pytest.raises(TruncatedError):
+            message.decode(encoded[:cut], version)
+
+
+@pytest.mark.parametrize("api, version, kind", CASES[::3], ids=IDS[::3])
+def test_garbage_raises_only_protocol_errors(api, version, kind):
+    message = _message(api, kind)
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.binary(max_size=200))
+    def check(data):
+        try:
+            message.decode(data, version)
+        except ProtocolError:
+            pass
+
+    check()
+
+
+@pytest.mark.parametrize("api, version, kind", CASES[1::3], ids=IDS[1::3])
+def test_flipped_bytes_raise_only_protocol_errors(api, version, kind):
+    message = _message(api, kind)
+    encoded = bytes(message.encode(sample(message, version), version))
+    if not encoded:
+        return  # ListGroups v0-2 requests: no byte to flip
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.integers(0, len(encoded) - 1), st.integers(1, 255))
+    def check(index, xor):
+        damaged = bytearray(encoded)
+        damaged[index] ^= xor
+        try:
+            message.decode(damaged, version)
+        except ProtocolError:
+            pass
+
+    check()
+
+
+# What the broker advertises (KAFKA_INTEROP.md §1) and Kafka's flexibleVersions.
+ADVERTISED = {
+    18: ("ApiVersions", 0, 3, 3), 3: ("Metadata", 0, 8, 9), 0: ("Produce", 3, 8, 9),
+    1: ("Fetch", 4, 11, 12), 2: ("ListOffsets", 1, 5, 6), 19: ("CreateTopics", 2, 4, 5),
+    20: ("DeleteTopics", 1, 3, 4), 22: ("InitProducerId", 0, 1, 2),
+    32: ("DescribeConfigs", 1, 3, 4), 23: ("OffsetForLeaderEpoch", 2, 3, 4),
+    10: ("FindCoordinator", 0, 2, 3), 11: ("JoinGroup", 0, 5, 6), 14: ("SyncGroup", 0, 3, 4),
+    12: ("Heartbeat", 0, 3, 4), 13: ("LeaveGroup", 0, 3, 4), 8: ("OffsetCommit", 2, 7, 8),
+    9: ("OffsetFetch", 1, 5, 6), 16: ("ListGroups", 0, 2, 3), 15: ("DescribeGroups", 0, 4, 5),
+}
+
+
+def test_registry_matches_the_interop_table():
+    assert {key: (api.name, api.min_version, api.max_version,
+                  min(v for v in range(60) if api.is_flexible(v)))
+            for key, api in APIS.items()} == ADVERTISED
+
+
+def test_request_and_response_agree_on_versions():
+    for api in APIS.values():
+        assert (api.request.versions, api.request.flexible) == \
+               (api.response.versions, api.response.flexible)
+        assert api.request.api_key == api.response.api_key == api.key
+
+
+def test_only_api_versions_v3_is_flexible_among_what_we_speak():
+    flexible = [(api.name, v) for api, v in every_api_version() if api.is_flexible(v)]
+    assert flexible == [("ApiVersions", 3)]
+
+
+def test_supported_versions_is_sorted_by_key():
+    keys = [key for key, _, _ in supported_versions()]
+    assert keys == sorted(ADVERTISED)
+
+
+def test_precompile_compiles_every_version():
+    precompile()
+    for api, version in every_api_version():
+        assert version in api.request._codecs and version in api.response._codecs
