@@ -94,11 +94,17 @@ class Connection:
         self.busy = False
 
     def flush(self) -> bool:
-        """Write queued output; True when all is written. OSError if the peer is gone."""
-        done = self.out.write(self.sock)
-        if done and self.corked:
-            self._cork(False)
-        return done
+        """Write queued output; True when all is written. OSError if the peer is gone.
+
+        The cork set when a response with file ranges was queued (so its header chunks
+        and file ranges leave in full segments) comes off after the first attempt,
+        finished or not: a response still queued waits on the peer's window anyway.
+        """
+        try:
+            return self.out.write(self.sock)
+        finally:
+            if self.corked:
+                self._cork(False)
 
     def _cork(self, on: bool) -> None:
         try:
