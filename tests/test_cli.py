@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import subprocess
+from pathlib import Path
 import sys
 import types
 
@@ -81,14 +82,15 @@ def test_demo_runs_end_to_end_as_the_readme_says():
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    assert "appended 100000 records of 200 bytes" in done.stdout
+    assert "produced 100000 records of 200 bytes" in done.stdout
     assert "checked every byte, and every record's offset and value: ok" in done.stdout
+    assert done.stdout.splitlines()[-1] == "  broker stopped cleanly"
 
 
 def test_demo_keep_leaves_a_directory_that_dump_log_reads(tmp_path, capsys):
     status, out, _ = run(capsys, "demo", "--records", "3000", "--batch", "7", "--segment-bytes", "100000", "--keep")
     assert status == 0
-    kept = out.splitlines()[-1].split("'mmlog dump-log ")[1].rstrip("'")
+    [kept] = [line.split("'mmlog dump-log ")[1].rstrip("'") for line in out.splitlines() if "dump-log" in line]
     try:
         status, dumped, err = run(capsys, "dump-log", kept)
         assert (status, err) == (0, [])
@@ -97,4 +99,4 @@ def test_demo_keep_leaves_a_directory_that_dump_log_reads(tmp_path, capsys):
     finally:
         import shutil
 
-        shutil.rmtree(kept.rsplit("/", 1)[0], ignore_errors=True)
+        shutil.rmtree(Path(kept).parent.parent, ignore_errors=True)

@@ -1,12 +1,13 @@
-"""Append records to a partition log in a temporary directory, read them all back, check every byte.
+"""Start a broker on the embedded default, produce records, consume them back, check every byte.
 
-The first thing to run after `pip install -e .`: it creates a topic through the log
-manager, appends RECORDS records of RECORD_SIZE bytes in batches of BATCH (the batches
-are built before the clock starts: building is the producer's work, not the log's),
-reads everything back through `Partition.read` one fetch of at most 1 MiB at a time,
-checks the bytes against what was appended and every record's offset and value, and
-prints the rates. The directory is removed afterwards unless --keep is given (then
-try `mmlog dump-log` on it). Until the broker lands, this exercises the storage engine.
+The first thing to run after `pip install -e .`: it starts `mmlog broker` (no
+ZooKeeper, a temporary data directory, a free port on 127.0.0.1, two processors),
+creates a topic over the Kafka protocol, produces RECORDS records of RECORD_SIZE
+bytes in batches of BATCH with acks=1 (batches are built before the clock starts:
+building is the producer's work), fetches everything back at most 1 MiB at a time,
+checks the bytes against what was produced and every record's offset and value,
+prints the rates and stops the broker (SIGTERM; it must exit 0). The directory is
+removed afterwards unless --keep is given (then try `mmlog dump-log` on it).
 """
 
 from __future__ import annotations
@@ -51,60 +52,103 @@ def run(args: argparse.Namespace) -> int:
     if args.record_size > len(_PATTERN):
         raise CommandError(f"--record-size must be at most {len(_PATTERN)}", 2)
 
-    from mmlog.log.manager import LogManager
+    from mmlog.client.connection import BrokerConnection
     from mmlog.protocol import records
+    from mmlog.testing import EmbeddedBroker
 
     data_dir = Path(tempfile.mkdtemp(prefix="mmlog-demo-"))
-    manager = None
+    broker = EmbeddedBroker(data_dir / "data", processors=2)
     try:
-        manager = LogManager(data_dir)  # also compiles (or loads) the numba kernels
-        manager.create_topic("demo", 1, {"segment.bytes": args.segment_bytes})
-        part = manager.partition("demo", 0)
-
-        batches = []
-        for first in range(0, args.records, args.batch):
-            count = min(args.batch, args.records - first)
-            batches.append(records.build_batch([(None, value_for(first + i, args.record_size)) for i in range(count)]))
-        appended = sum(len(b) for b in batches)
-
-        start = time.perf_counter()
-        for batch in batches:
-            part.append(batch)  # assigns offsets in place: `batches` now holds the log's bytes
-        append_s = time.perf_counter() - start
-
-        start = time.perf_counter()
-        chunks, fetches, offset = [], 0, 0
-        while offset < part.high_watermark:
-            got = part.read(offset, FETCH_BYTES)
-            data = got.slice.read()
-            whole = list(records.iter_batches(data))  # a fetch may end in part of a batch
-            if not whole:
-                raise CommandError(f"read at offset {offset} returned no whole batch")
-            pos, last = whole[-1]
-            chunks.append(memoryview(data)[: pos + last.size])
-            offset = last.next_offset
-            fetches += 1
-        read_s = time.perf_counter() - start
-
-        check(b"".join(chunks), b"".join(batches), args.records, args.record_size)
-        segments = len(part.segment_bases())
-        print(f"mmlog demo: topic 'demo' partition 0 in {data_dir} (segment.bytes {args.segment_bytes})")
-        print(f"  appended {args.records} records of {args.record_size} bytes "
-              f"in {_count(len(batches), 'batch', 'batches')}: "
-              f"{appended / MB:.1f} MB in {append_s:.3f} s = {appended / MB / append_s:.0f} MB/s, "
-              f"{args.records / append_s:,.0f} records/s")
-        print(f"  read back in {_count(fetches, 'fetch', 'fetches')} of <= {FETCH_BYTES >> 20} MiB "
-              f"across {_count(segments, 'segment', 'segments')}: "
-              f"{read_s:.3f} s = {appended / MB / read_s:.0f} MB/s")
-        print(f"  checked every byte, and every record's offset and value: ok")
+        started = time.perf_counter()
+        broker.start()
+        print(f"mmlog demo: broker on {broker.bootstrap} (embedded default, data in {broker.data_dir}), "
+              f"ready in {time.perf_counter() - started:.1f} s")
+        host, port = broker.bootstrap.rsplit(":", 1)
+        with BrokerConnection(host, int(port), client_id="mmlog-demo") as conn:
+            create_topic(conn, args.segment_bytes)
+            batches = [records.build_batch([(None, value_for(first + i, args.record_size))
+                                            for i in range(min(args.batch, args.records - first))])
+                       for first in range(0, args.records, args.batch)]
+            produced = sum(len(b) for b in batches)
+            start = time.perf_counter()
+            produce_all(conn, batches)
+            produce_s = time.perf_counter() - start
+            start = time.perf_counter()
+            read, fetches = fetch_all(conn, args.records)
+            fetch_s = time.perf_counter() - start
+        check(read, b"".join(batches), args.records, args.record_size)
+        print(f"  produced {args.records} records of {args.record_size} bytes "
+              f"in {_count(len(batches), 'batch', 'batches')} (acks=1): "
+              f"{produced / MB:.1f} MB in {produce_s:.3f} s = {args.records / produce_s:,.0f} records/s")
+        print(f"  consumed them in {_count(fetches, 'fetch', 'fetches')} of <= {FETCH_BYTES >> 20} MiB: "
+              f"{fetch_s:.3f} s = {produced / MB / fetch_s:.0f} MB/s")
+        print("  checked every byte, and every record's offset and value: ok")
     finally:
-        if manager is not None:
-            manager.close()
+        code = broker.stop()
         if args.keep:
-            print(f"  kept {data_dir}: try 'mmlog dump-log {data_dir / 'demo-0'}'")
+            print(f"  kept {data_dir}: try 'mmlog dump-log {broker.data_dir / 'demo-0'}'")
         else:
             shutil.rmtree(data_dir, ignore_errors=True)
+    if code != 0:
+        raise CommandError(f"the broker exited with {code}")
+    print("  broker stopped cleanly")
     return 0
+
+
+def create_topic(conn, segment_bytes: int) -> None:
+    from mmlog.protocol.messages import create_topics
+
+    body = conn.request(create_topics.API_KEY, 4, create_topics.REQUEST(timeout_ms=30000, topics=[{
+        "name": "demo", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+        "configs": [{"name": "segment.bytes", "value": str(segment_bytes)}]}]))
+    if body.topics[0].error_code:
+        raise CommandError(f"CreateTopics failed: error {body.topics[0].error_code} {body.topics[0].error_message}")
+
+
+def produce_all(conn, batches: list, window: int = 8) -> None:
+    """Produce every batch (pipelined, `window` in flight); write the assigned base offsets into our copies."""
+    from mmlog.protocol import records
+    from mmlog.protocol.messages import produce
+
+    def settle(batch) -> None:
+        result = conn.receive().responses[0].partition_responses[0]
+        if result.error_code:
+            raise CommandError(f"produce failed: error {result.error_code} {result.error_message or ''}")
+        records.set_base_offset(batch, result.base_offset)
+
+    inflight = []
+    for batch in batches:
+        conn.send(produce.API_KEY, 8, produce.REQUEST(acks=1, timeout_ms=30000, topic_data=[
+            {"name": "demo", "partition_data": [{"index": 0, "records": batch}]}]))
+        inflight.append(batch)
+        if len(inflight) >= window:
+            settle(inflight.pop(0))
+    for batch in inflight:
+        settle(batch)
+
+
+def fetch_all(conn, count: int) -> tuple[bytes, int]:
+    """Fetch offsets 0..count-1; return the whole batches' bytes and how many fetches it took."""
+    from mmlog.protocol import records
+    from mmlog.protocol.messages import fetch
+
+    chunks, fetches, offset = [], 0, 0
+    while offset < count:
+        body = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
+            max_wait_ms=500, min_bytes=1, max_bytes=FETCH_BYTES, topics=[{"topic": "demo", "partitions": [
+                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": FETCH_BYTES}]}]))
+        part = body.responses[0].partitions[0]
+        if part.error_code:
+            raise CommandError(f"fetch at offset {offset} failed: error {part.error_code}")
+        data = bytes(part.records)
+        whole = list(records.iter_batches(data))  # a fetch may end in part of a batch
+        if not whole:
+            raise CommandError(f"fetch at offset {offset} returned no whole batch")
+        pos, last = whole[-1]
+        chunks.append(data[: pos + last.size])
+        offset = last.next_offset
+        fetches += 1
+    return b"".join(chunks), fetches
 
 
 def _count(n: int, one: str, many: str) -> str:
