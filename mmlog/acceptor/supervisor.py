@@ -31,11 +31,10 @@ from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.handoff import channel_pair, hand_off
 from mmlog.config.broker import BrokerConfig
 from mmlog.processors.wakeup import WakeBoard
-from mmlog.processors.worker import processor_main
+from mmlog.processors.worker import BOOT_ERROR, processor_main
 
 log = logging.getLogger("mmlog.broker")
 
-BOOT_ERROR = 3
 CRASH_WINDOW_S = 10.0
 MAX_CRASHES_IN_WINDOW = 10
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)

@@ -37,6 +37,8 @@ from mmlog.protocol import FrameSizeError
 
 log = logging.getLogger(__name__)
 
+BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor stops the broker
+
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _HANDOFF, _CONTROL, _WAKE, _SIGNAL = "handoff", "control", "wake", "signal"
 
@@ -84,7 +86,11 @@ class Processor:
     # ------------------------------------------------------------ the loop
 
     def run(self) -> int:
-        self._setup()
+        try:
+            self._setup()
+        except Exception:  # noqa: BLE001 - a processor that cannot start must stop the broker
+            log.exception("processor %d cannot boot", self.slot)
+            return BOOT_ERROR
         log.debug("processor %d ready (pid %d)", self.slot, os.getpid())
         while not (self.stopping and self._drained()):
             events = self.sel.select(self._poll_timeout())

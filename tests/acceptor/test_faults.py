@@ -152,3 +152,21 @@ def test_an_unknown_or_invalid_setting_is_a_one_line_start_up_error(tmp_path, ba
     assert out.returncode != 0
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mmlog: error:")
+
+
+def test_processors_that_keep_dying_stop_the_broker_with_a_clear_message(tmp_path):
+    broker = EmbeddedBroker(tmp_path / "data", processors=1).start()
+    try:
+        deadline = time.monotonic() + 60
+        while broker.proc.poll() is None:
+            assert time.monotonic() < deadline, "the broker kept respawning"
+            for pid in broker.processor_pids():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        assert broker.proc.returncode == 1
+        assert any("stopping:" in line and "processor crashes" in line for line in broker.log_lines)
+    finally:
+        broker.stop()
