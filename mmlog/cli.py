@@ -26,6 +26,8 @@ import mmlog
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("mmlog.tools.broker", "run a broker (Kafka wire protocol) on this machine"),
     "demo": ("mmlog.tools.demo", "append records to a log in a temporary directory and read them back"),
+    "topics": ("mmlog.tools.topics", "create, list, describe and delete topics"),
+    "perf": ("mmlog.tools.perf", "measure a broker: produce or consume load with live progress and a summary"),
     "dump-log": ("mmlog.tools.dump_log", "print and check the batches of segment files or partition directories"),
 }
 

@@ -1,0 +1,155 @@
+"""Admin: create, delete, list and describe topics, and look up partition offsets.
+
+Topic changes go to the controller (any broker answers when there is one); offset
+look-ups (ListOffsets) go to each partition's leader. Errors come back as the typed
+exceptions of `mmlog.errors`, carrying their Kafka error code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mmlog.client.cluster import Cluster
+from mmlog.client.connection import BrokerConnection
+from mmlog.errors import error_for_code
+from mmlog.protocol.messages import create_topics, delete_topics, describe_configs, list_offsets
+
+LATEST, EARLIEST = -1, -2
+TOPIC_RESOURCE = 2
+
+
+@dataclass
+class PartitionDescription:
+    partition: int
+    leader: int
+    earliest: int
+    latest: int
+
+
+@dataclass
+class TopicDescription:
+    name: str
+    partitions: list[PartitionDescription]
+    config: dict[str, str] = field(default_factory=dict)
+    overrides: set[str] = field(default_factory=set)  # config names set on the topic (not defaults)
+
+
+class Admin:
+    """Topic administration and offset look-ups against a cluster."""
+
+    def __init__(self, bootstrap: str = "127.0.0.1:9092", *, client_id: str = "mmlog-admin",
+                 timeout: float = 30.0) -> None:
+        self.cluster = Cluster(bootstrap, client_id=client_id, timeout=timeout)
+        self.timeout = timeout
+        self._conns: dict[int, BrokerConnection] = {}
+
+    # ------------------------------------------------------------ topics
+
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                     replication_factor: int = 1) -> None:
+        """Create one topic (TopicAlreadyExists, InvalidTopic, InvalidConfig, ... on failure)."""
+        self.create_topics({name: (partitions, config or {})}, replication_factor)
+
+    def create_topics(self, topics: dict[str, tuple[int, dict[str, str]]], replication_factor: int = 1) -> None:
+        body = self._controller().request(create_topics.API_KEY, 4, create_topics.REQUEST(
+            timeout_ms=int(self.timeout * 1000), validate_only=False, topics=[
+                {"name": name, "num_partitions": n, "replication_factor": replication_factor, "assignments": [],
+                 "configs": [{"name": k, "value": str(v)} for k, v in cfg.items()]}
+                for name, (n, cfg) in topics.items()]))
+        self._raise_first((t.error_code, f"{t.name}: {t.error_message or ''}".rstrip(": ")) for t in body.topics)
+
+    def delete_topic(self, name: str) -> None:
+        self.delete_topics([name])
+
+    def delete_topics(self, names: list[str]) -> None:
+        body = self._controller().request(delete_topics.API_KEY, 3, delete_topics.REQUEST(
+            topic_names=list(names), timeout_ms=int(self.timeout * 1000)))
+        self._raise_first((r.error_code, r.name) for r in body.responses)
+
+    def list_topics(self) -> dict[str, int]:
+        """Every topic and its partition count."""
+        self.cluster.refresh(None)
+        return {name: info.partitions for name, info in sorted(self.cluster.topics.items()) if info.error == 0}
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """Partitions (leader, earliest and latest offsets) and the effective config of a topic."""
+        self.cluster.refresh([name], allow_auto_create=False)
+        info = self.cluster.topic(name, allow_auto_create=False, wait=0)
+        earliest = self.offsets(name, EARLIEST)
+        latest = self.offsets(name, LATEST)
+        parts = [PartitionDescription(p, info.leaders[p], earliest[p], latest[p]) for p in range(info.partitions)]
+        config, overrides = self.topic_config(name)
+        return TopicDescription(name, parts, config, overrides)
+
+    def topic_config(self, name: str) -> tuple[dict[str, str], set[str]]:
+        """(effective config, names overridden on the topic), Kafka names."""
+        body = self._controller().request(describe_configs.API_KEY, 1, describe_configs.REQUEST(
+            resources=[{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}]))
+        [result] = body.results
+        if result.error_code:
+            raise error_for_code(result.error_code, result.error_message or name)
+        config = {c.name: c.value for c in result.configs}
+        overrides = {c.name for c in result.configs if c.config_source == 1}
+        return config, overrides
+
+    # ------------------------------------------------------------ offsets
+
+    def offsets(self, topic: str, timestamp: int = LATEST) -> dict[int, int]:
+        """Per partition: latest (-1), earliest (-2), or the first offset at/after a timestamp (ms; -1 if none)."""
+        info = self.cluster.topic(topic, allow_auto_create=False)
+        by_leader: dict[int, list[int]] = {}
+        for p, leader in enumerate(info.leaders):
+            by_leader.setdefault(leader, []).append(p)
+        out = {}
+        for leader, parts in by_leader.items():
+            body = self._conn(leader).request(list_offsets.API_KEY, 5, list_offsets.REQUEST(
+                replica_id=-1, isolation_level=0, topics=[{"name": topic, "partitions": [
+                    {"partition_index": p, "timestamp": timestamp} for p in parts]}]))
+            for part in body.topics[0].partitions:
+                if part.error_code:
+                    raise error_for_code(part.error_code, f"{topic}-{part.partition_index}")
+                out[part.partition_index] = part.offset
+        return dict(sorted(out.items()))
+
+    def earliest_offsets(self, topic: str) -> dict[int, int]:
+        return self.offsets(topic, EARLIEST)
+
+    def latest_offsets(self, topic: str) -> dict[int, int]:
+        return self.offsets(topic, LATEST)
+
+    def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int]:
+        return self.offsets(topic, timestamp_ms)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _controller(self) -> BrokerConnection:
+        if not self.cluster.brokers:
+            self.cluster.refresh([])
+        node = self.cluster.controller_id if self.cluster.controller_id in self.cluster.brokers else \
+            self.cluster.any_broker().node_id
+        return self._conn(node)
+
+    def _conn(self, node_id: int) -> BrokerConnection:
+        conn = self._conns.get(node_id)
+        if conn is None:
+            broker = self.cluster.brokers[node_id]
+            conn = self._conns[node_id] = BrokerConnection(broker.host, broker.port, client_id=self.cluster.client_id,
+                                                          timeout=self.timeout)
+        return conn
+
+    @staticmethod
+    def _raise_first(results) -> None:
+        for code, what in results:
+            if code:
+                raise error_for_code(code, what)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,68 @@
+"""Create, list, describe and delete topics.
+
+    mmlog topics create NAME --partitions N [--config KEY=VALUE ...]
+    mmlog topics list
+    mmlog topics describe NAME
+    mmlog topics delete NAME
+
+Topic configs use Kafka's names (retention.ms, segment.bytes, cleanup.policy, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mmlog.tools import CommandError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT",
+                        help="a broker to ask (default 127.0.0.1:9092)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a broker (default 10)")
+    sub = parser.add_subparsers(dest="action", metavar="create|list|describe|delete", required=True)
+    create = sub.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    sub.add_parser("list", help="list topics and their partition counts")
+    describe = sub.add_parser("describe", help="partitions, offsets and config of a topic")
+    describe.add_argument("name")
+    delete = sub.add_parser("delete", help="delete a topic")
+    delete.add_argument("name")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mmlog.client.admin import Admin
+
+    with Admin(args.bootstrap, timeout=args.timeout) as admin:
+        if args.action == "create":
+            admin.create_topic(args.name, args.partitions, _configs(args.config))
+            print(f"created topic {args.name} with {args.partitions} partition(s)")
+        elif args.action == "list":
+            for name, partitions in admin.list_topics().items():
+                print(f"{name}\t{partitions}")
+        elif args.action == "describe":
+            describe(admin.describe_topic(args.name))
+        else:
+            admin.delete_topic(args.name)
+            print(f"deleted topic {args.name}")
+    return 0
+
+
+def describe(topic) -> None:
+    print(f"Topic: {topic.name}\tPartitions: {len(topic.partitions)}")
+    for p in topic.partitions:
+        print(f"  partition {p.partition}\tleader {p.leader}\tearliest {p.earliest}\tlatest {p.latest}"
+              f"\trecords {p.latest - p.earliest}")
+    overrides = sorted(topic.overrides)
+    print("  config overrides: " + (", ".join(f"{k}={topic.config[k]}" for k in overrides) or "none"))
+
+
+def _configs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise CommandError(f"--config wants KEY=VALUE, got {item!r}", 2)
+        out[key.strip()] = value.strip()
+    return out
