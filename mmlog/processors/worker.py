@@ -60,10 +60,12 @@ class Processor:
         self.idle_s = config["connections.max.idle.ms"] / 1000
         self.conns: dict[int, Connection] = {}
         self.purgatory = Purgatory(lambda n: board.set_parked(slot, n))
-        self._dirty: set[Connection] = set()
+        self._dirty: set[Connection] = set()  # responses queued: write them
+        self._closing: set[Connection] = set()  # close once their output is written
         self._ready: set[Connection] = set()
         self.stopping = False
         self._stop_by = 0.0
+        self._next_reap = 0.0
 
     # ------------------------------------------------------------ setup
 
@@ -190,20 +192,28 @@ class Processor:
             except OSError:
                 self._close(conn)
                 continue
-            if not conn.busy and conn.has_queued_requests():
+            if conn.closing:
+                self._closing.add(conn)
+            elif not conn.busy and conn.has_queued_requests():
                 self._ready.add(conn)
             self._update_events(conn)
 
     def _close_finished(self) -> None:
-        for conn in [c for c in self.conns.values() if c.closing and not c.out]:
-            self._close(conn)
+        if self._closing:
+            for conn in [c for c in self._closing if not c.out or c.fd not in self.conns]:
+                self._closing.discard(conn)
+                self._close(conn)
 
     def _reap_idle(self) -> None:
+        """Close idle connections (checked once a second), or every connection once shutdown times out."""
         now = time.monotonic()
         if self.stopping and now > self._stop_by:
             for conn in list(self.conns.values()):
                 self._close(conn)
             return
+        if now < self._next_reap:
+            return
+        self._next_reap = now + 1.0
         for conn in [c for c in self.conns.values() if now - c.last_active > self.idle_s and not c.busy]:
             self._close(conn)
 
@@ -232,6 +242,7 @@ class Processor:
         conn.events = want
 
     def _close(self, conn: Connection) -> None:
+        self._closing.discard(conn)
         if self.conns.pop(conn.fd, None) is None:
             return
         if conn.events:
@@ -266,8 +277,10 @@ class Processor:
             self.sel.unregister(self.handoff)
         except KeyError:
             pass
-        for conn in self.conns.values():
-            self._update_events(conn)
+        for conn in list(self.conns.values()):
+            self._read(conn)  # requests that reached us before the signal are answered too
+            if conn.fd in self.conns:
+                self._update_events(conn)
 
     def _drained(self) -> bool:
         """Shutdown may finish: nothing in flight, nothing buffered to answer or send."""
