@@ -6,7 +6,7 @@ loops per batch or per record on a hot path:
 - `index_floor`:  binary search of an offset index (largest relative offset <= target);
 - `time_floor`:   binary search of a time index (largest timestamp < target);
 - `find_batch`:   batch-boundary scan to the batch holding an offset;
-- `find_time`:    scan to the first record with timestamp >= target (walks record varints);
+- `find_time`:    scan to the first record with timestamp >= target from an offset on (walks record varints);
 - `scan_segment`: recovery validation of a whole segment (length, magic, CRC-32C,
                   offset continuity), emitting the sparse offset and time index entries
                   as it goes;
@@ -231,8 +231,8 @@ def find_batch_py(buf, start, end, target):
 
 
 @njit(cache=True)
-def find_time(buf, start, end, target):
-    """First record with timestamp >= target among the whole batches in buf[start:end].
+def find_time(buf, start, end, target, min_offset):
+    """First record with timestamp >= target and offset >= min_offset in the whole batches of buf[start:end].
 
     Returns (status, position, offset): status 0 = found (position of its batch,
     offset of the record; for a compressed batch, its base offset); 1 = none in the
@@ -245,10 +245,11 @@ def find_time(buf, start, end, target):
             return 3, p, -1
         size = 12 + length
         max_ts = _be_i64(buf, p + 35)
-        if max_ts >= target:
+        base = _be_i64(buf, p)
+        last = base + _be_i32(buf, p + 23)
+        if max_ts >= target and last >= min_offset:
             if p + size > end:
                 return 2, p, -1
-            base = _be_i64(buf, p)
             attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
             if attributes & 0x07 or attributes & 0x08:
                 return 0, p, base  # compressed or LogAppendTime: the batch is the finest grain
@@ -259,39 +260,37 @@ def find_time(buf, start, end, target):
             for _ in range(count):
                 rlen, q = _varint(buf, q, stop)
                 if q < 0:
-                    break
+                    return 0, p, last
                 rend = q + rlen
                 ts_delta, r = _varint(buf, q + 1, stop)
                 if r < 0:
-                    break
+                    return 0, p, last
                 off_delta, r = _varint(buf, r, stop)
                 if r < 0:
-                    break
-                if base_ts + ts_delta >= target:
+                    return 0, p, last
+                if base_ts + ts_delta >= target and base + off_delta >= min_offset:
                     return 0, p, base + off_delta
                 q = rend
-            return 0, p, base + _be_i32(buf, p + 23)
         p += size
     if p >= end:
         return 1, p, -1
     return 2, p, -1
 
 
-def find_time_py(buf, start, end, target):
+def find_time_py(buf, start, end, target, min_offset):
     p = start
     while p + rec.HEADER_SIZE <= end:
         h = rec.read_header(bytes(buf[p : p + rec.HEADER_SIZE]))
         if h.batch_length < _MIN_BATCH_LENGTH:
             return 3, p, -1
-        if h.max_timestamp >= target:
+        if h.max_timestamp >= target and h.last_offset >= min_offset:
             if p + h.size > end:
                 return 2, p, -1
             if h.compression or h.timestamp_type:
                 return 0, p, h.base_offset
             for r in rec.decode_records(bytes(buf[p : p + h.size])):
-                if r.timestamp >= target:
+                if r.timestamp >= target and r.offset >= min_offset:
                     return 0, p, r.offset
-            return 0, p, h.last_offset
         p += h.size
     return (1, p, -1) if p >= end else (2, p, -1)
 
@@ -425,5 +424,5 @@ def warm() -> None:
     index_floor_many(idx, 0, np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
     time_floor(tix, 0, 0)
     find_batch(buf, 0, len(buf), 0)
-    find_time(buf, 0, len(buf), 0)
+    find_time(buf, 0, len(buf), 0, 0)
     scan_segment(buf, 0, len(buf), 0, 0, 4096, True, CRC_TABLES, idx, tix)

@@ -94,11 +94,13 @@ class LogManager:
             return
         data = json.loads(self.catalogue_path.read_text())
         with self._lock:
+            before = {name: t.topic_id for name, t in self._topics.items()}
             self._topics = {
                 name: TopicInfo(name, t["partitions"], dict(t.get("config", {})), t.get("id", ""))
                 for name, t in data.get("topics", {}).items()
             }
-            for key in [k for k in self._partitions if k[0] not in self._topics]:
+            for key in [k for k in self._partitions
+                        if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])]:
                 self._partitions.pop(key).close(clean=False)
             self._catalogue_mtime = stat.st_mtime_ns
 

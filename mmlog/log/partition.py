@@ -43,7 +43,7 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log import recovery, retention
-from mmlog.log.files import fsync_dir, segment_bases
+from mmlog.log.files import INDEX_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
 from mmlog.log.state import Op, PartitionState, Snapshot, TornState
@@ -126,6 +126,9 @@ class Partition:
         bases = segment_bases(self.directory)
         if not bases or bases[-1] != s.active_base:
             return False
+        names = set(os.listdir(self.directory))
+        if any(f"{b:020d}{suffix}" not in names for b in bases for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+            return False
         size = os.stat(self.directory / f"{s.active_base:020d}.log").st_size
         if size < s.active_size:
             return False
@@ -192,9 +195,10 @@ class Partition:
         """Reopen the segment list after another process changed it (new generation)."""
         bases = segment_bases(self.directory)
         bases = [b for b in bases if b <= snap.active_base]
-        for base in list(self._segments):
-            if base not in bases or base == self._active_base != snap.active_base:
-                self._segments.pop(base).close()  # deleted, or rolled: remap at its trimmed size
+        for base, segment in list(self._segments.items()):
+            moved = (base == self._active_base) != (base == snap.active_base)
+            if base not in bases or moved or segment.replaced():
+                self._segments.pop(base).close()  # deleted, rolled or active again, or a new file
         for base in bases:
             if base not in self._segments:
                 self._segments[base] = Segment(self.directory, base)
@@ -387,7 +391,7 @@ class Partition:
             idx_n = snap.index_entries if active else seg.offset_index.capacity
             time_n = snap.time_entries if active else seg.time_index.capacity
             end = snap.active_size if active else seg.file_size()
-            found = seg.find_time(timestamp, idx_n, time_n, end)
+            found = seg.find_time(timestamp, idx_n, time_n, end, snap.log_start)
             if found is not None:
                 return max(found, snap.log_start)
         return None
@@ -465,10 +469,16 @@ class Partition:
         self.state.set_pending(DELETE_SEGMENTS)
         self.state.update(generation=s.generation + 1, log_start=max(s.log_start, new_start))
         for base in doomed:
-            self._segments.pop(base).delete_files()  # open slices keep reading the unlinked files
+            self._delete_segment(base)
         self.state.update(pending_op=IDLE)
         self.state.flush()
         self._sync(self.state.snapshot())
+
+    def _delete_segment(self, base: int) -> None:
+        """Close a segment and unlink its files; open slices keep reading the unlinked files."""
+        segment = self._segments.pop(base)
+        segment.close()
+        segment.delete_files()
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset (Kafka's DeleteRecords); drop segments wholly below it."""
@@ -504,7 +514,7 @@ class Partition:
             self.state.update(recovery_point=min(s.recovery_point, seg.base_offset))
             seg.truncate(cut)
             for base in reversed(self._bases[i + 1 :]):
-                self._segments.pop(base).delete_files()
+                self._delete_segment(base)
             self._recover()
             self._sync(self.state.snapshot())
 

@@ -146,21 +146,24 @@ class Segment:
             pos += at
         return None
 
-    def find_time(self, timestamp: int, index_entries: int, time_entries: int, end: int) -> int | None:
-        """Offset of the first record in this segment with timestamp >= timestamp, or None."""
+    def find_time(self, timestamp: int, index_entries: int, time_entries: int, end: int,
+                  min_offset: int = 0) -> int | None:
+        """Offset of the first record here, at min_offset or after, with timestamp >= timestamp; or None."""
         start = self.time_index.lookup(timestamp, time_entries)
-        _, pos = self.offset_index.lookup(start, index_entries)
+        _, pos = self.offset_index.lookup(max(start, min_offset), index_entries)
         fd = self.file.fileno()
         want = SCAN_CHUNK
         while pos < end:
             chunk = os.pread(fd, min(want, end - pos), pos)
             buf = np.frombuffer(chunk, dtype=np.uint8)
-            status, at, offset = kernels.find_time(buf, 0, len(buf), timestamp)
+            status, at, offset = kernels.find_time(buf, 0, len(buf), timestamp, min_offset)
             if status == 0:
                 return int(offset)
             if status == 3:
                 raise CorruptSegment(f"{self.log_path}: no batch header at position {pos + at}")
             if status == 2 and at == 0:
+                if len(chunk) == end - pos:
+                    raise CorruptSegment(f"{self.log_path}: batch at position {pos} runs past the committed end")
                 want = 12 + int.from_bytes(chunk[8:12], "big", signed=True)  # the whole (large) batch
                 continue
             pos += at
@@ -206,6 +209,13 @@ class Segment:
         self.offset_index.close()
         self.time_index.close()
         self.file = _Closed(self.file)
+
+    def replaced(self) -> bool:
+        """Whether the file at this segment's path is no longer the one open here (deleted, maybe made anew)."""
+        try:
+            return not os.path.samestat(os.fstat(self.file.fileno()), os.stat(self.log_path))
+        except FileNotFoundError:
+            return True
 
     def delete_files(self) -> None:
         """Unlink the three files (open descriptors keep working until closed)."""

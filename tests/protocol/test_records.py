@@ -157,7 +157,8 @@ def test_max_timestamp_is_the_largest_even_when_records_go_back_in_time():
 
 
 def test_producer_fields_and_leader_epoch_are_written():
-    batch = rec.build_batch([(None, b"v")], producer_id=77, producer_epoch=3, base_sequence=41, partition_leader_epoch=5)
+    batch = rec.build_batch([(None, b"v")], producer_id=77, producer_epoch=3, base_sequence=41,
+                            partition_leader_epoch=5)
     h = rec.validate_batch(batch)
     assert (h.producer_id, h.producer_epoch, h.base_sequence, h.partition_leader_epoch) == (77, 3, 41, 5)
 
