@@ -234,25 +234,26 @@ def find_batch_py(buf, start, end, target):
 def find_time(buf, start, end, target, min_offset):
     """First record with timestamp >= target and offset >= min_offset in the whole batches of buf[start:end].
 
-    Returns (status, position, offset): status 0 = found (position of its batch,
-    offset of the record; for a compressed batch, its base offset); 1 = none in the
-    whole batches here, continue at position; 2 = batch at position is cut off.
+    Returns (status, position, offset, timestamp): status 0 = found (position of its
+    batch, the record's offset and timestamp; a compressed batch is the finest grain:
+    its base offset and max timestamp); 1 = none in the whole batches here, continue
+    at position; 2 = batch at position is cut off; 3 = no batch header at position.
     """
     p = start
     while p + rec.HEADER_SIZE <= end:
         length = _be_i32(buf, p + 8)
         if length < _MIN_BATCH_LENGTH:
-            return 3, p, -1
+            return 3, p, -1, -1
         size = 12 + length
         max_ts = _be_i64(buf, p + 35)
         base = _be_i64(buf, p)
         last = base + _be_i32(buf, p + 23)
         if max_ts >= target and last >= min_offset:
             if p + size > end:
-                return 2, p, -1
+                return 2, p, -1, -1
             attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
             if attributes & 0x07 or attributes & 0x08:
-                return 0, p, base  # compressed or LogAppendTime: the batch is the finest grain
+                return 0, p, max(base, min_offset), max_ts  # compressed or LogAppendTime
             base_ts = _be_i64(buf, p + 27)
             count = _be_i32(buf, p + 57)
             q = p + rec.HEADER_SIZE
@@ -260,21 +261,21 @@ def find_time(buf, start, end, target, min_offset):
             for _ in range(count):
                 rlen, q = _varint(buf, q, stop)
                 if q < 0:
-                    return 0, p, last
+                    return 0, p, last, max_ts
                 rend = q + rlen
                 ts_delta, r = _varint(buf, q + 1, stop)
                 if r < 0:
-                    return 0, p, last
+                    return 0, p, last, max_ts
                 off_delta, r = _varint(buf, r, stop)
                 if r < 0:
-                    return 0, p, last
+                    return 0, p, last, max_ts
                 if base_ts + ts_delta >= target and base + off_delta >= min_offset:
-                    return 0, p, base + off_delta
+                    return 0, p, base + off_delta, base_ts + ts_delta
                 q = rend
         p += size
     if p >= end:
-        return 1, p, -1
-    return 2, p, -1
+        return 1, p, -1, -1
+    return 2, p, -1, -1
 
 
 def find_time_py(buf, start, end, target, min_offset):
@@ -282,17 +283,17 @@ def find_time_py(buf, start, end, target, min_offset):
     while p + rec.HEADER_SIZE <= end:
         h = rec.read_header(bytes(buf[p : p + rec.HEADER_SIZE]))
         if h.batch_length < _MIN_BATCH_LENGTH:
-            return 3, p, -1
+            return 3, p, -1, -1
         if h.max_timestamp >= target and h.last_offset >= min_offset:
             if p + h.size > end:
-                return 2, p, -1
+                return 2, p, -1, -1
             if h.compression or h.timestamp_type:
-                return 0, p, h.base_offset
+                return 0, p, max(h.base_offset, min_offset), h.max_timestamp
             for r in rec.decode_records(bytes(buf[p : p + h.size])):
                 if r.timestamp >= target and r.offset >= min_offset:
-                    return 0, p, r.offset
+                    return 0, p, r.offset, r.timestamp
         p += h.size
-    return (1, p, -1) if p >= end else (2, p, -1)
+    return (1, p, -1, -1) if p >= end else (2, p, -1, -1)
 
 
 # ---------------------------------------------------------------- recovery scan

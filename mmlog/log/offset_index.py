@@ -7,7 +7,10 @@ since the previous entry (never for the segment's first batch, which is at 0), s
 a lookup leaves at most one interval of batch headers to scan.
 
 Invariants: relative offsets and positions strictly increase; every entry points at
-a batch boundary. Both are checked when a segment is loaded (`check`).
+a batch boundary. `check` verifies the first and the bounds when a segment is
+loaded (reading every page to verify the second would cost a full scan at start-up);
+an entry that misses a boundary is caught when a read scans from it
+(`CorruptSegment`), and recovery rebuilds every index after an unclean stop.
 """
 
 from __future__ import annotations

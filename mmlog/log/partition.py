@@ -47,11 +47,10 @@ from mmlog.log.files import INDEX_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_b
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
 from mmlog.log.state import Op, PartitionState, Snapshot, TornState
-
-IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE = (int(op) for op in Op)
 from mmlog.protocol import records
 
 INT32_MAX = 2**31 - 1
+IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE = (int(op) for op in Op)  # plain ints: cheap on the append path
 
 
 def now_ms() -> int:
@@ -365,6 +364,9 @@ class Partition:
             raise OffsetOutOfRange(
                 f"offset {offset} outside [{snap.log_start}, {snap.high_watermark}] of {self.directory.name}"
             )
+        if offset < self._bases[0]:
+            # Retention elsewhere deleted segments after our snapshot and before _sync listed them.
+            raise OffsetOutOfRange(f"offset {offset} is below the log start of {self.directory.name}")
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         while offset < snap.high_watermark and i < len(self._bases):
             seg = self._segments[self._bases[i]]
@@ -381,6 +383,11 @@ class Partition:
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """Offset of the first record with timestamp >= timestamp, or None (ListOffsets' -1)."""
+        found = self.lookup_timestamp(timestamp)
+        return None if found is None else found[0]
+
+    def lookup_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after the log start with timestamp >= timestamp."""
         snap = self.snapshot()
         for base in self._bases:
             seg = self._segments[base]
@@ -393,7 +400,7 @@ class Partition:
             end = snap.active_size if active else seg.file_size()
             found = seg.find_time(timestamp, idx_n, time_n, end, snap.log_start)
             if found is not None:
-                return max(found, snap.log_start)
+                return found
         return None
 
     @property

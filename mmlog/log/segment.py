@@ -147,8 +147,8 @@ class Segment:
         return None
 
     def find_time(self, timestamp: int, index_entries: int, time_entries: int, end: int,
-                  min_offset: int = 0) -> int | None:
-        """Offset of the first record here, at min_offset or after, with timestamp >= timestamp; or None."""
+                  min_offset: int = 0) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record here, at min_offset or after, with timestamp >= timestamp."""
         start = self.time_index.lookup(timestamp, time_entries)
         _, pos = self.offset_index.lookup(max(start, min_offset), index_entries)
         fd = self.file.fileno()
@@ -156,9 +156,9 @@ class Segment:
         while pos < end:
             chunk = os.pread(fd, min(want, end - pos), pos)
             buf = np.frombuffer(chunk, dtype=np.uint8)
-            status, at, offset = kernels.find_time(buf, 0, len(buf), timestamp, min_offset)
+            status, at, offset, found_ts = kernels.find_time(buf, 0, len(buf), timestamp, min_offset)
             if status == 0:
-                return int(offset)
+                return int(offset), int(found_ts)
             if status == 3:
                 raise CorruptSegment(f"{self.log_path}: no batch header at position {pos + at}")
             if status == 2 and at == 0:

@@ -126,8 +126,13 @@ class PartitionState:
     def is_new(self) -> bool:
         return self._slots[GENERATION] == 0
 
-    def snapshot(self, spins: int = 100_000) -> Snapshot:
-        """A consistent snapshot, taken without a lock; TornState if a writer died mid-update."""
+    def snapshot(self, spins: int = 2000) -> Snapshot:
+        """A consistent snapshot, taken without a lock.
+
+        TornState if the sequence stays odd for `spins` tries (a few milliseconds): the
+        writer died mid-update, or is descheduled. The caller then takes the partition
+        lock, which waits out a live writer and repairs after a dead one.
+        """
         slots = self._slots
         for i in range(spins):
             seq = slots[SEQ]

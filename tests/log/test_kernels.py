@@ -169,10 +169,11 @@ def test_find_time_returns_the_first_record_reaching_the_target():
         data += b
     buf = as_array(data)
     size = len(data) // 3
-    expect = {0: (0, 0), 50: (0, 0), 51: (size, 2), 70: (size, 2), 71: (2 * size, 4), 90: (2 * size, 4)}
-    for target, (pos, offset) in expect.items():
-        assert tuple(kernels.find_time(buf, 0, len(data), target, 0)) == (0, pos, offset)
-    assert tuple(kernels.find_time(buf, 0, len(data), 91, 0)) == (1, len(data), -1)
+    expect = {0: (0, 0, 50), 50: (0, 0, 50), 51: (size, 2, 70), 70: (size, 2, 70), 71: (2 * size, 4, 90),
+              90: (2 * size, 4, 90)}
+    for target, (pos, offset, timestamp) in expect.items():
+        assert tuple(kernels.find_time(buf, 0, len(data), target, 0)) == (0, pos, offset, timestamp)
+    assert tuple(kernels.find_time(buf, 0, len(data), 91, 0)) == (1, len(data), -1, -1)
 
 
 def test_find_time_skips_records_below_the_minimum_offset():
@@ -184,11 +185,11 @@ def test_find_time_skips_records_below_the_minimum_offset():
         data += b
     buf = as_array(data)
     size = len(data) // 3
-    expect = {(0, 1): (0, 1), (11, 1): (size, 2), (20, 3): (size, 3), (50, 1): (size, 2), (30, 5): (2 * size, 5),
-              (31, 5): None, (0, 6): None}
+    expect = {(0, 1): (0, 1, 10), (11, 1): (size, 2, 70), (20, 3): (size, 3, 20), (50, 1): (size, 2, 70),
+              (30, 5): (2 * size, 5, 30), (31, 5): None, (0, 6): None}
     for (target, min_offset), found in expect.items():
         got = tuple(kernels.find_time(buf, 0, len(data), target, min_offset))
-        assert got == ((0, *found) if found else (1, len(data), -1)), (target, min_offset)
+        assert got == ((0, *found) if found else (1, len(data), -1, -1)), (target, min_offset)
         assert kernels.find_time_py(buf, 0, len(data), target, min_offset) == got
 
 

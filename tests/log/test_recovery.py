@@ -376,7 +376,6 @@ def test_a_sequence_left_odd_is_repaired_by_the_next_writer(open_partition):
     assert reader.read(5, 1).slice.size > 0
 
 
-@pytest.mark.slow
 def test_a_sequence_left_odd_is_repaired_by_a_reader_after_it_gives_up_spinning(open_partition):
     owner = open_partition()
     reader = open_partition(recover=False)

@@ -93,7 +93,7 @@ def test_find_time_against_decoded_records(segment):
         pos += len(b)
         offset = rec.read_header(b).next_offset
     for target in sorted({r.timestamp + d for r in all_records for d in (-1, 0, 1)}):
-        expected = next((r.offset for r in all_records if r.timestamp >= target), None)
+        expected = next(((r.offset, r.timestamp) for r in all_records if r.timestamp >= target), None)
         assert segment.find_time(target, 0, 0, pos) == expected
 
 

@@ -22,10 +22,9 @@ def handle(ctx, request):
                 elif part.timestamp == EARLIEST:
                     entry["offset"] = log.log_start_offset
                 else:
-                    found = log.offset_for_timestamp(part.timestamp)
+                    found = log.lookup_timestamp(part.timestamp)
                     if found is not None:
-                        entry["offset"] = found
-                        entry["timestamp"] = part.timestamp
+                        entry["offset"], entry["timestamp"] = found
             except Exception as exc:  # noqa: BLE001 - each partition answers for itself
                 entry["error_code"] = error_code(exc)
             results.append(entry)
