@@ -182,9 +182,19 @@ class Supervisor:
         """Fork the processor of a slot."""
         handoff_parent, handoff_child = channel_pair()
         control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        with self.fork_lock:
-            pid = os.fork()
-        if pid == 0:  # ------------------------------------------------ the child
+        # Signals stay blocked across the fork until the child has its own handlers: a
+        # SIGTERM that arrives while it boots then waits for it instead of running the
+        # parent's handler in the child and being lost.
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            with self.fork_lock:
+                pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+            raise
+        if pid:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+        else:  # ------------------------------------------------ the child
             code = BOOT_ERROR
             try:
                 handoff_parent.close()

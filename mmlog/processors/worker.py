@@ -84,6 +84,9 @@ class Processor:
         signal.signal(signal.SIGTERM, lambda *_: None)  # the wakeup fd carries it to the loop
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        # The supervisor forked us with these blocked; one that came meanwhile is delivered now.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD})
 
     # ------------------------------------------------------------ the loop
 
