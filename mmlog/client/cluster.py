@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
 from mmlog.errors import KafkaError, LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
+from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import metadata
 
 METADATA_VERSION = 8
@@ -55,9 +56,14 @@ class Cluster:
         self.controller_id = -1
         self._lock = threading.Lock()
 
-    def refresh(self, topics: list[str] | None = None, *, allow_auto_create: bool = True) -> None:
-        """Fetch metadata for `topics` (None: every topic) and merge it into the cache."""
-        body = self._request_metadata(topics, allow_auto_create)
+    def refresh(self, topics: list[str] | None = None, *, allow_auto_create: bool = True,
+                timeout: float | None = None) -> None:
+        """Fetch metadata for `topics` (None: every topic) and merge it into the cache.
+
+        Tries the known brokers and the bootstrap list until one answers or `timeout`
+        (default: the cluster's) passes; a tiny timeout makes it a single pass.
+        """
+        body = self._request_metadata(topics, allow_auto_create, self.timeout if timeout is None else timeout)
         with self._lock:
             self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port) for b in body.brokers}
             self.cluster_id = body.cluster_id
@@ -72,11 +78,11 @@ class Cluster:
             else:
                 self.topics.update(fresh)
 
-    def _request_metadata(self, topics, allow_auto_create):
+    def _request_metadata(self, topics, allow_auto_create, timeout: float):
         request = metadata.REQUEST(topics=None if topics is None else [{"name": t} for t in topics],
                                    allow_auto_topic_creation=allow_auto_create)
         candidates = [(b.host, b.port) for b in self.brokers.values()] + self.bootstrap
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + timeout
         last: BaseException | None = None
         while True:
             for host, port in candidates:
@@ -85,13 +91,13 @@ class Cluster:
                                           timeout=max(1.0, min(10.0, deadline - time.monotonic())),
                                           connect_timeout=max(0.5, min(5.0, deadline - time.monotonic()))) as conn:
                         return conn.request(metadata.API_KEY, METADATA_VERSION, request)
-                except (ConnectionClosed, KafkaError, OSError) as exc:
-                    last = exc
+                except (ConnectionClosed, KafkaError, OSError, ProtocolError) as exc:
+                    last = exc  # ProtocolError: something that is not a broker listens there
                 if time.monotonic() >= deadline:
                     break
             if time.monotonic() >= deadline:
                 where = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
-                raise ConnectionClosed(f"no broker reachable at {where} within {self.timeout:g} s ({last})")
+                raise ConnectionClosed(f"no broker reachable at {where} within {timeout:g} s ({last})")
             time.sleep(0.1)
 
     def topic(self, name: str, *, allow_auto_create: bool = True, wait: float | None = None) -> TopicInfo:

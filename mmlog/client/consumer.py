@@ -1,0 +1,829 @@
+"""The consumer: assigned partitions read as never-ending streams, with fetches pipelined ahead of the app.
+
+    consumer = Consumer("127.0.0.1:9092", auto_offset_reset="earliest")
+    consumer.assign([("clicks", 0), ("clicks", 1)])
+    for record in consumer:                    # blocks for new data; never ends
+        handle(record.offset, record.key, record.value)
+
+    for arrays in consumer.poll_batch(1.0):    # the bulk path: numpy columns per partition chunk
+        total += int(arrays.value_lengths.sum())
+
+Theory of operation
+-------------------
+
+One consumer is used from one thread (like Kafka's). Everything happens inside
+`poll` / `poll_batch` / iteration, which run a small event loop over one
+non-blocking `Channel` per leader broker; nothing runs in the background.
+
+*Partition state.* Each assigned partition has a **position** (the offset of
+the next record the application will get) and a **fetch offset** (where the next
+Fetch starts; ahead of the position by whatever has been fetched and not yet
+handed over). A partition without a known offset first resolves one with
+ListOffsets: earliest (-2) or latest (-1) per `auto_offset_reset` ("none" raises
+`NoOffsetForPartition` until the application seeks). Consumer groups (committed
+offsets) come with the group coordinator; until then `subscribe` and `commit`
+raise `ConsumerGroupsUnavailable`.
+
+*Fetching.* Each leader broker always has one Fetch v11 in flight covering every
+fetchable partition it leads, long-polled with `fetch_max_wait_ms` /
+`fetch_min_bytes`. When a response arrives, the partition chunks' batch headers
+are scanned (`bulk.scan_chunk`, microseconds per MiB) to advance the fetch
+offsets, the **next Fetch is sent at once**, and only then are the chunks
+decoded (`bulk.decode_chunk`, CRC-32C checked unless `check_crcs=False`) and
+queued for the application. So the broker is already reading the next chunk
+while the application works on this one. Chunks start at the batch holding the
+fetch offset and may end in part of a batch; the bulk decoder drops records
+below the fetch offset, the partial tail (fetched again next time) and control
+batches. At most two undelivered chunks are buffered per partition; the
+application's poll drains them.
+
+*Positions move on hand-over.* `poll` returns every chunk buffered and sets each
+partition's position past it. `seek`, `seek_to_beginning`/`end` and an offset
+reset bump the partition's *epoch*: buffered chunks and in-flight responses of
+an older epoch are dropped on arrival, and the record iterator stops yielding a
+stale chunk at the next record. A seek while that partition's Fetch is parked at
+the broker takes effect when the parked Fetch returns (at most
+`fetch_max_wait_ms`), as in Kafka's consumer.
+
+*Errors.* OFFSET_OUT_OF_RANGE resets per `auto_offset_reset` (or raises
+`OffsetOutOfRange` with "none"). NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+LEADER_NOT_AVAILABLE and storage errors refresh metadata and retry with backoff.
+A lost connection fails its in-flight requests; the consumer reconnects with
+exponential backoff (`reconnect_backoff_ms` .. `reconnect_backoff_max_ms`) and
+refetches from the fetch offsets, so a broker restart loses and repeats nothing.
+A partition error that retrying cannot fix (a corrupt batch, "none" reset) is
+raised from `poll` after the records before it, and keeps being raised until
+the application seeks. If no broker has answered for `request_timeout_ms`, `poll`
+raises `ConnectionClosed` (then keeps trying if called again): an unreachable
+cluster is a clear error after a bounded wait, never a silent hang.
+
+`wakeup()` is the one method other threads may call: it makes a blocked `poll`
+(or iteration) raise `WakeupError` in the consuming thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import random
+import selectors
+import socket
+import time
+from typing import Iterable, Iterator
+
+from mmlog.client.channel import Channel
+from mmlog.client.cluster import Cluster
+from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.client.records import ConsumerRecord, TopicPartition, as_topic_partition
+from mmlog.errors import (CorruptMessage, KafkaError, KafkaStorageError, LeaderNotAvailable, NotLeaderOrFollower,
+                          OffsetOutOfRange, RequestTimedOut, UnknownTopicOrPartition, error_for_code)
+from mmlog.protocol import ProtocolError
+from mmlog.protocol.messages import fetch, list_offsets
+
+MiB = 1 << 20
+FETCH_VERSION = 11  # the highest non-flexible Fetch; records are the last field of each partition
+LIST_OFFSETS_VERSION = 5
+EARLIEST = -2  # ListOffsets timestamps
+LATEST = -1
+RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
+MAX_BUFFERED_CHUNKS = 2  # per partition: the one being handed over and the next
+# Errors a metadata refresh (new leader, topic created) can cure: retry with backoff.
+_REFRESH_CODES = {NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code,
+                  KafkaStorageError.code}
+
+
+class ConsumerGroupsUnavailable(KafkaError, NotImplementedError):
+    """subscribe()/commit() need the group coordinator, which this version of mmlog does not have yet."""
+
+
+class NoOffsetForPartition(KafkaError):
+    """A partition has no position, and auto_offset_reset is "none": seek first."""
+
+
+class WakeupError(Exception):
+    """`Consumer.wakeup()` interrupted a blocking poll."""
+
+
+class _Partition:
+    """The consumer's state for one assigned partition."""
+
+    __slots__ = ("tp", "position", "fetch_offset", "reset", "resetting", "epoch", "leader", "fetching",
+                 "halted", "error", "buffered", "fetch_bytes", "retry_at", "high_watermark")
+
+    def __init__(self, tp: TopicPartition, fetch_bytes: int) -> None:
+        self.tp = tp
+        self.position: int | None = None  # next offset for the application
+        self.fetch_offset: int | None = None  # next offset to fetch
+        self.reset: int | None = None  # EARLIEST/LATEST: a ListOffsets is due
+        self.resetting = False  # a ListOffsets for it is in flight
+        self.epoch = 0  # bumped on every jump of the position; older data is dropped
+        self.leader = -1  # node id, -1 unknown
+        self.fetching = False  # part of a Fetch in flight
+        self.halted = False  # an error is queued for the application: fetch nothing more until a seek
+        self.error: BaseException | None = None  # raised by poll until a seek
+        self.buffered = 0  # chunks waiting in the consumer's ready queue
+        self.fetch_bytes = fetch_bytes  # partition_max_bytes (doubled while no whole batch fits)
+        self.retry_at = 0.0  # backoff after a retriable error
+        self.high_watermark = -1
+
+    def jump(self, offset: int | None, reset: int | None = None) -> None:
+        """Move to offset (or to a pending reset), dropping everything fetched for the old position."""
+        self.epoch += 1
+        self.position = self.fetch_offset = offset
+        self.reset = reset
+        self.halted = False
+        self.error = None
+        self.retry_at = 0.0
+
+    @property
+    def fetchable(self) -> bool:
+        return (self.fetch_offset is not None and self.reset is None and not self.fetching and not self.halted
+                and self.buffered < MAX_BUFFERED_CHUNKS)
+
+
+class Consumer:
+    """Reads assigned partitions from mmlog (or any Kafka-protocol broker); see the module docstring."""
+
+    def __init__(self, bootstrap: str, *, group_id: str | None = None, auto_offset_reset: str = "latest",
+                 fetch_max_bytes: int = 50 * MiB, max_partition_fetch_bytes: int = 1 * MiB,
+                 fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1, client_id: str = "mmlog",
+                 request_timeout_ms: int = 30_000, reconnect_backoff_ms: int = 50,
+                 reconnect_backoff_max_ms: int = 1_000, retry_backoff_ms: int = 100,
+                 metadata_max_age_ms: int = 300_000, check_crcs: bool = True) -> None:
+        if auto_offset_reset not in RESETS:
+            raise ValueError(f"auto_offset_reset must be one of {', '.join(RESETS)}, not {auto_offset_reset!r}")
+        for name, value, low in (("fetch_max_bytes", fetch_max_bytes, 1),
+                                 ("max_partition_fetch_bytes", max_partition_fetch_bytes, 1),
+                                 ("fetch_max_wait_ms", fetch_max_wait_ms, 0), ("fetch_min_bytes", fetch_min_bytes, 0),
+                                 ("request_timeout_ms", request_timeout_ms, 1),
+                                 ("reconnect_backoff_ms", reconnect_backoff_ms, 1),
+                                 ("reconnect_backoff_max_ms", reconnect_backoff_max_ms, 1),
+                                 ("retry_backoff_ms", retry_backoff_ms, 1),
+                                 ("metadata_max_age_ms", metadata_max_age_ms, 1)):
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
+        from mmlog.client import bulk  # numba: paid by consumers only, not by `import mmlog.client`
+
+        bulk.warm()  # load the compiled kernels now (about 0.3 s once per process), not on the first record
+        self._bulk = bulk
+        self.group_id = group_id
+        self.auto_offset_reset = auto_offset_reset
+        self.client_id = client_id
+        self._reset_policy = RESETS[auto_offset_reset]
+        self._fetch_max_bytes = fetch_max_bytes
+        self._partition_bytes = max_partition_fetch_bytes
+        self._max_wait_ms = fetch_max_wait_ms
+        self._min_bytes = fetch_min_bytes
+        self._request_timeout = request_timeout_ms / 1000
+        self._backoff_min = reconnect_backoff_ms / 1000
+        self._backoff_max = max(reconnect_backoff_max_ms, reconnect_backoff_ms) / 1000
+        self._retry_backoff = retry_backoff_ms / 1000
+        self._metadata_max_age = metadata_max_age_ms / 1000
+        self._check_crcs = check_crcs
+        self._cluster = Cluster(bootstrap, client_id=client_id, timeout=self._request_timeout)
+        self._assigned: dict[TopicPartition, _Partition] = {}
+        self._ready: collections.deque = collections.deque()  # (state, epoch, RecordArrays | exception)
+        self._channels: dict[int, Channel] = {}
+        self._registered: dict[int, int] = {}  # node -> selector events
+        self._fetching: set[int] = set()  # nodes with a Fetch in flight
+        self._reconnect: dict[int, tuple[float, float, int]] = {}  # node -> (retry at, last delay, failures)
+        self._need_metadata = True
+        self._metadata_at = float("-inf")
+        self._metadata_retry_at = 0.0
+        self._metadata_delay = self._retry_backoff
+        self._failing_since: float | None = None
+        self._last_error: BaseException | None = None
+        self._yielding: tuple[_Partition, list] | None = None  # the chunk the iterator is yielding
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._woken = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ assignment and positions
+
+    def assign(self, partitions: Iterable) -> None:
+        """Consume exactly these partitions ((topic, partition) pairs); positions of kept ones stay."""
+        wanted = list(dict.fromkeys(as_topic_partition(tp) for tp in partitions))
+        self._check_open()
+        old = self._assigned
+        self._assigned = {}
+        for tp in wanted:
+            st = old.pop(tp, None)
+            if st is None:
+                st = _Partition(tp, self._partition_bytes)
+                self._start_position(st)
+                self._need_metadata = True
+            self._assigned[tp] = st
+        for st in old.values():  # dropped: forget their buffered data
+            self._drop(st)
+            st.epoch += 1
+
+    def unassign(self) -> None:
+        self.assign([])
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._assigned)
+
+    def subscribe(self, topics) -> None:
+        raise ConsumerGroupsUnavailable(
+            "subscribe() needs consumer groups (the group coordinator), which are not available yet; "
+            "use assign() with explicit partitions")
+
+    def commit(self, offsets=None) -> None:
+        raise ConsumerGroupsUnavailable(
+            "commit() needs consumer groups (the group coordinator), which are not available yet; "
+            "track positions with position() and seek() on restart")
+
+    def seek(self, tp, offset: int) -> None:
+        """Make `offset` the next record of the partition (takes effect on the next poll)."""
+        st = self._state(tp)
+        if not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an integer >= 0, not {offset!r}")
+        self._drop(st)
+        st.jump(offset)
+
+    def seek_to_beginning(self, *partitions) -> None:
+        """Move to the log start offset of the partitions (all assigned ones if none given), lazily."""
+        for st in self._states(partitions):
+            self._drop(st)
+            st.jump(None, EARLIEST)
+
+    def seek_to_end(self, *partitions) -> None:
+        """Move to the end (the high watermark) of the partitions (all assigned if none given), lazily:
+        records produced after the offset is looked up (on the next poll or position call) are consumed."""
+        for st in self._states(partitions):
+            self._drop(st)
+            st.jump(None, LATEST)
+
+    def position(self, tp, timeout: float | None = None) -> int:
+        """The offset of the next record the application will get, looking it up if it is not known yet
+        (RequestTimedOut after timeout seconds; default request_timeout_ms)."""
+        st = self._state(tp)
+        timeout = self._request_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while st.position is None:
+            if st.error is not None:
+                raise st.error
+            left = self._left(deadline)
+            if left == 0:
+                raise RequestTimedOut(f"position of {st.tp.topic}-{st.tp.partition} not known within {timeout} s")
+            self._io(left)
+            if self._assigned.get(st.tp) is not st:
+                raise ValueError(f"{st.tp.topic}-{st.tp.partition} was unassigned")
+        return st.position
+
+    def highwater(self, tp) -> int | None:
+        """The partition's high watermark as of the last fetch response (None before one)."""
+        st = self._state(tp)
+        return None if st.high_watermark < 0 else st.high_watermark
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The partition ids of a topic (UnknownTopicOrPartition if it does not exist)."""
+        self._check_open()
+        self._cluster.timeout = self._request_timeout
+        try:
+            return set(range(self._cluster.topic(topic, allow_auto_create=False).partitions))
+        except UnknownTopicOrPartition:
+            raise UnknownTopicOrPartition(f"topic {topic!r} does not exist") from None
+        except ProtocolError as exc:
+            raise ConnectionClosed(f"{self._where()} does not speak the Kafka protocol: {exc}") from None
+
+    def beginning_offsets(self, partitions: Iterable, timeout: float | None = None) -> dict[TopicPartition, int]:
+        """The log start offset of each partition (a blocking ListOffsets per leader)."""
+        return self._list_offsets(partitions, EARLIEST, timeout)
+
+    def end_offsets(self, partitions: Iterable, timeout: float | None = None) -> dict[TopicPartition, int]:
+        """The end offset (high watermark: the offset the next record will get) of each partition."""
+        return self._list_offsets(partitions, LATEST, timeout)
+
+    # ------------------------------------------------------------------ consuming
+
+    def poll_batch(self, timeout: float | None = None) -> list:
+        """Every decoded chunk ready, as `bulk.RecordArrays` (one per partition and fetch), waiting up to
+        timeout seconds (None: until there is one) for the first. Empty after the timeout."""
+        return [arrays for _, _, arrays in self._poll_chunks(timeout)]
+
+    def poll(self, timeout: float | None = None) -> list[ConsumerRecord]:
+        """Every record ready, waiting up to timeout seconds (None: until there is one). [] after the timeout."""
+        chunks = self._poll_chunks(timeout)
+        if len(chunks) == 1:
+            return chunks[0][2].records()
+        with self._bulk.gc_paused():
+            return list(itertools.chain.from_iterable(arrays.iter_records() for _, _, arrays in chunks))
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """The never-ending stream of records of the assigned partitions, in offset order per partition.
+
+        Records are built lazily, chunk by chunk, by C-level iterators chained
+        together: no Python frame runs per record (a generator's `yield from`
+        would resume one for each).
+        """
+        return itertools.chain.from_iterable(self._chunk_iterators())
+
+    def _chunk_iterators(self) -> Iterator[Iterator[ConsumerRecord]]:
+        while True:
+            for st, epoch, arrays in self._poll_chunks(None):
+                if st.epoch != epoch:
+                    continue  # seeked while an earlier chunk was being yielded
+                records, guard = arrays._record_iterator()
+                self._yielding = (st, guard)
+                yield records
+            self._yielding = None
+
+    def wakeup(self) -> None:
+        """Make the poll blocked in another thread raise WakeupError (safe to call from any thread)."""
+        try:
+            self._wake_w.send(b"!")
+        except (BlockingIOError, OSError):
+            pass
+
+    def close(self) -> None:
+        """Close the connections. The consumer cannot be used afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        for node in list(self._channels):
+            self._forget_channel(node)
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+        self._ready.clear()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ handing chunks over
+
+    def _poll_chunks(self, timeout: float | None) -> list:
+        self._check_open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._raise_errors()
+            self._io(0)  # read what has arrived and keep each broker's Fetch in flight
+            chunks = self._take_ready()
+            if chunks:
+                return chunks
+            self._raise_errors()
+            left = self._left(deadline)
+            if left == 0:
+                return []
+            self._io(left)
+            chunks = self._take_ready()
+            if chunks:
+                return chunks
+
+    def _take_ready(self) -> list:
+        out = []
+        ready = self._ready
+        while ready:
+            st, epoch, item = ready.popleft()
+            st.buffered -= 1
+            if st.epoch != epoch or self._assigned.get(st.tp) is not st:
+                continue
+            if isinstance(item, BaseException):
+                st.error = item
+                continue
+            st.position = item.next_offset
+            if len(item):
+                out.append((st, epoch, item))
+        return out
+
+    def _raise_errors(self) -> None:
+        if self._woken:
+            self._woken = False
+            raise WakeupError("consumer.wakeup() was called")
+        for st in self._assigned.values():
+            if st.error is not None:
+                raise st.error
+
+    def _drop(self, st: _Partition) -> None:
+        """Forget the partition's buffered chunks, and stop the iterator yielding its current one."""
+        if st.buffered:
+            self._ready = collections.deque(entry for entry in self._ready if entry[0] is not st)
+            st.buffered = 0
+        if self._yielding is not None and self._yielding[0] is st:
+            self._yielding[1].clear()
+            self._yielding = None
+
+    def _start_position(self, st: _Partition) -> None:
+        """No committed offsets yet (no groups): a new partition starts per auto_offset_reset."""
+        if self._reset_policy is None:
+            st.jump(None)
+            st.error = NoOffsetForPartition(
+                f"{st.tp.topic}-{st.tp.partition} has no position and auto_offset_reset is 'none': seek first")
+            st.halted = True
+        else:
+            st.jump(None, self._reset_policy)
+
+    # ------------------------------------------------------------------ the event loop
+
+    def _io(self, timeout: float) -> None:
+        """One round: metadata, connections, resets, fetches; wait up to timeout for I/O; run callbacks."""
+        now = time.monotonic()
+        wait = self._maintain(now, timeout)
+        for node, ch in self._channels.items():
+            events = ch.events()
+            if self._registered.get(node) != events:
+                self._selector.modify(ch.sock, events, ch)
+                self._registered[node] = events
+        for key, mask in self._selector.select(wait):
+            ch = key.data
+            if ch is None:
+                self._drain_wakeup()
+                continue
+            if ch.closed:
+                continue
+            if mask & selectors.EVENT_WRITE:
+                ch.on_writable()
+            if mask & selectors.EVENT_READ and not ch.closed:
+                ch.on_readable()
+        self._sweep()
+        self._check_reachable()
+
+    def _sweep(self) -> None:
+        """Forget failed channels (their requests have failed already) and schedule reconnects."""
+        for node in [n for n, ch in self._channels.items() if ch.closed]:
+            self._connection_lost(node, self._channels[node].last_error)
+
+    def _maintain(self, now: float, timeout: float) -> float:
+        """Start whatever work is due; return how long the select may wait."""
+        wait = timeout
+        limit = self._max_wait_ms / 1000 + self._request_timeout
+        for ch in self._channels.values():
+            if ch.in_flight and ch.oldest_request_age() > limit:
+                ch.fail(ConnectionClosed(f"no response from {ch.host}:{ch.port} within {limit:g} s"))
+        self._sweep()
+        if not self._assigned:
+            return wait
+        if self._need_metadata or any(st.leader < 0 for st in self._assigned.values()) or (
+                now - self._metadata_at > self._metadata_max_age):
+            if now >= self._metadata_retry_at:
+                self._refresh_metadata()
+                now = time.monotonic()
+            if self._need_metadata:
+                wait = min(wait, max(0.0, self._metadata_retry_at - now))
+        by_node: dict[int, list[_Partition]] = {}
+        for st in self._assigned.values():
+            if st.leader >= 0:
+                by_node.setdefault(st.leader, []).append(st)
+            if st.retry_at > now:
+                wait = min(wait, st.retry_at - now)
+        for node, states in by_node.items():
+            if not any(st.fetchable or (st.reset is not None and not st.resetting) for st in states):
+                continue
+            ch = self._channel(node, now)
+            if ch is None:
+                retry_at = self._reconnect.get(node, (now + self._retry_backoff,))[0]
+                wait = min(wait, max(0.0, retry_at - now))
+                continue
+            self._send_resets(node, states, now)
+            self._send_fetch(node, states, now)
+        return max(wait, 0.0)
+
+    def _refresh_metadata(self) -> None:
+        topics = sorted({tp.topic for tp in self._assigned})
+        # A tiny timeout makes Cluster.refresh a single pass over the known brokers (each attempt
+        # keeps its own connect/request timeouts), so poll() stays bounded and other brokers'
+        # fetches keep flowing; our own backoff schedules the next pass.
+        try:
+            self._cluster.refresh(topics, allow_auto_create=False, timeout=0.01)
+        except (KafkaError, OSError, ProtocolError) as exc:  # ProtocolError: something else listens there
+            self._note_failure(exc)
+            self._metadata_retry_at = time.monotonic() + self._metadata_delay
+            self._metadata_delay = min(self._metadata_delay * 2, self._backoff_max)
+            return
+        self._note_success()
+        self._metadata_at = time.monotonic()
+        missing = False
+        for st in self._assigned.values():
+            info = self._cluster.topics.get(st.tp.topic)
+            leader = -1
+            if info is not None and info.error == 0 and st.tp.partition < info.partitions:
+                leader = info.leaders[st.tp.partition]
+            st.leader = leader if leader in self._cluster.brokers else -1
+            missing |= st.leader < 0
+        self._need_metadata = missing
+        if missing:  # a topic not created yet, or a leader election: ask again, less and less often
+            self._metadata_retry_at = self._metadata_at + self._metadata_delay
+            self._metadata_delay = min(self._metadata_delay * 2, self._backoff_max)
+        else:
+            self._metadata_delay = self._retry_backoff
+
+    def _channel(self, node: int, now: float) -> Channel | None:
+        ch = self._channels.get(node)
+        if ch is not None:
+            if not ch.closed:
+                return ch
+            self._connection_lost(node, ch.last_error)
+        retry = self._reconnect.get(node)
+        if retry is not None and now < retry[0]:
+            return None
+        self._sweep()  # a failed channel's fd must leave the selector before a new socket can reuse it
+        broker = self._cluster.brokers.get(node)
+        if broker is None:
+            self._need_metadata = True
+            return None
+        try:
+            ch = Channel(node, broker.host, broker.port, client_id=self.client_id,
+                         connect_timeout=min(self._request_timeout, 5.0))
+        except ConnectionClosed as exc:
+            self._connect_failed(node, exc)
+            return None
+        self._channels[node] = ch
+        self._selector.register(ch.sock, ch.events(), ch)
+        self._registered[node] = ch.events()
+        return ch
+
+    def _connection_lost(self, node: int, exc: BaseException | None) -> None:
+        self._forget_channel(node)
+        self._connect_failed(node, exc or ConnectionClosed(f"connection to node {node} closed"))
+
+    def _forget_channel(self, node: int) -> None:
+        ch = self._channels.pop(node)
+        self._registered.pop(node, None)
+        try:
+            self._selector.unregister(ch.sock)
+        except (KeyError, ValueError, OSError):
+            pass
+        ch.close()  # fails whatever is still in flight: their callbacks clear the fetching flags
+        self._fetching.discard(node)
+
+    def _connect_failed(self, node: int, exc: BaseException) -> None:
+        """Back off exponentially (with jitter) before the next attempt; refresh metadata after repeats."""
+        _, delay, failures = self._reconnect.get(node, (0.0, 0.0, 0))
+        delay = self._backoff_min if delay == 0 else min(delay * 2, self._backoff_max)
+        self._reconnect[node] = (time.monotonic() + delay * random.uniform(0.8, 1.2), delay, failures + 1)
+        if failures + 1 >= 2:
+            self._need_metadata = True  # the broker may be gone for good and its partitions led elsewhere
+        self._note_failure(exc)
+
+    def _note_failure(self, exc: BaseException) -> None:
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+        self._last_error = exc
+
+    def _note_success(self, node: int | None = None) -> None:
+        self._failing_since = None
+        if node is not None:
+            self._reconnect.pop(node, None)
+
+    def _check_reachable(self) -> None:
+        since = self._failing_since
+        if since is None or not self._assigned:
+            return
+        waited = time.monotonic() - since
+        if waited >= self._request_timeout:
+            self._failing_since = time.monotonic()  # a later poll gets a whole new window
+            raise ConnectionClosed(f"no broker reachable at {self._where()} for {waited:.1f} s: {self._last_error}")
+
+    def _drain_wakeup(self) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+        self._woken = True
+
+    # ------------------------------------------------------------------ ListOffsets for resets
+
+    def _send_resets(self, node: int, states: list[_Partition], now: float) -> None:
+        due = [st for st in states if st.reset is not None and not st.resetting and st.retry_at <= now]
+        if not due:
+            return
+        sent = {st.tp: (st, st.epoch) for st in due}
+        for st in due:
+            st.resetting = True
+        body = _list_offsets_request([(st.tp, st.reset) for st in due])
+        self._channels[node].send(list_offsets.API_KEY, LIST_OFFSETS_VERSION, body,
+                                  lambda body, exc: self._on_reset(node, sent, body, exc))
+
+    def _on_reset(self, node: int, sent: dict, body, exc: BaseException | None) -> None:
+        for st, _ in sent.values():
+            st.resetting = False
+        if exc is not None:
+            self._note_failure(exc)
+            return
+        self._note_success(node)
+        now = time.monotonic()
+        for tp, code, offset in _list_offsets_results(body):
+            st, epoch = sent.get(tp, (None, None))
+            if st is None or st.epoch != epoch or self._assigned.get(tp) is not st or st.reset is None:
+                continue
+            if code == 0 and offset >= 0:
+                st.position = st.fetch_offset = offset
+                st.reset = None
+            elif code in _REFRESH_CODES:
+                self._retry_later(st, now)
+            else:
+                st.error = error_for_code(code, f"ListOffsets for {tp.topic}-{tp.partition}")
+                st.halted = True
+        if node in self._channels and not self._channels[node].closed:
+            self._send_fetch(node, [st for st in self._assigned.values() if st.leader == node], now)
+
+    def _retry_later(self, st: _Partition, now: float) -> None:
+        st.leader = -1
+        st.retry_at = now + self._retry_backoff
+        self._need_metadata = True
+
+    def _list_offsets(self, partitions: Iterable, timestamp: int, timeout: float | None) -> dict:
+        """Blocking ListOffsets, one short-lived connection per leader (so no parked Fetch delays it)."""
+        self._check_open()
+        tps = list(dict.fromkeys(as_topic_partition(tp) for tp in partitions))
+        timeout = self._request_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        result: dict[TopicPartition, int] = {}
+        last: BaseException | None = None
+        while True:
+            pending = [tp for tp in tps if tp not in result]
+            if not pending:
+                return result
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RequestTimedOut(f"ListOffsets for {len(pending)} partitions not answered within "
+                                      f"{timeout:g} s ({last})")
+            try:
+                self._cluster.refresh(sorted({tp.topic for tp in pending}), allow_auto_create=False,
+                                      timeout=max(0.05, left))
+                by_leader: dict[int, list[TopicPartition]] = {}
+                for tp in pending:
+                    info = self._cluster.topics.get(tp.topic)
+                    if info is not None and info.error not in (0, LeaderNotAvailable.code):
+                        raise error_for_code(info.error, f"topic {tp.topic!r}")
+                    if info is not None and tp.partition >= info.partitions and info.error == 0:
+                        raise UnknownTopicOrPartition(f"{tp.topic} has no partition {tp.partition}")
+                    leader = info.leaders[tp.partition] if info is not None and info.error == 0 else -1
+                    if leader in self._cluster.brokers:
+                        by_leader.setdefault(leader, []).append(tp)
+                for node, group in by_leader.items():
+                    broker = self._cluster.brokers[node]
+                    with BrokerConnection(broker.host, broker.port, client_id=self.client_id,
+                                          timeout=max(0.1, deadline - time.monotonic()),
+                                          connect_timeout=max(0.1, min(5.0, deadline - time.monotonic()))) as conn:
+                        body = conn.request(list_offsets.API_KEY, LIST_OFFSETS_VERSION,
+                                            _list_offsets_request([(tp, timestamp) for tp in group]))
+                    for tp, code, offset in _list_offsets_results(body):
+                        if code == 0:
+                            result[tp] = offset
+                        elif code not in _REFRESH_CODES:
+                            raise error_for_code(code, f"ListOffsets for {tp.topic}-{tp.partition}")
+            except (ConnectionClosed, RequestTimedOut, OSError, ProtocolError) as exc:
+                last = exc
+            if any(tp not in result for tp in tps):
+                time.sleep(min(self._retry_backoff, max(0.0, deadline - time.monotonic())))
+
+    # ------------------------------------------------------------------ Fetch
+
+    def _send_fetch(self, node: int, states: list[_Partition], now: float) -> None:
+        """Send the node's next Fetch if none is in flight and some partition of it can fetch."""
+        if node in self._fetching:
+            return
+        due = [st for st in states if st.leader == node and st.fetchable and st.retry_at <= now]
+        if not due:
+            return
+        topics: dict[str, list] = {}
+        sent = {}
+        for st in due:
+            st.fetching = True
+            sent[st.tp] = (st, st.epoch, st.fetch_offset)
+            topics.setdefault(st.tp.topic, []).append({
+                "partition": st.tp.partition, "current_leader_epoch": -1, "fetch_offset": st.fetch_offset,
+                "log_start_offset": -1, "partition_max_bytes": st.fetch_bytes})
+        body = fetch.REQUEST(
+            replica_id=-1, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes,
+            max_bytes=max(self._fetch_max_bytes, max(st.fetch_bytes for st in due)), isolation_level=0,
+            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[{"topic": t, "partitions": parts} for t, parts in topics.items()])
+        self._fetching.add(node)
+        self._channels[node].send(fetch.API_KEY, FETCH_VERSION, body,
+                                  lambda body, exc: self._on_fetch(node, sent, body, exc))
+
+    def _on_fetch(self, node: int, sent: dict, body, exc: BaseException | None) -> None:
+        self._fetching.discard(node)
+        for st, _, _ in sent.values():
+            st.fetching = False
+        if exc is not None:
+            self._note_failure(exc)
+            return
+        self._note_success(node)
+        now = time.monotonic()
+        bulk = self._bulk
+        chunks = []
+        if body.error_code:  # a top-level error (fetch sessions, which mmlog does not use): retry
+            for st, _, _ in sent.values():
+                st.retry_at = now + self._retry_backoff
+        for topic in body.responses:
+            for part in topic.partitions:
+                entry = sent.get((topic.topic, part.partition_index))
+                if entry is None:
+                    continue
+                st, epoch, offset = entry
+                if st.epoch != epoch or st.halted or self._assigned.get(st.tp) is not st:
+                    continue  # seeked, reset or unassigned since the request left
+                code = part.error_code
+                if code == 0:
+                    st.high_watermark = part.high_watermark
+                    data = part.records
+                    if not data:
+                        continue
+                    scan = bulk.scan_chunk(data, offset)
+                    if scan.status == bulk.TRUNCATED:  # the first batch is larger than we asked for
+                        st.fetch_bytes = min(st.fetch_bytes * 2, 0x7FFFFFFF)
+                        continue
+                    st.fetch_bytes = self._partition_bytes
+                    if scan.status != bulk.OK:
+                        self._halt(st, epoch, CorruptMessage(
+                            f"{st.tp.topic}-{st.tp.partition} at offset {offset}: batch at byte {scan.end} of "
+                            f"the fetched chunk: {bulk.STATUS_TEXT[scan.status]}"), offset)
+                        continue
+                    st.fetch_offset = scan.next_offset
+                    chunks.append((st, epoch, data, offset, scan))
+                elif code == OffsetOutOfRange.code:
+                    self._out_of_range(st, offset, part)
+                elif code in _REFRESH_CODES:
+                    self._retry_later(st, now)
+                else:
+                    self._halt(st, epoch, error_for_code(code, f"fetch {st.tp.topic}-{st.tp.partition} "
+                                                                f"at offset {offset}"), offset)
+        # The next Fetch leaves before any of these records reach the application.
+        states = [st for st in self._assigned.values() if st.leader == node]
+        self._send_resets(node, states, now)
+        self._send_fetch(node, states, now)
+        for st, epoch, data, offset, scan in chunks:
+            try:
+                arrays = bulk.decode_chunk(data, offset, topic=st.tp.topic, partition=st.tp.partition,
+                                           check_crcs=self._check_crcs, scan=scan)
+            except CorruptMessage as err:
+                self._halt(st, epoch, err, offset)
+                continue
+            self._ready.append((st, epoch, arrays))
+            st.buffered += 1
+
+    def _halt(self, st: _Partition, epoch: int, exc: BaseException, offset: int) -> None:
+        """Queue an error behind the partition's good chunks; fetch nothing more for it until a seek."""
+        st.halted = True
+        empty = self._bulk.RecordArrays.empty(st.tp.topic, st.tp.partition, offset)
+        self._ready.append((st, epoch, empty))  # the position stops at the failing offset...
+        self._ready.append((st, epoch, exc))  # ...and then poll raises
+        st.buffered += 2
+
+    def _out_of_range(self, st: _Partition, offset: int, part) -> None:
+        if self._reset_policy is None:
+            self._halt(st, st.epoch, OffsetOutOfRange(
+                f"{st.tp.topic}-{st.tp.partition}: offset {offset} is outside the log "
+                f"[{part.log_start_offset}, {part.high_watermark}] and auto_offset_reset is 'none'"), offset)
+            return
+        self._drop(st)
+        st.jump(None, self._reset_policy)  # position() waits for the reset to resolve
+
+    # ------------------------------------------------------------------ helpers
+
+    def _state(self, tp) -> _Partition:
+        self._check_open()
+        tp = as_topic_partition(tp)
+        st = self._assigned.get(tp)
+        if st is None:
+            raise ValueError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
+        return st
+
+    def _states(self, partitions) -> list[_Partition]:
+        if not partitions:
+            self._check_open()
+            return list(self._assigned.values())
+        if len(partitions) == 1 and not isinstance(partitions[0], TopicPartition) and isinstance(
+                partitions[0], (list, set, frozenset)):
+            partitions = tuple(partitions[0])  # seek_to_end([tp1, tp2]) as well as seek_to_end(tp1, tp2)
+        return [self._state(tp) for tp in partitions]
+
+    def _where(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self._cluster.bootstrap)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the consumer is closed")
+
+    @staticmethod
+    def _left(deadline: float | None) -> float:
+        if deadline is None:
+            return 3600.0
+        return max(0.0, deadline - time.monotonic())
+
+
+def _list_offsets_request(items: list[tuple[TopicPartition, int]]):
+    topics: dict[str, list] = {}
+    for tp, timestamp in items:
+        topics.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "current_leader_epoch": -1, "timestamp": timestamp})
+    return list_offsets.REQUEST(replica_id=-1, isolation_level=0,
+                                topics=[{"name": t, "partitions": parts} for t, parts in topics.items()])
+
+
+def _list_offsets_results(body) -> Iterator[tuple[TopicPartition, int, int]]:
+    for topic in body.topics:
+        for part in topic.partitions:
+            yield TopicPartition(topic.name, part.partition_index), part.error_code, part.offset
