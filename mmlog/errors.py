@@ -163,6 +163,10 @@ class MemberIdRequired(KafkaError):
     code = 79
 
 
+class FencedInstanceId(KafkaError):
+    code = 82
+
+
 class InvalidRecord(KafkaError):
     code = 87
 

@@ -1,11 +1,14 @@
 """The control plane's request handlers and housekeeping timers, on the control thread.
 
 Processors forward what changes cluster state: topic creation and deletion
-(explicit, or automatic on Metadata) and producer ids. Housekeeping runs here too,
-on timers: retention every `log.retention.check.interval.ms`, and the flush.ms /
-segment.ms checks every `log.flush.scheduler.interval.ms`. Everything runs on the
-one control thread, holding the fork lock, so the supervisor never forks while a
-handler holds a partition lock or is half way through a catalogue write.
+(explicit, or automatic on Metadata), producer ids, and every consumer-group
+request, which the group coordinator (`coordinator/`) serves. Housekeeping runs
+here too, on timers: retention every `log.retention.check.interval.ms`, the
+flush.ms / segment.ms checks every `log.flush.scheduler.interval.ms`, offset
+expiry every `offsets.retention.check.interval.ms`, and the coordinator's session
+and rebalance timers. Everything runs on the one control thread, holding the fork
+lock, so the supervisor never forks while a handler holds a partition lock or is
+half way through a catalogue write.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 import threading
 
 from mmlog.acceptor.control_channel import ControlServer
+from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.config.broker import BrokerConfig
 from mmlog.errors import InvalidReplicationFactor, InvalidRequest, KafkaError, TopicAlreadyExists
 from mmlog.log.manager import LogManager
@@ -35,6 +39,10 @@ class ControlPlane:
             "delete_topics": self._locked(self.delete_topics),
             "next_producer_id": self._locked(self.next_producer_id),
         })
+        self.coordinator = GroupCoordinator(config, store.offset_store(), self._partition_count, self._call_later)
+        for note in self.coordinator.load():
+            log.warning("recovered: %s", note)
+        self.server.handlers.update({op: self._locked(fn) for op, fn in self.coordinator.ops().items()})
 
     def _locked(self, fn):
         def run(args, reply):
@@ -43,13 +51,35 @@ class ControlPlane:
 
         return run
 
+    def _locked_task(self, fn):
+        def run():
+            with self.fork_lock:
+                fn()
+
+        return run
+
+    def _call_later(self, delay: float, fn) -> None:
+        """The coordinator's timers: on the control thread, holding the fork lock like the ops."""
+        self.server.call_later(delay, self._locked_task(fn))
+
+    def _partition_count(self, topic: str) -> int | None:
+        info = self.manager.topics().get(topic)
+        return None if info is None else info.partitions
+
     def start(self) -> None:
         self.server.start()
         self._every(self.config["log.retention.check.interval.ms"], self.manager.apply_retention, "retention")
         self._every(self.config["log.flush.scheduler.interval.ms"], self._flush_and_roll, "flush")
+        self._every(self.config["offsets.retention.check.interval.ms"], self.coordinator.expire_offsets,
+                    "offset expiry")
+
+    def begin_shutdown(self) -> None:
+        """Answer parked group requests now, so processors can drain (call before stopping them)."""
+        self.server.call_soon(self._locked_task(self.coordinator.shutdown))
 
     def stop(self) -> None:
         self.server.stop()
+        self.coordinator.close()
 
     # ------------------------------------------------------------ ops
 
@@ -95,6 +125,7 @@ class ControlPlane:
                 if not self.config["delete.topic.enable"]:
                     raise InvalidRequest("delete.topic.enable is false")
                 self.manager.delete_topic(name)
+                self.coordinator.delete_topic(name)
                 log.info("deleted topic %s", name)
                 results.append((name, 0))
             except KafkaError as exc:
@@ -120,3 +151,4 @@ class ControlPlane:
     def _flush_and_roll(self) -> None:
         self.manager.flush_due()
         self.manager.roll_due()
+        self.coordinator.flush_due(self.config["log.flush.interval.ms"])

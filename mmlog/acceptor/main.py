@@ -85,6 +85,7 @@ def run_broker(config: BrokerConfig) -> int:
         code = supervisor.run(on_ready=ready)
     finally:
         notify_systemd("STOPPING=1")
+        control.begin_shutdown()  # parked JoinGroup/SyncGroup answered, or processors would wait for them
         supervisor.stop_workers()
         control.stop()
         manager.close(clean=True)

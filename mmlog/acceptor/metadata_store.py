@@ -1,9 +1,11 @@
-"""The embedded metadata store: cluster id and producer-id blocks kept in the data dir.
+"""The embedded metadata store: cluster id, producer-id blocks and committed offsets in the data dir.
 
 With no ZooKeeper a broker keeps its cluster-wide facts beside its logs, in
 `meta.properties` (Kafka's own file name and keys: version, broker.id, cluster.id).
 Producer ids are handed out from blocks whose high end is written (atomically)
 before any id in the block is used, so ids stay unique across restarts.
+Committed offsets live in `__consumer_offsets.log` (`coordinator/offset_log.py`);
+`offset_store()` is where a ZooKeeper store will hand out its own backend.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import base64
 import uuid
 from pathlib import Path
 
+from mmlog.acceptor.coordinator.offset_log import OffsetLog
+from mmlog.acceptor.coordinator.offsets import OffsetStore
 from mmlog.config.settings import parse_properties
 from mmlog.log.files import atomic_write
 
@@ -60,3 +64,7 @@ class EmbeddedStore:
         pid = self._next_id
         self._next_id += 1
         return pid
+
+    def offset_store(self) -> OffsetStore:
+        """The group coordinator's committed offsets (not yet loaded)."""
+        return OffsetLog(self.dir)

@@ -64,6 +64,17 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("cluster.id", str, "", "Cluster id (generated and kept in the data dir when empty)."),
         Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members before the first rebalance.",
                 lambda v: v >= 0, ">= 0"),
+        Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a group member may ask for.",
+                lambda v: v > 0, "> 0"),
+        Setting("group.max.session.timeout.ms", int, 1_800_000, "Largest session timeout a group member may ask for.",
+                lambda v: v > 0, "> 0"),
+        Setting("offsets.retention.minutes", int, 10080,
+                "Committed offsets of a group empty this long (of a simple group: committed this long ago) expire.",
+                lambda v: v >= 1, ">= 1"),
+        Setting("offsets.retention.check.interval.ms", int, 600_000, "How often offsets are checked for expiry.",
+                lambda v: v > 0, "> 0"),
+        Setting("offset.metadata.max.bytes", int, 4096, "Largest metadata string an offset commit may carry.",
+                lambda v: v >= 0, ">= 0"),
     ]
 }
 # Broker-level topic defaults, named as Kafka names them.

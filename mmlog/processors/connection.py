@@ -114,6 +114,9 @@ class Connection:
         self.corked = on
 
     def close(self) -> None:
+        # A deferred response (a JoinGroup answered after the client left) then finds the connection
+        # closing and is dropped, instead of being written to whatever socket reuses the fd.
+        self.closing = True
         try:
             self.sock.close()
         except OSError:

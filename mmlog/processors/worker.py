@@ -168,7 +168,7 @@ class Processor:
     def _handle_requests(self) -> None:
         ready, self._ready = self._ready, set()
         for conn in ready:
-            if conn.fd not in self.conns:
+            if self.conns.get(conn.fd) is not conn:
                 continue
             frame = conn.next_request()
             while frame is not None:
@@ -188,7 +188,7 @@ class Processor:
     def _write(self) -> None:
         dirty, self._dirty = self._dirty, set()
         for conn in dirty:
-            if conn.fd not in self.conns:
+            if self.conns.get(conn.fd) is not conn:
                 continue
             try:
                 conn.flush()
@@ -203,7 +203,7 @@ class Processor:
 
     def _close_finished(self) -> None:
         if self._closing:
-            for conn in [c for c in self._closing if not c.out or c.fd not in self.conns]:
+            for conn in [c for c in self._closing if not c.out or self.conns.get(c.fd) is not c]:
                 self._closing.discard(conn)
                 self._close(conn)
 
@@ -234,7 +234,7 @@ class Processor:
 
     def _update_events(self, conn: Connection) -> None:
         want = (READ if conn.wants_read() and not self.stopping else 0) | (WRITE if conn.out else 0)
-        if want == conn.events or conn.fd not in self.conns:
+        if want == conn.events or self.conns.get(conn.fd) is not conn:
             return
         if conn.events == 0:
             self.sel.register(conn.sock, want, conn)
@@ -246,8 +246,9 @@ class Processor:
 
     def _close(self, conn: Connection) -> None:
         self._closing.discard(conn)
-        if self.conns.pop(conn.fd, None) is None:
-            return
+        if self.conns.get(conn.fd) is not conn:
+            return  # closed already; its fd may belong to a newer connection by now
+        del self.conns[conn.fd]
         if conn.events:
             self.sel.unregister(conn.sock)
         self.purgatory.drop_connection(conn)
@@ -282,7 +283,7 @@ class Processor:
             pass
         for conn in list(self.conns.values()):
             self._read(conn)  # requests that reached us before the signal are answered too
-            if conn.fd in self.conns:
+            if self.conns.get(conn.fd) is conn:
                 self._update_events(conn)
 
     def _drained(self) -> bool:

@@ -1,10 +1,12 @@
-"""What several handlers share: turning exceptions into Kafka error codes."""
+"""What several handlers share: exceptions as Kafka error codes, forwarding to the control plane."""
 
 from __future__ import annotations
 
 import logging
 
+from mmlog.acceptor.control_channel import ControlUnavailable
 from mmlog.errors import KafkaError
+from mmlog.processors.request import DEFERRED
 
 log = logging.getLogger("mmlog.processors.handlers")
 
@@ -17,3 +19,27 @@ def error_code(exc: BaseException) -> int:
         return exc.code
     log.error("unexpected error while handling a request", exc_info=exc)
     return UNKNOWN_SERVER_ERROR
+
+
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+def forward(ctx, request, op: str, args, respond, unavailable) -> object:
+    """Send a control op; respond(value) with its answer, or with unavailable() if the control plane
+    could not answer (COORDINATOR_NOT_AVAILABLE: clients retry). Returns DEFERRED for the handler."""
+
+    def done(ok, value):
+        if not ok:
+            if not isinstance(value, ControlUnavailable):
+                log.error("control op %s failed: %r", op, value)
+            value = unavailable()
+        request.respond(respond(value))
+
+    ctx.control.call(op, args, done)
+    return DEFERRED
+
+
+def client_host(request) -> str:
+    """The client's address as Kafka reports it in DescribeGroups (`/127.0.0.1`)."""
+    peer = request.conn.peer
+    return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""

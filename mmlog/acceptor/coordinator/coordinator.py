@@ -1,0 +1,683 @@
+"""The group coordinator: Kafka's classic consumer-group protocol, run on the control thread.
+
+Theory of operation
+-------------------
+Processors forward every group request to the main process (one control op per
+API: "join_group", "sync_group", ...). Each op is a method here taking the
+request's fields as a dict and a `reply` callable; the reply value is a dict named
+as the response schema's fields, which the processor's handler wraps in the
+response of the version it was asked in. Everything runs on the one control
+thread, so no locks: a request, a timer and a storage callback never interleave.
+
+JoinGroup and SyncGroup do not answer at once. Their `reply` is parked on the
+member (`join_reply`, `sync_reply`, see groups.py) and called when the rebalance
+gets there; the processor's connection waits without blocking anything (Kafka
+mutes the channel the same way). The rebalance itself follows Kafka's
+GroupCoordinator:
+
+1. A member joins (or rejoins with new metadata, or the leader rejoins, or a
+   member leaves or expires): the group goes to PreparingRebalance. From Empty,
+   the first rebalance waits `group.initial.rebalance.delay.ms`, again for each
+   member that joins meanwhile (generation 0 only), at most the rebalance
+   timeout; otherwise it completes as soon as every member has rejoined, or when
+   the rebalance timeout (the largest of the members') passes. Heartbeats answer
+   REBALANCE_IN_PROGRESS meanwhile, which is how members learn to rejoin.
+2. Completing the join removes the dynamic members that did not rejoin, bumps
+   the generation, picks the protocol every member lists that most prefer, and
+   answers every parked JoinGroup: the leader gets every member's metadata, the
+   others none. The group is CompletingRebalance.
+3. The leader's SyncGroup carries the assignment; every parked SyncGroup (and
+   every later one in this generation) gets its member's share. Stable.
+
+Timers (`call_later`): a member's session expires when nothing (join, sync,
+heartbeat, commit) refreshed it within its session timeout; a member awaiting a
+rebalance is kept alive by the rebalance instead (a new member at most
+`NEW_MEMBER_JOIN_TIMEOUT_MS`). Timers are never cancelled: each carries what it
+was armed for and does nothing if that is no longer current (the group's
+`join_timer` counter, the member's `deadline`).
+
+Static members (`group_instance_id`, KIP-345) keep their member id: a rejoin
+with an empty member id and a known instance id is that member again, and a
+Stable group hands it its old assignment without a rebalance unless the chosen
+protocol would change. A different member id with a known instance id is
+FENCED_INSTANCE_ID. Static members that miss a rebalance stay in the group until
+their session expires.
+
+Offsets: OffsetCommit validates the member and generation as Kafka does
+(generation -1 with no member is a "simple" commit, allowed while the group has
+no members), then writes one record per partition to the `OffsetStore` and
+answers when the store says they are durable. OffsetFetch reads the table.
+Deleting a topic deletes its offsets; `expire_offsets` implements
+`offsets.retention.minutes` (KIP-211: the offsets of a group expire once it has
+been empty that long; those of a simple group, that long after their commit).
+
+Generations survive restarts (a GroupMeta record per generation), so a
+generation number never repeats for a group; members do not (after a restart
+every member gets UNKNOWN_MEMBER_ID and joins again).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from mmlog.acceptor.coordinator.groups import (
+    COMPLETING,
+    DEAD,
+    EMPTY,
+    PREPARING,
+    STABLE,
+    Group,
+    Member,
+    Reply,
+    new_member_id,
+)
+from mmlog.acceptor.coordinator.offset_log import FrameTooLarge
+from mmlog.acceptor.coordinator.offsets import (
+    GroupDelete,
+    GroupMeta,
+    OffsetCommit,
+    OffsetDelete,
+    OffsetStore,
+    TopicDelete,
+)
+from mmlog import errors
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartition.code
+OFFSET_METADATA_TOO_LARGE = errors.OffsetMetadataTooLarge.code
+COORDINATOR_NOT_AVAILABLE = errors.CoordinatorNotAvailable.code
+NOT_COORDINATOR = errors.NotCoordinator.code
+ILLEGAL_GENERATION = errors.IllegalGeneration.code
+INCONSISTENT_GROUP_PROTOCOL = errors.InconsistentGroupProtocol.code
+INVALID_GROUP_ID = errors.InvalidGroupId.code
+UNKNOWN_MEMBER_ID = errors.UnknownMemberId.code
+INVALID_SESSION_TIMEOUT = errors.InvalidSessionTimeout.code
+REBALANCE_IN_PROGRESS = errors.RebalanceInProgress.code
+INVALID_COMMIT_OFFSET_SIZE = errors.InvalidCommitOffsetSize.code
+MEMBER_ID_REQUIRED = errors.MemberIdRequired.code
+FENCED_INSTANCE_ID = errors.FencedInstanceId.code
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: a new member cannot heartbeat while its join is parked
+
+CallLater = Callable[[float, Callable[[], None]], None]
+
+
+def join_error(member_id: str, code: int) -> dict:
+    return {"error_code": code, "generation_id": -1, "protocol_name": "", "leader": "", "member_id": member_id,
+            "members": []}
+
+
+def sync_result(code: int, assignment: bytes = b"") -> dict:
+    return {"error_code": code, "assignment": assignment}
+
+
+def dead_group(group_id: str) -> dict:
+    """DescribeGroups of an unknown group: Kafka answers state Dead with no error (before v6)."""
+    return {"error_code": NONE, "group_id": group_id, "group_state": DEAD.value, "protocol_type": "",
+            "protocol_data": "", "members": []}
+
+
+class GroupCoordinator:
+    """Every group of this broker, their rebalances and committed offsets."""
+
+    def __init__(self, config, store: OffsetStore, partitions_of: Callable[[str], int | None],
+                 call_later: CallLater) -> None:
+        self.min_session_ms = config["group.min.session.timeout.ms"]
+        self.max_session_ms = config["group.max.session.timeout.ms"]
+        self.initial_delay_ms = config["group.initial.rebalance.delay.ms"]
+        self.retention_ms = config["offsets.retention.minutes"] * 60_000
+        self.max_metadata = config["offset.metadata.max.bytes"]
+        self.store = store
+        self.partitions_of = partitions_of  # topic -> partition count, None if unknown
+        self.call_later = call_later
+        self.groups: dict[str, Group] = {}
+        self.stopping = False
+
+    def load(self) -> list[str]:
+        """Read the store; every group with offsets or a generation becomes an Empty group."""
+        notes = self.store.load()
+        table = self.store.table
+        for group_id in sorted(table.group_ids()):
+            meta = table.groups.get(group_id)
+            self.groups[group_id] = Group(group_id, meta.generation if meta else 0,
+                                          (meta.protocol_type or None) if meta else None)
+        log.info("loaded groups=%d committed offsets=%d", len(self.groups),
+                 sum(len(t) for t in table.offsets.values()))
+        return notes
+
+    def ops(self) -> dict[str, Callable[[Any, Reply], None]]:
+        """The control ops this coordinator serves."""
+        return {
+            "join_group": self.join_group, "sync_group": self.sync_group, "heartbeat": self.heartbeat,
+            "leave_group": self.leave_group, "offset_commit": self.offset_commit,
+            "offset_fetch": self.offset_fetch, "list_groups": self.list_groups,
+            "describe_groups": self.describe_groups,
+        }
+
+    # ================================================================ JoinGroup
+
+    def join_group(self, args: dict, reply: Reply) -> None:
+        group_id, member_id = args["group_id"], args["member_id"]
+        if self.stopping:
+            reply(join_error(member_id, NOT_COORDINATOR))
+            return
+        if not group_id:
+            reply(join_error(member_id, INVALID_GROUP_ID))
+            return
+        if not self.min_session_ms <= args["session_timeout_ms"] <= self.max_session_ms:
+            reply(join_error(member_id, INVALID_SESSION_TIMEOUT))
+            return
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:  # a member of a group we do not know: it must start over
+                reply(join_error(member_id, UNKNOWN_MEMBER_ID))
+                return
+            group = self.groups[group_id] = Group(group_id)
+        if not member_id:
+            self._join_unknown_member(group, args, reply)
+        else:
+            self._join_known_member(group, member_id, args, reply)
+        self._try_complete_join(group)
+
+    def _join_unknown_member(self, group: Group, args: dict, reply: Reply) -> None:
+        instance = args["group_instance_id"]
+        names = [name for name, _ in args["protocols"]]
+        if group.is_(DEAD):
+            reply(join_error("", COORDINATOR_NOT_AVAILABLE))
+        elif not group.supports_protocols(args["protocol_type"], names, group.static.get(instance or "")):
+            reply(join_error("", INCONSISTENT_GROUP_PROTOCOL))
+        elif instance is not None and instance in group.static:
+            self._rejoin_static_member(group, group.members[group.static[instance]], args, reply)
+        elif args["require_known_member_id"] and instance is None:
+            # KIP-394: hand out the id first, so a client that times out and retries does not leave
+            # a ghost member behind; it joins for real with the id within its session timeout.
+            member_id = new_member_id(args["client_id"], None)
+            group.pending.add(member_id)
+            self._expire_pending_later(group, member_id, args["session_timeout_ms"])
+            reply(join_error(member_id, MEMBER_ID_REQUIRED))
+        else:
+            self._add_member_and_rebalance(group, new_member_id(args["client_id"], instance), args, reply)
+
+    def _join_known_member(self, group: Group, member_id: str, args: dict, reply: Reply) -> None:
+        instance = args["group_instance_id"]
+        names = [name for name, _ in args["protocols"]]
+        if group.is_(DEAD):
+            reply(join_error(member_id, COORDINATOR_NOT_AVAILABLE))
+        elif not group.supports_protocols(args["protocol_type"], names, member_id):
+            reply(join_error(member_id, INCONSISTENT_GROUP_PROTOCOL))
+        elif member_id in group.pending and instance is None:
+            self._add_member_and_rebalance(group, member_id, args, reply)
+        elif group.is_static_member_fenced(member_id, instance):
+            reply(join_error(member_id, FENCED_INSTANCE_ID))
+        elif member_id not in group.members or (instance is not None and instance not in group.static):
+            reply(join_error(member_id, UNKNOWN_MEMBER_ID))
+        else:
+            member = group.members[member_id]
+            if group.is_(PREPARING):
+                self._update_member_and_rebalance(group, member, args, reply)
+            elif group.is_(COMPLETING):
+                if member.matches(args["protocols"]):
+                    reply(self._join_result(group, member))  # a retry of the join we answered: same answer
+                else:
+                    self._update_member_and_rebalance(group, member, args, reply)
+            elif group.is_(STABLE):
+                if group.is_leader(member_id) or not member.matches(args["protocols"]):
+                    # the leader rejoins to make the group rebalance (e.g. its topics changed)
+                    self._update_member_and_rebalance(group, member, args, reply)
+                else:
+                    reply(self._join_result(group, member))
+            else:
+                reply(join_error(member_id, UNKNOWN_MEMBER_ID))
+
+    def _rejoin_static_member(self, group: Group, member: Member, args: dict, reply: Reply) -> None:
+        """A known group instance rejoins without its member id: the same member again."""
+        self._update_member(member, args, reply)
+        self._expire_later(group, member, member.session_timeout_ms)
+        if group.is_(STABLE):
+            if group.select_protocol() == group.protocol_name:
+                log.info("group %s: static member %s rejoined; no rebalance", group.group_id, member.group_instance_id)
+                member.join_reply = None
+                reply(self._join_result(group, member))
+            else:
+                self._prepare_rebalance(group, f"static member {member.group_instance_id} changed protocols")
+        elif group.is_(COMPLETING):
+            self._prepare_rebalance(group, f"static member {member.group_instance_id} rejoined")
+        # PreparingRebalance: it now awaits the join like everyone else
+
+    def _add_member_and_rebalance(self, group: Group, member_id: str, args: dict, reply: Reply) -> None:
+        member = Member(member_id, args["group_instance_id"], args["client_id"], args["client_host"],
+                        args["session_timeout_ms"], args["rebalance_timeout_ms"], args["protocol_type"],
+                        list(args["protocols"]))
+        member.join_reply = reply
+        if group.is_(PREPARING) and group.generation == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._expire_later(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"member {member_id} joined")
+
+    def _update_member(self, member: Member, args: dict, reply: Reply) -> None:
+        member.protocols = list(args["protocols"])
+        member.session_timeout_ms = args["session_timeout_ms"]
+        member.rebalance_timeout_ms = args["rebalance_timeout_ms"]
+        old, member.join_reply = member.join_reply, reply
+        if old is not None:  # a newer JoinGroup from the same member (a reconnect): answer the old one
+            old(join_error(member.member_id, REBALANCE_IN_PROGRESS))
+
+    def _update_member_and_rebalance(self, group: Group, member: Member, args: dict, reply: Reply) -> None:
+        self._update_member(member, args, reply)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+
+    def _join_result(self, group: Group, member: Member) -> dict:
+        return {"error_code": NONE, "generation_id": group.generation, "protocol_name": group.protocol_name or "",
+                "leader": group.leader_id or "", "member_id": member.member_id,
+                "members": group.member_metadata() if group.is_leader(member.member_id) else []}
+
+    # ================================================================ the rebalance
+
+    def _maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(COMPLETING):
+            self._reset_and_propagate_assignment_error(group, REBALANCE_IN_PROGRESS)
+        initial = group.is_(EMPTY)
+        group.transition(PREPARING)
+        log.info("group %s: preparing to rebalance generation %d (%s)", group.group_id, group.generation, reason)
+        if initial:
+            delay = self.initial_delay_ms
+            self._arm_join_timer(group, delay, initial=True, remaining=max(group.rebalance_timeout_ms() - delay, 0))
+        else:
+            self._arm_join_timer(group, group.rebalance_timeout_ms())
+            self._try_complete_join(group)
+
+    def _arm_join_timer(self, group: Group, delay_ms: int, initial: bool = False, remaining: int = 0) -> None:
+        group.join_timer += 1
+        token = group.join_timer
+        group.initial_delay = initial
+
+        def fire() -> None:
+            if self.groups.get(group.group_id) is not group or group.join_timer != token or not group.is_(PREPARING):
+                return
+            if initial and group.new_member_added and remaining > 0:
+                group.new_member_added = False  # members still arriving: wait one more delay
+                self._arm_join_timer(group, min(self.initial_delay_ms, remaining), True,
+                                     max(remaining - delay_ms, 0))
+            else:
+                self._complete_join(group)
+
+        self.call_later(delay_ms / 1000, fire)
+
+    def _try_complete_join(self, group: Group) -> None:
+        if group.is_(PREPARING) and not group.initial_delay and group.all_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        group.join_timer += 1  # whatever timer is armed is now stale
+        group.initial_delay = False
+        for member in group.not_yet_rejoined():
+            if not member.is_static:
+                log.info("group %s: member %s did not rejoin in time; removing it", group.group_id, member.member_id)
+                self._drop_member(group, member)
+        if group.members and not group.elect_joined_leader():
+            # Only static members that have not rejoined are left: wait for them, or for their sessions to end.
+            self._arm_join_timer(group, group.rebalance_timeout_ms())
+            return
+        group.init_next_generation()
+        self._store_generation(group)
+        if group.is_(EMPTY):
+            log.info("group %s: empty at generation %d", group.group_id, group.generation)
+            return
+        log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
+                 group.generation, len(group.members), group.protocol_name, group.leader_id)
+        for member in group.members.values():
+            if member.join_reply is not None:
+                reply, member.join_reply = member.join_reply, None
+                reply(self._join_result(group, member))
+            self._expire_later(group, member, member.session_timeout_ms)
+            member.is_new = False
+
+    def _reset_and_propagate_assignment_error(self, group: Group, code: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, code)
+
+    def _propagate_assignment(self, group: Group, code: int) -> None:
+        for member in group.members.values():
+            if member.sync_reply is not None:
+                reply, member.sync_reply = member.sync_reply, None
+                reply(sync_result(code, member.assignment))
+                self._expire_later(group, member, member.session_timeout_ms)
+
+    def _store_generation(self, group: Group) -> None:
+        record = GroupMeta(group.group_id, group.protocol_type or "", group.generation)
+
+        def done(exc: BaseException | None) -> None:
+            if exc is not None:  # Kafka only warns too: the next generation is written again
+                log.warning("group %s: cannot store generation %d: %s", group.group_id, group.generation, exc)
+
+        self.store.write([record], done)
+
+    # ================================================================ members leaving
+
+    def _drop_member(self, group: Group, member: Member) -> None:
+        """Remove a member, answering its parked requests; the caller decides about a rebalance."""
+        if member.join_reply is not None:
+            reply, member.join_reply = member.join_reply, None
+            reply(join_error("", UNKNOWN_MEMBER_ID))
+        if member.sync_reply is not None:
+            reply, member.sync_reply = member.sync_reply, None
+            reply(sync_result(UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+
+    def _remove_member_and_update_group(self, group: Group, member: Member, reason: str) -> None:
+        self._drop_member(group, member)
+        if group.is_(STABLE) or group.is_(COMPLETING):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.is_(PREPARING):
+            self._try_complete_join(group)
+
+    def _expire_later(self, group: Group, member: Member, timeout_ms: int) -> None:
+        """The member was heard from: its session now ends timeout_ms from now.
+
+        One timer is live per member (`timer_at`). A later deadline leaves it armed (it re-arms
+        itself when it finds the deadline moved); an earlier one arms a new timer, and the old
+        one, no longer live, does nothing when it fires.
+        """
+        now = time.monotonic()
+        member.last_heartbeat = now
+        member.deadline = now + timeout_ms / 1000
+        if member.timer_at is None or member.deadline < member.timer_at:
+            self._arm_expiry(group, member, member.deadline)
+
+    def _arm_expiry(self, group: Group, member: Member, at: float) -> None:
+        member.timer_at = at
+        self.call_later(max(0.0, at - time.monotonic()), lambda: self._check_expiry(group, member, at))
+
+    def _check_expiry(self, group: Group, member: Member, at: float) -> None:
+        if member.timer_at != at:
+            return  # superseded by an earlier timer
+        member.timer_at = None
+        if self.groups.get(group.group_id) is not group or group.members.get(member.member_id) is not member:
+            return
+        now = time.monotonic()
+        if now < member.deadline:
+            self._arm_expiry(group, member, member.deadline)
+            return
+        if (member.awaiting_join and not member.is_new) or member.sync_reply is not None:
+            self._expire_later(group, member, member.session_timeout_ms)  # the rebalance decides about it
+            return
+        log.info("group %s: member %s session expired; removing it", group.group_id, member.member_id)
+        self._remove_member_and_update_group(group, member, f"member {member.member_id} expired")
+
+    def _expire_pending_later(self, group: Group, member_id: str, timeout_ms: int) -> None:
+        def fire() -> None:
+            if self.groups.get(group.group_id) is group and member_id in group.pending:
+                group.pending.discard(member_id)
+                self._try_complete_join(group)
+
+        self.call_later(timeout_ms / 1000, fire)
+
+    # ================================================================ SyncGroup, Heartbeat, LeaveGroup
+
+    def sync_group(self, args: dict, reply: Reply) -> None:
+        group_id, member_id = args["group_id"], args["member_id"]
+        if self.stopping:
+            reply(sync_result(NOT_COORDINATOR))
+            return
+        if not group_id:
+            reply(sync_result(INVALID_GROUP_ID))
+            return
+        group = self.groups.get(group_id)
+        code = self._check_member(group, member_id, args["group_instance_id"], args["generation_id"])
+        if code:
+            reply(sync_result(code))
+        elif group.is_(EMPTY):
+            reply(sync_result(UNKNOWN_MEMBER_ID))
+        elif group.is_(PREPARING):
+            reply(sync_result(REBALANCE_IN_PROGRESS))
+        elif group.is_(COMPLETING):
+            member = group.members[member_id]
+            old, member.sync_reply = member.sync_reply, reply
+            if old is not None:
+                old(sync_result(REBALANCE_IN_PROGRESS))
+            if group.is_leader(member_id):
+                assignments = dict(args["assignments"])
+                for m in group.members.values():
+                    m.assignment = assignments.get(m.member_id, b"")
+                log.info("group %s: assignment for generation %d received from the leader",
+                         group.group_id, group.generation)
+                self._propagate_assignment(group, NONE)
+                group.transition(STABLE)
+        else:  # Stable: the assignment of this generation
+            member = group.members[member_id]
+            reply(sync_result(NONE, member.assignment))
+            self._expire_later(group, member, member.session_timeout_ms)
+
+    def heartbeat(self, args: dict, reply: Reply) -> None:
+        group_id, member_id = args["group_id"], args["member_id"]
+        if not group_id:
+            reply({"error_code": INVALID_GROUP_ID})
+            return
+        group = self.groups.get(group_id)
+        code = self._check_member(group, member_id, args["group_instance_id"], args["generation_id"])
+        if code:
+            reply({"error_code": code})
+        elif group.is_(EMPTY):
+            reply({"error_code": UNKNOWN_MEMBER_ID})
+        else:
+            member = group.members[member_id]
+            self._expire_later(group, member, member.session_timeout_ms)
+            # CompletingRebalance answers 0 as Kafka 2.5+ does: members may heartbeat before their SyncGroup.
+            reply({"error_code": REBALANCE_IN_PROGRESS if group.is_(PREPARING) else NONE})
+
+    def _check_member(self, group: Group | None, member_id: str, instance: str | None, generation: int) -> int:
+        """The error a member-and-generation request gets before its state is looked at, or 0."""
+        if group is None:
+            return UNKNOWN_MEMBER_ID
+        if group.is_(DEAD):
+            return COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(member_id, instance):
+            return FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ILLEGAL_GENERATION
+        return NONE
+
+    def leave_group(self, args: dict, reply: Reply) -> None:
+        group_id, leaving = args["group_id"], args["members"]
+        if not group_id:
+            reply({"error_code": INVALID_GROUP_ID, "members": []})
+            return
+        group = self.groups.get(group_id)
+        if group is None:
+            reply({"error_code": NONE, "members": [
+                {"member_id": m, "group_instance_id": i, "error_code": UNKNOWN_MEMBER_ID} for m, i in leaving]})
+            return
+        if group.is_(DEAD):
+            reply({"error_code": COORDINATOR_NOT_AVAILABLE, "members": []})
+            return
+        results = []
+        for member_id, instance in leaving:
+            if member_id and group.is_static_member_fenced(member_id, instance):
+                code = FENCED_INSTANCE_ID
+            elif member_id in group.pending:
+                group.pending.discard(member_id)
+                self._try_complete_join(group)
+                code = NONE
+            elif member_id not in group.members and (instance is None or instance not in group.static):
+                code = UNKNOWN_MEMBER_ID
+            else:
+                member = group.members[group.static[instance] if instance in group.static else member_id]
+                log.info("group %s: member %s left", group.group_id, member.member_id)
+                self._remove_member_and_update_group(group, member, f"member {member.member_id} left")
+                code = NONE
+            results.append({"member_id": member_id, "group_instance_id": instance, "error_code": code})
+        reply({"error_code": NONE, "members": results})
+
+    # ================================================================ offsets
+
+    def offset_commit(self, args: dict, reply: Reply) -> None:
+        group_id, member_id, generation = args["group_id"], args["member_id"], args["generation_id"]
+        topics = args["topics"]  # [(topic, [(partition, offset, leader_epoch, metadata)])]
+        group = self.groups.get(group_id)
+
+        def answer_all(code: int) -> None:
+            reply({"topics": [{"name": t, "partitions": [{"partition_index": p[0], "error_code": code} for p in ps]}
+                              for t, ps in topics]})
+
+        if group is None:
+            if generation >= 0:  # a member of a generation this coordinator never had
+                answer_all(ILLEGAL_GENERATION)
+                return
+        elif group.is_(DEAD):
+            answer_all(COORDINATOR_NOT_AVAILABLE)
+            return
+        elif group.is_static_member_fenced(member_id, args["group_instance_id"]):
+            answer_all(FENCED_INSTANCE_ID)
+            return
+        elif not (generation < 0 and group.is_(EMPTY)):
+            # Kafka's order: membership and generation first, then the state.
+            if member_id not in group.members:
+                answer_all(UNKNOWN_MEMBER_ID)
+                return
+            if generation != group.generation:
+                answer_all(ILLEGAL_GENERATION)
+                return
+            if group.is_(COMPLETING):
+                answer_all(REBALANCE_IN_PROGRESS)
+                return
+            member = group.members[member_id]
+            self._expire_later(group, member, member.session_timeout_ms)
+        self._store_offsets(group_id, topics, reply)
+
+    def _store_offsets(self, group_id: str, topics: list, reply: Reply) -> None:
+        now_ms = int(time.time() * 1000)
+        codes: dict[tuple[str, int], int] = {}
+        records = []
+        for topic, partitions in topics:
+            count = self.partitions_of(topic)
+            for partition, offset, epoch, metadata in partitions:
+                if count is None or not 0 <= partition < count:
+                    codes[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
+                elif metadata is not None and len(metadata) > self.max_metadata:
+                    codes[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
+                else:
+                    codes[(topic, partition)] = NONE
+                    records.append(OffsetCommit(group_id, topic, partition, offset, epoch, metadata or "", now_ms))
+
+        def done(exc: BaseException | None) -> None:
+            if exc is not None:
+                failed = INVALID_COMMIT_OFFSET_SIZE if isinstance(exc, FrameTooLarge) else COORDINATOR_NOT_AVAILABLE
+                log.error("group %s: cannot store %d offsets: %s", group_id, len(records), exc)
+                for r in records:
+                    codes[(r.topic, r.partition)] = failed
+            elif records and group_id not in self.groups:
+                self.groups[group_id] = Group(group_id)  # a simple group: offsets only
+            reply({"topics": [{"name": t, "partitions": [{"partition_index": p[0], "error_code": codes[(t, p[0])]}
+                                                         for p in ps]} for t, ps in topics]})
+
+        self.store.write(records, done)
+
+    def offset_fetch(self, args: dict, reply: Reply) -> None:
+        committed = self.store.table.group_offsets(args["group_id"])
+        wanted = args["topics"]  # None: everything the group has committed
+        if wanted is None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in sorted(committed):
+                by_topic.setdefault(topic, []).append(partition)
+            wanted = list(by_topic.items())
+        topics = []
+        for topic, partitions in wanted:
+            out = []
+            for p in partitions:
+                c = committed.get((topic, p))
+                out.append({"partition_index": p, "committed_offset": c.offset if c else -1,
+                            "committed_leader_epoch": c.leader_epoch if c else -1,
+                            "metadata": c.metadata if c else "", "error_code": NONE})
+            topics.append({"name": topic, "partitions": out})
+        reply({"error_code": NONE, "topics": topics})
+
+    def delete_topic(self, topic: str) -> None:
+        """A topic was deleted: so are its committed offsets (every group's), as Kafka does."""
+        if not any(t == topic for offsets in self.store.table.offsets.values() for t, _ in offsets):
+            return
+
+        def done(exc: BaseException | None) -> None:
+            if exc is not None:
+                log.error("cannot delete the offsets of topic %s: %s", topic, exc)
+            else:
+                self._remove_dead_groups()
+
+        self.store.write([TopicDelete(topic)], done)
+
+    def expire_offsets(self) -> None:
+        """`offsets.retention.minutes`: drop offsets of groups empty that long (simple groups: per commit)."""
+        now_ms = int(time.time() * 1000)
+        records = []
+        for group_id, offsets in self.store.table.offsets.items():
+            group = self.groups.get(group_id)
+            if group is not None and group.protocol_type is not None:
+                if not group.is_(EMPTY) or now_ms - group.state_since_ms < self.retention_ms:
+                    continue
+                records += [OffsetDelete(group_id, t, p) for t, p in offsets]
+            else:
+                records += [OffsetDelete(group_id, t, p) for (t, p), c in offsets.items()
+                            if now_ms - c.commit_ms >= self.retention_ms]
+
+        def done(exc: BaseException | None) -> None:
+            if exc is not None:
+                log.error("cannot expire offsets: %s", exc)
+            else:
+                if records:
+                    log.info("expired %d committed offsets", len(records))
+                self._remove_dead_groups()
+
+        self.store.write(records, done)
+
+    def _remove_dead_groups(self) -> None:
+        """Empty groups without offsets go away (Kafka: Dead, and a tombstone)."""
+        table = self.store.table
+        dead = [g for g in self.groups.values()
+                if g.is_(EMPTY) and not g.pending and not table.group_offsets(g.group_id)]
+        for group in dead:
+            group.transition(DEAD)
+            del self.groups[group.group_id]
+        gone = [GroupDelete(g.group_id) for g in dead if g.group_id in table.groups]
+        if gone:
+            self.store.write(gone, lambda exc: exc and log.error("cannot delete empty groups: %s", exc))
+
+    # ================================================================ listing
+
+    def list_groups(self, _args: Any, reply: Reply) -> None:
+        reply({"error_code": NONE, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or ""}
+                                              for g in sorted(self.groups.values(), key=lambda g: g.group_id)]})
+
+    def describe_groups(self, group_ids: list[str], reply: Reply) -> None:
+        reply({"groups": [self.groups[g].summary() if g in self.groups else dead_group(g) for g in group_ids]})
+
+    # ================================================================ lifecycle
+
+    def flush_due(self, interval_ms: int) -> None:
+        self.store.flush_due(interval_ms)
+
+    def shutdown(self) -> None:
+        """The broker is stopping: answer every parked JoinGroup/SyncGroup now (NOT_COORDINATOR, as Kafka
+        answers when it unloads a group), so no processor waits on us; later ones are refused."""
+        self.stopping = True
+        for group in self.groups.values():
+            for member in group.members.values():
+                if member.join_reply is not None:
+                    reply, member.join_reply = member.join_reply, None
+                    reply(join_error(member.member_id, NOT_COORDINATOR))
+                if member.sync_reply is not None:
+                    reply, member.sync_reply = member.sync_reply, None
+                    reply(sync_result(NOT_COORDINATOR))
+
+    def close(self) -> None:
+        self.store.close()

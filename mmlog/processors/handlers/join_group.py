@@ -1,0 +1,31 @@
+"""JoinGroup (11): forwarded to the group coordinator; answered when the rebalance completes.
+
+v0 has no rebalance timeout: the session timeout serves as one (as in Kafka). v4+
+clients understand MEMBER_ID_REQUIRED, so the coordinator asks them to rejoin with
+the member id it hands out (KIP-394).
+"""
+
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, client_host, forward
+from mmlog.protocol.messages import join_group as schema
+
+API_KEY = schema.API_KEY
+
+
+def handle(ctx, request):
+    body, version = request.body, request.version
+    args = {
+        "group_id": body.group_id,
+        "member_id": body.member_id,
+        "group_instance_id": body.group_instance_id if version >= 5 else None,
+        "session_timeout_ms": body.session_timeout_ms,
+        "rebalance_timeout_ms": body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
+        "protocol_type": body.protocol_type,
+        "protocols": [(p.name, bytes(p.metadata)) for p in body.protocols],
+        "client_id": request.header.client_id or "",
+        "client_host": client_host(request),
+        "require_known_member_id": version >= 4,
+    }
+    return forward(ctx, request, "join_group", args,
+                   lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
+                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": "",
+                            "leader": "", "member_id": body.member_id, "members": []})

@@ -1,0 +1,28 @@
+"""LeaveGroup (13): forwarded to the group coordinator.
+
+v0-2 name one member and carry one error code: the top-level error, or else that
+member's (as Kafka's LeaveGroupResponse folds them). v3 names a batch of members,
+by member id or group instance id, each with its own error.
+"""
+
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.protocol.messages import leave_group as schema
+
+API_KEY = schema.API_KEY
+
+
+def handle(ctx, request):
+    body, version = request.body, request.version
+    if version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        members = [(body.member_id, None)]
+
+    def respond(value):
+        if version < 3:
+            code = value["error_code"] or next((m["error_code"] for m in value["members"] if m["error_code"]), 0)
+            return schema.RESPONSE(throttle_time_ms=0, error_code=code)
+        return schema.RESPONSE(throttle_time_ms=0, **value)
+
+    return forward(ctx, request, "leave_group", {"group_id": body.group_id, "members": members}, respond,
+                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "members": []})

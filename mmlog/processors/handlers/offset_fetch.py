@@ -1,0 +1,31 @@
+"""OffsetFetch (9): a group's committed offsets, read by the group coordinator.
+
+A null topic list (v2+) asks for every partition the group committed. A
+partition without a commit answers offset -1, no error. v5 returns the committed
+leader epoch (-1 if none). v1 has no top-level error code: a group-level error
+goes into every partition.
+"""
+
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.protocol.messages import offset_fetch as schema
+
+API_KEY = schema.API_KEY
+
+
+def handle(ctx, request):
+    body, version = request.body, request.version
+    topics = None if body.topics is None else [(t.name, list(t.partition_indexes)) for t in body.topics]
+
+    def respond(value):
+        if version < 2 and value["error_code"]:
+            for topic in value["topics"]:
+                for partition in topic["partitions"]:
+                    partition["error_code"] = value["error_code"]
+        return schema.RESPONSE(throttle_time_ms=0, **value)
+
+    def unavailable():
+        return {"error_code": COORDINATOR_NOT_AVAILABLE, "topics": [
+            {"name": t, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                                        "metadata": "", "error_code": 0} for p in ps]} for t, ps in topics or ()]}
+
+    return forward(ctx, request, "offset_fetch", {"group_id": body.group_id, "topics": topics}, respond, unavailable)
