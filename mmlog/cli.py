@@ -25,8 +25,10 @@ import mmlog
 # name -> (module, one-line help). Keep the help here so that listing commands imports nothing.
 COMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("mmlog.tools.broker", "run a broker (Kafka wire protocol) on this machine"),
-    "demo": ("mmlog.tools.demo", "append records to a log in a temporary directory and read them back"),
+    "demo": ("mmlog.tools.demo", "start a broker, produce and consume a round trip, check every byte, stop"),
     "topics": ("mmlog.tools.topics", "create, list, describe and delete topics"),
+    "produce": ("mmlog.tools.produce", "send the lines of stdin to a topic, one record per line"),
+    "consume": ("mmlog.tools.consume", "print the records of a topic as they arrive, one value per line"),
     "perf": ("mmlog.tools.perf", "measure a broker: produce or consume load with live progress and a summary"),
     "dump-log": ("mmlog.tools.dump_log", "print and check the batches of segment files or partition directories"),
 }

@@ -147,10 +147,13 @@ class Channel:
         except OSError:
             pass
         inflight, self._inflight = self._inflight, collections.deque()
+        unsent = [part.callback for part in self._out if isinstance(part, _Done)]  # acks=0 never written
         self._out.clear()
         for _, _, _, callback, _ in inflight:
             if callback is not None:
                 callback(None, exc)
+        for callback in unsent:
+            callback(None, exc)
 
     def close(self) -> None:
         self.fail(ConnectionClosed("closed by the client"))

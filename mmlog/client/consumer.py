@@ -1,4 +1,4 @@
-"""The consumer: assigned partitions read as never-ending streams, with fetches pipelined ahead of the app.
+"""The consumer: partitions read as never-ending streams, with fetches pipelined ahead of the app.
 
     consumer = Consumer("127.0.0.1:9092", auto_offset_reset="earliest")
     consumer.assign([("clicks", 0), ("clicks", 1)])
@@ -7,6 +7,11 @@
 
     for arrays in consumer.poll_batch(1.0):    # the bulk path: numpy columns per partition chunk
         total += int(arrays.value_lengths.sum())
+
+    consumer = Consumer("127.0.0.1:9092", group_id="billing")   # a consumer group
+    consumer.subscribe(["clicks"], on_assign=lambda c, tps: print("got", tps))
+    for record in consumer:                    # this member's share of the partitions; commits every 5 s
+        handle(record)
 
 Theory of operation
 -------------------
@@ -20,9 +25,33 @@ the next record the application will get) and a **fetch offset** (where the next
 Fetch starts; ahead of the position by whatever has been fetched and not yet
 handed over). A partition without a known offset first resolves one with
 ListOffsets: earliest (-2) or latest (-1) per `auto_offset_reset` ("none" raises
-`NoOffsetForPartition` until the application seeks). Consumer groups (committed
-offsets) come with the group coordinator; until then `subscribe` and `commit`
-raise `ConsumerGroupsUnavailable`.
+`NoOffsetForPartition` until the application seeks). With a `group_id`, a new
+partition first asks the group's committed offset (OffsetFetch) and falls back to
+`auto_offset_reset` only when there is none; a `seek` before the answer wins.
+
+*Groups.* `subscribe` makes the consumer a member of `group_id`
+(`mmlog/client/group.py` has the protocol, `assignors.py` the assignors): the
+group's coordinator shares the partitions of the subscribed topics out among the
+members, and shares them again whenever a member joins, leaves or dies. The
+rebalance is eager, as with Kafka's range and roundrobin assignors: in the poll
+that learns of it, the consumer commits its positions (`enable_auto_commit`),
+calls `on_revoke(consumer, partitions)`, gives every partition up and rejoins;
+the poll that completes the join assigns the new share and calls
+`on_assign(consumer, partitions)`. Callbacks run inside poll, on the
+application's thread. Positions start from the committed offsets. A heartbeat
+thread keeps the membership alive between polls (why a thread: group.py), so
+the application may spend up to `max_poll_interval_ms` between two polls, and a
+consumer that dies loses its partitions after `session_timeout_ms`.
+
+*Commits and delivery.* `commit()` stores the positions (the offset of the next
+record the application has not been handed yet) of the assigned partitions, or
+given offsets; with `enable_auto_commit` poll does that every
+`auto_commit_interval_ms`, and so do a revoke and `close()`. Positions move only
+when poll hands records over, so everything committed was handed to the
+application before the poll that commits it: delivery is at-least-once. After a
+crash or a rebalance, the records after the last commit are delivered again (to
+whoever holds the partition then); nothing is skipped. An `assign()` consumer
+with a `group_id` commits as Kafka's do, with generation -1 and no member id.
 
 *Fetching.* Each leader broker always has one Fetch v11 in flight covering every
 fetchable partition it leads, long-polled with `fetch_max_wait_ms` /
@@ -65,18 +94,23 @@ from __future__ import annotations
 
 import collections
 import itertools
+import logging
 import random
+import re
 import selectors
 import socket
 import time
 from typing import Iterable, Iterator
 
+from mmlog.client.assignors import ASSIGNORS
 from mmlog.client.channel import Channel
 from mmlog.client.cluster import Cluster
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.client.group import NEED_JOIN, STABLE, CommitFailedError, GroupMembership, is_pattern
 from mmlog.client.records import ConsumerRecord, TopicPartition, as_topic_partition
-from mmlog.errors import (CorruptMessage, KafkaError, KafkaStorageError, LeaderNotAvailable, NotLeaderOrFollower,
-                          OffsetOutOfRange, RequestTimedOut, UnknownTopicOrPartition, error_for_code)
+from mmlog.errors import (CoordinatorNotAvailable, CorruptMessage, KafkaError, KafkaStorageError, LeaderNotAvailable,
+                          NotLeaderOrFollower, OffsetOutOfRange, RequestTimedOut, UnknownTopicOrPartition,
+                          error_for_code)
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import fetch, list_offsets
 
@@ -85,15 +119,16 @@ FETCH_VERSION = 11  # the highest non-flexible Fetch; records are the last field
 LIST_OFFSETS_VERSION = 5
 EARLIEST = -2  # ListOffsets timestamps
 LATEST = -1
+COMMITTED = "committed"  # a pending reset that asks the group's committed offset (OffsetFetch), not ListOffsets
 RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
+_LISTED = (EARLIEST, LATEST)  # the resets ListOffsets answers
 MAX_BUFFERED_CHUNKS = 2  # per partition: the one being handed over and the next
 # Errors a metadata refresh (new leader, topic created) can cure: retry with backoff.
 _REFRESH_CODES = {NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code,
                   KafkaStorageError.code}
 
 
-class ConsumerGroupsUnavailable(KafkaError, NotImplementedError):
-    """subscribe()/commit() need the group coordinator, which this version of mmlog does not have yet."""
+log = logging.getLogger("mmlog.client.consumer")
 
 
 class NoOffsetForPartition(KafkaError):
@@ -108,14 +143,14 @@ class _Partition:
     """The consumer's state for one assigned partition."""
 
     __slots__ = ("tp", "position", "fetch_offset", "reset", "resetting", "epoch", "leader", "fetching",
-                 "halted", "error", "buffered", "fetch_bytes", "retry_at", "high_watermark")
+                 "halted", "error", "buffered", "fetch_bytes", "retry_at", "high_watermark", "committed")
 
     def __init__(self, tp: TopicPartition, fetch_bytes: int) -> None:
         self.tp = tp
         self.position: int | None = None  # next offset for the application
         self.fetch_offset: int | None = None  # next offset to fetch
-        self.reset: int | None = None  # EARLIEST/LATEST: a ListOffsets is due
-        self.resetting = False  # a ListOffsets for it is in flight
+        self.reset: int | str | None = None  # EARLIEST/LATEST: a ListOffsets is due; COMMITTED: an OffsetFetch
+        self.resetting = False  # that ListOffsets (or OffsetFetch) is in flight
         self.epoch = 0  # bumped on every jump of the position; older data is dropped
         self.leader = -1  # node id, -1 unknown
         self.fetching = False  # part of a Fetch in flight
@@ -125,6 +160,7 @@ class _Partition:
         self.fetch_bytes = fetch_bytes  # partition_max_bytes (doubled while no whole batch fits)
         self.retry_at = 0.0  # backoff after a retriable error
         self.high_watermark = -1
+        self.committed: int | None = None  # the offset this consumer last committed (or read) for it
 
     def jump(self, offset: int | None, reset: int | None = None) -> None:
         """Move to offset (or to a pending reset), dropping everything fetched for the old position."""
@@ -145,6 +181,11 @@ class Consumer:
     """Reads assigned partitions from mmlog (or any Kafka-protocol broker); see the module docstring."""
 
     def __init__(self, bootstrap: str, *, group_id: str | None = None, auto_offset_reset: str = "latest",
+                 enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5_000,
+                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3_000,
+                 max_poll_interval_ms: int = 300_000,
+                 partition_assignment_strategy: tuple[str, ...] | list[str] | str = ("range", "roundrobin"),
+                 group_instance_id: str | None = None,
                  fetch_max_bytes: int = 50 * MiB, max_partition_fetch_bytes: int = 1 * MiB,
                  fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1, client_id: str = "mmlog",
                  request_timeout_ms: int = 30_000, reconnect_backoff_ms: int = 50,
@@ -159,9 +200,25 @@ class Consumer:
                                  ("reconnect_backoff_ms", reconnect_backoff_ms, 1),
                                  ("reconnect_backoff_max_ms", reconnect_backoff_max_ms, 1),
                                  ("retry_backoff_ms", retry_backoff_ms, 1),
-                                 ("metadata_max_age_ms", metadata_max_age_ms, 1)):
-            if not isinstance(value, int) or value < low:
+                                 ("metadata_max_age_ms", metadata_max_age_ms, 1),
+                                 ("auto_commit_interval_ms", auto_commit_interval_ms, 1),
+                                 ("session_timeout_ms", session_timeout_ms, 1),
+                                 ("heartbeat_interval_ms", heartbeat_interval_ms, 1),
+                                 ("max_poll_interval_ms", max_poll_interval_ms, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise ValueError(f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be lower than "
+                             f"session_timeout_ms ({session_timeout_ms})")
+        strategies = ((partition_assignment_strategy,) if isinstance(partition_assignment_strategy, str)
+                      else tuple(partition_assignment_strategy))
+        if not strategies or any(name not in ASSIGNORS for name in strategies):
+            raise ValueError(f"partition_assignment_strategy must name some of {', '.join(ASSIGNORS)}, "
+                             f"not {partition_assignment_strategy!r}")
+        if group_id is not None and (not isinstance(group_id, str) or not group_id):
+            raise ValueError(f"group_id must be a non-empty string, not {group_id!r}")
+        if group_instance_id is not None and (group_id is None or not group_instance_id):
+            raise ValueError("group_instance_id needs a group_id (and must not be empty)")
         from mmlog.client import bulk  # numba: paid by consumers only, not by `import mmlog.client`
 
         bulk.warm()  # load the compiled kernels now (about 0.3 s once per process), not on the first record
@@ -201,13 +258,33 @@ class Consumer:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._woken = False
         self._closed = False
+        # the group (None without a group_id)
+        self._auto_commit = enable_auto_commit and group_id is not None
+        self._auto_commit_interval = auto_commit_interval_ms / 1000
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval
+        self._on_assign = self._on_revoke = None
+        self._group: GroupMembership | None = None
+        if group_id is not None:
+            self._group = GroupMembership(
+                self._cluster, group_id, client_id=client_id, session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms, max_poll_interval_ms=max_poll_interval_ms,
+                strategies=strategies, group_instance_id=group_instance_id, request_timeout=self._request_timeout,
+                retry_backoff=self._retry_backoff, backoff_max=self._backoff_max,
+                metadata_max_age=self._metadata_max_age, selector=self._selector,
+                note_failure=self._note_failure, note_success=self._note_success)
 
     # ------------------------------------------------------------------ assignment and positions
 
     def assign(self, partitions: Iterable) -> None:
-        """Consume exactly these partitions ((topic, partition) pairs); positions of kept ones stay."""
+        """Consume exactly these partitions ((topic, partition) pairs); positions of kept ones stay.
+        With a group_id, new ones start from the group's committed offsets. Not while subscribed."""
         wanted = list(dict.fromkeys(as_topic_partition(tp) for tp in partitions))
         self._check_open()
+        if self._group is not None and self._group.subscribed:
+            raise ValueError("the consumer is subscribed: assign() and subscribe() do not mix (unsubscribe first)")
+        self._set_assignment(wanted)
+
+    def _set_assignment(self, wanted: list[TopicPartition]) -> None:
         old = self._assigned
         self._assigned = {}
         for tp in wanted:
@@ -227,15 +304,233 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._assigned)
 
-    def subscribe(self, topics) -> None:
-        raise ConsumerGroupsUnavailable(
-            "subscribe() needs consumer groups (the group coordinator), which are not available yet; "
-            "use assign() with explicit partitions")
+    # ------------------------------------------------------------------ groups
 
-    def commit(self, offsets=None) -> None:
-        raise ConsumerGroupsUnavailable(
-            "commit() needs consumer groups (the group coordinator), which are not available yet; "
-            "track positions with position() and seek() on restart")
+    def subscribe(self, topics, on_assign=None, on_revoke=None) -> None:
+        """Join `group_id` and consume this member's share of the topics' partitions (see the module docstring).
+
+        `topics`: a list of topic names, or a pattern (an `re.Pattern`, or a string starting with
+        "^") matched against every topic, rechecked every `metadata_max_age_ms`. The join happens in
+        the following polls; `on_assign(consumer, partitions)` and `on_revoke(consumer, partitions)`
+        run inside poll when the share changes. Subscribing again replaces the subscription and the
+        callbacks (a changed subscription rejoins); an empty list unsubscribes.
+        """
+        self._check_open()
+        group = self._group
+        if group is None:
+            raise ValueError("subscribe() needs a group_id (Consumer(..., group_id=...))")
+        if is_pattern(topics):
+            if isinstance(topics, str):
+                try:
+                    topics = re.compile(topics)
+                except re.error as exc:
+                    raise ValueError(f"bad topic pattern {topics!r}: {exc}") from None
+        else:
+            if isinstance(topics, str):
+                topics = [topics]
+            topics = list(topics)
+            if not all(isinstance(t, str) and t for t in topics):
+                raise TypeError(f"subscribe() wants topic names (non-empty strings), got {topics!r}")
+            if not topics:
+                self.unsubscribe()
+                return
+        if not group.subscribed and self._assigned:
+            raise ValueError("the consumer has assigned partitions: assign() and subscribe() do not mix "
+                             "(unassign() first)")
+        for callback in (on_assign, on_revoke):
+            if callback is not None and not callable(callback):
+                raise TypeError(f"on_assign/on_revoke must be callable, not {callback!r}")
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        group.subscribe(topics)
+
+    def unsubscribe(self) -> None:
+        """Give the partitions up (commit, on_revoke) and leave the group."""
+        self._check_open()
+        group = self._group
+        if group is None or not group.subscribed:
+            return
+        try:
+            if self._assigned:
+                self._revoke(commit=not group.lost)
+        finally:
+            self._leave(time.monotonic() + min(self._request_timeout, 5.0))
+            group.unsubscribe()
+            self._on_assign = self._on_revoke = None
+
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (a pattern's current matches); empty when not subscribed."""
+        return set(self._group.topics or ()) if self._group is not None else set()
+
+    def commit(self, offsets=None, asynchronous: bool = False, callback=None) -> None:
+        """Store offsets in the group: the positions of the assigned partitions (the next record each will
+        hand over), or the given {(topic, partition): offset}.
+
+        Synchronous by default: returns once the coordinator has stored them (retrying while the
+        coordinator moves or loads, up to request_timeout_ms) and raises `CommitFailedError` if the
+        group rebalanced first. With asynchronous=True it returns at once; `callback(offsets, exc)`
+        (exc None on success) then runs inside a later poll, commit or close.
+        """
+        self._check_open()
+        if self._group is None:
+            raise ValueError("commit() needs a group_id (Consumer(..., group_id=...))")
+        if offsets is None:
+            wanted = {st.tp: st.position for st in self._assigned.values() if st.position is not None}
+        else:
+            wanted = {}
+            for tp, offset in dict(offsets).items():
+                if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+                    raise ValueError(f"offset must be an integer >= 0, not {offset!r}")
+                wanted[as_topic_partition(tp)] = offset
+        if not wanted:
+            if callback is not None and asynchronous:
+                callback({}, None)
+            return
+        if asynchronous:
+            self._commit_async(wanted, callback)
+        else:
+            self._commit_sync(wanted, time.monotonic() + self._request_timeout)
+
+    def committed(self, partitions: Iterable, timeout: float | None = None) -> dict[TopicPartition, int | None]:
+        """The group's committed offset of each partition (None where nothing was committed)."""
+        self._check_open()
+        if self._group is None:
+            raise ValueError("committed() needs a group_id (Consumer(..., group_id=...))")
+        tps = list(dict.fromkeys(as_topic_partition(tp) for tp in partitions))
+        if not tps:
+            return {}
+        timeout = self._request_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            answer: dict = {}
+            if self._group.send_offset_fetch(tps, lambda result, exc: answer.update(result=result, exc=exc)):
+                self._wait(lambda: bool(answer), deadline)
+            exc = answer.get("exc") if answer else self._last_error
+            if answer and exc is None:
+                return {tp: (offset if offset >= 0 else None) for tp, offset in answer["result"].items()}
+            if answer and not getattr(exc, "retriable", False):
+                raise exc
+            if not self._pause(deadline):
+                raise RequestTimedOut(f"committed offsets of group {self.group_id!r} not read within "
+                                      f"{timeout:g} s ({exc})")
+
+    def _commit_async(self, offsets: dict[TopicPartition, int], callback=None) -> None:
+        def done(exc: BaseException | None) -> None:
+            if exc is None:
+                self._mark_committed(offsets)
+            else:
+                log.warning("group %s: asynchronous commit of %d offsets failed: %s", self.group_id, len(offsets),
+                            exc)
+            if callback is not None:
+                callback(offsets, exc)
+
+        if not self._group.send_commit(offsets, done):
+            done(CoordinatorNotAvailable(f"no connection to the coordinator of group {self.group_id!r}"))
+
+    def _commit_sync(self, offsets: dict[TopicPartition, int], deadline: float) -> None:
+        """Commit and wait for the answer, retrying retriable errors until the deadline."""
+        while True:
+            answer: dict = {}
+            if self._group.send_commit(offsets, lambda exc: answer.update(exc=exc)):
+                self._wait(lambda: bool(answer), deadline)
+            exc = answer.get("exc") if answer else (self._last_error or CoordinatorNotAvailable(
+                f"no connection to the coordinator of group {self.group_id!r}"))
+            if answer and exc is None:
+                self._mark_committed(offsets)
+                return
+            if answer and not getattr(exc, "retriable", False):
+                raise exc
+            if not self._pause(deadline):
+                raise RequestTimedOut(f"commit to group {self.group_id!r} not done in time ({exc})")
+
+    def _mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            st = self._assigned.get(tp)
+            if st is not None:
+                st.committed = offset
+
+    def _wait(self, done, deadline: float) -> bool:
+        """Run the event loop (fetches keep flowing) until done() or the deadline."""
+        while not done():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._io(left)
+        return True
+
+    def _pause(self, deadline: float) -> bool:
+        """Back off before a retry, running the event loop; False if the deadline has passed."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        until = time.monotonic() + min(self._retry_backoff, left)
+        self._wait(lambda: time.monotonic() >= until, until)
+        return True
+
+    def _revoke(self, commit: bool) -> None:
+        """Give every partition up before a rejoin: commit the positions (auto-commit), on_revoke, unassign.
+        An on_revoke that raises still loses the partitions; its exception is raised afterwards."""
+        group = self._group
+        revoked = sorted(self._assigned)
+        if commit and self._auto_commit:
+            positions = {st.tp: st.position for st in self._assigned.values() if st.position is not None}
+            if positions:
+                try:
+                    self._commit_sync(positions, time.monotonic() + self._request_timeout)
+                except KafkaError as exc:  # the records since the last commit are delivered again: at-least-once
+                    log.warning("group %s: commit before giving up %d partitions failed: %s", group.group_id,
+                                len(positions), exc)
+        try:
+            if self._on_revoke is not None and revoked:
+                self._on_revoke(self, revoked)
+        finally:
+            self._set_assignment([])
+            group.lost = False
+
+    def _leave(self, deadline: float) -> None:
+        """LeaveGroup, waiting (at most until the deadline) for the answer so the others rebalance at once."""
+        answer: dict = {}
+        try:
+            if self._group.send_leave(lambda exc: answer.update(exc=exc)):
+                self._wait(lambda: bool(answer), deadline)
+        except KafkaError as exc:
+            log.warning("group %s: leaving the group failed: %s", self.group_id, exc)
+
+    def _group_step(self) -> None:
+        """The group's part of a poll: heartbeat news, revoke and rejoin, a new assignment, auto-commit.
+        Application callbacks run here, in the application's thread, never inside a socket callback."""
+        group = self._group
+        now = time.monotonic()
+        group.polled(now)
+        group.take_heartbeat_event()
+        if group.fatal is not None:
+            raise group.fatal
+        if group.subscribed:
+            group.watch_metadata(now)
+            if group.state == NEED_JOIN:
+                if self._assigned:
+                    self._revoke(commit=not group.lost)
+                group.join(time.monotonic())
+            partitions = group.take_assignment()
+            if partitions is not None:
+                self._set_assignment(partitions)
+                if self._on_assign is not None:
+                    self._on_assign(self, list(partitions))
+        if self._auto_commit:
+            now = time.monotonic()
+            if now >= self._next_auto_commit:
+                self._next_auto_commit = now + self._auto_commit_interval
+                if not group.subscribed or group.state == STABLE:
+                    changed = {st.tp: st.position for st in self._assigned.values()
+                               if st.position is not None and st.position != st.committed}
+                    if changed:
+                        self._commit_async(changed)
+
+    def _group_wait(self, now: float) -> float:
+        """How long a poll may block before the group has work due (a join to retry, a check, a commit)."""
+        wait = self._group.next_due(now)
+        if self._auto_commit:
+            wait = min(wait, max(0.0, self._next_auto_commit - now))
+        return wait
 
     def seek(self, tp, offset: int) -> None:
         """Make `offset` the next record of the partition (takes effect on the next poll)."""
@@ -341,10 +636,41 @@ class Consumer:
             pass
 
     def close(self) -> None:
-        """Close the connections. The consumer cannot be used afterwards."""
+        """Close the consumer: with a group, commit the positions (enable_auto_commit), give the partitions
+        up (on_revoke) and leave the group (a static member stays until its session ends); then close
+        the connections. The consumer cannot be used afterwards."""
         if self._closed:
             return
-        self._closed = True
+        try:
+            if self._group is not None:
+                self._close_group()
+        finally:
+            self._closed = True
+            if self._group is not None:
+                self._group.close()
+            self._close_connections()
+
+    def _close_group(self) -> None:
+        group = self._group
+        deadline = time.monotonic() + self._request_timeout
+        try:
+            if group.subscribed:
+                if group.state == STABLE and not group.lost:
+                    try:
+                        self._revoke(commit=True)
+                    except Exception:  # noqa: BLE001 - on_revoke failed: leave anyway, as Java's close does
+                        log.exception("group %s: on_revoke failed while closing", self.group_id)
+            elif self._auto_commit:
+                positions = {st.tp: st.position for st in self._assigned.values()
+                             if st.position is not None and st.position != st.committed}
+                if positions:
+                    self._commit_sync(positions, deadline)
+        except KafkaError as exc:
+            log.warning("group %s: final commit failed: %s", self.group_id, exc)
+        if group.subscribed:
+            self._leave(min(deadline, time.monotonic() + 5.0))
+
+    def _close_connections(self) -> None:
         for node in list(self._channels):
             self._forget_channel(node)
         self._selector.close()
@@ -365,6 +691,8 @@ class Consumer:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._raise_errors()
+            if self._group is not None:
+                self._group_step()
             self._io(0)  # read what has arrived and keep each broker's Fetch in flight
             chunks = self._take_ready()
             if chunks:
@@ -373,6 +701,8 @@ class Consumer:
             left = self._left(deadline)
             if left == 0:
                 return []
+            if self._group is not None:  # wake up for the group's next step (a join to retry, a commit due)
+                left = min(left, self._group_wait(time.monotonic()))
             self._io(left)
             chunks = self._take_ready()
             if chunks:
@@ -412,7 +742,14 @@ class Consumer:
             self._yielding = None
 
     def _start_position(self, st: _Partition) -> None:
-        """No committed offsets yet (no groups): a new partition starts per auto_offset_reset."""
+        """A new partition starts at the group's committed offset if there is one, else per auto_offset_reset."""
+        if self._group is not None:
+            st.jump(None, COMMITTED)
+        else:
+            self._reset_position(st)
+
+    def _reset_position(self, st: _Partition) -> None:
+        """No committed offset: start per auto_offset_reset ("none": an error until the application seeks)."""
         if self._reset_policy is None:
             st.jump(None)
             st.error = NoOffsetForPartition(
@@ -428,10 +765,14 @@ class Consumer:
         now = time.monotonic()
         wait = self._maintain(now, timeout)
         for node, ch in self._channels.items():
+            if ch.closed:
+                continue  # swept below; its fd may already belong to another thread's socket
             events = ch.events()
             if self._registered.get(node) != events:
                 self._selector.modify(ch.sock, events, ch)
                 self._registered[node] = events
+        if self._group is not None:
+            self._group.update_registration()
         for key, mask in self._selector.select(wait):
             ch = key.data
             if ch is None:
@@ -450,6 +791,8 @@ class Consumer:
         """Forget failed channels (their requests have failed already) and schedule reconnects."""
         for node in [n for n, ch in self._channels.items() if ch.closed]:
             self._connection_lost(node, self._channels[node].last_error)
+        if self._group is not None:
+            self._group.sweep()
 
     def _maintain(self, now: float, timeout: float) -> float:
         """Start whatever work is due; return how long the select may wait."""
@@ -459,6 +802,10 @@ class Consumer:
             if ch.in_flight and ch.oldest_request_age() > limit:
                 ch.fail(ConnectionClosed(f"no response from {ch.host}:{ch.port} within {limit:g} s"))
         self._sweep()
+        if self._group is not None:
+            self._group.check_timeouts(now)
+            self._group.sweep()
+            wait = min(wait, self._send_committed_lookups(now))
         if not self._assigned:
             return wait
         if self._need_metadata or any(st.leader < 0 for st in self._assigned.values()) or (
@@ -475,7 +822,7 @@ class Consumer:
             if st.retry_at > now:
                 wait = min(wait, st.retry_at - now)
         for node, states in by_node.items():
-            if not any(st.fetchable or (st.reset is not None and not st.resetting) for st in states):
+            if not any(st.fetchable or (st.reset in _LISTED and not st.resetting) for st in states):
                 continue
             ch = self._channel(node, now)
             if ch is None:
@@ -575,7 +922,7 @@ class Consumer:
 
     def _check_reachable(self) -> None:
         since = self._failing_since
-        if since is None or not self._assigned:
+        if since is None or not (self._assigned or (self._group is not None and self._group.subscribed)):
             return
         waited = time.monotonic() - since
         if waited >= self._request_timeout:
@@ -593,7 +940,7 @@ class Consumer:
     # ------------------------------------------------------------------ ListOffsets for resets
 
     def _send_resets(self, node: int, states: list[_Partition], now: float) -> None:
-        due = [st for st in states if st.reset is not None and not st.resetting and st.retry_at <= now]
+        due = [st for st in states if st.reset in _LISTED and not st.resetting and st.retry_at <= now]
         if not due:
             return
         sent = {st.tp: (st, st.epoch) for st in due}
@@ -625,6 +972,46 @@ class Consumer:
                 st.halted = True
         if node in self._channels and not self._channels[node].closed:
             self._send_fetch(node, [st for st in self._assigned.values() if st.leader == node], now)
+
+    # ------------------------------------------------------------------ OffsetFetch for starting positions
+
+    def _send_committed_lookups(self, now: float) -> float:
+        """Ask the coordinator for the committed offsets of the partitions waiting for one; return how
+        long the event loop may wait before trying again."""
+        due = [st for st in self._assigned.values()
+               if st.reset == COMMITTED and not st.resetting and st.retry_at <= now]
+        if not due:
+            return 3600.0
+        sent = {st.tp: (st, st.epoch) for st in due}
+        for st in due:
+            st.resetting = True
+        if not self._group.send_offset_fetch(list(sent), lambda result, exc: self._on_committed(sent, result, exc)):
+            for st in due:
+                st.resetting = False
+                st.retry_at = now + self._retry_backoff
+            return max(self._retry_backoff, self._group.coordinator_wait(now))
+        return 3600.0
+
+    def _on_committed(self, sent: dict, result: dict | None, exc: BaseException | None) -> None:
+        now = time.monotonic()
+        for st, _ in sent.values():
+            st.resetting = False
+        for tp, (st, epoch) in sent.items():
+            if st.epoch != epoch or self._assigned.get(tp) is not st or st.reset != COMMITTED:
+                continue  # seeked or unassigned meanwhile
+            if exc is not None or tp not in result:
+                if exc is not None and not getattr(exc, "retriable", False):
+                    st.error = exc
+                    st.halted = True
+                    continue
+                st.retry_at = now + self._retry_backoff
+                continue
+            offset = result[tp]
+            if offset >= 0:
+                st.position = st.fetch_offset = st.committed = offset
+                st.reset = None
+            else:
+                self._reset_position(st)
 
     def _retry_later(self, st: _Partition, now: float) -> None:
         st.leader = -1

@@ -1,0 +1,501 @@
+"""The producer's network side: closed batches -> Produce v8 requests -> outcomes.
+
+One `Sender` per producer owns a selector, one `Channel` per leader broker and a
+wake-up socket pair. Its work is `step()`, a list of named phases run with the
+producer's I/O lock held::
+
+    read      pick up responses already in the socket buffers (callers other than
+              the I/O thread; the I/O thread reads on selector events)
+    expire    fail requests older than request_timeout (the channel is closed, so
+              everything in flight on it is retried) and queued batches older than
+              delivery_timeout
+    metadata  refresh leaders after NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION /
+              a lost connection (I/O thread only: it blocks, bounded)
+    collect   find each partition's first sendable batch, per leader
+    send      one request per leader with at most one batch per partition, while
+              the connection has fewer than max_in_flight requests outstanding
+    plan      when the next step is due (linger, retry backoff, timeouts)
+
+Who runs a step. The I/O thread loops: step, then sleep in the selector until a
+socket is ready, the planned time comes, or the wake-up socket is written. A
+`send()` that closes a batch also runs a non-blocking step itself if the I/O lock
+is free (`Producer._kick`): the batch goes out at once, instead of when the I/O
+thread has been scheduled and has got the GIL from a thread busy calling send()
+(CPython makes a thread returning from a blocking call wait up to the 5 ms switch
+interval for it). Blocking work (connecting, metadata) is left to the I/O thread.
+One step writes all its requests to a broker with one sendmsg (`produce_wire.py`).
+
+Ordering. A partition's batches are sent in order, all to one broker, and may be
+pipelined (several in flight on one connection); the broker appends the requests
+of a connection in order, so what a lost connection leaves appended is a prefix
+of what was in flight, and retrying all of them in order can duplicate records
+but never reorder them. A retriable *error response* is different: a later batch
+of the same partition, already in flight, may be appended while the failed one
+was not. So a failed batch is *held* until nothing of its partition is in
+flight; if every later batch failed too, all are retried in order; if a later
+batch was written, retrying the earlier one would put it behind, so it fails
+with its error instead (the application sees an exception, never a silent
+reordering). With one broker this only happens for transient storage errors.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import selectors
+import socket
+import time
+
+from mmlog.client import encode
+from mmlog.client.channel import Channel
+from mmlog.client.connection import ConnectionClosed
+from mmlog.client.produce_wire import ProduceChannel, encode_produce
+from mmlog.errors import (KafkaError, LeaderNotAvailable, NotLeaderOrFollower, RequestTimedOut,
+                          UnknownServerError, UnknownTopicOrPartition, error_for_code)
+from mmlog.protocol.messages import produce
+
+log = logging.getLogger("mmlog.producer")
+
+PRODUCE_VERSION = 8
+INF = float("inf")
+METADATA_ERRORS = frozenset({NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code})
+EXPIRE_EVERY = 0.1  # seconds between scans for queued batches past their delivery timeout
+RECONNECT_BACKOFF_MAX = 1.0
+
+
+class Sender:
+    """Turns closed batches into Produce requests; see the module docstring."""
+
+    def __init__(self, producer) -> None:
+        p = producer
+        self.acc = p._acc
+        self.cluster = p._cluster
+        self.partition_counts = p._partition_counts
+        self.client_id = p.client_id
+        self.acks = p.acks
+        self.linger = p.linger
+        self.max_in_flight = p.max_in_flight
+        self.max_request_size = p.max_request_size
+        self.retries = p.retries
+        self.retry_backoff = p.retry_backoff
+        self.request_timeout = p.request_timeout
+        self.delivery_timeout = p.delivery_timeout
+        self.timeout_ms = int(p.request_timeout * 1000)
+        self.client_id_bytes = p.client_id.encode()
+        self.completions = p._completions  # resolved batches whose callbacks wait to be fired
+        self.selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self.channels: dict[int, Channel] = {}
+        self._registered: dict[Channel, int] = {}
+        # acks=0 requests not yet written, per channel: Channel.fail drops them without a callback.
+        self._unwritten: dict[Channel, collections.deque] = {}
+        self._backoff: dict[int, tuple[float, float]] = {}  # node -> (retry at, current backoff)
+        self.metadata_needed = False
+        self.metadata_next = 0.0
+        self._metadata_backoff = self.retry_backoff
+        self.next_expire = 0.0
+        self.planned = INF  # when the I/O thread means to wake next (read by other threads, racily)
+        self.needs_io_thread = False
+        self.closing = False
+
+    # ------------------------------------------------------------ the step
+
+    def step(self, *, io_thread: bool) -> float:
+        """One pass of the phases; return the monotonic time the next step is due. I/O lock held."""
+        now = time.monotonic()
+        if not io_thread:
+            self._read_all()
+        self._expire(now)
+        if io_thread and self.metadata_needed and now >= self.metadata_next:
+            self._refresh_metadata()
+            now = time.monotonic()
+        ready, due = self._collect(now)
+        for node, queues in ready.items():
+            channel = self._channel(node, now, io_thread)
+            if channel is None:
+                continue
+            self._send(channel, queues, now)
+        return min(due, self._plan(now))
+
+    def try_read(self, key_data, mask: int) -> None:
+        """Handle one selector event (I/O thread)."""
+        channel = key_data
+        if channel is None:
+            try:
+                while self._wake_r.recv(4096):
+                    pass
+            except (BlockingIOError, OSError):
+                pass
+            return
+        if channel.closed:
+            return
+        if mask & selectors.EVENT_READ:
+            channel.on_readable()
+        if mask & selectors.EVENT_WRITE and not channel.closed:
+            channel.on_writable()
+        self._sync(channel)
+
+    def wake(self) -> None:
+        """Interrupt the I/O thread's sleep."""
+        try:
+            self._wake_w.send(b"\x00")
+        except (BlockingIOError, OSError):
+            pass
+
+    # ------------------------------------------------------------ phases
+
+    def _read_all(self) -> None:
+        for channel in list(self.channels.values()):
+            if not channel.closed:
+                channel.on_readable()
+                if channel.wants_write and not channel.closed:
+                    channel.on_writable()
+                self._sync(channel)
+
+    def _expire(self, now: float) -> None:
+        for node, channel in list(self.channels.items()):
+            if channel.closed:
+                self._forget(node, channel)
+            elif channel.in_flight and channel.oldest_request_age() > self.request_timeout:
+                log.warning("msg=request_timeout broker=%s:%s in_flight=%d", channel.host, channel.port,
+                            channel.in_flight)
+                channel.fail(RequestTimedOut(
+                    f"no response from {channel.host}:{channel.port} within {self.request_timeout:g} s"))
+                self._forget(node, channel)
+                self._need_metadata()
+        if now < self.next_expire:
+            return
+        self.next_expire = now + EXPIRE_EVERY
+        for queue in self.acc.queue_list[:]:
+            closed = queue.closed
+            while closed and closed[0].created + self.delivery_timeout <= now and not queue.held:
+                batch = closed.popleft()
+                reason = f": {batch.last_error}" if batch.last_error is not None else ""
+                self._resolve(batch, -1, _timeout_error(
+                    f"{batch.count} records for {batch.topic}-{batch.partition} not delivered within "
+                    f"delivery timeout {self.delivery_timeout:g} s{reason}"))
+
+    def _refresh_metadata(self) -> None:
+        topics = sorted({q.topic for q in self.acc.queue_list[:]})
+        try:
+            self.cluster.refresh(topics or [])
+        except (ConnectionClosed, KafkaError, OSError) as exc:
+            self.metadata_next = time.monotonic() + self._metadata_backoff
+            self._metadata_backoff = min(self._metadata_backoff * 2, RECONNECT_BACKOFF_MAX)
+            log.debug("msg=metadata_refresh_failed error=%s", exc)
+            return
+        self.metadata_needed = False
+        self._metadata_backoff = self.retry_backoff
+        self.metadata_next = time.monotonic() + self.retry_backoff
+        for topic in topics:
+            info = self.cluster.topics.get(topic)
+            if info is not None and info.error == 0 and info.partitions:
+                self.partition_counts[topic] = info.partitions
+
+    def _collect(self, now: float) -> tuple[dict, float]:
+        """The partitions with a batch to send now, per leader; and when a lingering batch is due."""
+        acc = self.acc
+        ready: dict[int, list] = {}
+        due = INF
+        # Without the accumulator lock (send() takes it for every record): only this thread
+        # pops from `closed`, and `ready_hint` is cleared before looking, so a batch closed
+        # meanwhile is either seen now or flagged for the next step.
+        acc.ready_hint = False
+        force = acc.flushing or self.closing
+        linger = self.linger
+        for queue in acc.queue_list[:]:
+            if queue.held:
+                continue
+            closed = queue.closed
+            if not closed:
+                batch = queue.open
+                if batch is None:
+                    continue
+                if not force and batch.created + linger > now:
+                    due = min(due, batch.created + linger)
+                    continue
+                with acc.lock:
+                    if queue.open is batch:
+                        acc._close(queue)
+            batch = closed[0]
+            if batch.retry_at > now:
+                due = min(due, batch.retry_at)
+                continue
+            node = self._leader(queue)
+            if node < 0 or (queue.inflight and queue.node != node):
+                continue
+            ready.setdefault(node, []).append(queue)
+        return ready, due
+
+    def _send(self, channel: Channel, queues: list, now: float) -> None:
+        """Requests to one broker: one batch per partition each, within max_in_flight."""
+        acks = self.acks
+        if acks == 0 and channel.wants_write:
+            return  # acks=0 has nothing in flight to count: the socket being full is the limit
+        requests = 0
+        while queues and not channel.closed:
+            if acks != 0 and channel.in_flight >= self.max_in_flight:
+                break
+            if acks == 0 and requests >= self.max_in_flight:
+                # No answers will come to wake us: write, and go on while the socket takes it.
+                channel.on_writable()
+                if channel.wants_write:
+                    break
+                requests = 0
+            requests += 1
+            batches = []
+            size = 0
+            more = []
+            for queue in queues:
+                if not queue.closed:
+                    continue
+                batch = queue.closed[0]
+                if batch.retry_at > now:
+                    continue
+                data = batch.data
+                if data is None:
+                    data = self._build(batch)
+                if batches and size + len(data) > self.max_request_size:
+                    more.append(queue)
+                    continue
+                queue.closed.popleft()
+                queue.inflight.append(batch)
+                queue.node = channel.node_id
+                batch.attempts += 1
+                batches.append(batch)
+                size += len(data)
+                if queue.closed:
+                    more.append(queue)
+            if not batches:
+                break
+            self._request(channel, batches)
+            queues = more
+        channel.on_writable()  # every request of this step in one sendmsg
+        self._sync(channel)
+
+    def _plan(self, now: float) -> float:
+        due = INF
+        for channel in self.channels.values():
+            if channel.in_flight:
+                due = min(due, now - channel.oldest_request_age() + self.request_timeout)
+        if self.metadata_needed:
+            due = min(due, self.metadata_next)
+        if self.acc.incomplete:
+            due = min(due, self.next_expire)
+        for node, (retry_at, _) in self._backoff.items():
+            if retry_at > now:
+                due = min(due, retry_at)
+        return due
+
+    # ------------------------------------------------------------ pieces
+
+    def _leader(self, queue) -> int:
+        info = self.cluster.topics.get(queue.topic)
+        if info is None or info.error or queue.partition >= len(info.leaders):
+            self._need_metadata()
+            return -1
+        node = info.leaders[queue.partition]
+        if node < 0 or node not in self.cluster.brokers:
+            self._need_metadata()
+            return -1
+        return node
+
+    def _need_metadata(self) -> None:
+        if not self.metadata_needed:
+            self.metadata_needed = True
+            self.needs_io_thread = True
+
+    def _channel(self, node: int, now: float, io_thread: bool) -> Channel | None:
+        channel = self.channels.get(node)
+        if channel is not None:
+            if not channel.closed:
+                return channel
+            self._forget(node, channel)
+        if not io_thread:
+            self.needs_io_thread = True  # connecting blocks: leave it to the I/O thread
+            return None
+        retry_at, backoff = self._backoff.get(node, (0.0, 0.05))
+        if now < retry_at:
+            return None
+        broker = self.cluster.brokers.get(node)
+        if broker is None:
+            self._need_metadata()
+            return None
+        try:
+            channel = ProduceChannel(node, broker.host, broker.port, client_id=self.client_id,
+                                     connect_timeout=min(self.request_timeout, 10.0))
+        except ConnectionClosed as exc:
+            self._backoff[node] = (time.monotonic() + backoff, min(backoff * 2, RECONNECT_BACKOFF_MAX))
+            self._need_metadata()
+            log.debug("msg=connect_failed broker=%s error=%s", broker.address, exc)
+            return None
+        self._backoff.pop(node, None)
+        self.channels[node] = channel
+        self.selector.register(channel.sock, selectors.EVENT_READ, channel)
+        self._registered[channel] = selectors.EVENT_READ
+        return channel
+
+    def _forget(self, node: int, channel: Channel) -> None:
+        if self.channels.get(node) is channel:
+            del self.channels[node]
+        for batches in self._unwritten.pop(channel, ()):
+            self._on_response(channel, batches, None, channel.last_error or ConnectionClosed("connection closed"))
+        if self._registered.pop(channel, None) is not None:
+            try:
+                self.selector.unregister(channel.sock)
+            except (KeyError, ValueError, OSError):
+                pass
+
+    def _sync(self, channel: Channel) -> None:
+        """Keep the selector's interest in writability in step with the channel's output queue."""
+        if channel.closed:
+            self._forget(channel.node_id, channel)
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if channel.wants_write else 0)
+        if self._registered.get(channel) != events:
+            self._registered[channel] = events
+            self.selector.modify(channel.sock, events, channel)
+
+    def _build(self, batch) -> memoryview:
+        batch.data = encode.build_lists(batch.values, batch.keys, batch.headers, batch.stamps)
+        batch.values = batch.keys = batch.headers = None
+        return batch.data
+
+    def _request(self, channel: Channel, batches: list) -> None:
+        """Queue one Produce request for these batches (written by the caller's on_writable)."""
+        by_topic: dict[str, list] = {}
+        for batch in batches:
+            by_topic.setdefault(batch.topic, []).append((batch.partition, batch.data))
+        parts, _ = encode_produce(self.client_id_bytes, self.acks, self.timeout_ms,
+                                  [(topic.encode(), partitions) for topic, partitions in by_topic.items()])
+
+        if self.acks != 0:
+            def done(response, exc, batches=batches, channel=channel):
+                self._on_response(channel, batches, response, exc)
+        else:
+            unwritten = self._unwritten.setdefault(channel, collections.deque())
+            unwritten.append(batches)
+
+            def done(response, exc, batches=batches, channel=channel, unwritten=unwritten):
+                if unwritten and unwritten[0] is batches:
+                    unwritten.popleft()
+                    self._on_response(channel, batches, response, exc)
+
+        channel.queue_frame(parts, produce.API_KEY, PRODUCE_VERSION, done, expect_response=self.acks != 0)
+
+    # ------------------------------------------------------------ outcomes
+
+    def _on_response(self, channel: Channel, batches: list, response, exc) -> None:
+        if exc is not None:
+            if not isinstance(exc, KafkaError):
+                exc = ConnectionClosed(f"{channel.host}:{channel.port}: {exc}")
+            self._need_metadata()
+            for batch in batches:
+                self._failed(batch, exc)
+            return
+        if response is None:  # acks=0: written to the socket, no answer will come
+            for batch in batches:
+                self._succeeded(batch, -1)
+            return
+        results = {}
+        for topic in response.responses:
+            for part in topic.partition_responses:
+                results[(topic.name, part.index)] = part
+        for batch in batches:
+            part = results.get((batch.topic, batch.partition))
+            if part is None:
+                self._failed(batch, UnknownServerError(
+                    f"no answer for {batch.topic}-{batch.partition} in the produce response"))
+            elif part.error_code == 0:
+                self._succeeded(batch, part.base_offset)
+            else:
+                if part.error_code in METADATA_ERRORS:
+                    self._need_metadata()
+                message = f"{batch.topic}-{batch.partition}"
+                if part.error_message:
+                    message += f": {part.error_message}"
+                self._failed(batch, error_for_code(part.error_code, message))
+
+    def _succeeded(self, batch, base_offset: int) -> None:
+        queue = batch.queue
+        _pop_inflight(queue, batch)
+        if queue.held:
+            # A later batch is written; retrying the held ones would reorder the partition.
+            held, queue.held = queue.held, []
+            for earlier in held:
+                exc = earlier.last_error
+                self._resolve(earlier, -1, type(exc)(
+                    f"{exc} (not retried: a later batch of {queue.topic}-{queue.partition} was written, "
+                    f"and a retry would reorder the partition)") if isinstance(exc, KafkaError) else exc)
+        self._resolve(batch, base_offset, None)
+
+    def _failed(self, batch, exc: BaseException) -> None:
+        queue = batch.queue
+        _pop_inflight(queue, batch)
+        batch.last_error = exc
+        now = time.monotonic()
+        retriable = getattr(exc, "retriable", False)
+        if retriable and batch.attempts <= self.retries and now < batch.created + self.delivery_timeout:
+            queue.held.append(batch)
+            log.debug("msg=retry topic=%s partition=%d attempt=%d error=%r", batch.topic, batch.partition,
+                      batch.attempts, exc)
+        else:
+            self._resolve(batch, -1, exc)
+        if queue.held and not queue.inflight:
+            held, queue.held = queue.held, []
+            held[0].retry_at = now + self.retry_backoff
+            queue.closed.extendleft(reversed(held))
+            self.needs_io_thread = True
+
+    def _resolve(self, batch, base_offset: int, exc: BaseException | None) -> None:
+        self.acc.release(batch)
+        batch.data = batch.values = batch.keys = batch.headers = None  # futures may outlive the bytes
+        if batch.resolve(base_offset, exc):
+            self.completions.append(batch)
+
+    # ------------------------------------------------------------ shutdown
+
+    def abort(self, exc: BaseException) -> None:
+        """Fail everything not yet resolved (close with a timeout that ran out, or a sender crash)."""
+        for channel in list(self.channels.values()):
+            channel.fail(ConnectionClosed("producer closed"))
+        acc = self.acc
+        with acc.lock:
+            queues = list(acc.queues.values())
+            for queue in queues:
+                if queue.open is not None:
+                    acc._close(queue)
+        for queue in queues:
+            batches = list(queue.held) + list(queue.inflight) + list(queue.closed)
+            queue.held, queue.inflight = [], type(queue.inflight)()
+            queue.closed.clear()
+            for batch in batches:
+                if not batch.resolved:
+                    self._resolve(batch, -1, exc)
+
+    def close(self) -> None:
+        for node, channel in list(self.channels.items()):
+            channel.close()
+            self._forget(node, channel)
+        self.selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+def _pop_inflight(queue, batch) -> None:
+    if queue.inflight and queue.inflight[0] is batch:
+        queue.inflight.popleft()
+    else:  # responses of one partition arrive in order; this is only defensive
+        try:
+            queue.inflight.remove(batch)
+        except ValueError:
+            pass
+
+
+def _timeout_error(message: str) -> KafkaError:
+    from mmlog.client.futures import ProducerTimeout
+
+    return ProducerTimeout(message)

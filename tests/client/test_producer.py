@@ -1,0 +1,535 @@
+"""The Producer against a real broker, read back with the blocking BrokerConnection + Fetch.
+
+Also, without a broker: the batch-encoding kernel against records.build_batch, and the
+sender's rule that a retry never reorders a partition.
+"""
+
+import os
+import random
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from mmlog.client import encode
+from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.client.futures import ProducerTimeout, RecordMetadata
+from mmlog.client.partitioner import partition_for_key_py
+from mmlog.client.producer import Producer
+from mmlog.errors import KafkaError, KafkaStorageError, MessageTooLarge, UnknownTopicOrPartition
+from mmlog.protocol.messages import fetch
+from mmlog.protocol.records import decode_records, iter_batches
+from mmlog.testing import EmbeddedBroker
+
+PARTITIONS = 6  # of every auto-created topic here
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2,
+                        config={"num.partitions": PARTITIONS}) as b:
+        yield b
+
+
+def fetch_all(bootstrap, topic, partition, start=0):
+    """Every record of a partition from `start` to its high watermark (Record objects)."""
+    host, port = bootstrap.rsplit(":", 1)
+    out = []
+    offset = start
+    with BrokerConnection(host, int(port)) as conn:
+        while True:
+            body = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
+                max_wait_ms=0, min_bytes=0, max_bytes=8 << 20, isolation_level=0,
+                topics=[{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": offset,
+                                                          "partition_max_bytes": 8 << 20}]}]))
+            part = body.responses[0].partitions[0]
+            assert part.error_code == 0, part
+            data = part.records
+            for pos, _ in iter_batches(data):
+                for record in decode_records(data, pos):
+                    if record.offset >= offset:
+                        out.append(record)
+                        offset = record.offset + 1
+            if offset >= part.high_watermark or not data:
+                return out
+
+
+def topic_name(prefix):
+    return f"{prefix}-{random.randrange(1 << 30)}"
+
+
+# ---------------------------------------------------------------- no broker: encoding kernel
+
+
+def random_records(rng, n):
+    values = [None if rng.random() < 0.1 else rng.randbytes(rng.choice([0, 1, 5, 63, 64, 200, 300, 20000]))
+              for _ in range(n)]
+    keys = None if rng.random() < 0.3 else [None if rng.random() < 0.2 else rng.randbytes(rng.randint(0, 70))
+                                             for _ in range(n)]
+    headers = None if rng.random() < 0.5 else [
+        [(f"h{j}", None if rng.random() < 0.3 else rng.randbytes(rng.randint(0, 200)))
+         for j in range(rng.randint(0, 3))] for _ in range(n)]
+    stamps = [1_700_000_000_000 + rng.randint(-10**9, 10**9) for _ in range(n)]
+    return values, keys, headers, stamps
+
+
+def test_kernel_batches_equal_build_batch_bytes_for_random_records():
+    rng = random.Random(1)
+    for _ in range(300):
+        n = rng.randint(1, 40)
+        values, keys, headers, stamps = random_records(rng, n)
+        reference = encode.build_py(values, keys, headers, stamps)
+        sections = [encode.encode_header_section(h) for h in headers] if headers is not None else None
+        # the accumulator's path (lists) and send_many's path (columns, any order, many batches)
+        assert bytes(encode.build_lists(values, keys, sections, stamps)) == bytes(reference)
+        one = encode.build_one(encode.Column.from_list(values, all_null_ok=True),
+                               encode.Column.from_list(keys) if keys is not None else None,
+                               encode.Column.from_list(sections) if sections is not None else None,
+                               np.array(stamps, dtype=np.int64))
+        assert bytes(one) == bytes(reference)
+
+
+def test_kernel_cuts_many_batches_from_a_permuted_run():
+    rng = random.Random(2)
+    values, keys, _, stamps = random_records(rng, 200)
+    keys = [k if k is not None else b"" for k in keys or [b"k"] * 200]
+    order = np.array(rng.sample(range(200), 200), dtype=np.int64)
+    bounds = np.array([0, 1, 50, 51, 130, 200], dtype=np.int64)
+    buf, positions = encode.build(encode.Column.from_list(values, all_null_ok=True), encode.Column.from_list(keys),
+                                  None, np.array(stamps, dtype=np.int64), order, bounds)
+    for j in range(len(bounds) - 1):
+        chosen = order[bounds[j]:bounds[j + 1]].tolist()
+        expected = encode.build_py([values[i] for i in chosen], [keys[i] for i in chosen], None,
+                                   [stamps[i] for i in chosen])
+        assert bytes(buf[positions[j]:positions[j + 1]]) == bytes(expected)
+
+
+def test_cut_batches_kernel_equals_reference():
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        sizes = rng.integers(1, 500, size=rng.integers(1, 300)).astype(np.int64)
+        cuts = np.unique(np.concatenate(([0, len(sizes)], rng.integers(0, len(sizes), size=4)))).astype(np.int64)
+        limit, most = int(rng.integers(1, 3000)), int(rng.integers(1, 60))
+        np.testing.assert_array_equal(encode.cut_batches(sizes, cuts, limit, most),
+                                      encode.cut_batches_py(sizes, cuts, limit, most))
+
+
+def test_produce_frames_equal_the_codecs_bytes():
+    from mmlog.client.produce_wire import encode_produce
+    from mmlog.protocol import RequestHeader, encode_request
+    from mmlog.protocol.messages import produce
+
+    rng = random.Random(5)
+    for _ in range(100):
+        topics = [(f"topic-{rng.randrange(1000)}", [(rng.randrange(100), rng.randbytes(rng.randrange(300)))
+                                                   for _ in range(rng.randint(1, 4))])
+                  for _ in range(rng.randint(1, 3))]
+        acks = rng.choice([0, 1, -1])
+        parts, size = encode_produce(b"client-x", acks, 12345, [(t.encode(), ps) for t, ps in topics])
+        expected = encode_request(RequestHeader(0, 8, 0, "client-x"), produce.REQUEST(
+            acks=acks, timeout_ms=12345, transactional_id=None, topic_data=[
+                {"name": t, "partition_data": [{"index": i, "records": d} for i, d in ps]} for t, ps in topics]))
+        assert b"".join(bytes(p) for p in parts) == bytes(expected) and size == len(expected)
+
+
+def test_produce_responses_decode_as_the_codec_decodes_them():
+    from mmlog.client.produce_wire import decode_produce_response
+    from mmlog.protocol import ProtocolError, RequestHeader, decode_response, encode_response
+    from mmlog.protocol.messages import produce
+
+    rng = random.Random(6)
+    for _ in range(100):
+        body = produce.RESPONSE(throttle_time_ms=rng.randrange(100), responses=[
+            {"name": f"t{rng.randrange(99)}", "partition_responses": [
+                {"index": rng.randrange(50), "error_code": rng.choice([0, 3, 6]), "base_offset": rng.randrange(1 << 40),
+                 "log_append_time_ms": -1, "log_start_offset": rng.randrange(100),
+                 "record_errors": [{"batch_index": 0, "batch_index_error_message": rng.choice([None, "bad"])}]
+                 * rng.randint(0, 2), "error_message": rng.choice([None, "", "r\u00e9ason"])}
+                for _ in range(rng.randint(0, 3))]} for _ in range(rng.randint(0, 3))])
+        frame = memoryview(encode_response(RequestHeader(0, 8, 77, "x"), body))[4:]
+        (cid, ref), (cid2, got) = decode_response(0, 8, frame), decode_produce_response(frame)
+        assert cid == cid2 == 77 and ref.throttle_time_ms == got.throttle_time_ms
+        fields = ("index", "error_code", "base_offset", "log_start_offset", "error_message")
+        assert [(t.name, [tuple(getattr(p, f) for f in fields) for p in t.partition_responses]) for t in ref.responses] \
+            == [(t.name, [tuple(getattr(p, f) for f in fields) for p in t.partition_responses]) for t in got.responses]
+        with pytest.raises(ProtocolError):
+            decode_produce_response(frame[:-1])
+
+
+def test_a_retry_is_dropped_rather_than_reordering_its_partition():
+    """Batch A fails with a retriable error while B, sent after it, is written: A must not go behind B."""
+    producer = Producer("127.0.0.1:9", retries=5)  # never connects: the sender is driven by hand
+    try:
+        sender = producer._sender
+        acc = producer._acc
+        producer._partition_counts["t"] = 1
+        batches = []
+        for i in range(3):
+            batch, *_ = acc.append("t", 0, b"v%d" % i, None, 0, None, 14, None)
+            acc.close_all_open()
+            batches.append(batch)
+        queue = batches[0].queue
+        with producer._io_lock:
+            for b in batches:  # as _send does: all three in flight, in order
+                queue.closed.remove(b)
+                queue.inflight.append(b)
+                b.attempts = 1
+            sender._failed(batches[0], KafkaStorageError("disk hiccup"))
+            assert queue.held == [batches[0]] and not batches[0].resolved
+            sender._succeeded(batches[1], 10)  # B written after A failed
+            sender._failed(batches[2], KafkaStorageError("disk hiccup"))  # C failed: retried (after B)
+        assert batches[1].base_offset == 10 and batches[1].error is None
+        assert isinstance(batches[0].error, KafkaStorageError) and "reorder" in str(batches[0].error)
+        assert batches[0].error.code == KafkaStorageError.code
+        assert list(queue.closed) == [batches[2]] and not batches[2].resolved
+    finally:
+        producer.close(timeout=0)
+
+
+def test_every_failed_batch_is_retried_in_order_when_none_was_written():
+    producer = Producer("127.0.0.1:9", retries=5)
+    try:
+        sender = producer._sender
+        acc = producer._acc
+        producer._partition_counts["t"] = 1
+        batches = []
+        for i in range(3):
+            batch, *_ = acc.append("t", 0, b"v%d" % i, None, 0, None, 14, None)
+            acc.close_all_open()
+            batches.append(batch)
+        queue = batches[0].queue
+        with producer._io_lock:
+            for b in batches:
+                queue.closed.remove(b)
+                queue.inflight.append(b)
+                b.attempts = 1
+            for b in batches:  # a lost connection fails everything in flight, in order
+                sender._failed(b, ConnectionClosed("broker went away"))
+        assert list(queue.closed) == batches and not queue.held and not queue.inflight
+        assert batches[0].retry_at > time.monotonic() - 1
+    finally:
+        producer.close(timeout=0)
+
+
+# ---------------------------------------------------------------- against a broker
+
+
+def test_round_trip_with_keys_headers_and_nulls(broker):
+    topic = topic_name("round")
+    records = [
+        dict(value=b"plain"),
+        dict(value=b"keyed", key=b"user-42"),
+        dict(value=None, key=b"tombstone"),
+        dict(value=b"", key=b""),
+        dict(value="text, sent as utf-8: \u00e9", key="str key"),
+        dict(value=b"with headers", headers=[("trace", b"abc"), ("empty", b""), ("null", None)]),
+        dict(value=b"stamped", timestamp=1_600_000_000_123),
+        dict(value=bytearray(b"bytearray"), key=memoryview(b"mv")),
+    ]
+    with Producer(broker.bootstrap, linger_ms=1) as producer:
+        futures = [producer.send(topic, partition=2, **r) for r in records]
+        metas = [f.get(timeout=30) for f in futures]
+    assert [m.partition for m in metas] == [2] * len(records)
+    assert [m.offset for m in metas] == list(range(len(records)))
+    assert metas[6].timestamp == 1_600_000_000_123
+    got = fetch_all(broker.bootstrap, topic, 2)
+    assert [r.offset for r in got] == list(range(len(records)))
+    expected_values = [b"plain", b"keyed", None, b"", "text, sent as utf-8: \u00e9".encode(), b"with headers",
+                       b"stamped", b"bytearray"]
+    assert [r.value for r in got] == expected_values
+    assert [r.key for r in got] == [None, b"user-42", b"tombstone", b"", b"str key", None, None, b"mv"]
+    assert got[5].headers == [("trace", b"abc"), ("empty", b""), ("null", None)]
+    assert all(r.headers == [] for i, r in enumerate(got) if i != 5)
+    assert [r.timestamp for r in got] == [m.timestamp for m in metas]
+    assert abs(got[0].timestamp - time.time() * 1000) < 60_000
+
+
+def test_order_within_a_partition_with_many_batches_in_flight(broker):
+    topic = topic_name("order")
+    n = 3000
+    with Producer(broker.bootstrap, batch_size=2000, linger_ms=0, max_in_flight=8) as producer:
+        futures = [producer.send(topic, b"%06d" % i, key=b"same-key") for i in range(n)]
+        producer.flush(30)
+    metas = [f.get(0) for f in futures]
+    partition = partition_for_key_py(b"same-key", PARTITIONS)
+    assert {m.partition for m in metas} == {partition}
+    offsets = [m.offset for m in metas]
+    assert offsets == sorted(offsets) and len(set(offsets)) == n
+    got = fetch_all(broker.bootstrap, topic, partition)
+    assert [r.value for r in got] == [b"%06d" % i for i in range(n)]
+    assert [r.offset for r in got] == offsets
+
+
+def test_threads_sharing_a_producer_each_keep_their_order(broker):
+    topic = topic_name("threads")
+    with Producer(broker.bootstrap, batch_size=3000, linger_ms=1) as producer:
+        def work(t):
+            for i in range(2000):
+                producer.send(topic, b"%d:%05d" % (t, i), partition=0)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        producer.flush(30)
+    values = [r.value for r in fetch_all(broker.bootstrap, topic, 0)]
+    assert len(values) == 8000
+    for t in range(4):
+        mine = [v for v in values if v.startswith(b"%d:" % t)]
+        assert mine == [b"%d:%05d" % (t, i) for i in range(2000)]
+
+
+def test_keys_land_where_kafka_python_and_confluent_kafka_put_them(broker):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    kafka = pytest.importorskip("kafka")
+    keys = [b"alpha", b"bravo", b"", b"user-42"] + [os.urandom(random.randint(1, 30)) for _ in range(60)]
+    topic = topic_name("placement")
+    with Producer(broker.bootstrap) as producer:
+        futures = [producer.send(topic, b"mmlog", key=k) for k in keys]
+        mmlog_partitions = [f.get(30).partition for f in futures]
+
+    placed = {}
+
+    def report(err, msg):
+        assert err is None, err
+        placed[msg.key()] = msg.partition()
+
+    cp = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random",
+                                   "linger.ms": 1})
+    for k in keys:
+        cp.produce(topic, b"confluent", key=k, on_delivery=report)
+    assert cp.flush(30) == 0
+    assert [placed[k] for k in keys] == mmlog_partitions
+
+    kp = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=1)
+    try:
+        kp_partitions = [kp.send(topic, b"kafka-python", key=k).get(timeout=30).partition for k in keys]
+    finally:
+        kp.close(5)
+    assert kp_partitions == mmlog_partitions
+    assert mmlog_partitions == [partition_for_key_py(k, PARTITIONS) for k in keys]
+
+
+@pytest.mark.parametrize("acks", [0, 1, -1, "all"])
+def test_acks(broker, acks):
+    topic = topic_name("acks")
+    with Producer(broker.bootstrap, acks=acks, linger_ms=1) as producer:
+        futures = [producer.send(topic, b"r%d" % i, partition=1) for i in range(200)]
+        producer.flush(30)
+    metas = [f.get(0) for f in futures]
+    if acks == 0:
+        assert {m.offset for m in metas} == {-1}
+        deadline = time.monotonic() + 10  # no answer to wait for: poll until the broker has them
+        while len(fetch_all(broker.bootstrap, topic, 1)) < 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    else:
+        assert [m.offset for m in metas] == list(range(200))
+    assert [r.value for r in fetch_all(broker.bootstrap, topic, 1)] == [b"r%d" % i for i in range(200)]
+
+
+def test_callbacks_run_once_per_record_in_order_within_a_partition(broker):
+    topic = topic_name("callbacks")
+    calls = []
+    with Producer(broker.bootstrap, batch_size=500, linger_ms=2) as producer:
+        futures = [producer.send(topic, b"%d" % i, partition=i % 3,
+                                 callback=lambda md, exc, i=i: calls.append((i, md, exc)))
+                   for i in range(600)]
+        late = []
+        futures[0].add_callback(lambda md, exc: late.append(md))  # possibly already done: runs at once
+        producer.flush(30)
+    assert late and isinstance(late[0], RecordMetadata)
+    assert sorted(i for i, _, _ in calls) == list(range(600))
+    assert all(exc is None for _, _, exc in calls)
+    for p in range(3):
+        offsets = [md.offset for i, md, _ in calls if i % 3 == p]
+        assert offsets == list(range(200))
+
+
+def test_send_many_fixed_size_values_and_keys_are_byte_exact(broker):
+    topic = topic_name("many")
+    rng = np.random.default_rng(4)
+    n = 20_000
+    values = rng.integers(0, 256, size=(n, 40), dtype=np.uint8)
+    keys = [b"key-%d" % (i % 997) for i in range(n)]
+    with Producer(broker.bootstrap, batch_size=64 * 1024) as producer:
+        result = producer.send_many(topic, values, keys=keys).result(timeout=60)
+    expected_partitions = np.array([partition_for_key_py(k, PARTITIONS) for k in keys], dtype=np.int32)
+    np.testing.assert_array_equal(result.partitions, expected_partitions)
+    assert (result.offsets >= 0).all()
+    for p in range(PARTITIONS):
+        got = fetch_all(broker.bootstrap, topic, p)
+        mine = np.flatnonzero(expected_partitions == p)
+        assert len(got) == len(mine)
+        # offsets follow the input order within the partition, values and keys byte-exact
+        np.testing.assert_array_equal(result.offsets[mine], np.arange(len(mine)))
+        assert [r.value for r in got] == [values[i].tobytes() for i in mine]
+        assert [r.key for r in got] == [keys[i] for i in mine]
+
+
+def test_send_many_other_forms(broker):
+    topic = topic_name("forms")
+    with Producer(broker.bootstrap, batch_size=4096) as producer:
+        # (buffer, offsets), one partition for all, explicit timestamps
+        buf = b"onetwothreefour"
+        r1 = producer.send_many(topic, (buf, [0, 3, 6, 11, 15]), partition=4,
+                                timestamps=[1, 2, 3, 4]).result(30)
+        # a list with None and str values, null keys: sticky, batch after batch
+        values = [b"a", None, "c", b""] * 500
+        r2 = producer.send_many(topic, values).result(30)
+        # a per-record partition array
+        r3 = producer.send_many(topic, [b"x", b"y", b"z"], partition=np.array([5, 0, 5])).result(30)
+        assert len(producer.send_many(topic, []).result(1).offsets) == 0
+    got4 = fetch_all(broker.bootstrap, topic, 4)
+    first = [r for r in got4 if r.offset in set(r1.offsets.tolist())]
+    assert [r.value for r in first] == [b"one", b"two", b"three", b"four"]
+    assert [r.timestamp for r in first] == [1, 2, 3, 4]
+    assert r1.partitions.tolist() == [4] * 4
+    assert len(set(r2.partitions.tolist())) > 1  # sticky: batches went to several partitions
+    by_partition = {}
+    for i, (p, o) in enumerate(zip(r2.partitions.tolist(), r2.offsets.tolist())):
+        by_partition.setdefault(p, {})[o] = values[i]
+    for p, offsets in by_partition.items():
+        stored = {r.offset: r.value for r in fetch_all(broker.bootstrap, topic, p)}
+        for o, v in offsets.items():
+            assert stored[o] == (v.encode() if isinstance(v, str) else v)
+    assert r3.partitions.tolist() == [5, 0, 5]
+    assert r3.offsets[2] == r3.offsets[0] + 1
+
+
+def test_errors_are_typed_and_carry_kafka_codes(broker):
+    topic = topic_name("errors")
+    with Producer(broker.bootstrap, max_request_size=10_000) as producer:
+        with pytest.raises(UnknownTopicOrPartition) as info:
+            producer.send(topic, b"v", partition=PARTITIONS)
+        assert info.value.code == 3
+        with pytest.raises(MessageTooLarge) as info:
+            producer.send(topic, b"x" * 20_000)
+        assert info.value.code == 10
+        with pytest.raises(TypeError):
+            producer.send(topic, 12345)
+    with pytest.raises(ValueError):
+        Producer(broker.bootstrap, acks=2)
+    with pytest.raises(ValueError):
+        Producer("no-port-here")
+
+
+def test_a_batch_the_broker_rejects_fails_its_futures(broker):
+    # the broker's max.message.bytes (1 MiB) is below this producer's batch size
+    topic = topic_name("toolarge")
+    with Producer(broker.bootstrap, batch_size=4 << 20, max_request_size=8 << 20) as producer:
+        future = producer.send(topic, b"x" * (2 << 20), partition=0)
+        with pytest.raises(MessageTooLarge):
+            future.get(30)
+        assert isinstance(future.exception(0), KafkaError)
+        assert producer.send(topic, b"small", partition=0).get(30).offset == 0
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_broker_fails_fast_and_clearly():
+    start = time.monotonic()
+    with Producer(f"127.0.0.1:{free_port()}", request_timeout_ms=1000) as producer:
+        with pytest.raises(ConnectionClosed, match="no broker reachable") as info:
+            producer.send("t", b"v")
+        assert isinstance(info.value, KafkaError) and info.value.retriable
+        producer.flush(1)  # nothing queued: returns at once
+    assert time.monotonic() - start < 5
+
+
+def test_close_with_a_timeout_fails_what_it_could_not_send(broker):
+    topic = topic_name("close")
+    producer = Producer(broker.bootstrap, linger_ms=60_000, delivery_timeout_ms=60_000)
+    producer.send(topic, b"warm", partition=0)
+    producer.flush(30)
+    with producer._io_lock:  # hold the I/O lock: nothing can be sent
+        future = producer.send(topic, b"stuck", partition=0)
+        with pytest.raises(ProducerTimeout):
+            producer.flush(0.2)
+        closer = threading.Thread(target=producer.close, args=(0.2,))
+        closer.start()
+        time.sleep(0.5)
+    closer.join(10)
+    assert not closer.is_alive()
+    assert isinstance(future.exception(5), KafkaError)
+    with pytest.raises(KafkaError):
+        producer.send(topic, b"after close")
+
+
+def test_a_producer_lives_through_a_broker_restart(tmp_path):
+    """Acknowledged before, during and after a crash: all there. Retried in-flight batches may
+    duplicate records, but within a partition first appearances keep the send order."""
+    broker = EmbeddedBroker(tmp_path / "data", processors=2, config={"num.partitions": 3}).start()
+    try:
+        topic = "restart"
+        acked = []
+        failed = []
+        sent = [0]
+        stop = threading.Event()
+
+        def record(md, exc, i):
+            (failed if exc is not None else acked).append((i, md, exc))
+
+        with Producer(broker.bootstrap, linger_ms=2, batch_size=4096, retries=50, retry_backoff_ms=50,
+                      request_timeout_ms=5000, delivery_timeout_ms=60_000) as producer:
+            def sending():
+                i = 0
+                while not stop.is_set():
+                    producer.send(topic, b"%08d" % i, key=b"k%d" % (i % 7),
+                                  callback=lambda md, exc, i=i: record(md, exc, i))
+                    i += 1
+                    sent[0] = i
+                    if i % 200 == 0:
+                        time.sleep(0.01)
+
+            thread = threading.Thread(target=sending)
+            thread.start()
+            deadline = time.monotonic() + 20
+            while len(acked) < 2000 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert len(acked) >= 2000
+            broker.kill()  # a crash, with requests in flight
+            time.sleep(0.3)
+            broker.start()  # same port, same data directory
+            acked_at_restart = len(acked)
+            deadline = time.monotonic() + 30
+            while len(acked) < acked_at_restart + 2000 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            stop.set()
+            thread.join(10)
+            producer.flush(60)
+        assert not failed, failed[:3]
+        assert len(acked) == sent[0]
+        stored = {}
+        for p in range(3):
+            values = [int(r.value) for r in fetch_all(broker.bootstrap, topic, p)]
+            first_seen = list(dict.fromkeys(values))
+            assert first_seen == sorted(first_seen), f"partition {p} reordered"
+            stored.update(dict.fromkeys(values, p))
+        assert set(stored) == set(range(sent[0]))  # everything acknowledged is there
+        assert all(stored[i] == md.partition for i, md, _ in acked)
+    finally:
+        broker.stop()
+
+
+def test_a_broker_that_stays_away_fails_records_after_the_delivery_timeout(tmp_path):
+    broker = EmbeddedBroker(tmp_path / "data", processors=1).start()
+    try:
+        with Producer(broker.bootstrap, linger_ms=1, delivery_timeout_ms=1500, retry_backoff_ms=50,
+                      request_timeout_ms=1000) as producer:
+            assert producer.send("gone", b"before", partition=0).get(30).offset == 0
+            broker.stop()
+            start = time.monotonic()
+            future = producer.send("gone", b"after", partition=0)  # metadata is cached: queued
+            with pytest.raises(KafkaError) as info:
+                future.get(30)
+            assert time.monotonic() - start < 10
+            assert isinstance(info.value, ProducerTimeout) and "delivery timeout" in str(info.value)
+    finally:
+        broker.stop()
