@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "topics": ("mmlog.tools.topics", "create, list, describe and delete topics"),
     "produce": ("mmlog.tools.produce", "send the lines of stdin to a topic, one record per line"),
     "consume": ("mmlog.tools.consume", "print the records of a topic as they arrive, one value per line"),
+    "groups": ("mmlog.tools.groups", "list consumer groups; describe one (members, committed offsets, lag)"),
     "perf": ("mmlog.tools.perf", "measure a broker: produce or consume load with live progress and a summary"),
     "dump-log": ("mmlog.tools.dump_log", "print and check the batches of segment files or partition directories"),
 }

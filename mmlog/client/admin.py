@@ -1,7 +1,9 @@
-"""Admin: create, delete, list and describe topics, and look up partition offsets.
+"""Admin: create, delete, list and describe topics, look up partition offsets, and inspect consumer groups.
 
 Topic changes go to the controller (any broker answers when there is one); offset
-look-ups (ListOffsets) go to each partition's leader. Errors come back as the typed
+look-ups (ListOffsets) go to each partition's leader; group questions
+(DescribeGroups, OffsetFetch) go to the group's coordinator, found with
+FindCoordinator, and ListGroups to every broker. Errors come back as the typed
 exceptions of `mmlog.errors`, carrying their Kafka error code.
 """
 
@@ -9,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mmlog.client import consumer_protocol as cp
 from mmlog.client.cluster import Cluster
 from mmlog.client.connection import BrokerConnection
-from mmlog.errors import error_for_code
-from mmlog.protocol.messages import create_topics, delete_topics, describe_configs, list_offsets
+from mmlog.client.records import TopicPartition
+from mmlog.errors import UnknownTopicOrPartition, error_for_code
+from mmlog.protocol import ProtocolError
+from mmlog.protocol.messages import (create_topics, delete_topics, describe_configs, describe_groups,
+                                     find_coordinator, list_groups, list_offsets, offset_fetch)
 
 LATEST, EARLIEST = -1, -2
 TOPIC_RESOURCE = 2
@@ -32,6 +38,40 @@ class TopicDescription:
     partitions: list[PartitionDescription]
     config: dict[str, str] = field(default_factory=dict)
     overrides: set[str] = field(default_factory=set)  # config names set on the topic (not defaults)
+
+
+@dataclass
+class MemberDescription:
+    """One member of a group. For protocol type "consumer", its subscribed topics and assigned
+    partitions (decoded; empty while the group is not Stable, as the coordinator only reports
+    them then); raw bytes for other protocol types are left out."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    group_instance_id: str | None = None
+    topics: list[str] = field(default_factory=list)
+    assignment: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead (unknown group)
+    protocol_type: str  # "consumer" for consumer groups
+    protocol: str  # the assignor (range, roundrobin, ...) while Stable
+    members: list[MemberDescription] = field(default_factory=list)
+
+
+@dataclass
+class GroupOffset:
+    """A partition of a group: its committed offset, the partition's latest offset (its end) and the lag
+    between them, latest - committed (None where nothing is committed, or the topic is gone)."""
+
+    committed: int | None
+    latest: int | None
+    lag: int | None
+    member_id: str | None = None  # the member it is assigned to now, if any
 
 
 class Admin:
@@ -119,6 +159,77 @@ class Admin:
 
     def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[int, int]:
         return self.offsets(topic, timestamp_ms)
+
+    # ------------------------------------------------------------ consumer groups
+
+    def list_groups(self) -> dict[str, str]:
+        """Every group the brokers coordinate, and its protocol type ("consumer" for consumer groups;
+        "" for a group that only has committed offsets)."""
+        self.cluster.refresh([])
+        out: dict[str, str] = {}
+        for node in sorted(self.cluster.brokers):
+            body = self._conn(node).request(list_groups.API_KEY, 2, list_groups.REQUEST())
+            if body.error_code:
+                raise error_for_code(body.error_code, f"ListGroups on node {node}")
+            for g in body.groups:
+                out[g.group_id] = g.protocol_type
+        return dict(sorted(out.items()))
+
+    def describe_group(self, group: str) -> GroupDescription:
+        """State, protocol and members (with their topics and partitions) of a group; state "Dead" and no
+        members for a group the coordinator does not know."""
+        body = self._coordinator(group).request(describe_groups.API_KEY, 4, describe_groups.REQUEST(
+            groups=[group], include_authorized_operations=False))
+        [g] = body.groups
+        if g.error_code:
+            raise error_for_code(g.error_code, f"DescribeGroups {group!r}")
+        members = []
+        for m in g.members:
+            member = MemberDescription(m.member_id, m.client_id, m.client_host, m.group_instance_id)
+            if g.protocol_type == cp.PROTOCOL_TYPE:
+                try:
+                    if len(m.member_metadata):
+                        member.topics = list(cp.decode_subscription(m.member_metadata).topics)
+                    member.assignment = sorted(cp.decode_assignment(m.member_assignment).partitions)
+                except ProtocolError:
+                    pass  # a member that is not a Kafka-protocol consumer after all: show it without them
+            members.append(member)
+        return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
+
+    def group_offsets(self, group: str) -> dict[TopicPartition, GroupOffset]:
+        """Every partition the group has committed an offset for or has assigned to a member now: the
+        committed offset, the partition's latest offset (its end), the lag, and the member holding it."""
+        body = self._coordinator(group).request(offset_fetch.API_KEY, 5, offset_fetch.REQUEST(
+            group_id=group, topics=None))
+        if body.error_code:
+            raise error_for_code(body.error_code, f"OffsetFetch {group!r}")
+        committed = {TopicPartition(t.name, p.partition_index): p.committed_offset
+                     for t in body.topics for p in t.partitions if p.committed_offset >= 0}
+        owners = {tp: m.member_id for m in self.describe_group(group).members for tp in m.assignment}
+        latest: dict[str, dict[int, int] | None] = {}
+        for topic in sorted({tp.topic for tp in committed} | {tp.topic for tp in owners}):
+            try:
+                self.cluster.refresh([topic], allow_auto_create=False)
+                latest[topic] = self.offsets(topic, LATEST)
+            except UnknownTopicOrPartition:
+                latest[topic] = None  # deleted since the commit
+        out = {}
+        for tp in sorted(set(committed) | set(owners)):
+            ends = latest.get(tp.topic)
+            end = None if ends is None else ends.get(tp.partition)
+            done = committed.get(tp)
+            lag = None if done is None or end is None else max(0, end - done)
+            out[tp] = GroupOffset(done, end, lag, owners.get(tp))
+        return out
+
+    def _coordinator(self, group: str) -> BrokerConnection:
+        body = self._controller().request(find_coordinator.API_KEY, 2, find_coordinator.REQUEST(
+            key=group, key_type=0))
+        if body.error_code:
+            raise error_for_code(body.error_code, f"FindCoordinator {group!r}: {body.error_message or ''}".rstrip(": "))
+        if body.node_id not in self.cluster.brokers:
+            self.cluster.refresh([])
+        return self._conn(body.node_id)
 
     # ------------------------------------------------------------ plumbing
 

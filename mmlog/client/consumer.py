@@ -106,7 +106,8 @@ from mmlog.client.assignors import ASSIGNORS
 from mmlog.client.channel import Channel
 from mmlog.client.cluster import Cluster
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
-from mmlog.client.group import NEED_JOIN, STABLE, CommitFailedError, GroupMembership, is_pattern
+from mmlog.client.group import CommitFailedError  # noqa: F401  (commit() raises it; importable from here too)
+from mmlog.client.group import NEED_JOIN, STABLE, GroupMembership, is_pattern
 from mmlog.client.records import ConsumerRecord, TopicPartition, as_topic_partition
 from mmlog.errors import (CoordinatorNotAvailable, CorruptMessage, KafkaError, KafkaStorageError, LeaderNotAvailable,
                           NotLeaderOrFollower, OffsetOutOfRange, RequestTimedOut, UnknownTopicOrPartition,
@@ -178,7 +179,16 @@ class _Partition:
 
 
 class Consumer:
-    """Reads assigned partitions from mmlog (or any Kafka-protocol broker); see the module docstring."""
+    """Reads partitions from mmlog (or any Kafka-protocol broker); see the module docstring.
+
+    Group options (Kafka's consumer settings of the same names, in milliseconds): `group_id`;
+    `enable_auto_commit` / `auto_commit_interval_ms`; `session_timeout_ms` (how soon a dead member
+    loses its partitions; the broker bounds it with group.min/max.session.timeout.ms);
+    `heartbeat_interval_ms` (below the session timeout; a third of it is usual);
+    `max_poll_interval_ms` (the longest the application may take between polls, also the
+    rebalance timeout); `partition_assignment_strategy` ("range", "roundrobin", in order of
+    preference); `group_instance_id` (static membership, KIP-345).
+    """
 
     def __init__(self, bootstrap: str, *, group_id: str | None = None, auto_offset_reset: str = "latest",
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5_000,
@@ -310,7 +320,8 @@ class Consumer:
         """Join `group_id` and consume this member's share of the topics' partitions (see the module docstring).
 
         `topics`: a list of topic names, or a pattern (an `re.Pattern`, or a string starting with
-        "^") matched against every topic, rechecked every `metadata_max_age_ms`. The join happens in
+        "^", as librdkafka spells them) matched with `re.match` against every topic name, as
+        kafka-python does, and rechecked every `metadata_max_age_ms`. The join happens in
         the following polls; `on_assign(consumer, partitions)` and `on_revoke(consumer, partitions)`
         run inside poll when the share changes. Subscribing again replaces the subscription and the
         callbacks (a changed subscription rejoins); an empty list unsubscribes.
@@ -655,9 +666,9 @@ class Consumer:
         deadline = time.monotonic() + self._request_timeout
         try:
             if group.subscribed:
-                if group.state == STABLE and not group.lost:
+                if self._assigned:
                     try:
-                        self._revoke(commit=True)
+                        self._revoke(commit=not group.lost)
                     except Exception:  # noqa: BLE001 - on_revoke failed: leave anyway, as Java's close does
                         log.exception("group %s: on_revoke failed while closing", self.group_id)
             elif self._auto_commit:

@@ -61,6 +61,12 @@ continue while a rebalance waits for this member's next poll (each answer
 REBALANCE_IN_PROGRESS keeps the session alive), so the application has
 `max_poll_interval_ms` (the rebalance timeout) to come back.
 
+*Metadata.* An assignment is only right for the partition counts it was made
+from, so each member remembers them (the leader for every topic of the group,
+the others for their own) and rejoins when a poll's metadata check (every
+`metadata_max_age_ms`, every second while a subscribed topic does not exist
+yet) finds them changed, or finds that a pattern now matches other topics.
+
 *Offsets.* OffsetCommit carries the member id and generation of a STABLE member,
 or generation -1 and an empty member id for an `assign()` consumer; OffsetFetch
 gives the committed offsets that positions start from. Both go over the
@@ -659,7 +665,7 @@ class GroupMembership:
             self.forget_coordinator()
         if codes & (_MEMBERSHIP_LOST | {RebalanceInProgress.code}):
             code = min(codes & (_MEMBERSHIP_LOST | {RebalanceInProgress.code}))
-            if self.subscribed and generation == self.generation:
+            if self.subscribed and self.state == STABLE and generation == self.generation:
                 if code == UnknownMemberId.code:
                     self.member_id = ""
                 self.request_rejoin(f"a commit answered {error_for_code(code)!r}",
@@ -717,6 +723,11 @@ class GroupMembership:
         self._reset_member(forget_id=True)
         if not member_id or self.group_instance_id is not None:
             return False
+        if self.channel is not None and self.channel.in_flight:
+            # A parked JoinGroup/SyncGroup holds the connection (the coordinator answers a connection's
+            # requests in order): leave over a new one rather than wait for the rebalance.
+            self.channel.close()
+            self.sweep()
         ch = self.ensure_coordinator(time.monotonic())
         if ch is None:
             return False

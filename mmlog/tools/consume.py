@@ -7,7 +7,13 @@ until --max-messages records were printed, or until none arrived for
 null prints as "null". At the end, "Processed a total of N messages" goes to
 stderr, as Kafka's console consumer does.
 
-Consumer groups (--group) need the group coordinator, which is not available yet.
+With --group G the command joins consumer group G and reads the share of TOPIC's
+partitions the group gives it (several `mmlog consume --group G` share the
+partitions), starting from the group's committed offsets (--from-beginning or the
+end only where there are none). It commits what it has printed every few
+seconds and when it exits, so the next consumer of the group continues after
+the last record printed. The first assignment waits for the broker's
+group.initial.rebalance.delay.ms (3 s by default).
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start at the oldest record instead of the end")
     parser.add_argument("--partition", type=int, metavar="N", help="read only this partition")
     parser.add_argument("--max-messages", type=int, metavar="N", help="exit after printing N records")
-    parser.add_argument("--group", metavar="G", help="consumer group (not available yet)")
+    parser.add_argument("--group", metavar="G",
+                        help="join consumer group G: share the partitions with its other members, resume from "
+                             "its committed offsets, commit what was printed")
     parser.add_argument("--print-key", action="store_true", help="print each record's key before its value")
     parser.add_argument("--key-separator", default="\t", metavar="SEP",
                         help="between key and value with --print-key (default: a tab)")
@@ -38,9 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.group is not None:
-        raise CommandError("--group needs consumer groups (the group coordinator), which are not available yet; "
-                           "leave it out to read the partitions directly", 2)
+    if args.group is not None and args.partition is not None:
+        raise CommandError("--group and --partition do not mix: the group decides who reads which partition", 2)
+    if args.group is not None and not args.group:
+        raise CommandError("--group must not be empty", 2)
     for name in ("partition", "max_messages", "timeout_ms"):
         value = getattr(args, name)
         if value is not None and value < 0:
@@ -60,15 +69,18 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     printed = 0
     consumer = Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest",
-                        client_id="mmlog-consume", request_timeout_ms=args.request_timeout_ms)
+                        client_id="mmlog-consume", request_timeout_ms=args.request_timeout_ms, group_id=args.group)
     try:
         partitions = consumer.partitions_for(args.topic)
-        if args.partition is not None:
-            if args.partition not in partitions:
-                raise CommandError(f"topic {args.topic!r} has no partition {args.partition} "
-                                   f"(it has {len(partitions)})")
-            partitions = {args.partition}
-        consumer.assign([(args.topic, p) for p in sorted(partitions)])
+        if args.group is not None:
+            consumer.subscribe([args.topic])
+        else:
+            if args.partition is not None:
+                if args.partition not in partitions:
+                    raise CommandError(f"topic {args.topic!r} has no partition {args.partition} "
+                                       f"(it has {len(partitions)})")
+                partitions = {args.partition}
+            consumer.assign([(args.topic, p) for p in sorted(partitions)])
         limit = args.max_messages
         idle = None if args.timeout_ms is None else args.timeout_ms / 1000
         last = time.monotonic()
@@ -80,10 +92,15 @@ def run(args: argparse.Namespace) -> int:
                     break
                 continue
             last = time.monotonic()
-            if limit is not None:
-                records = records[: limit - printed]
-            out.write(b"".join(_line(r, args.print_key, separator) for r in records))
-            out.flush()
+            if limit is not None and len(records) > limit - printed:
+                records, unprinted = records[: limit - printed], records[limit - printed:]
+                _rewind(consumer, unprinted)  # the group's commit at exit must not pass what was not printed
+            try:
+                out.write(b"".join(_line(r, args.print_key, separator) for r in records))
+                out.flush()
+            except BaseException:  # interrupted or a closed pipe: count none of them as printed
+                _rewind(consumer, records)
+                raise
             printed += len(records)
     except KeyboardInterrupt:
         status = 130
@@ -93,6 +110,16 @@ def run(args: argparse.Namespace) -> int:
         consumer.close()
     print(f"Processed a total of {printed} messages", file=sys.stderr)
     return status
+
+
+def _rewind(consumer, unprinted) -> None:
+    """Seek each partition back to its first record that was handed over but not printed."""
+    first: dict = {}
+    for r in unprinted:
+        tp = (r.topic, r.partition)
+        first[tp] = min(first.get(tp, r.offset), r.offset)
+    for tp, offset in first.items():
+        consumer.seek(tp, offset)
 
 
 def _line(record, print_key: bool, separator: bytes) -> bytes:

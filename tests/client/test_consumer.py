@@ -10,7 +10,7 @@ import pytest
 
 from mmlog.client import Consumer, ConsumerRecord, TopicPartition
 from mmlog.client.connection import ConnectionClosed
-from mmlog.client.consumer import ConsumerGroupsUnavailable, NoOffsetForPartition, WakeupError
+from mmlog.client.consumer import NoOffsetForPartition, WakeupError
 from mmlog.errors import OffsetOutOfRange
 from mmlog.protocol import records as rec
 from mmlog.testing import EmbeddedBroker
@@ -224,14 +224,6 @@ def test_offset_out_of_range_with_reset_none_raises_until_seek(broker, topic):
         assert c.position(tp) == 1000
         c.seek(tp, 3)
         assert [r.offset for r in drain(c, 2)] == [3, 4]
-
-
-def test_groups_are_not_faked(broker):
-    with Consumer(broker.bootstrap, group_id="g") as c:
-        with pytest.raises(ConsumerGroupsUnavailable, match="not available yet"):
-            c.subscribe(["t"])
-        with pytest.raises(NotImplementedError):
-            c.commit()
 
 
 def test_bad_arguments(broker):

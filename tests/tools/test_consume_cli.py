@@ -69,7 +69,7 @@ def test_from_the_end_by_default(broker, capsysbinary):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--group", "g"], "--group needs consumer groups"),
+    (["--group", "g", "--partition", "0"], "--group and --partition do not mix"),
     (["--partition", "7"], "has no partition 7"),
     (["--max-messages", "-1"], "--max-messages must be >= 0"),
     (["--bootstrap", "nohostport"], "bad bootstrap address"),

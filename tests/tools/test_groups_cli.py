@@ -1,0 +1,97 @@
+"""`mmlog consume --group` and `mmlog groups list|describe` against a real broker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from mmlog import cli
+from mmlog.client import Consumer
+from mmlog.client.admin import Admin
+from mmlog.testing import EmbeddedBroker
+from tests.client.consumer_tools import create_topic, produce
+
+FAST_GROUPS = {"group.initial.rebalance.delay.ms": 100, "group.min.session.timeout.ms": 500}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=1, config=FAST_GROUPS) as b:
+        create_topic(b, "orders", partitions=2)
+        for p in range(2):
+            produce(b, "orders", p, [(None, b"order-%d-%d" % (p, i)) for i in range(5)])
+        yield b
+
+
+@pytest.fixture(autouse=True)
+def groups_command(monkeypatch):
+    """`mmlog groups` whether or not cli.COMMANDS lists it yet."""
+    monkeypatch.setitem(cli.COMMANDS, "groups", ("mmlog.tools.groups", "list and describe consumer groups"))
+
+
+def run(capsysbinary, *argv) -> tuple[int, str, str]:
+    status = cli.main(list(argv))
+    out = capsysbinary.readouterr()
+    return status, out.out.decode(), out.err.decode()
+
+
+def test_consume_with_a_group_resumes_after_what_it_printed(broker, capsysbinary):
+    """--max-messages 3 prints three records; the group's commit at exit is just after them (the records
+    handed over but not printed are not committed), so the next run prints exactly the other seven."""
+    common = ["consume", "orders", "--bootstrap", broker.bootstrap, "--group", "cli-readers", "--from-beginning"]
+    status, first, err = run(capsysbinary, *common, "--max-messages", "3")
+    assert status == 0 and "Processed a total of 3 messages" in err
+    status, rest, err = run(capsysbinary, *common, "--timeout-ms", "1500")
+    assert status == 0 and "Processed a total of 7 messages" in err
+    printed = first.splitlines() + rest.splitlines()
+    assert sorted(printed) == sorted(f"order-{p}-{i}" for p in range(2) for i in range(5))
+    status, again, err = run(capsysbinary, *common, "--timeout-ms", "800")
+    assert (status, again) == (0, "") and "Processed a total of 0 messages" in err
+
+
+def test_groups_list_and_describe_show_members_offsets_and_lag(broker, capsysbinary):
+    with Consumer(broker.bootstrap, group_id="cli-live", client_id="live-client", auto_offset_reset="earliest",
+                  enable_auto_commit=False, session_timeout_ms=5000, heartbeat_interval_ms=200) as c:
+        c.subscribe(["orders"])
+        got = []
+        deadline = time.monotonic() + 15
+        while len(got) < 10:
+            assert time.monotonic() < deadline
+            got += c.poll(0.1)
+        c.commit({("orders", 0): 5, ("orders", 1): 2})
+        with Admin(broker.bootstrap) as admin:
+            [member] = admin.describe_group("cli-live").members
+        member_id = member.member_id
+        assert member_id.startswith("live-client-")
+
+        status, out, _ = run(capsysbinary, "groups", "--bootstrap", broker.bootstrap, "list")
+        assert status == 0
+        assert "cli-live\tStable\t1 member(s)" in out.splitlines()
+
+        status, out, _ = run(capsysbinary, "groups", "--bootstrap", broker.bootstrap, "describe", "cli-live")
+        assert status == 0, out
+        lines = out.splitlines()
+        assert lines[0] == "Group: cli-live\tState: Stable\tProtocol: consumer/range\tMembers: 1"
+        assert lines[1] == (f"  member {member_id}\tclient live-client\thost /127.0.0.1\t"
+                            "partitions orders-0,orders-1")
+        rows = [line.split() for line in lines[2:]]
+        assert rows == [["TOPIC", "PARTITION", "COMMITTED", "LATEST", "LAG", "MEMBER"],
+                        ["orders", "0", "5", "5", "0", member_id],
+                        ["orders", "1", "2", "5", "3", member_id],
+                        ["Total", "lag:", "3"]]
+
+    # Closed: the member left; its offsets stay.
+    status, out, _ = run(capsysbinary, "groups", "--bootstrap", broker.bootstrap, "describe", "cli-live")
+    assert status == 0
+    lines = out.splitlines()
+    assert lines[0] == "Group: cli-live\tState: Empty\tProtocol: consumer\tMembers: 0"
+    assert [line.split() for line in lines[2:]] == [["orders", "0", "5", "5", "0", "-"],
+                                                    ["orders", "1", "2", "5", "3", "-"],
+                                                    ["Total", "lag:", "3"]]
+
+
+def test_describe_an_unknown_group_is_one_line(broker, capsysbinary):
+    status, out, err = run(capsysbinary, "groups", "--bootstrap", broker.bootstrap, "describe", "nobody")
+    assert status == 1 and out == ""
+    assert err == "mmlog: error: group 'nobody' does not exist\n"
