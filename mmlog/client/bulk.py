@@ -85,6 +85,8 @@ import numpy as np
 from crc32c import crc32c
 from numba import njit
 
+from mmlog.protocol.wire_kernels import be_i32, be_i64, varint
+
 from mmlog.client.records import ConsumerRecord
 from mmlog.errors import CorruptMessage
 from mmlog.protocol import records as rec
@@ -118,45 +120,6 @@ class Scan(NamedTuple):
     compressed: int  # compressed batches among those
 
 
-# ---------------------------------------------------------------- byte helpers
-
-
-@njit(cache=True, inline="always")
-def _i32(b, p):
-    v = (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])
-    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
-
-
-@njit(cache=True, inline="always")
-def _i64(b, p):
-    v = np.uint64(0)
-    for i in range(8):
-        v = (v << np.uint64(8)) | np.uint64(b[p + i])
-    return np.int64(v)
-
-
-@njit(cache=True, inline="always")
-def _varint(b, p, end):
-    """Zigzag varint at p, not reading at or past end: (value, next p); next p = -1 if it runs out."""
-    if p < end:
-        x = b[p]
-        if x < 0x80:  # one byte: every length and delta under 64, the common case
-            v = np.int64(x)
-            return (v >> 1) ^ -(v & 1), p + 1
-    u = np.uint64(0)
-    shift = np.uint64(0)
-    while p < end:
-        x = np.uint64(b[p])
-        p += 1
-        u |= (x & np.uint64(0x7F)) << shift
-        if x < np.uint64(0x80):
-            return np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1)), p
-        shift += np.uint64(7)
-        if shift > np.uint64(63):
-            return np.int64(0), -1
-    return np.int64(0), -1
-
-
 # ---------------------------------------------------------------- scan
 
 
@@ -168,7 +131,7 @@ def _scan(buf, start, end, fetch_offset):
     compressed = 0
     whole = 0
     while end - p >= 12:
-        length = _i32(buf, p + 8)
+        length = be_i32(buf, p + 8)
         if length < _MIN_LENGTH:
             return BAD_LENGTH, p, next_offset, capacity, compressed
         size = 12 + length
@@ -176,11 +139,11 @@ def _scan(buf, start, end, fetch_offset):
             break
         if buf[p + 16] != 2:
             return BAD_MAGIC, p, next_offset, capacity, compressed
-        delta = _i32(buf, p + 23)
-        count = _i32(buf, p + 57)
+        delta = be_i32(buf, p + 23)
+        count = be_i32(buf, p + 57)
         if delta < 0 or count < 0:
             return BAD_OFFSETS, p, next_offset, capacity, compressed
-        last = _i64(buf, p) + delta
+        last = be_i64(buf, p) + delta
         attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
         if last >= fetch_offset and not attributes & _CONTROL:
             capacity += count
@@ -254,10 +217,10 @@ def _decode(buf, start, end, fetch_offset, capacity):
     status = OK
     p = start
     while p < end:
-        size = 12 + _i32(buf, p + 8)
+        size = 12 + be_i32(buf, p + 8)
         stop = p + size
-        base = _i64(buf, p)
-        last = base + _i32(buf, p + 23)
+        base = be_i64(buf, p)
+        last = base + be_i32(buf, p + 23)
         attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
         if attributes & _CONTROL or last < fetch_offset:
             p = stop
@@ -266,12 +229,12 @@ def _decode(buf, start, end, fetch_offset, capacity):
             status = COMPRESSED
             break
         log_append = attributes & _LOG_APPEND_TIME
-        base_ts = _i64(buf, p + 27)
-        max_ts = _i64(buf, p + 35)
-        count = _i32(buf, p + 57)
+        base_ts = be_i64(buf, p + 27)
+        max_ts = be_i64(buf, p + 35)
+        count = be_i32(buf, p + 57)
         q = p + _HEADER
         for _ in range(count):
-            rlen, q = _varint(buf, q, stop)
+            rlen, q = varint(buf, q, stop)
             if q < 0 or rlen < 1:
                 status = BAD_RECORD
                 break
@@ -279,40 +242,40 @@ def _decode(buf, start, end, fetch_offset, capacity):
             if rend > stop:
                 status = BAD_RECORD
                 break
-            ts_delta, q = _varint(buf, q + 1, rend)  # + 1: the record's attributes byte
+            ts_delta, q = varint(buf, q + 1, rend)  # + 1: the record's attributes byte
             if q < 0:
                 status = BAD_RECORD
                 break
-            off_delta, q = _varint(buf, q, rend)
+            off_delta, q = varint(buf, q, rend)
             if q < 0:
                 status = BAD_RECORD
                 break
-            klen, q = _varint(buf, q, rend)
+            klen, q = varint(buf, q, rend)
             if q < 0 or klen < -1:
                 status = BAD_RECORD
                 break
             kstart = q
             if klen > 0:
                 q += klen
-            vlen, q = _varint(buf, q, rend)
+            vlen, q = varint(buf, q, rend)
             if q < 0 or vlen < -1:
                 status = BAD_RECORD
                 break
             vstart = q
             if vlen > 0:
                 q += vlen
-            hcount, q = _varint(buf, q, rend)
+            hcount, q = varint(buf, q, rend)
             if q < 0 or hcount < 0:
                 status = BAD_RECORD
                 break
             hstart = q
             for _h in range(hcount):
-                hk, q = _varint(buf, q, rend)
+                hk, q = varint(buf, q, rend)
                 if q < 0 or hk < -1:
                     break
                 if hk > 0:
                     q += hk
-                hv, q = _varint(buf, q, rend)
+                hv, q = varint(buf, q, rend)
                 if q < 0 or hv < -1:
                     break
                 if hv > 0:
@@ -577,15 +540,15 @@ def _crc_ranges(buf, end):
     p = 0
     while p < end:
         n += 1
-        p += 12 + _i32(buf, p + 8)
+        p += 12 + be_i32(buf, p + 8)
     starts = np.empty(n, np.int64)
     stops = np.empty(n, np.int64)
     stored = np.empty(n, np.uint32)
     p = 0
     for i in range(n):
         starts[i] = p + rec.CRC_START
-        stops[i] = p + 12 + _i32(buf, p + 8)
-        stored[i] = np.uint32(_i32(buf, p + 17) & 0xFFFFFFFF)
+        stops[i] = p + 12 + be_i32(buf, p + 8)
+        stored[i] = np.uint32(be_i32(buf, p + 17) & 0xFFFFFFFF)
         p = stops[i]
     return starts, stops, stored
 

@@ -122,7 +122,7 @@ class Channel:
                 return
             correlation_id, api_key, version, callback, _ = self._inflight.popleft()
             try:
-                got, body = decode_response(api_key, version, frame)
+                got, body = self._decode(api_key, version, frame)
                 if got != correlation_id:
                     raise ProtocolError(f"correlation id {got}, expected {correlation_id}")
             except ProtocolError as exc:
@@ -132,6 +132,10 @@ class Channel:
                 return
             if callback is not None:
                 callback(body, None)
+
+    def _decode(self, api_key: int, version: int, frame) -> tuple[int, Any]:
+        """(correlation id, body) of a response frame; subclasses may add faster paths."""
+        return decode_response(api_key, version, frame)
 
     def oldest_request_age(self) -> float:
         return time.monotonic() - self._inflight[0][4] if self._inflight else 0.0

@@ -195,27 +195,9 @@ class ProduceChannel(Channel):
         except OSError as exc:
             self.fail(ConnectionClosed(f"send to {self.host}:{self.port} failed: {exc}"))
 
-    def _deliver(self) -> None:
-        """As Channel._deliver, with Produce v8 responses decoded by decode_produce_response."""
-        while True:
-            frame = self._reader.next_frame()
-            if frame is None:
-                return
-            if not self._inflight:
-                self.fail(ConnectionClosed(f"{self.host}:{self.port} sent a response nobody asked for"))
-                return
-            correlation_id, api_key, version, callback, _ = self._inflight.popleft()
-            try:
-                if api_key == API_KEY and version == VERSION:
-                    got, body = decode_produce_response(frame)
-                else:
-                    got, body = decode_response(api_key, version, frame)
-                if got != correlation_id:
-                    raise ProtocolError(f"correlation id {got}, expected {correlation_id}")
-            except ProtocolError as exc:
-                self.fail(ConnectionClosed(f"{self.host}:{self.port}: bad response: {exc}"))
-                if callback is not None:
-                    callback(None, exc)
-                return
-            if callback is not None:
-                callback(body, None)
+    def _decode(self, api_key: int, version: int, frame):
+        """Produce v8 responses through decode_produce_response; anything else as Channel does."""
+        if api_key == API_KEY and version == VERSION:
+            return decode_produce_response(frame)
+        return decode_response(api_key, version, frame)
+

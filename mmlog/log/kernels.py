@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from mmlog.protocol import records as rec
+from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32, varint
 
 # scan_segment stop reasons
 SCAN_END = 0  # every byte up to `end` is valid
@@ -54,45 +55,6 @@ def _crc_tables() -> np.ndarray:
 
 
 CRC_TABLES = _crc_tables()
-
-
-# ---------------------------------------------------------------- byte helpers
-
-
-@njit(cache=True, inline="always")
-def _be_i32(b, p):
-    v = (np.int64(b[p]) << 24) | (np.int64(b[p + 1]) << 16) | (np.int64(b[p + 2]) << 8) | np.int64(b[p + 3])
-    return v - (np.int64(1) << 32) if v >= (np.int64(1) << 31) else v
-
-
-@njit(cache=True, inline="always")
-def _be_u32(b, p):
-    return (np.uint32(b[p]) << 24) | (np.uint32(b[p + 1]) << 16) | (np.uint32(b[p + 2]) << 8) | np.uint32(b[p + 3])
-
-
-@njit(cache=True, inline="always")
-def _be_i64(b, p):
-    v = np.uint64(0)
-    for i in range(8):
-        v = (v << np.uint64(8)) | np.uint64(b[p + i])
-    return np.int64(v)
-
-
-@njit(cache=True, inline="always")
-def _varint(b, p, end):
-    """Zigzag varint at p: (value, next p); next p = -1 if it runs past end."""
-    u = np.uint64(0)
-    shift = np.uint64(0)
-    while p < end:
-        x = np.uint64(b[p])
-        p += 1
-        u |= (x & np.uint64(0x7F)) << shift
-        if x < np.uint64(0x80):
-            return np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1)), p
-        shift += np.uint64(7)
-        if shift > np.uint64(63):
-            return np.int64(0), -1
-    return np.int64(0), -1
 
 
 # ---------------------------------------------------------------- CRC-32C
@@ -206,10 +168,10 @@ def find_batch(buf, start, end, target):
     """
     p = start
     while p + rec.HEADER_SIZE <= end:
-        length = _be_i32(buf, p + 8)
+        length = be_i32(buf, p + 8)
         if length < _MIN_BATCH_LENGTH:
             return 3, p
-        last = _be_i64(buf, p) + _be_i32(buf, p + 23)
+        last = be_i64(buf, p) + be_i32(buf, p + 23)
         if last >= target:
             return 0, p
         p += 12 + length
@@ -241,32 +203,32 @@ def find_time(buf, start, end, target, min_offset):
     """
     p = start
     while p + rec.HEADER_SIZE <= end:
-        length = _be_i32(buf, p + 8)
+        length = be_i32(buf, p + 8)
         if length < _MIN_BATCH_LENGTH:
             return 3, p, -1, -1
         size = 12 + length
-        max_ts = _be_i64(buf, p + 35)
-        base = _be_i64(buf, p)
-        last = base + _be_i32(buf, p + 23)
+        max_ts = be_i64(buf, p + 35)
+        base = be_i64(buf, p)
+        last = base + be_i32(buf, p + 23)
         if max_ts >= target and last >= min_offset:
             if p + size > end:
                 return 2, p, -1, -1
             attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
             if attributes & 0x07 or attributes & 0x08:
                 return 0, p, max(base, min_offset), max_ts  # compressed or LogAppendTime
-            base_ts = _be_i64(buf, p + 27)
-            count = _be_i32(buf, p + 57)
+            base_ts = be_i64(buf, p + 27)
+            count = be_i32(buf, p + 57)
             q = p + rec.HEADER_SIZE
             stop = p + size
             for _ in range(count):
-                rlen, q = _varint(buf, q, stop)
+                rlen, q = varint(buf, q, stop)
                 if q < 0:
                     return 0, p, last, max_ts
                 rend = q + rlen
-                ts_delta, r = _varint(buf, q + 1, stop)
+                ts_delta, r = varint(buf, q + 1, stop)
                 if r < 0:
                     return 0, p, last, max_ts
-                off_delta, r = _varint(buf, r, stop)
+                off_delta, r = varint(buf, r, stop)
                 if r < 0:
                     return 0, p, last, max_ts
                 if base_ts + ts_delta >= target and base + off_delta >= min_offset:
@@ -328,7 +290,7 @@ def scan_segment(buf, start, end, segment_base, next_offset, interval, check_crc
         if p + 12 > end:
             status = SCAN_TORN
             break
-        length = _be_i32(buf, p + 8)
+        length = be_i32(buf, p + 8)
         if length < _MIN_BATCH_LENGTH:
             status = SCAN_BAD_LENGTH
             break
@@ -339,15 +301,15 @@ def scan_segment(buf, start, end, segment_base, next_offset, interval, check_crc
         if buf[p + 16] != 2:
             status = SCAN_BAD_MAGIC
             break
-        if check_crc and crc32c(buf, p + 21, p + size, tables) != _be_u32(buf, p + 17):
+        if check_crc and crc32c(buf, p + 21, p + size, tables) != be_u32(buf, p + 17):
             status = SCAN_BAD_CRC
             break
-        base = _be_i64(buf, p)
-        delta = _be_i32(buf, p + 23)
+        base = be_i64(buf, p)
+        delta = be_i32(buf, p + 23)
         if base != next_offset or delta < 0 or base + delta - segment_base > 2147483647:
             status = SCAN_BAD_OFFSET
             break
-        batch_max_ts = _be_i64(buf, p + 35)
+        batch_max_ts = be_i64(buf, p + 35)
         if batch_max_ts > max_ts:
             max_ts = batch_max_ts
             off_max = base + delta
