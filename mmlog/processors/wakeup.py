@@ -27,6 +27,9 @@ class WakeBoard:
         self.slots = slots
         self._page = mmap.mmap(-1, max(4096, 8 * slots))  # MAP_SHARED | MAP_ANONYMOUS: shared across fork
         self.parked = np.frombuffer(self._page, dtype=np.int64, count=slots)
+        # The same counters as a plain memoryview: every append reads them, and a
+        # Python loop over a few int64s costs ~0.2 us where np.flatnonzero costs ~2 us.
+        self._counts = memoryview(self._page).cast("q")[:slots]
         self.fds = [os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) for _ in range(slots)]
 
     def set_parked(self, slot: int, count: int) -> None:
@@ -34,9 +37,8 @@ class WakeBoard:
 
     def notify_others(self, slot: int) -> None:
         """An append happened in `slot`: wake every other slot with parked fetches."""
-        waiting = np.flatnonzero(self.parked)
-        for other in waiting.tolist():
-            if other != slot:
+        for other, parked in enumerate(self._counts):
+            if parked and other != slot:
                 try:
                     os.eventfd_write(self.fds[other], 1)
                 except BlockingIOError:

@@ -183,7 +183,11 @@ class Processor:
                 frame = conn.next_request()
             if not conn.busy and conn.has_queued_requests():
                 self._ready.add(conn)  # pipelined requests waiting behind a deferred one
-            self._update_events(conn)
+            if conn not in self._dirty:
+                # A connection with a response queued is updated by the write phase, in this same
+                # pass: after the flush, which usually empties it. Updating it here too would cost
+                # two epoll_ctl calls per pass (add WRITE, then drop it) that the next poll never sees.
+                self._update_events(conn)
 
     def _write(self) -> None:
         dirty, self._dirty = self._dirty, set()

@@ -72,12 +72,17 @@ FIXED_CODES = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i",
 RUN_CODES = {**FIXED_CODES, "bool": "?"}  # '?' reads any non-zero byte as True, like Kafka
 
 
+def run_packer(type_names) -> struct.Struct:
+    """The ``struct.Struct`` of consecutive fixed-width fields (what generated codecs inline)."""
+    return struct.Struct(">" + "".join(RUN_CODES[t] for t in type_names))
+
+
 def fixed_run_codec(type_names) -> tuple[Reader, Writer]:
     """Build a reader/writer of consecutive fixed-width fields as one struct: a tuple of values.
 
     A Fetch partition header (int32, int16, 3 x int64) costs one unpack instead of five.
     """
-    packer = struct.Struct(">" + "".join(RUN_CODES[t] for t in type_names))
+    packer = run_packer(type_names)
     unpack_from, pack, size = packer.unpack_from, packer.pack, packer.size
 
     def read(buf, pos):

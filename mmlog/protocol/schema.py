@@ -28,10 +28,13 @@ version into two closures, a reader and a writer, and caches them:
   into their fields, unknown tags are skipped (Kafka keeps them opaque; no
   handler here needs them).
 
-Decoding then is a loop over ``(name, read)`` pairs filling a generated
-``__slots__`` class; encoding is a loop over ``(attrgetter, write)`` pairs
-appending to one bytearray. ``precompile()`` compiles every version up front,
-so a forked processor inherits warm codecs.
+The reader and writer are generated Python source, exec'd once per (struct,
+version) as dataclasses does it, and kept in their ``source`` attribute:
+decoding is straight-line assignments filling a generated ``__slots__`` class
+(one ``unpack_from`` per run of fixed-width fields), encoding straight-line
+appends to one bytearray, with a twin writer that reads a plain ``dict``'s keys
+directly. ``precompile()`` compiles every version up front, so a forked
+processor inherits warm codecs.
 
 Values
 ~~~~~~
@@ -42,8 +45,10 @@ version with Kafka's default (0, "", [], None where the JSON says null, or the
 field's explicit default) and rejects unknown names. Decoding sets the fields of
 the decoded version and defaults the others. Encoding takes instances of the
 class; a ``dict`` (or any other object with some of the fields as attributes)
-stands for one and goes through the class constructor first, so missing fields
-get defaults and misspelt keys fail loudly. Fields that the version lacks are
+stands for one: missing fields get defaults and misspelt keys fail loudly (a
+dict whose keys are all field names is written from its keys without building
+an instance, unless the version has tagged fields; anything else goes through
+the class constructor first). Fields that the version lacks are
 ignored. Byte fields (``bytes``, ``records``) decode to memoryview slices of
 the input, not copies. Values pickle (byte fields as bytes), so a processor can
 hand a decoded request to the control plane.
@@ -64,8 +69,8 @@ Fetch.
 
 from __future__ import annotations
 
+import struct
 import uuid
-from operator import attrgetter
 from typing import Any, Callable, Iterable
 
 from . import primitives as p
@@ -288,7 +293,11 @@ def _field_codec(field: Field, version: int, flexible: bool):
 
 
 def compile_struct(stype: StructType, version: int, flexible: bool):
-    """Compile a struct for one version into (read(buf, pos), write(out, value))."""
+    """Compile a struct for one version into (read(buf, pos), write(out, value)).
+
+    Both are generated straight-line Python (see `_Generated`), exec'd once per
+    (struct, version); each keeps its text in a ``source`` attribute.
+    """
     regular, tagged, absent = [], [], []
     for f in stype.fields:
         if flexible and f.is_tagged(version):
@@ -305,18 +314,19 @@ def compile_struct(stype: StructType, version: int, flexible: bool):
         read_tags = _tag_reader({f.tag: (f.name, codecs[f.name][0]) for f in tagged})
         write_tags = _tag_writer([(f.tag, f.name, f.default, codecs[f.name][1])
                                   for f in sorted(tagged, key=lambda f: f.tag)])
-    read = _struct_reader(stype.cls, [(key, read) for key, read, _ in steps],
-                          [(f.name, f.default, f.factory) for f in absent], read_tags)
-    write = _struct_writer(stype.cls, [(attrgetter(*key) if isinstance(key, tuple)
-                                        else attrgetter(key), write)
-                                       for key, _, write in steps], write_tags)
+    gen = _Generated(stype, version)
+    read = gen.reader(steps, absent, read_tags)
+    write = gen.writer(steps, flexible, bool(tagged), write_tags)
     return read, write
 
 
 def _steps(fields: list[Field], version: int, flexible: bool) -> list:
-    """Return (name, read, write) per field, merging runs of fixed-width scalars.
+    """Return (names, read, write, packer) per field, merging runs of fixed-width scalars.
 
-    A run reads and writes a tuple of values under a tuple of names.
+    ``names`` is a tuple. A run of fixed-width scalars (bool, ints, float64) —
+    even a run of one — has a ``struct.Struct`` packer and reads and writes a
+    tuple of values; its read/write are the primitive codec, kept to raise the
+    same errors as before when the packer fails. Any other field has packer None.
     """
     steps, run = [], []
     for f in fields + [None]:
@@ -324,47 +334,124 @@ def _steps(fields: list[Field], version: int, flexible: bool) -> list:
             run.append(f)
             continue
         if len(run) > 1:
-            steps.append((tuple(r.name for r in run), *p.fixed_run_codec([r.item for r in run])))
+            codes = [r.item for r in run]
+            steps.append((tuple(r.name for r in run), *p.fixed_run_codec(codes), p.run_packer(codes)))
         elif run:
-            steps.append((run[0].name, *_field_codec(run[0], version, flexible)))
+            read, write = _field_codec(run[0], version, flexible)
+            steps.append(((run[0].name,), read, write, p.run_packer([run[0].item])))
         run = []
         if f is not None:
-            steps.append((f.name, *_field_codec(f, version, flexible)))
+            steps.append(((f.name,), *_field_codec(f, version, flexible), None))
     return steps
 
 
-def _struct_reader(cls, readers, absent, read_tags):
-    readers, absent = tuple(readers), tuple(absent)
-    new = cls.__new__
+class _Generated:
+    """Writes the source of one struct version's reader and writer, and execs it.
 
-    def read(buf, pos):
-        obj = new(cls)
-        for key, read_field in readers:
-            value, pos = read_field(buf, pos)
-            if key.__class__ is str:
-                setattr(obj, key, value)
-            else:  # a run of fixed-width fields: a tuple of names, a tuple of values
-                for name, item in zip(key, value):
-                    setattr(obj, name, item)
-        for name, default, factory in absent:
-            setattr(obj, name, default if factory is None else factory())
+    Like `dataclasses`, the codec writes its per-(struct, version) code once as
+    Python text: the reader is one assignment per field (one ``unpack_from`` per
+    run of fixed-width fields), the writer one append per field. Compared with a
+    loop over (name, closure) pairs this drops a Python call, a tuple and a
+    ``setattr`` per field; a Produce request/response pair has about 20 fields.
+
+    Every object the code uses is bound in its namespace under a short name
+    (``r3`` the reader of step 3, ``u0`` the unpack_from of run 0...). When an
+    ``unpack_from``/``pack`` fails, the code calls the primitive codec of that step
+    instead, which raises the usual TruncatedError/EncodeError with its message.
+    """
+
+    def __init__(self, stype: StructType, version: int) -> None:
+        self.stype = stype
+        self.version = version
+        self.ns: dict[str, Any] = {"cls": stype.cls, "new": stype.cls.__new__,
+                                   "struct_error": struct.error, "coerce": _coerce}
+
+    def _exec(self, name: str, lines: list[str]):
+        source = "\n".join(lines) + "\n"
+        code = compile(source, f"<mmlog codec {self.stype.name} v{self.version} {name}>", "exec")
+        exec(code, self.ns)
+        func = self.ns[name]
+        func.source = source
+        func.__qualname__ = f"{self.stype.name}_v{self.version}.{name}"
+        return func
+
+    def reader(self, steps, absent, read_tags):
+        ns = self.ns
+        lines = ["def read(buf, pos):", "    obj = new(cls)"]
+        for i, (names, read, _, packer) in enumerate(steps):
+            targets = "".join(f"obj.{n}, " for n in names)
+            ns[f"r{i}"] = read
+            if packer is None:
+                lines.append(f"    {targets}pos = r{i}(buf, pos)")
+                continue
+            ns[f"u{i}"] = packer.unpack_from
+            lines += [
+                "    try:",
+                f"        {targets}= u{i}(buf, pos)",
+                "    except struct_error:",
+                f"        r{i}(buf, pos)  # raises TruncatedError",
+                f"    pos += {packer.size}",
+            ]
+        for i, f in enumerate(absent):
+            if f.factory is None:
+                ns[f"d{i}"] = f.default
+                lines.append(f"    obj.{f.name} = d{i}")
+            else:
+                ns[f"f{i}"] = f.factory
+                lines.append(f"    obj.{f.name} = f{i}()")
         if read_tags is not None:
-            pos = read_tags(buf, pos, obj)
-        return obj, pos
-    return read
+            ns["read_tags"] = read_tags
+            lines.append("    pos = read_tags(buf, pos, obj)")
+        lines.append("    return obj, pos")
+        return self._exec("read", lines)
 
+    def writer(self, steps, flexible, has_tags, write_tags):
+        """The writer of instances, with a twin for plain dicts (what handlers build).
 
-def _struct_writer(cls, writers, write_tags):
-    writers = tuple(writers)
-
-    def write(out, obj):
-        if obj.__class__ is not cls:
-            obj = _coerce(cls, obj)
-        for get, write_field in writers:
-            write_field(out, get(obj))
-        if write_tags is not None:
-            write_tags(out, obj)
-    return write
+        A dict whose keys are all field names is written straight from its items,
+        a missing key standing for the field's default, with no instance built;
+        any other value goes through the class constructor first (`_coerce`),
+        which rejects misspelt names. Dicts in versions with tagged fields take
+        that road too, as the tag writer reads attributes.
+        """
+        ns = self.ns
+        ns["names"] = frozenset(name for name, _, _ in self.stype.cls._defaults)
+        defaults = {f.name: f.default for f in self.stype.fields}
+        use_dict = not has_tags
+        lines = ["def write(out, obj):", "    if obj.__class__ is not cls:"]
+        if use_dict:
+            lines += ["        if obj.__class__ is dict and names.issuperset(obj):",
+                      "            return write_dict(out, obj)"]
+        lines.append("        obj = coerce(cls, obj)")
+        dict_lines = ["def write_dict(out, obj):", "    get = obj.get"]
+        for i, (names, _, write, packer) in enumerate(steps):
+            ns[f"w{i}"] = write
+            attrs = ", ".join(f"obj.{n}" for n in names)
+            items = ", ".join(f"get({n!r}, d_{n})" for n in names)
+            ns.update({f"d_{n}": defaults[n] for n in names})
+            if packer is None:
+                lines.append(f"    w{i}(out, {attrs})")
+                dict_lines.append(f"    w{i}(out, {items})")
+                continue
+            ns[f"p{i}"] = packer.pack
+            for body, values in ((lines, attrs), (dict_lines, items)):
+                value = values if len(names) == 1 else f"({values},)"
+                body += ["    try:",
+                         f"        out += p{i}({values})",
+                         "    except struct_error:",
+                         f"        w{i}(out, {value})  # raises EncodeError"]
+        if has_tags:
+            ns["write_tags"] = write_tags
+            lines.append("    write_tags(out, obj)")
+        elif flexible:
+            lines.append("    out.append(0)  # the empty tag section")
+            dict_lines.append("    out.append(0)  # the empty tag section")
+        if not use_dict:
+            return self._exec("write", lines)
+        write_dict = self._exec("write_dict", dict_lines)
+        write = self._exec("write", lines)
+        write.source += "\n" + write_dict.source
+        return write
 
 
 def _coerce(cls, value):
