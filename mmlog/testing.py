@@ -59,7 +59,7 @@ class EmbeddedBroker:
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "mmlog", "broker", "--data-dir", str(self.data_dir),
-               "--listen", self.bootstrap, "--processors", str(self.processors)]
+               "--listen", self.bootstrap, "--processors", str(self.processors), "--exit-with-parent"]
         for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd

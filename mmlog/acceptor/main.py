@@ -54,7 +54,7 @@ def notify_systemd(message: str) -> None:
             log.warning("cannot notify systemd: %s", exc)
 
 
-def run_broker(config: BrokerConfig) -> int:
+def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     """Run a broker until it is told to stop; return the process exit code."""
     kernels.warm()
     precompile()
@@ -68,7 +68,7 @@ def run_broker(config: BrokerConfig) -> int:
     config = config.with_port(sockets[0].getsockname()[1])
     fork_lock = threading.Lock()
     control = ControlPlane(config, manager, store, fork_lock)
-    supervisor = Supervisor(config, sockets, control, store.cluster_id, fork_lock)
+    supervisor = Supervisor(config, sockets, control, store.cluster_id, fork_lock, exit_with_parent)
     control.start()
 
     def ready() -> None:

@@ -57,7 +57,7 @@ class Supervisor:
     """The main loop of the broker's main process."""
 
     def __init__(self, config: BrokerConfig, listeners: list[socket.socket], control: ControlPlane,
-                 cluster_id: str, fork_lock: threading.Lock) -> None:
+                 cluster_id: str, fork_lock: threading.Lock, exit_with_parent: bool = False) -> None:
         self.config = config
         self.listeners = listeners
         self.control = control
@@ -70,6 +70,8 @@ class Supervisor:
         self._signals: list[int] = []
         self._crashes: list[float] = []
         self.stopping = False
+        # A broker started by a test or tool stops when that process is gone (reparented).
+        self._parent = os.getppid() if exit_with_parent else None
 
     # ------------------------------------------------------------ the loop
 
@@ -88,6 +90,7 @@ class Supervisor:
                 self.wait()
                 self.handle_signals()
                 self.reap()
+                self.check_parent()
         except BrokerStopped as exc:
             log.error("stopping: %s", exc)
             self.stop_workers()
@@ -139,6 +142,11 @@ class Supervisor:
             }.get(signum)
             if handler:
                 handler()
+
+    def check_parent(self) -> None:
+        if self._parent is not None and os.getppid() != self._parent:
+            log.info("the process that started the broker is gone")
+            self.handle_term()
 
     def handle_term(self) -> None:
         log.info("shutting down: stop accepting, let processors finish in-flight requests")

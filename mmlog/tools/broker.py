@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--override", "-o", action="append", default=[], metavar="NAME=VALUE",
                         help="any server.properties setting (repeatable)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="stop (cleanly) when the process that started the broker exits (tests, tools)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,4 +53,4 @@ def run(args: argparse.Namespace) -> int:
     if config["zookeeper.connect"]:
         raise CommandError("cluster mode (zookeeper.connect) is not available yet; run without it")
     setup_logging(getattr(logging, args.log_level))
-    return run_broker(config)
+    return run_broker(config, exit_with_parent=args.exit_with_parent)
