@@ -16,11 +16,10 @@ from __future__ import annotations
 import collections
 import itertools
 import selectors
-import socket
 import time
 from typing import Any, Callable
 
-from mmlog.client.connection import ConnectionClosed
+from mmlog.client.connection import ConnectionClosed, connect
 from mmlog.protocol import FrameReader, ProtocolError, RequestHeader, decode_response, encode_request
 
 Callback = Callable[[Any, BaseException | None], None]
@@ -34,11 +33,7 @@ class Channel:
         self.node_id = node_id
         self.host, self.port = host, port
         self.client_id = client_id
-        try:
-            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
-        except OSError as exc:
-            raise ConnectionClosed(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = connect(host, port, connect_timeout)
         self.sock.setblocking(False)
         self._ids = itertools.count(1)
         self._reader = FrameReader(max_frame_size=1 << 30)

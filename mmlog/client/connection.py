@@ -37,6 +37,16 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
+def connect(host: str, port: int, timeout: float) -> socket.socket:
+    """A TCP connection to a broker with Nagle off; ConnectionClosed if it cannot be made in time."""
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        raise ConnectionClosed(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 class BrokerConnection:
     """One TCP connection to a broker, used from one thread."""
 
@@ -45,11 +55,7 @@ class BrokerConnection:
         self.host, self.port = host, port
         self.client_id = client_id
         self.timeout = timeout
-        try:
-            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
-        except OSError as exc:
-            raise ConnectionClosed(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = connect(host, port, connect_timeout)
         self.sock.settimeout(timeout)
         self._ids = itertools.count(1)
         self._reader = FrameReader(max_frame_size=1 << 30)
