@@ -1,5 +1,11 @@
 """mmlog.testing: the `mmlog_broker` pytest fixture and EmbeddedBroker, used as another project would."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from mmlog.testing import EmbeddedBroker
@@ -28,3 +34,25 @@ def test_embedded_broker_cleans_up_after_itself():
         assert data_dir.exists() and broker.proc.poll() is None
     assert broker.proc.returncode == 0
     assert not data_dir.exists()
+
+
+def test_a_broker_stops_when_its_starting_process_is_killed(tmp_path):
+    script = (
+        "import sys, time\n"
+        "from mmlog.testing import EmbeddedBroker\n"
+        f"b = EmbeddedBroker({str(tmp_path / 'data')!r}, processors=1).start()\n"
+        "print(b.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    starter = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    broker_pid = int(starter.stdout.readline())
+    starter.send_signal(signal.SIGKILL)
+    starter.wait()
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            os.kill(broker_pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "the broker outlived its parent"
+        time.sleep(0.1)
