@@ -36,7 +36,6 @@ from typing import Iterator
 
 from mmlog.config.settings import LogConfig
 from mmlog.errors import (
-    CorruptMessage,
     MessageTooLarge,
     OffsetOutOfRange,
     RecordListTooLarge,
@@ -565,4 +564,4 @@ class Partition:
         self.close(clean=self._owner and exc[0] is None)
 
 
-__all__ = ["Partition", "AppendInfo", "LogRead", "CorruptMessage"]
+__all__ = ["Partition", "AppendInfo", "LogRead"]
