@@ -19,3 +19,15 @@ class CommandError(Exception):
     def __init__(self, message: str, status: int = 1) -> None:
         super().__init__(message)
         self.status = status
+
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def add_bootstrap(parser) -> None:
+    """The --bootstrap option every client command takes; $MMLOG_BOOTSTRAP changes its default."""
+    import os
+
+    default = os.environ.get("MMLOG_BOOTSTRAP", DEFAULT_BOOTSTRAP)
+    parser.add_argument("--bootstrap", "--bootstrap-server", default=default, metavar="HOST:PORT",
+                        help=f"a broker to start from (default {default}, or $MMLOG_BOOTSTRAP)")

@@ -22,13 +22,12 @@ import argparse
 import sys
 import time
 
-from mmlog.tools import CommandError
+from mmlog.tools import CommandError, add_bootstrap
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", metavar="TOPIC", help="the topic to read")
-    parser.add_argument("--bootstrap", "--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
-                        help="a broker to start from (default 127.0.0.1:9092)")
+    add_bootstrap(parser)
     parser.add_argument("--from-beginning", action="store_true",
                         help="start at the oldest record instead of the end")
     parser.add_argument("--partition", type=int, metavar="N", help="read only this partition")

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 
-from mmlog.tools import CommandError
+from mmlog.tools import CommandError, add_bootstrap
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap", "--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT",
-                        help="a broker to ask (default 127.0.0.1:9092)")
+    add_bootstrap(parser)
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a broker (default 10)")
     sub = parser.add_subparsers(dest="action", metavar="list|describe", required=True)
     sub.add_parser("list", help="list the groups with their state and member count")

@@ -14,7 +14,7 @@ import argparse
 import threading
 import time
 
-from mmlog.tools import CommandError
+from mmlog.tools import CommandError, add_bootstrap
 
 MiB = 1 << 20
 
@@ -23,8 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True, help="the topic to read")
     parser.add_argument("--records", type=int, metavar="N",
                         help="records to read (default: all the topic holds at the start)")
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT",
-                        help="a broker to start from (default 127.0.0.1:9092)")
+    add_bootstrap(parser)
     parser.add_argument("--api", choices=["iter", "bulk"], default="iter",
                         help="iter: a ConsumerRecord per record; bulk: numpy arrays per chunk (default iter)")
     parser.add_argument("--fetch-max-bytes", type=int, default=50 * MiB, metavar="BYTES",

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from mmlog.tools import CommandError
+from mmlog.tools import CommandError, add_bootstrap
 
 SAMPLES = 100_000  # latency samples at most, for --api send
 
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--linger-ms", type=float, default=5.0, metavar="MS", help="producer linger (default 5)")
     parser.add_argument("--max-in-flight", type=int, default=5, metavar="N", help="requests in flight per connection (default 5)")
     parser.add_argument("--partition", type=int, default=None, metavar="P", help="send to one partition (default: sticky)")
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT")
+    add_bootstrap(parser)
     parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for a broker (default 10)")
     parser.add_argument("--quiet", action="store_true", help="no live progress")
 

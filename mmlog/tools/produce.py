@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mmlog.tools import CommandError
+from mmlog.tools import CommandError, add_bootstrap
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", help="topic to produce to (auto-created if the broker allows it)")
-    parser.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT",
-                        help="a broker to ask (default 127.0.0.1:9092)")
+    add_bootstrap(parser)
     parser.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE at the first SEP")
     parser.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"],
                         help="0: no answer, 1: the leader wrote it (default), all/-1: every replica did")
