@@ -355,17 +355,17 @@ class RecordArrays:
 
     def value_view(self, i: int) -> memoryview | None:
         """Record i's value as a memoryview into the fetched bytes (None if null)."""
-        n = int(self.value_lengths[i])
-        if n < 0:
-            return None
-        s = int(self.value_starts[i])
-        return memoryview(self.buffer)[s : s + n]
+        return self._view(self.value_starts, self.value_lengths, i)
 
     def key_view(self, i: int) -> memoryview | None:
-        n = int(self.key_lengths[i])
+        """Record i's key as a memoryview into the fetched bytes (None if null)."""
+        return self._view(self.key_starts, self.key_lengths, i)
+
+    def _view(self, starts, lengths, i: int) -> memoryview | None:
+        n = int(lengths[i])
         if n < 0:
             return None
-        s = int(self.key_starts[i])
+        s = int(starts[i])
         return memoryview(self.buffer)[s : s + n]
 
     def value(self, i: int) -> bytes | None:

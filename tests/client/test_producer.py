@@ -4,6 +4,7 @@ Also, without a broker: the batch-encoding kernel against records.build_batch, a
 sender's rule that a retry never reorders a partition.
 """
 
+import contextlib
 import os
 import random
 import socket
@@ -158,24 +159,30 @@ def test_produce_responses_decode_as_the_codec_decodes_them():
             decode_produce_response(frame[:-1])
 
 
+@contextlib.contextmanager
+def three_batches_in_flight(producer):
+    """Holding the I/O lock: three 1-record batches of t-0 in flight in order, as _send leaves them."""
+    acc = producer._acc
+    producer._partition_counts["t"] = 1
+    batches = []
+    for i in range(3):
+        batch, *_ = acc.append("t", 0, b"v%d" % i, None, 0, None, 14, None)
+        acc.close_all_open()
+        batches.append(batch)
+    queue = batches[0].queue
+    with producer._io_lock:
+        for b in batches:
+            queue.closed.remove(b)
+            queue.inflight.append(b)
+            b.attempts = 1
+        yield producer._sender, batches, queue
+
+
 def test_a_retry_is_dropped_rather_than_reordering_its_partition():
     """Batch A fails with a retriable error while B, sent after it, is written: A must not go behind B."""
     producer = Producer("127.0.0.1:9", retries=5)  # never connects: the sender is driven by hand
     try:
-        sender = producer._sender
-        acc = producer._acc
-        producer._partition_counts["t"] = 1
-        batches = []
-        for i in range(3):
-            batch, *_ = acc.append("t", 0, b"v%d" % i, None, 0, None, 14, None)
-            acc.close_all_open()
-            batches.append(batch)
-        queue = batches[0].queue
-        with producer._io_lock:
-            for b in batches:  # as _send does: all three in flight, in order
-                queue.closed.remove(b)
-                queue.inflight.append(b)
-                b.attempts = 1
+        with three_batches_in_flight(producer) as (sender, batches, queue):
             sender._failed(batches[0], KafkaStorageError("disk hiccup"))
             assert queue.held == [batches[0]] and not batches[0].resolved
             sender._succeeded(batches[1], 10)  # B written after A failed
@@ -191,20 +198,7 @@ def test_a_retry_is_dropped_rather_than_reordering_its_partition():
 def test_every_failed_batch_is_retried_in_order_when_none_was_written():
     producer = Producer("127.0.0.1:9", retries=5)
     try:
-        sender = producer._sender
-        acc = producer._acc
-        producer._partition_counts["t"] = 1
-        batches = []
-        for i in range(3):
-            batch, *_ = acc.append("t", 0, b"v%d" % i, None, 0, None, 14, None)
-            acc.close_all_open()
-            batches.append(batch)
-        queue = batches[0].queue
-        with producer._io_lock:
-            for b in batches:
-                queue.closed.remove(b)
-                queue.inflight.append(b)
-                b.attempts = 1
+        with three_batches_in_flight(producer) as (sender, batches, queue):
             for b in batches:  # a lost connection fails everything in flight, in order
                 sender._failed(b, ConnectionClosed("broker went away"))
         assert list(queue.closed) == batches and not queue.held and not queue.inflight

@@ -160,15 +160,19 @@ def test_find_time_matches_its_reference_with_non_monotonic_timestamps(seed):
         assert got == kernels.find_time_py(buf, start, end, target, min_offset)
 
 
-def test_find_time_returns_the_first_record_reaching_the_target():
+def three_batches_of_two():
+    """Offsets 0-5 in three 2-record batches with timestamps 50, 10 | 70, 20 | 90, 30: (bytes, array, batch size)."""
     stamps = [50, 10, 70, 20, 90, 30]
     data = bytearray()
     for i in range(0, 6, 2):
         b = rec.build_batch([rec.Record(b"v", timestamp=stamps[i]), rec.Record(b"v", timestamp=stamps[i + 1])])
         rec.set_base_offset(b, i)
         data += b
-    buf = as_array(data)
-    size = len(data) // 3
+    return data, as_array(data), len(data) // 3
+
+
+def test_find_time_returns_the_first_record_reaching_the_target():
+    data, buf, size = three_batches_of_two()
     expect = {0: (0, 0, 50), 50: (0, 0, 50), 51: (size, 2, 70), 70: (size, 2, 70), 71: (2 * size, 4, 90),
               90: (2 * size, 4, 90)}
     for target, (pos, offset, timestamp) in expect.items():
@@ -177,14 +181,7 @@ def test_find_time_returns_the_first_record_reaching_the_target():
 
 
 def test_find_time_skips_records_below_the_minimum_offset():
-    stamps = [50, 10, 70, 20, 90, 30]
-    data = bytearray()
-    for i in range(0, 6, 2):
-        b = rec.build_batch([rec.Record(b"v", timestamp=stamps[i]), rec.Record(b"v", timestamp=stamps[i + 1])])
-        rec.set_base_offset(b, i)
-        data += b
-    buf = as_array(data)
-    size = len(data) // 3
+    data, buf, size = three_batches_of_two()
     expect = {(0, 1): (0, 1, 10), (11, 1): (size, 2, 70), (20, 3): (size, 3, 20), (50, 1): (size, 2, 70),
               (30, 5): (2 * size, 5, 30), (31, 5): None, (0, 6): None}
     for (target, min_offset), found in expect.items():

@@ -43,3 +43,19 @@ def client_host(request) -> str:
     """The client's address as Kafka reports it in DescribeGroups (`/127.0.0.1`)."""
     peer = request.conn.peer
     return f"/{peer[0]}" if isinstance(peer, tuple) and peer else ""
+
+
+def member_args(request, instance_id_since: int, **more) -> dict:
+    """The fields that name a group member in Heartbeat, SyncGroup and OffsetCommit, plus `more`.
+
+    group_instance_id exists only from `instance_id_since` on; below that the codec's
+    default ("") must not be mistaken for a static member's id.
+    """
+    body = request.body
+    return {
+        "group_id": body.group_id,
+        "generation_id": body.generation_id,
+        "member_id": body.member_id,
+        "group_instance_id": body.group_instance_id if request.version >= instance_id_since else None,
+        **more,
+    }

@@ -5,7 +5,7 @@ accepts that while the group has no members, as Kafka does. retention_time_ms
 (v2-4) is ignored: `offsets.retention.minutes` decides, as in Kafka 2.1+.
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward, member_args
 from mmlog.protocol.messages import offset_commit as schema
 
 API_KEY = schema.API_KEY
@@ -15,13 +15,7 @@ def handle(ctx, request):
     body = request.body
     topics = [(t.name, [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                         for p in t.partitions]) for t in body.topics]
-    args = {
-        "group_id": body.group_id,
-        "generation_id": body.generation_id,
-        "member_id": body.member_id,
-        "group_instance_id": body.group_instance_id if request.version >= 7 else None,
-        "topics": topics,
-    }
+    args = member_args(request, 7, topics=topics)
     return forward(ctx, request, "offset_commit", args,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
                    lambda: {"topics": [{"name": t, "partitions": [

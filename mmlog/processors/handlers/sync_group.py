@@ -1,7 +1,7 @@
 """SyncGroup (14): forwarded to the group coordinator; the leader's call carries every assignment,
 and each member's call is answered with its own once the leader's has arrived."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward, member_args
 from mmlog.protocol.messages import sync_group as schema
 
 API_KEY = schema.API_KEY
@@ -9,13 +9,7 @@ API_KEY = schema.API_KEY
 
 def handle(ctx, request):
     body = request.body
-    args = {
-        "group_id": body.group_id,
-        "generation_id": body.generation_id,
-        "member_id": body.member_id,
-        "group_instance_id": body.group_instance_id if request.version >= 3 else None,
-        "assignments": [(a.member_id, bytes(a.assignment)) for a in body.assignments],
-    }
+    args = member_args(request, 3, assignments=[(a.member_id, bytes(a.assignment)) for a in body.assignments])
     return forward(ctx, request, "sync_group", args,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
                    lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "assignment": b""})
