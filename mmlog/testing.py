@@ -10,6 +10,9 @@ ready, and stops it (SIGTERM, then SIGKILL if it hangs) on exit::
 
 The pytest plugin (registered through the `pytest11` entry point) provides the
 `mmlog_broker` fixture: one broker per test, yielding the same object.
+
+`ZooKeeperServer` starts a standalone ZooKeeper (Debian's `zookeeper` package and a
+Java runtime) on a free loopback port, for testing brokers in cluster mode.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -128,6 +132,86 @@ class EmbeddedBroker:
         self.stop()
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper on a free 127.0.0.1 port in a temp dir; `.connect` is its address.
+
+    Runs Debian's jar (whose manifest carries its classpath) with `java`; ready once
+    `srvr` answers `Mode: standalone`. Stopped with SIGTERM to its pid.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike | None = None, ready_timeout: float = 60.0) -> None:
+        self._own_dir = data_dir is None
+        self.dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="mmlog-zk-"))
+        self.ready_timeout = ready_timeout
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "ZooKeeperServer":
+        java = shutil.which("java")
+        if java is None or not ZOOKEEPER_JAR.exists():
+            raise BrokerFailed("ZooKeeper needs `apt-get install -y zookeeper default-jre-headless`")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        (self.dir / "data").mkdir(parents=True, exist_ok=True)
+        cfg = self.dir / "zoo.cfg"
+        cfg.write_text(
+            f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
+            "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf\n"
+        )
+        env = {**os.environ, "ZOO_LOG_DIR": str(self.dir), "ZOO_LOG4J_PROP": "WARN,CONSOLE"}
+        with open(self.dir / "zookeeper.out", "wb") as out:
+            self.proc = subprocess.Popen(
+                [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", str(ZOOKEEPER_JAR),
+                 "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + self.ready_timeout
+        while b"Mode: standalone" not in self.four_letter(b"srvr"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise BrokerFailed("ZooKeeper did not start:\n" + (self.dir / "zookeeper.out").read_text()[-3000:])
+            time.sleep(0.1)
+        return self
+
+    def four_letter(self, word: bytes) -> bytes:
+        """A four-letter-word command's answer, or b"" if the server does not answer."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                s.sendall(word)
+                chunks = []
+                while chunk := s.recv(4096):
+                    chunks.append(chunk)
+                return b"".join(chunks)
+        except OSError:
+            return b""
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> "ZooKeeperServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _fixture():

@@ -2,7 +2,9 @@
 
 Processors forward what changes cluster state: topic creation and deletion
 (explicit, or automatic on Metadata), producer ids, and every consumer-group
-request, which the group coordinator (`coordinator/`) serves. Housekeeping runs
+request, which the group coordinator (`coordinator/`) serves. Topic admin and
+producer ids go through the store: the data dir when standalone, ZooKeeper in
+cluster mode (whose watches also land here, through `run_soon`). Housekeeping runs
 here too, on timers: retention every `log.retention.check.interval.ms`, the
 flush.ms / segment.ms checks every `log.flush.scheduler.interval.ms`, offset
 expiry every `offsets.retention.check.interval.ms`, and the coordinator's session
@@ -19,7 +21,7 @@ import threading
 from mmlog.acceptor.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.config.broker import BrokerConfig
-from mmlog.errors import InvalidReplicationFactor, InvalidRequest, KafkaError, TopicAlreadyExists
+from mmlog.errors import InvalidReplicationFactor, InvalidRequest, KafkaError
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,7 @@ class ControlPlane:
     """Handlers for the control ops, bound to the broker's log manager and store."""
 
     def __init__(self, config: BrokerConfig, manager: LogManager, store, fork_lock: threading.Lock) -> None:
+        """`store` is an `EmbeddedStore` or a `ZooKeeperStore`."""
         self.config = config
         self.manager = manager
         self.store = store
@@ -39,7 +42,8 @@ class ControlPlane:
             "delete_topics": self._locked(self.delete_topics),
             "next_producer_id": self._locked(self.next_producer_id),
         })
-        self.coordinator = GroupCoordinator(config, store.offset_store(), self._partition_count, self._call_later)
+        self.coordinator = GroupCoordinator(config, store.offset_store(self.run_soon), self._partition_count,
+                                            self._call_later, owns=store.owns_group)
         for note in self.coordinator.load():
             log.warning("recovered: %s", note)
         self.server.handlers.update({op: self._locked(fn) for op, fn in self.coordinator.ops().items()})
@@ -58,6 +62,18 @@ class ControlPlane:
 
         return run
 
+    def run_soon(self, fn) -> None:
+        """Run fn on the control thread holding the fork lock (thread-safe: ZooKeeper watches use it)."""
+        self.server.call_soon(self._locked_task(fn))
+
+    def view_changed(self) -> None:
+        """Live brokers changed: groups this broker no longer coordinates go, newly won ones load."""
+        self.coordinator.sync_ownership()
+
+    def topic_deleted(self, name: str) -> None:
+        """A topic was deleted elsewhere in the cluster: so are its committed offsets."""
+        self.coordinator.delete_topic(name)
+
     def _call_later(self, delay: float, fn) -> None:
         """The coordinator's timers: on the control thread, holding the fork lock like the ops."""
         self.server.call_later(delay, self._locked_task(fn))
@@ -66,7 +82,9 @@ class ControlPlane:
         info = self.manager.topics().get(topic)
         return None if info is None else info.partitions
 
-    def start(self) -> None:
+    def start(self, me) -> None:
+        """Start the store's part (registration, watches, the first view) and the control thread."""
+        self.store.start(self, me)
         self.server.start()
         self._every(self.config["log.retention.check.interval.ms"], self.manager.apply_retention, "retention")
         self._every(self.config["log.flush.scheduler.interval.ms"], self._flush_and_roll, "flush")
@@ -94,13 +112,11 @@ class ControlPlane:
                 if partitions == -1:
                     partitions = self.config["num.partitions"]
                 if spec["replication_factor"] not in (-1, 1):
-                    raise InvalidReplicationFactor(f"replication factor {spec['replication_factor']} > 1 broker")
-                if args["validate_only"]:
-                    if name in self.manager.topics():
-                        raise TopicAlreadyExists(f"topic {name!r} already exists")
-                else:
-                    configs = {k: v for k, v in spec["configs"].items() if v is not None}
-                    self.manager.create_topic(name, partitions, configs)
+                    raise InvalidReplicationFactor(
+                        f"replication factor {spec['replication_factor']}: mmlog keeps one replica per partition")
+                configs = {k: v for k, v in spec["configs"].items() if v is not None}
+                self.store.create_topic(self.manager, name, partitions, configs, args["validate_only"])
+                if not args["validate_only"]:
                     log.info("created topic %s with %d partitions", name, partitions)
                 results.append((name, 0, None))
             except KafkaError as exc:
@@ -112,7 +128,7 @@ class ControlPlane:
             if name in self.manager.topics():
                 continue
             try:
-                self.manager.create_topic(name, self.config["num.partitions"])
+                self.store.create_topic(self.manager, name, self.config["num.partitions"], {})
                 log.info("auto-created topic %s", name)
             except KafkaError as exc:
                 log.info("not auto-creating %r: %s", name, exc)
@@ -124,7 +140,7 @@ class ControlPlane:
             try:
                 if not self.config["delete.topic.enable"]:
                     raise InvalidRequest("delete.topic.enable is false")
-                self.manager.delete_topic(name)
+                self.store.delete_topic(self.manager, name)
                 self.coordinator.delete_topic(name)
                 log.info("deleted topic %s", name)
                 results.append((name, 0))

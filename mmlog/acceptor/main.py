@@ -1,13 +1,17 @@
 """Booting and stopping a broker: the main process from `mmlog broker` to exit.
 
 Boot order: logging; kernels and codecs compiled (so forked processors inherit
-them); the data dir's metadata; every partition opened and, after an unclean stop,
-recovered; listeners bound; the control thread; the processors. Only then is the
-broker ready (one log line, and READY=1 to systemd under Type=notify).
+them); the store (the data dir's metadata, or the ZooKeeper session and cluster
+id); every partition opened and, after an unclean stop, recovered; in cluster mode
+the catalogue synced with ZooKeeper's topics; listeners bound; the store started
+(registration, controller candidacy, the first cluster view) and the control
+thread; the processors. Only then is the broker ready (one log line, and READY=1
+to systemd under Type=notify).
 
 Stop order (SIGTERM/SIGINT): stop accepting; processors answer what they have
 received and exit; the control thread stops; every partition is flushed and marked
-clean, so the next start skips recovery; exit 0.
+clean, so the next start skips recovery; the ZooKeeper session ends (so the
+broker leaves the cluster at once rather than after its session timeout); exit 0.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 import threading
 
 from mmlog.acceptor import listener
+from mmlog.acceptor.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.metadata_store import EmbeddedStore
 from mmlog.acceptor.supervisor import Supervisor
@@ -58,10 +63,27 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     """Run a broker until it is told to stop; return the process exit code."""
     kernels.warm()
     precompile()
-    store = EmbeddedStore(config.log_dirs[0], config["broker.id"], config["cluster.id"])
-    manager = LogManager(config.log_dirs, config.log_config())
+    store = open_store(config)
+    try:
+        return _run(config, store, exit_with_parent)
+    finally:
+        store.close()
+
+
+def open_store(config: BrokerConfig):
+    """The standalone store in the data dir, or the ZooKeeper one when zookeeper.connect is set."""
+    if not config["zookeeper.connect"]:
+        return EmbeddedStore(config.log_dirs[0], config["broker.id"], config["cluster.id"])
+    from mmlog.acceptor.zookeeper.cluster import ZooKeeperStore  # kazoo only in cluster mode
+
+    return ZooKeeperStore(config, config.log_dirs[0])
+
+
+def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
+    manager = LogManager(config.log_dirs, config.log_config(), broker_id=config["broker.id"])
     for note in manager.load():
         log.warning("recovered: %s", note)
+    store.check_catalogue(manager)
     opened = [part for _, _, part in manager.partitions()]
     log.info("loaded partitions=%d recovered=%d", len(opened), sum(p.recovered for p in opened))
     sockets = [listener.bind(host, port) for host, port in config.listeners]
@@ -69,7 +91,7 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     fork_lock = threading.Lock()
     control = ControlPlane(config, manager, store, fork_lock)
     supervisor = Supervisor(config, sockets, control, store.cluster_id, fork_lock, exit_with_parent)
-    control.start()
+    control.start(Endpoint(config["broker.id"], *config.advertised, config["broker.rack"] or None))
 
     def ready() -> None:
         host, port = config.listeners[0]

@@ -1,11 +1,15 @@
 """The embedded metadata store: cluster id, producer-id blocks and committed offsets in the data dir.
 
+A broker's "store" is where its cluster-wide facts live: this one (standalone, the
+embedded default) or `zookeeper.cluster.ZooKeeperStore` (cluster mode). Both offer
+the same methods to the control plane: cluster id, producer ids, the offset store,
+topic creation and deletion, group ownership, start and close.
+
 With no ZooKeeper a broker keeps its cluster-wide facts beside its logs, in
 `meta.properties` (Kafka's own file name and keys: version, broker.id, cluster.id).
 Producer ids are handed out from blocks whose high end is written (atomically)
 before any id in the block is used, so ids stay unique across restarts.
-Committed offsets live in `__consumer_offsets.log` (`coordinator/offset_log.py`);
-`offset_store()` is where a ZooKeeper store will hand out its own backend.
+Committed offsets live in `__consumer_offsets.log` (`coordinator/offset_log.py`).
 """
 
 from __future__ import annotations
@@ -14,14 +18,21 @@ import base64
 import uuid
 from pathlib import Path
 
+from mmlog.acceptor.cluster_view import ClusterView, Endpoint
 from mmlog.acceptor.coordinator.offset_log import OffsetLog
 from mmlog.acceptor.coordinator.offsets import OffsetStore
-from mmlog.config.settings import parse_properties
+from mmlog.config.settings import ConfigError, parse_properties
+from mmlog.errors import TopicAlreadyExists
 from mmlog.log.files import atomic_write
+from mmlog.log.manager import LogManager
 
 META = "meta.properties"
 PRODUCER_IDS = "producer_id_block"
 BLOCK = 1000
+
+
+class ClusterError(ConfigError):
+    """The broker cannot join its cluster: a data dir of another broker or cluster, ZooKeeper away, ..."""
 
 
 def new_cluster_id() -> str:
@@ -29,31 +40,43 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+def load_meta(data_dir: Path, broker_id: int, wanted: str = "") -> str:
+    """The data dir's cluster id from meta.properties, written first if absent (as `wanted` or new).
+
+    Refuses a data dir that belongs to another broker id, or to another cluster than `wanted`.
+    """
+    path = Path(data_dir) / META
+    if path.exists():
+        props = parse_properties(path.read_text())
+        stored_broker = int(props.get("broker.id", broker_id))
+        if stored_broker != broker_id:
+            raise ClusterError(f"{path}: data dir belongs to broker.id {stored_broker}, not {broker_id}")
+        cluster = props.get("cluster.id", "")
+        if wanted and cluster and wanted != cluster:
+            raise ClusterError(f"{path}: data dir belongs to cluster {cluster}, not {wanted}")
+        if cluster:
+            return cluster
+    cluster = wanted or new_cluster_id()
+    atomic_write(path, f"version=0\nbroker.id={broker_id}\ncluster.id={cluster}\n".encode())
+    return cluster
+
+
+def stored_cluster_id(data_dir: Path) -> str:
+    """The cluster id in a data dir's meta.properties, "" if it has none."""
+    path = Path(data_dir) / META
+    return parse_properties(path.read_text()).get("cluster.id", "") if path.exists() else ""
+
+
 class EmbeddedStore:
-    """Cluster id, broker id check, producer ids: all in the first data directory."""
+    """Standalone mode: cluster id, producer ids and committed offsets in the first data directory;
+    topics are created and deleted in the local catalogue, and this broker is the whole cluster."""
 
     def __init__(self, data_dir: Path, broker_id: int, cluster_id: str = "") -> None:
         self.dir = Path(data_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._load_meta(broker_id, cluster_id)
+        self.cluster_id = load_meta(self.dir, broker_id, cluster_id)
         self._next_id = 0
         self._block_end = 0
-
-    def _load_meta(self, broker_id: int, wanted: str) -> str:
-        path = self.dir / META
-        if path.exists():
-            props = parse_properties(path.read_text())
-            stored_broker = int(props.get("broker.id", broker_id))
-            if stored_broker != broker_id:
-                raise ValueError(f"{path}: data dir belongs to broker.id {stored_broker}, not {broker_id}")
-            cluster = props.get("cluster.id", "")
-            if wanted and cluster and wanted != cluster:
-                raise ValueError(f"{path}: data dir belongs to cluster {cluster}, not {wanted}")
-            if cluster:
-                return cluster
-        cluster = wanted or new_cluster_id()
-        atomic_write(path, f"version=0\nbroker.id={broker_id}\ncluster.id={cluster}\n".encode())
-        return cluster
 
     def next_producer_id(self) -> int:
         if self._next_id >= self._block_end:
@@ -65,6 +88,37 @@ class EmbeddedStore:
         self._next_id += 1
         return pid
 
-    def offset_store(self) -> OffsetStore:
+    def offset_store(self, call_soon=None) -> OffsetStore:
         """The group coordinator's committed offsets (not yet loaded)."""
         return OffsetLog(self.dir)
+
+    # ------------------------------------------------------------ the cluster of one
+
+    def check_catalogue(self, manager: LogManager) -> None:
+        """Topics of a cluster (with an assignment) cannot be served standalone."""
+        spread = sorted(name for name, t in manager.topics().items() if t.assignment is not None)
+        if spread:
+            raise ClusterError(f"data dir holds topics of a ZooKeeper cluster ({', '.join(spread[:3])}); "
+                             "start the broker with zookeeper.connect")
+
+    def start(self, control, me: Endpoint) -> None:
+        """Publish the view: this broker alone, its own controller and every group's coordinator."""
+        ClusterView.standalone(me).write(self.dir)
+
+    def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
+                     validate_only: bool = False) -> None:
+        if validate_only:
+            manager.validate_topic(name, partitions, configs)
+            if name in manager.topics():
+                raise TopicAlreadyExists(f"topic {name!r} already exists")
+            return
+        manager.create_topic(name, partitions, configs)
+
+    def delete_topic(self, manager: LogManager, name: str) -> None:
+        manager.delete_topic(name)
+
+    def owns_group(self, group_id: str) -> bool:
+        return True
+
+    def close(self) -> None:
+        """Nothing to release: every file is written as it changes."""

@@ -52,7 +52,10 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("auto.create.topics.enable", bool, True, "Create a topic when a client asks for an unknown one."),
         Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
         Setting("zookeeper.connect", str, "", "ZooKeeper host:port[,...][/chroot]; empty runs standalone."),
-        Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout.", lambda v: v > 0, "> 0"),
+        Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a broker that stops "
+                "answering leaves the cluster this long after.", lambda v: v > 0, "> 0"),
+        Setting("zookeeper.connection.timeout.ms", int, 18000, "How long a starting broker waits to reach "
+                "ZooKeeper.", lambda v: v > 0, "> 0"),
         Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted.",
                 lambda v: v >= 1024, ">= 1024"),
         Setting("connections.max.idle.ms", int, 600_000, "Close connections idle this long.", lambda v: v > 0, "> 0"),
@@ -61,6 +64,7 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 lambda v: v > 0, "> 0"),
         Setting("controlled.shutdown.timeout.ms", int, 30_000, "How long SIGTERM waits for in-flight requests.",
                 lambda v: v >= 0, ">= 0"),
+        Setting("broker.rack", str, "", "This broker's rack, as Metadata reports it (empty: none)."),
         Setting("cluster.id", str, "", "Cluster id (generated and kept in the data dir when empty)."),
         Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members before the first rebalance.",
                 lambda v: v >= 0, ">= 0"),

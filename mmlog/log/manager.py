@@ -8,6 +8,12 @@ that owns the manager (the broker's control plane). Other processes open the
 manager attached: they read the catalogue, reload it when asked about a topic they
 do not know, and open partitions without recovery.
 
+In cluster mode a topic's partitions are spread over the brokers: its catalogue
+entry carries the `assignment` (broker id per partition) and this broker opens only
+the partitions assigned to it (`broker_id`); asking for another one is
+NOT_LEADER_OR_FOLLOWER. A standalone broker's topics have no assignment: every
+partition is here.
+
 Deleting a topic removes it from the catalogue first, then marks each partition
 deleted (every process sees that through the partition state) and removes its
 directory; a crash in between leaves directories that `load()` removes.
@@ -30,6 +36,7 @@ from mmlog.errors import (
     InvalidConfig,
     InvalidPartitions,
     InvalidTopic,
+    NotLeaderOrFollower,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
@@ -50,9 +57,23 @@ class TopicInfo:
     partitions: int
     config: dict[str, str] = field(default_factory=dict)  # overrides only, Kafka names
     topic_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    assignment: list[int] | None = None  # broker id per partition (cluster mode); None: all here
 
     def to_json(self) -> dict:
-        return {"partitions": self.partitions, "config": self.config, "id": self.topic_id}
+        doc = {"partitions": self.partitions, "config": self.config, "id": self.topic_id}
+        if self.assignment is not None:
+            doc["assignment"] = self.assignment
+        return doc
+
+    def leader(self, partition: int, standalone_id: int) -> int:
+        """The broker a partition lives on."""
+        return standalone_id if self.assignment is None else self.assignment[partition]
+
+    def hosted(self, broker_id: int | None) -> list[int]:
+        """The partitions that live on broker_id (all of them for a standalone topic)."""
+        if self.assignment is None or broker_id is None:
+            return list(range(self.partitions))
+        return [p for p, b in enumerate(self.assignment) if b == broker_id]
 
 
 def validate_topic_name(name: str) -> None:
@@ -64,14 +85,16 @@ def validate_topic_name(name: str) -> None:
 class LogManager:
     """Topics and their partition logs across one or more data directories."""
 
-    def __init__(self, log_dirs: list[Path] | Path, defaults: LogConfig | None = None, *, owner: bool = True) -> None:
+    def __init__(self, log_dirs: list[Path] | Path, defaults: LogConfig | None = None, *, owner: bool = True,
+                 broker_id: int | None = None) -> None:
         self.log_dirs = [Path(d) for d in (log_dirs if isinstance(log_dirs, list) else [log_dirs])]
         self.defaults = defaults or LogConfig()
         self.owner = owner
+        self.broker_id = broker_id
         self._topics: dict[str, TopicInfo] = {}
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._lock = threading.RLock()
-        self._catalogue_mtime = 0
+        self._catalogue_stamp: tuple[int, int] | None = None
         if owner:
             for d in self.log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
@@ -90,24 +113,27 @@ class LogManager:
             stat = os.stat(self.catalogue_path)
         except FileNotFoundError:
             return
-        if stat.st_mtime_ns == self._catalogue_mtime:
+        stamp = (stat.st_ino, stat.st_mtime_ns)  # atomic writes rename a new file in: a new inode each time
+        if stamp == self._catalogue_stamp:
             return
         data = json.loads(self.catalogue_path.read_text())
         with self._lock:
             before = {name: t.topic_id for name, t in self._topics.items()}
             self._topics = {
-                name: TopicInfo(name, t["partitions"], dict(t.get("config", {})), t.get("id", ""))
+                name: TopicInfo(name, t["partitions"], dict(t.get("config", {})), t.get("id", ""),
+                                t.get("assignment"))
                 for name, t in data.get("topics", {}).items()
             }
             for key in [k for k in self._partitions
                         if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])]:
                 self._partitions.pop(key).close(clean=False)
-            self._catalogue_mtime = stat.st_mtime_ns
+            self._catalogue_stamp = stamp
 
     def _save(self) -> None:
         data = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self._topics.items())}}
         atomic_write(self.catalogue_path, json.dumps(data, indent=1).encode())
-        self._catalogue_mtime = os.stat(self.catalogue_path).st_mtime_ns
+        stat = os.stat(self.catalogue_path)
+        self._catalogue_stamp = (stat.st_ino, stat.st_mtime_ns)
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
@@ -126,22 +152,29 @@ class LogManager:
 
     # ------------------------------------------------------------ admin (owner only)
 
-    def create_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None) -> TopicInfo:
-        """Create a topic and its partition directories."""
-        self._require_owner()
+    def validate_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Check a new topic's name, partition count and overrides; returns the overrides as strings."""
         validate_topic_name(name)
         if partitions < 1:
             raise InvalidPartitions(f"{partitions} partitions: a topic needs at least one")
         overrides = {k: str(v) for k, v in (config or {}).items()}
         try:
-            log_config = LogConfig.from_props(overrides, self.defaults)
+            LogConfig.from_props(overrides, self.defaults)
         except ConfigError as exc:
             raise InvalidConfig(str(exc)) from exc
+        return overrides
+
+    def create_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None, *,
+                     assignment: list[int] | None = None, topic_id: str | None = None) -> TopicInfo:
+        """Create a topic and the directories of its partitions that live here."""
+        self._require_owner()
+        overrides = self.validate_topic(name, partitions, config)
+        log_config = LogConfig.from_props(overrides, self.defaults)
         with self._lock:
             if name in self._topics:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
-            info = TopicInfo(name, partitions, overrides)
-            for p in range(partitions):
+            info = TopicInfo(name, partitions, overrides, topic_id or uuid.uuid4().hex, assignment)
+            for p in info.hosted(self.broker_id):
                 self._partitions[(name, p)] = Partition(self._place(name, p), log_config)
             self._topics[name] = info
             self._save()
@@ -153,7 +186,7 @@ class LogManager:
             info = self.topic(name)
             del self._topics[name]
             self._save()
-            for p in range(info.partitions):
+            for p in info.hosted(self.broker_id):
                 part = self._partitions.pop((name, p), None) or self._open(name, p)
                 part.delete()
 
@@ -186,6 +219,8 @@ class LogManager:
         info = self.topic(topic)
         if not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartition(f"{topic} has no partition {partition}")
+        if self.broker_id is not None and info.assignment is not None and info.assignment[partition] != self.broker_id:
+            raise NotLeaderOrFollower(f"{topic}-{partition} lives on broker {info.assignment[partition]}")
         with self._lock:
             part = self._partitions.get((topic, partition)) or self._open(topic, partition)
             self._partitions[(topic, partition)] = part
@@ -232,7 +267,7 @@ class LogManager:
                 if m and m["topic"] not in self._topics:
                     shutil.rmtree(entry.path, ignore_errors=True)  # a deletion cut short
         for name, info in self._topics.items():
-            for p in range(info.partitions):
+            for p in info.hosted(self.broker_id):
                 part = self.partition(name, p)
                 notes += part.recovered_notes
         return notes

@@ -25,6 +25,7 @@ import signal
 import socket
 import time
 
+from mmlog.acceptor.cluster_view import ClusterView, Endpoint, ViewReader
 from mmlog.acceptor.control_channel import ControlClient, ControlUnavailable
 from mmlog.config.broker import BrokerConfig
 from mmlog.log.manager import LogManager
@@ -70,7 +71,10 @@ class Processor:
     # ------------------------------------------------------------ setup
 
     def _setup(self) -> None:
-        self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False)
+        self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
+                                  broker_id=self.broker_id)
+        me = Endpoint(self.broker_id, self.host, self.port, self.config["broker.rack"] or None)
+        self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
         self.sel = selectors.EpollSelector()
         self.handoff.setblocking(False)
         self.sel.register(self.handoff, READ, _HANDOFF)

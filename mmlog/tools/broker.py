@@ -50,7 +50,5 @@ def run(args: argparse.Namespace) -> int:
     if args.zookeeper:
         overrides["zookeeper.connect"] = args.zookeeper
     config = BrokerConfig.load(args.config, overrides)
-    if config["zookeeper.connect"]:
-        raise CommandError("cluster mode (zookeeper.connect) is not available yet; run without it")
     setup_logging(getattr(logging, args.log_level))
     return run_broker(config, exit_with_parent=args.exit_with_parent)

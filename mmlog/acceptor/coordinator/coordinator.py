@@ -54,6 +54,14 @@ been empty that long; those of a simple group, that long after their commit).
 Generations survive restarts (a GroupMeta record per generation), so a
 generation number never repeats for a group; members do not (after a restart
 every member gets UNKNOWN_MEMBER_ID and joins again).
+
+Ownership (cluster mode): `owns(group_id)` says whether this broker coordinates a
+group now. Requests for other groups get NOT_COORDINATOR, so clients look the
+coordinator up again. A group is loaded from the store when this broker first
+serves it, and `sync_ownership` (on every change of live brokers) unloads groups
+that moved away, answering their parked requests with NOT_COORDINATOR, and loads
+the ones won. Standalone, this broker owns every group and everything is loaded
+at start-up.
 """
 
 from __future__ import annotations
@@ -125,7 +133,8 @@ class GroupCoordinator:
     """Every group of this broker, their rebalances and committed offsets."""
 
     def __init__(self, config, store: OffsetStore, partitions_of: Callable[[str], int | None],
-                 call_later: CallLater) -> None:
+                 call_later: CallLater, owns: Callable[[str], bool] = lambda group_id: True) -> None:
+        self.owns = owns
         self.min_session_ms = config["group.min.session.timeout.ms"]
         self.max_session_ms = config["group.max.session.timeout.ms"]
         self.initial_delay_ms = config["group.initial.rebalance.delay.ms"]
@@ -142,21 +151,78 @@ class GroupCoordinator:
         notes = self.store.load()
         table = self.store.table
         for group_id in sorted(table.group_ids()):
-            meta = table.groups.get(group_id)
-            self.groups[group_id] = Group(group_id, meta.generation if meta else 0,
-                                          (meta.protocol_type or None) if meta else None)
+            self.groups[group_id] = self._stored_group(group_id)
         log.info("loaded groups=%d committed offsets=%d", len(self.groups),
                  sum(len(t) for t in table.offsets.values()))
         return notes
 
+    def _stored_group(self, group_id: str) -> Group:
+        """An Empty group at the generation the store has for it."""
+        meta = self.store.table.groups.get(group_id)
+        return Group(group_id, meta.generation if meta else 0, (meta.protocol_type or None) if meta else None)
+
     def ops(self) -> dict[str, Callable[[Any, Reply], None]]:
         """The control ops this coordinator serves."""
+        def commit_refusal(args: dict) -> dict:
+            return {"topics": [{"name": t, "partitions": [{"partition_index": p[0], "error_code": NOT_COORDINATOR}
+                                                          for p in ps]} for t, ps in args["topics"]]}
+
+        def fetch_refusal(args: dict) -> dict:
+            return {"error_code": NOT_COORDINATOR, "topics": [
+                {"name": t, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                                            "metadata": "", "error_code": NOT_COORDINATOR} for p in ps]}
+                for t, ps in args["topics"] or []]}
+
         return {
-            "join_group": self.join_group, "sync_group": self.sync_group, "heartbeat": self.heartbeat,
-            "leave_group": self.leave_group, "offset_commit": self.offset_commit,
-            "offset_fetch": self.offset_fetch, "list_groups": self.list_groups,
+            "join_group": self._owned(self.join_group, lambda a: join_error(a["member_id"], NOT_COORDINATOR)),
+            "sync_group": self._owned(self.sync_group, lambda a: sync_result(NOT_COORDINATOR)),
+            "heartbeat": self._owned(self.heartbeat, lambda a: {"error_code": NOT_COORDINATOR}),
+            "leave_group": self._owned(self.leave_group, lambda a: {"error_code": NOT_COORDINATOR, "members": []}),
+            "offset_commit": self._owned(self.offset_commit, commit_refusal),
+            "offset_fetch": self._owned(self.offset_fetch, fetch_refusal),
+            "list_groups": self.list_groups,
             "describe_groups": self.describe_groups,
         }
+
+    def _owned(self, op: Callable[[dict, Reply], None], refusal: Callable[[dict], dict]):
+        """op for the groups this broker coordinates; NOT_COORDINATOR (refusal's answer) for the others."""
+        def run(args: dict, reply: Reply) -> None:
+            group_id = args["group_id"]
+            if group_id and not self.owns(group_id):
+                reply(refusal(args))
+                return
+            self._ensure_loaded(group_id)
+            op(args, reply)
+
+        return run
+
+    # ================================================================ ownership (cluster mode)
+
+    def _ensure_loaded(self, group_id: str) -> None:
+        if not group_id or self.store.is_loaded(group_id):
+            return
+        self.store.load_group(group_id)
+        if group_id not in self.groups and group_id in self.store.table.group_ids():
+            self.groups[group_id] = self._stored_group(group_id)
+
+    def sync_ownership(self) -> None:
+        """Live brokers changed: unload the groups that moved away, load the ones this broker won."""
+        for group_id in [g for g in self.groups if not self.owns(g)]:
+            self._unload(group_id)
+        try:
+            stored = self.store.group_ids()
+        except Exception as exc:  # noqa: BLE001 - loaded on first use instead
+            log.warning("cannot list stored groups: %s", exc)
+            return
+        for group_id in stored:
+            if self.owns(group_id):
+                self._ensure_loaded(group_id)
+
+    def _unload(self, group_id: str) -> None:
+        group = self.groups.pop(group_id)
+        log.info("group %s: coordinated elsewhere now; unloading it", group_id)
+        self._refuse_parked(group)
+        self.store.unload_group(group_id)
 
     # ================================================================ JoinGroup
 
@@ -655,11 +721,18 @@ class GroupCoordinator:
     # ================================================================ listing
 
     def list_groups(self, _args: Any, reply: Reply) -> None:
+        """The groups this broker coordinates (clients ask every broker for all of them)."""
         reply({"error_code": NONE, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or ""}
                                               for g in sorted(self.groups.values(), key=lambda g: g.group_id)]})
 
     def describe_groups(self, group_ids: list[str], reply: Reply) -> None:
-        reply({"groups": [self.groups[g].summary() if g in self.groups else dead_group(g) for g in group_ids]})
+        reply({"groups": [self._describe(g) for g in group_ids]})
+
+    def _describe(self, group_id: str) -> dict:
+        if not self.owns(group_id):
+            return {**dead_group(group_id), "error_code": NOT_COORDINATOR, "group_state": ""}
+        self._ensure_loaded(group_id)
+        return self.groups[group_id].summary() if group_id in self.groups else dead_group(group_id)
 
     # ================================================================ lifecycle
 
@@ -671,13 +744,18 @@ class GroupCoordinator:
         answers when it unloads a group), so no processor waits on us; later ones are refused."""
         self.stopping = True
         for group in self.groups.values():
-            for member in group.members.values():
-                if member.join_reply is not None:
-                    reply, member.join_reply = member.join_reply, None
-                    reply(join_error(member.member_id, NOT_COORDINATOR))
-                if member.sync_reply is not None:
-                    reply, member.sync_reply = member.sync_reply, None
-                    reply(sync_result(NOT_COORDINATOR))
+            self._refuse_parked(group)
+
+    @staticmethod
+    def _refuse_parked(group: Group) -> None:
+        """Answer the group's parked JoinGroup/SyncGroup requests with NOT_COORDINATOR."""
+        for member in group.members.values():
+            if member.join_reply is not None:
+                reply, member.join_reply = member.join_reply, None
+                reply(join_error(member.member_id, NOT_COORDINATOR))
+            if member.sync_reply is not None:
+                reply, member.sync_reply = member.sync_reply, None
+                reply(sync_result(NOT_COORDINATOR))
 
     def close(self) -> None:
         self.store.close()

@@ -166,6 +166,20 @@ class OffsetStore(ABC):
     def write(self, records: Sequence[Record], done: Done) -> None:
         """Make records durable, apply them to `table`, then done(None); or done(exc) and change nothing."""
 
+    def is_loaded(self, group_id: str) -> bool:
+        """Whether the table holds what the backend has for this group (a store that loads all at once: always)."""
+        return True
+
+    def load_group(self, group_id: str) -> None:
+        """Read one group into the table (stores that load groups one at a time)."""
+
+    def unload_group(self, group_id: str) -> None:
+        """Forget a group that another broker coordinates now (it stays in the backend)."""
+
+    def group_ids(self) -> list[str]:
+        """Every group the backend holds."""
+        return sorted(self.table.group_ids())
+
     def flush_due(self, interval_ms: int) -> None:
         """Force what was written to stable storage if the oldest unforced write is older than interval_ms."""
 

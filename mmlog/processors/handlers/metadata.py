@@ -1,20 +1,24 @@
-"""Metadata (3): this broker, the topics asked for, and their partition leaders.
+"""Metadata (3): live brokers, the controller, the topics asked for and their partition leaders.
 
 A null topic list (v1+) or an empty one in v0 means every topic; an empty list in
 v1+ means brokers only. Unknown topics are created through the control plane when
 `auto.create.topics.enable` is on and the client allows it (v4+), and answered once
 they exist. Leader epochs are reported as -1, which keeps clients from validating
 positions with OffsetForLeaderEpoch (KAFKA_INTEROP §3).
+
+Brokers and the controller come from the cluster view (`acceptor/cluster_view.py`).
+A partition's leader is the broker it is assigned to (this one, standalone) when
+that broker is live; otherwise the partition answers LEADER_NOT_AVAILABLE with
+leader -1 and its broker in offline_replicas, and clients ask again later.
 """
 
 from __future__ import annotations
 
-from mmlog.errors import UnknownTopicOrPartition
+from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import metadata as schema
 
 API_KEY = schema.API_KEY
-INVALID_TOPIC_EXCEPTION = 17
 
 
 def handle(ctx, request):
@@ -37,24 +41,29 @@ def handle(ctx, request):
 
 
 def _response(ctx, names: list[str]):
+    view = ctx.views.current()
     topics = ctx.manager.topics()
-    me = ctx.broker_id
     out = []
     for name in names:
         info = topics.get(name)
         if info is None:
             out.append({"error_code": UnknownTopicOrPartition.code, "name": name, "partitions": []})
             continue
-        partitions = [
-            {"error_code": 0, "partition_index": p, "leader_id": me, "leader_epoch": -1,
-             "replica_nodes": [me], "isr_nodes": [me], "offline_replicas": []}
-            for p in range(info.partitions)
-        ]
+        partitions = [_partition(p, info.leader(p, ctx.broker_id), view) for p in range(info.partitions)]
         out.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
     return schema.RESPONSE(
         throttle_time_ms=0,
-        brokers=[{"node_id": me, "host": ctx.host, "port": ctx.port, "rack": None}],
+        brokers=[{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                 for b in view.brokers.values()],
         cluster_id=ctx.cluster_id,
-        controller_id=me,
+        controller_id=view.controller_id,
         topics=out,
     )
+
+
+def _partition(index: int, node: int, view) -> dict:
+    if node in view.brokers:
+        return {"error_code": 0, "partition_index": index, "leader_id": node, "leader_epoch": -1,
+                "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
+    return {"error_code": LeaderNotAvailable.code, "partition_index": index, "leader_id": -1, "leader_epoch": -1,
+            "replica_nodes": [node], "isr_nodes": [], "offline_replicas": [node]}

@@ -1,0 +1,96 @@
+"""The cluster as a broker's processors see it: live brokers, the controller, group coordinators.
+
+The main process owns the truth (its ZooKeeper watches, or just itself when
+standalone) and publishes it as `cluster.json` in the first data directory,
+written atomically; processors re-read it when its inode changes (a `stat` per
+Metadata or FindCoordinator request, nothing on the produce and fetch paths).
+
+Partition leaders are not in the view: with one replica a partition's leader is
+the broker it is assigned to (the topic catalogue says which) when that broker is
+live, and none otherwise.
+
+A group's coordinator is chosen by rendezvous hashing over the live brokers: the
+broker with the highest hash of (group, broker id). Every broker computes the same
+answer from the same view, and when a broker leaves or joins only the groups it
+held or wins move.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from mmlog.log.files import atomic_write
+
+FILE_NAME = "cluster.json"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A live broker as clients reach it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """Live brokers by id and the controller's id (-1: none elected)."""
+
+    brokers: dict[int, Endpoint]
+    controller_id: int
+
+    @classmethod
+    def standalone(cls, me: Endpoint) -> "ClusterView":
+        return cls({me.node_id: me}, me.node_id)
+
+    def coordinator_for(self, group_id: str) -> int:
+        """The live broker that coordinates a group (rendezvous hashing), -1 if none is live."""
+        if not self.brokers:
+            return -1
+        key = group_id.encode()
+        return max(self.brokers, key=lambda node: (crc32c.crc32c(key + b"\0%d" % node), node))
+
+    def to_json(self) -> bytes:
+        return json.dumps({
+            "controller": self.controller_id,
+            "brokers": [[b.node_id, b.host, b.port, b.rack] for b in sorted(self.brokers.values(),
+                                                                           key=lambda b: b.node_id)],
+        }).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "ClusterView":
+        doc = json.loads(data)
+        return cls({b[0]: Endpoint(*b) for b in doc["brokers"]}, doc["controller"])
+
+    def write(self, directory: Path) -> None:
+        atomic_write(Path(directory) / FILE_NAME, self.to_json())
+
+
+class ViewReader:
+    """A processor's copy of the view, re-read when the file was replaced."""
+
+    def __init__(self, directory: Path, fallback: ClusterView) -> None:
+        self.path = Path(directory) / FILE_NAME
+        self.view = fallback
+        self._stamp: tuple[int, int] | None = None
+
+    def current(self) -> ClusterView:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self.view
+        stamp = (st.st_ino, st.st_mtime_ns)  # atomic_write renames a new file in: a new inode each time
+        if stamp != self._stamp:
+            try:
+                self.view = ClusterView.from_json(self.path.read_bytes())
+                self._stamp = stamp
+            except (OSError, ValueError, KeyError):
+                pass  # replaced again meanwhile: the next call reads the newer one
+        return self.view

@@ -1,0 +1,388 @@
+"""Cluster mode: a broker's cluster-wide facts in ZooKeeper (DESIGN §4).
+
+What this broker does there, all from the main process:
+
+- At start-up: agree on the cluster id (`/cluster/id`, created by the first broker,
+  checked against `meta.properties`), then bring the local topic catalogue in line
+  with `/brokers/topics` (topics deleted while we were away go, new ones are
+  created with the partitions assigned to us) before any processor serves.
+- Register `/brokers/ids/<id>` (ephemeral: it goes when our session does) and run
+  for controller (`/controller`, ephemeral, first one wins).
+- Watch the broker registry, the controller and the topic list. Every change is
+  handled on the control thread: the view of live brokers is republished for the
+  processors (`cluster_view.py`), the group coordinator drops groups that moved
+  away, topics are synced, and the controller rewrites partition states.
+- Topic admin: CreateTopics on any broker assigns partitions round-robin over the
+  live brokers (from a random start, as Kafka does) and writes the assignment,
+  the config and every partition state in one multi-op transaction; DeleteTopics
+  removes them in one transaction. Every broker applies both through its watch.
+- Producer id blocks come from `/latest_producer_id_block`, claimed with a
+  versioned compare-and-set so no two brokers hand out the same ids.
+
+With one replica per partition, a partition's leader is its assigned broker while
+that broker is registered, and none (-1) otherwise. The controller writes that
+into each partition's state node, bumping the leader epoch on every change.
+
+Session loss: kazoo reconnects with a new session; the registration and the
+controller candidacy are then made again (the watches re-arm themselves).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from kazoo.client import KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from mmlog.acceptor.cluster_view import ClusterView, Endpoint
+from mmlog.acceptor.metadata_store import ClusterError, load_meta, new_cluster_id, stored_cluster_id
+from mmlog.acceptor.zookeeper import paths, session
+from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore
+from mmlog.errors import KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
+from mmlog.log.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+
+
+class BrokerIdInUse(ClusterError):
+    """Another live broker is registered under our broker.id."""
+
+
+class ZooKeeperStore:
+    """The control plane's store in cluster mode (the same methods as `EmbeddedStore`)."""
+
+    def __init__(self, config, data_dir: Path) -> None:
+        self.broker_id = config["broker.id"]
+        self.dir = Path(data_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.session_ms = config["zookeeper.session.timeout.ms"]
+        self.zk = session.connect(config["zookeeper.connect"], self.session_ms,
+                                  config["zookeeper.connection.timeout.ms"])
+        try:
+            self.cluster_id = self._agree_cluster_id(config["cluster.id"])
+        except Exception:
+            self.close()
+            raise
+        self.view = ClusterView({}, -1)
+        self.manager: LogManager | None = None
+        self.control = None
+        self.me: Endpoint | None = None
+        self.offsets: ZooKeeperOffsetStore | None = None
+        self.is_controller = False
+        self._controller_epoch = 0
+        self._session_lost = False
+        self._next_id = self._block_end = 0
+
+    # ------------------------------------------------------------ start-up
+
+    def _agree_cluster_id(self, wanted: str) -> str:
+        try:
+            cluster = paths.load(self.zk.get(paths.CLUSTER_ID)[0])["id"]
+        except NoNodeError:
+            cluster = wanted or stored_cluster_id(self.dir) or new_cluster_id()
+            try:
+                self.zk.create(paths.CLUSTER_ID, paths.dump({"version": "1", "id": cluster}), makepath=True)
+            except NodeExistsError:
+                cluster = paths.load(self.zk.get(paths.CLUSTER_ID)[0])["id"]
+        if wanted and wanted != cluster:
+            raise ClusterError(f"cluster.id {wanted} differs from ZooKeeper's cluster id {cluster}")
+        return load_meta(self.dir, self.broker_id, cluster)
+
+    def check_catalogue(self, manager: LogManager) -> None:
+        """Standalone topics (no assignment) cannot join a cluster; then sync with ZooKeeper."""
+        alone = sorted(name for name, t in manager.topics().items() if t.assignment is None)
+        if alone:
+            raise ClusterError(f"data dir holds standalone topics ({', '.join(alone[:3])}); "
+                             "a cluster cannot adopt them: use a fresh data dir")
+        self.manager = manager
+        self.sync_topics()
+
+    def offset_store(self, call_soon: Callable) -> ZooKeeperOffsetStore:
+        self.offsets = ZooKeeperOffsetStore(self.zk, call_soon)
+        return self.offsets
+
+    def start(self, control, me: Endpoint) -> None:
+        """Register, run for controller, publish the first view, and watch (call before the control thread runs)."""
+        self.control, self.me = control, me
+        self._register()
+        self._run_for_controller()
+        self._refresh_view()
+        self.zk.add_listener(self._state_changed)
+        ChildrenWatch(self.zk, paths.BROKER_IDS, lambda _: self._soon(self._membership_changed))
+        DataWatch(self.zk, paths.CONTROLLER, lambda *_: self._soon(self._controller_changed))
+        ChildrenWatch(self.zk, paths.TOPICS, lambda _: self._soon(self.sync_topics))
+
+    def _soon(self, fn: Callable[[], None]) -> None:
+        """Watches fire on kazoo's thread: do the work on the control thread (returning keeps the watch)."""
+        self.control.run_soon(fn)
+
+    def _register(self) -> None:
+        """Create our ephemeral registration, waiting out the session of a previous run of ours."""
+        path, data = paths.broker(self.broker_id), paths.registration(self.me.host, self.me.port, self.me.rack)
+        deadline = time.monotonic() + self.session_ms / 1000 + 5
+        while True:
+            try:
+                self.zk.create(path, data, ephemeral=True)
+                log.info("registered %s in ZooKeeper as %s:%d", path, self.me.host, self.me.port)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self.zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    self.zk.set(path, data)
+                    return
+                if time.monotonic() > deadline:
+                    raise BrokerIdInUse(f"broker.id {self.broker_id} is registered by another live broker") from None
+                time.sleep(0.2)
+
+    def _state_changed(self, state: str) -> None:
+        """kazoo's connection listener (its thread; no ZooKeeper calls here)."""
+        if state == KazooState.LOST:
+            self._session_lost = True
+            log.warning("ZooKeeper session lost")
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            self._soon(self._rejoin)
+
+    def _rejoin(self) -> None:
+        log.info("ZooKeeper session re-established: registering again")
+        self.is_controller = False
+        self._register()
+        self._run_for_controller()
+        self._membership_changed()
+
+    # ------------------------------------------------------------ controller
+
+    def _run_for_controller(self) -> None:
+        try:
+            self.zk.create(paths.CONTROLLER, paths.controller(self.broker_id), ephemeral=True)
+        except NodeExistsError:
+            return
+        self.is_controller = True
+        self._controller_epoch = self._bump_controller_epoch()
+        log.info("elected controller (epoch %d)", self._controller_epoch)
+        self._write_partition_states()
+
+    def _bump_controller_epoch(self) -> int:
+        while True:
+            try:
+                data, stat = self.zk.get(paths.CONTROLLER_EPOCH)
+            except NoNodeError:
+                try:
+                    self.zk.create(paths.CONTROLLER_EPOCH, b"1")
+                    return 1
+                except NodeExistsError:
+                    continue
+            try:
+                self.zk.set(paths.CONTROLLER_EPOCH, b"%d" % (int(data) + 1), version=stat.version)
+                return int(data) + 1
+            except BadVersionError:
+                continue
+
+    def _controller_changed(self) -> None:
+        try:
+            holder = paths.load(self.zk.get(paths.CONTROLLER)[0])["brokerid"]
+        except NoNodeError:
+            holder = -1
+        if holder != self.broker_id:
+            self.is_controller = False
+        if holder == -1:
+            self._run_for_controller()
+        self._refresh_view()
+
+    def _write_partition_states(self) -> None:
+        """Controller: each partition's leader is its broker while that broker is live, else -1."""
+        live = set(self._live_ids())
+        tx, changes = self.zk.transaction(), 0
+        for name in self.zk.get_children(paths.TOPICS):
+            try:
+                brokers, _ = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
+            except NoNodeError:
+                continue
+            for p, node in enumerate(brokers):
+                leader = node if node in live else -1
+                try:
+                    data, stat = self.zk.get(paths.partition_state(name, p))
+                    old = paths.load(data)
+                except NoNodeError:
+                    continue
+                if old["leader"] != leader:
+                    tx.set_data(paths.partition_state(name, p),
+                                paths.state(leader, old["leader_epoch"] + 1, self._controller_epoch),
+                                version=stat.version)
+                    changes += 1
+        if changes:
+            failures = [r for r in tx.commit() if isinstance(r, Exception)]
+            if failures:  # a topic changed meanwhile: its watch brings us back here
+                log.info("partition states changed under us (%s); will retry", failures[0])
+            else:
+                log.info("controller: %d partition leaders changed", changes)
+
+    # ------------------------------------------------------------ membership and the view
+
+    def _live_ids(self) -> list[int]:
+        return sorted(int(c) for c in self.zk.get_children(paths.BROKER_IDS))
+
+    def _membership_changed(self) -> None:
+        self._refresh_view()
+        if self.is_controller:
+            self._write_partition_states()
+
+    def _refresh_view(self) -> None:
+        brokers = {}
+        for node in self._live_ids():
+            try:
+                doc = paths.load(self.zk.get(paths.broker(node))[0])
+            except NoNodeError:
+                continue
+            brokers[node] = Endpoint(node, doc["host"], doc["port"], doc.get("rack"))
+        try:
+            controller = paths.load(self.zk.get(paths.CONTROLLER)[0])["brokerid"]
+        except NoNodeError:
+            controller = -1
+        view = ClusterView(brokers, controller)
+        if view != self.view:
+            log.info("cluster: live brokers %s, controller %d", sorted(brokers), controller)
+            self.view = view
+            view.write(self.dir)
+            if self.control is not None:
+                self.control.view_changed()
+
+    def owns_group(self, group_id: str) -> bool:
+        return self.view.coordinator_for(group_id) == self.broker_id
+
+    # ------------------------------------------------------------ topics
+
+    def sync_topics(self) -> None:
+        """Make the local catalogue match /brokers/topics (on the control thread, or at start-up)."""
+        manager = self.manager
+        names = set(self.zk.get_children(paths.TOPICS))
+        local = manager.topics()
+        for name in sorted(local.keys() - names):
+            self._drop_local(name)
+        for name in sorted(names):
+            try:
+                brokers, topic_id = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
+            except NoNodeError:
+                continue
+            info = local.get(name)
+            if info is not None and info.topic_id == topic_id:
+                continue
+            if info is not None:
+                self._drop_local(name)  # deleted and created again while we looked away
+            try:
+                config = paths.load(self.zk.get(paths.topic_config(name))[0])["config"]
+            except NoNodeError:
+                config = {}
+            try:
+                manager.create_topic(name, len(brokers), config, assignment=brokers, topic_id=topic_id)
+                log.info("topic %s: %d of %d partitions here", name, brokers.count(self.broker_id), len(brokers))
+            except KafkaError as exc:
+                log.error("cannot create topic %s from ZooKeeper: %s", name, exc)
+
+    def _drop_local(self, name: str) -> None:
+        self.manager.delete_topic(name)
+        log.info("topic %s deleted", name)
+        if self.control is not None:
+            self.control.topic_deleted(name)
+
+    def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
+                     validate_only: bool = False) -> None:
+        overrides = manager.validate_topic(name, partitions, configs)
+        live = sorted(self.view.brokers) or [self.broker_id]
+        if validate_only:
+            if self.zk.exists(paths.topic(name)):
+                raise TopicAlreadyExists(f"topic {name!r} already exists")
+            return
+        start = random.randrange(len(live))
+        brokers = [live[(start + p) % len(live)] for p in range(partitions)]
+        topic_id = uuid.uuid4().hex
+        tx = self.zk.transaction()
+        tx.create(paths.topic_config(name), paths.dump({"version": 1, "config": overrides}))
+        tx.create(paths.topic(name), paths.assignment(brokers, topic_id))
+        tx.create(paths.topic_partitions(name))
+        for p, node in enumerate(brokers):
+            tx.create(paths.partition(name, p))
+            tx.create(paths.partition_state(name, p), paths.state(node, 0, self._controller_epoch))
+        results = tx.commit()
+        if any(isinstance(r, NodeExistsError) for r in results):
+            self.sync_topics()  # another broker made it: have it here too before answering
+            raise TopicAlreadyExists(f"topic {name!r} already exists")
+        failed = [r for r in results if isinstance(r, Exception)]
+        if failed:
+            raise failed[0]
+        if name not in manager.topics():
+            manager.create_topic(name, partitions, overrides, assignment=brokers, topic_id=topic_id)
+
+    def delete_topic(self, manager: LogManager, name: str) -> None:
+        try:
+            children = self.zk.get_children(paths.topic_partitions(name))
+        except NoNodeError:
+            if not self.zk.exists(paths.topic(name)):
+                raise UnknownTopicOrPartition(f"unknown topic {name!r}") from None
+            children = []
+        tx = self.zk.transaction()
+        for p in children:
+            if self.zk.exists(paths.partition_state(name, int(p))):
+                tx.delete(paths.partition_state(name, int(p)))
+            tx.delete(paths.partition(name, int(p)))
+        if children:
+            tx.delete(paths.topic_partitions(name))
+        tx.delete(paths.topic(name))
+        if self.zk.exists(paths.topic_config(name)):
+            tx.delete(paths.topic_config(name))
+        failed = [r for r in tx.commit() if isinstance(r, Exception)]
+        if failed:
+            raise UnknownTopicOrPartition(f"topic {name!r} changed while being deleted: {failed[0]!r}")
+        if name in manager.topics():
+            manager.delete_topic(name)
+
+    # ------------------------------------------------------------ producer ids
+
+    def next_producer_id(self) -> int:
+        if self._next_id >= self._block_end:
+            self._next_id, self._block_end = self._claim_producer_block()
+        pid = self._next_id
+        self._next_id += 1
+        return pid
+
+    def _claim_producer_block(self) -> tuple[int, int]:
+        """[start, end) of a fresh block, claimed with compare-and-set on the latest block's node."""
+        while True:
+            try:
+                data, stat = self.zk.get(paths.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                block = paths.dump({"version": 1, "broker": self.broker_id, "block_start": 0,
+                                    "block_end": PRODUCER_ID_BLOCK - 1})
+                try:
+                    self.zk.create(paths.PRODUCER_ID_BLOCK, block)
+                    return 0, PRODUCER_ID_BLOCK
+                except NodeExistsError:
+                    continue
+            start = paths.load(data)["block_end"] + 1
+            block = paths.dump({"version": 1, "broker": self.broker_id, "block_start": start,
+                                "block_end": start + PRODUCER_ID_BLOCK - 1})
+            try:
+                self.zk.set(paths.PRODUCER_ID_BLOCK, block, version=stat.version)
+                return start, start + PRODUCER_ID_BLOCK
+            except BadVersionError:
+                continue
+
+    # ------------------------------------------------------------ shutdown
+
+    def close(self) -> None:
+        """End the session: our registration and controllership go at once."""
+        try:
+            self.zk.stop()
+        finally:
+            self.zk.close()

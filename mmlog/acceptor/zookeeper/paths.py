@@ -1,0 +1,129 @@
+"""ZooKeeper paths and node contents of an mmlog cluster (Kafka's own layout, DESIGN §4).
+
+    /cluster/id                                   {"version":"1","id":...}
+    /controller                                   ephemeral {"version":1,"brokerid":N,"timestamp":...}
+    /controller_epoch                             decimal, bumped by each new controller
+    /brokers/ids/<id>                             ephemeral registration (host, port, rack, endpoints)
+    /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{"0":[id],...}}
+    /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":E,"leader":id|-1,"leader_epoch":N,...}
+    /config/topics/<topic>                        {"version":1,"config":{...overrides}}
+    /latest_producer_id_block                     {"version":1,"broker":id,"block_start":S,"block_end":E}
+    /consumers/<group>/offsets/<topic>/<p>        {"offset":...,"leader_epoch":...,"metadata":...,"commit_ms":...}
+    /consumers/<group>/generation                 {"protocol_type":...,"generation":N}
+
+The last two are the paper's offset registry. Group ids are free text, so they
+are percent-encoded into one path component; topic names are already legal.
+Everything is compact JSON in UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import quote, unquote
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+TOPIC_CONFIGS = "/config/topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CONSUMERS = "/consumers"
+
+BASE_PATHS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, CONSUMERS)
+
+
+def dump(doc) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def load(data: bytes):
+    return json.loads(data)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------- brokers and controller
+
+def broker(node_id: int) -> str:
+    return f"{BROKER_IDS}/{node_id}"
+
+
+def registration(host: str, port: int, rack: str | None) -> bytes:
+    return dump({
+        "version": 4, "host": host, "port": port, "rack": rack, "jmx_port": -1,
+        "endpoints": [f"PLAINTEXT://{host}:{port}"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "timestamp": str(now_ms()),
+    })
+
+
+def controller(node_id: int) -> bytes:
+    return dump({"version": 1, "brokerid": node_id, "timestamp": str(now_ms())})
+
+
+# ---------------------------------------------------------------- topics
+
+def topic(name: str) -> str:
+    return f"{TOPICS}/{name}"
+
+
+def topic_partitions(name: str) -> str:
+    return f"{TOPICS}/{name}/partitions"
+
+
+def partition(name: str, p: int) -> str:
+    return f"{TOPICS}/{name}/partitions/{p}"
+
+
+def partition_state(name: str, p: int) -> str:
+    return f"{TOPICS}/{name}/partitions/{p}/state"
+
+
+def topic_config(name: str) -> str:
+    return f"{TOPIC_CONFIGS}/{name}"
+
+
+def assignment(brokers: list[int], topic_id: str) -> bytes:
+    return dump({"version": 3, "topic_id": topic_id, "partitions": {str(p): [b] for p, b in enumerate(brokers)},
+                 "adding_replicas": {}, "removing_replicas": {}})
+
+
+def parse_assignment(data: bytes) -> tuple[list[int], str]:
+    """(broker id per partition, topic id) of a topic node."""
+    doc = load(data)
+    parts = doc["partitions"]
+    return [parts[str(p)][0] for p in range(len(parts))], doc.get("topic_id", "")
+
+
+def state(leader: int, leader_epoch: int, controller_epoch: int) -> bytes:
+    return dump({"controller_epoch": controller_epoch, "leader": leader, "version": 1,
+                 "leader_epoch": leader_epoch, "isr": [leader] if leader >= 0 else []})
+
+
+# ---------------------------------------------------------------- consumer groups
+
+def group(group_id: str) -> str:
+    return f"{CONSUMERS}/{quote(group_id, safe='')}"
+
+
+def group_id_of(child: str) -> str:
+    return unquote(child)
+
+
+def group_offsets(group_id: str) -> str:
+    return f"{group(group_id)}/offsets"
+
+
+def group_topic(group_id: str, topic_name: str) -> str:
+    return f"{group(group_id)}/offsets/{topic_name}"
+
+
+def group_offset(group_id: str, topic_name: str, p: int) -> str:
+    return f"{group(group_id)}/offsets/{topic_name}/{p}"
+
+
+def group_generation(group_id: str) -> str:
+    return f"{group(group_id)}/generation"
