@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from mmlog.client import consumer_protocol as cp
 from mmlog.client.cluster import Cluster
-from mmlog.client.connection import BrokerConnection
+from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.records import TopicPartition
-from mmlog.errors import UnknownTopicOrPartition, error_for_code
+from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import (create_topics, delete_topics, describe_configs, describe_groups,
                                      find_coordinator, list_groups, list_offsets, offset_fetch)
@@ -91,7 +91,7 @@ class Admin:
         self.create_topics({name: (partitions, config or {})}, replication_factor)
 
     def create_topics(self, topics: dict[str, tuple[int, dict[str, str]]], replication_factor: int = 1) -> None:
-        body = self._controller().request(create_topics.API_KEY, 4, create_topics.REQUEST(
+        body = self._request(self._controller(), create_topics.API_KEY, 4, create_topics.REQUEST(
             timeout_ms=int(self.timeout * 1000), validate_only=False, topics=[
                 {"name": name, "num_partitions": n, "replication_factor": replication_factor, "assignments": [],
                  "configs": [{"name": k, "value": str(v)} for k, v in cfg.items()]}
@@ -102,7 +102,7 @@ class Admin:
         self.delete_topics([name])
 
     def delete_topics(self, names: list[str]) -> None:
-        body = self._controller().request(delete_topics.API_KEY, 3, delete_topics.REQUEST(
+        body = self._request(self._controller(), delete_topics.API_KEY, 3, delete_topics.REQUEST(
             topic_names=list(names), timeout_ms=int(self.timeout * 1000)))
         self._raise_first((r.error_code, r.name) for r in body.responses)
 
@@ -115,15 +115,15 @@ class Admin:
         """Partitions (leader, earliest and latest offsets) and the effective config of a topic."""
         self.cluster.refresh([name], allow_auto_create=False)
         info = self.cluster.topic(name, allow_auto_create=False, wait=0)
-        earliest = self.offsets(name, EARLIEST)
-        latest = self.offsets(name, LATEST)
+        earliest = self.offsets(name, EARLIEST, offline=-1)
+        latest = self.offsets(name, LATEST, offline=-1)
         parts = [PartitionDescription(p, info.leaders[p], earliest[p], latest[p]) for p in range(info.partitions)]
         config, overrides = self.topic_config(name)
         return TopicDescription(name, parts, config, overrides)
 
     def topic_config(self, name: str) -> tuple[dict[str, str], set[str]]:
         """(effective config, names overridden on the topic), Kafka names."""
-        body = self._controller().request(describe_configs.API_KEY, 1, describe_configs.REQUEST(
+        body = self._request(self._controller(), describe_configs.API_KEY, 1, describe_configs.REQUEST(
             resources=[{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}]))
         [result] = body.results
         if result.error_code:
@@ -134,15 +134,23 @@ class Admin:
 
     # ------------------------------------------------------------ offsets
 
-    def offsets(self, topic: str, timestamp: int = LATEST) -> dict[int, int]:
-        """Per partition: latest (-1), earliest (-2), or the first offset at/after a timestamp (ms; -1 if none)."""
+    def offsets(self, topic: str, timestamp: int = LATEST, *, offline: int | None = None) -> dict[int, int]:
+        """Per partition: latest (-1), earliest (-2), or the first offset at/after a timestamp (ms; -1 if none).
+
+        A partition whose broker is down raises LeaderNotAvailable, or gets `offline` if one is given.
+        """
         info = self.cluster.topic(topic, allow_auto_create=False)
         by_leader: dict[int, list[int]] = {}
-        for p, leader in enumerate(info.leaders):
-            by_leader.setdefault(leader, []).append(p)
         out = {}
+        for p, leader in enumerate(info.leaders):
+            if leader in self.cluster.brokers:
+                by_leader.setdefault(leader, []).append(p)
+            elif offline is None:
+                raise LeaderNotAvailable(f"{topic}-{p} has no live leader")
+            else:
+                out[p] = offline
         for leader, parts in by_leader.items():
-            body = self._conn(leader).request(list_offsets.API_KEY, 5, list_offsets.REQUEST(
+            body = self._request(leader, list_offsets.API_KEY, 5, list_offsets.REQUEST(
                 replica_id=-1, isolation_level=0, topics=[{"name": topic, "partitions": [
                     {"partition_index": p, "timestamp": timestamp} for p in parts]}]))
             for part in body.topics[0].partitions:
@@ -168,7 +176,7 @@ class Admin:
         self.cluster.refresh([])
         out: dict[str, str] = {}
         for node in sorted(self.cluster.brokers):
-            body = self._conn(node).request(list_groups.API_KEY, 2, list_groups.REQUEST())
+            body = self._request(node, list_groups.API_KEY, 2, list_groups.REQUEST())
             if body.error_code:
                 raise error_for_code(body.error_code, f"ListGroups on node {node}")
             for g in body.groups:
@@ -178,7 +186,7 @@ class Admin:
     def describe_group(self, group: str) -> GroupDescription:
         """State, protocol and members (with their topics and partitions) of a group; state "Dead" and no
         members for a group the coordinator does not know."""
-        body = self._coordinator(group).request(describe_groups.API_KEY, 4, describe_groups.REQUEST(
+        body = self._request(self._coordinator(group), describe_groups.API_KEY, 4, describe_groups.REQUEST(
             groups=[group], include_authorized_operations=False))
         [g] = body.groups
         if g.error_code:
@@ -199,7 +207,7 @@ class Admin:
     def group_offsets(self, group: str) -> dict[TopicPartition, GroupOffset]:
         """Every partition the group has committed an offset for or has assigned to a member now: the
         committed offset, the partition's latest offset (its end), the lag, and the member holding it."""
-        body = self._coordinator(group).request(offset_fetch.API_KEY, 5, offset_fetch.REQUEST(
+        body = self._request(self._coordinator(group), offset_fetch.API_KEY, 5, offset_fetch.REQUEST(
             group_id=group, topics=None))
         if body.error_code:
             raise error_for_code(body.error_code, f"OffsetFetch {group!r}")
@@ -222,23 +230,36 @@ class Admin:
             out[tp] = GroupOffset(done, end, lag, owners.get(tp))
         return out
 
-    def _coordinator(self, group: str) -> BrokerConnection:
-        body = self._controller().request(find_coordinator.API_KEY, 2, find_coordinator.REQUEST(
+    def _coordinator(self, group: str) -> int:
+        """The node id of the group's coordinator."""
+        body = self._request(self._controller(), find_coordinator.API_KEY, 2, find_coordinator.REQUEST(
             key=group, key_type=0))
         if body.error_code:
             raise error_for_code(body.error_code, f"FindCoordinator {group!r}: {body.error_message or ''}".rstrip(": "))
         if body.node_id not in self.cluster.brokers:
             self.cluster.refresh([])
-        return self._conn(body.node_id)
+        return body.node_id
 
     # ------------------------------------------------------------ plumbing
 
-    def _controller(self) -> BrokerConnection:
+    def _controller(self) -> int:
+        """The controller's node id, or any live broker's (every broker answers topic admin)."""
         if not self.cluster.brokers:
             self.cluster.refresh([])
-        node = self.cluster.controller_id if self.cluster.controller_id in self.cluster.brokers else \
-            self.cluster.any_broker().node_id
-        return self._conn(node)
+        if self.cluster.controller_id in self.cluster.brokers:
+            return self.cluster.controller_id
+        return self.cluster.any_broker().node_id
+
+    def _request(self, node_id: int, api_key: int, version: int, body):
+        """One request to a broker; if its connection fails, forget it and refresh metadata before raising."""
+        try:
+            return self._conn(node_id).request(api_key, version, body)
+        except (ConnectionClosed, OSError):
+            conn = self._conns.pop(node_id, None)
+            if conn is not None:
+                conn.close()
+            self.cluster.refresh([], timeout=1.0)
+            raise
 
     def _conn(self, node_id: int) -> BrokerConnection:
         conn = self._conns.get(node_id)

@@ -101,12 +101,12 @@ class Cluster:
             time.sleep(0.1)
 
     def topic(self, name: str, *, allow_auto_create: bool = True, wait: float | None = None) -> TopicInfo:
-        """The topic's partitions and leaders, fetching metadata if it is unknown or leaderless."""
+        """The topic's partitions and leaders, fetching metadata while it is unknown or being created."""
         deadline = time.monotonic() + (self.timeout if wait is None else wait)
         while True:
             info = self.topics.get(name)
-            if info is not None and info.error == 0 and info.leaders and min(info.leaders) >= 0:
-                return info
+            if info is not None and info.error == 0 and info.leaders:
+                return info  # some partitions may be leaderless (their broker is down): leader() says so
             if info is not None and info.error not in (0, LeaderNotAvailable.code) and (
                     info.error != UnknownTopicOrPartition.code or not allow_auto_create):
                 raise error_for_code(info.error, f"topic {name!r}")
