@@ -218,7 +218,8 @@ class Admin:
         for topic in sorted({tp.topic for tp in committed} | {tp.topic for tp in owners}):
             try:
                 self.cluster.refresh([topic], allow_auto_create=False)
-                latest[topic] = self.offsets(topic, LATEST)
+                ends = self.offsets(topic, LATEST, offline=-1)
+                latest[topic] = {p: end for p, end in ends.items() if end >= 0}  # none for a partition offline
             except UnknownTopicOrPartition:
                 latest[topic] = None  # deleted since the commit
         out = {}

@@ -1,0 +1,87 @@
+"""A real ZooKeeper for the run, a fresh chroot per test, and three-broker clusters on it."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+
+from mmlog.client.cluster import Cluster
+from mmlog.testing import EmbeddedBroker, ZooKeeperServer
+
+SESSION_MS = 3000  # how long a SIGKILLed broker stays in the registry
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One standalone ZooKeeper (Debian's package) on a free loopback port for the whole run."""
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as zk:
+        yield zk
+
+
+@pytest.fixture
+def zk_connect(zookeeper):
+    """zookeeper.connect with a chroot of this test's own."""
+    return f"{zookeeper.connect}/mmlog-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def zk(zk_connect):
+    """A kazoo client rooted at the test's chroot (made by the first broker), to look at what brokers wrote."""
+    hosts, chroot = zk_connect.split("/", 1)
+    client = KazooClient(hosts=hosts)
+    client.start(10)
+    client.ensure_path("/" + chroot)
+    client.chroot = "/" + chroot
+    yield client
+    client.stop()
+    client.close()
+
+
+def cluster_broker(tmp_path, zk_connect: str, broker_id: int, **config) -> EmbeddedBroker:
+    return EmbeddedBroker(tmp_path / f"broker-{broker_id}", processors=1, config={
+        "zookeeper.connect": zk_connect, "broker.id": broker_id, "zookeeper.session.timeout.ms": SESSION_MS,
+        "group.initial.rebalance.delay.ms": 0, **config})
+
+
+@pytest.fixture
+def cluster(tmp_path, zk_connect):
+    """Three brokers (ids 0, 1, 2) on one ZooKeeper chroot; every one is stopped at the end."""
+    brokers = [cluster_broker(tmp_path, zk_connect, i) for i in range(3)]
+    try:
+        for b in brokers:
+            b.start()
+        wait_for(lambda: len(live_brokers(brokers[0].bootstrap)) == 3, what="three registered brokers")
+        yield brokers
+    finally:
+        for b in brokers:
+            b.stop()
+
+
+def live_brokers(bootstrap: str) -> dict[int, object]:
+    """node id -> broker, as Metadata from this bootstrap says."""
+    meta = Cluster(bootstrap, timeout=5)
+    meta.refresh([])
+    return meta.brokers
+
+
+def leaders(bootstrap: str, topic: str) -> tuple[int, ...]:
+    meta = Cluster(bootstrap, timeout=5)
+    meta.refresh([topic], allow_auto_create=False)
+    return meta.topics[topic].leaders
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "the condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - brokers coming and going: try again
+            last = exc
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last error: {last!r})")
