@@ -17,12 +17,11 @@ held or wins move.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import crc32c
 
 from mmlog.log.files import atomic_write
 
@@ -55,7 +54,7 @@ class ClusterView:
         if not self.brokers:
             return -1
         key = group_id.encode()
-        return max(self.brokers, key=lambda node: (crc32c.crc32c(key + b"\0%d" % node), node))
+        return max(self.brokers, key=lambda node: (_weight(key, node), node))
 
     def to_json(self) -> bytes:
         return json.dumps({
@@ -71,6 +70,11 @@ class ClusterView:
 
     def write(self, directory: Path) -> None:
         atomic_write(Path(directory) / FILE_NAME, self.to_json())
+
+
+def _weight(key: bytes, node: int) -> bytes:
+    """A well-mixed hash of (group, broker): CRCs are affine, so their order would not depend on the group."""
+    return hashlib.blake2b(key, digest_size=8, person=b"%d" % node).digest()
 
 
 class ViewReader:
