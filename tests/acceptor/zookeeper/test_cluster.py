@@ -255,8 +255,8 @@ def test_one_live_broker_coordinates_a_group_and_another_takes_over_with_its_off
     assert commit(coordinator, group, "coordinated", {0: 10, 1: 11, 2: 12}) == [0, 0, 0]
 
     coordinator.kill()
-    successor = wait_for(lambda: (lambda n: n if n != node else None)(coordinator_of(others[0], group)),
-                         timeout=SESSION_MS / 1000 + 10, what="a new coordinator")
+    [successor] = wait_for(lambda: [n for n in [coordinator_of(others[0], group)] if n != node],
+                           timeout=SESSION_MS / 1000 + 10, what="a new coordinator")
     assert coordinator_of(others[1], group) == successor
     assert committed(others[0].bootstrap, group) == {0: 10, 1: 11, 2: 12}  # loaded from ZooKeeper
     assert commit(by_id(cluster, successor), group, "coordinated", {0: 20}) == [0]
@@ -342,3 +342,25 @@ def test_a_standalone_data_dir_is_not_adopted_by_a_cluster(tmp_path, zk_connect)
     joining.data_dir = tmp_path / "alone"
     with pytest.raises(BrokerFailed, match="standalone topics"):
         joining.start()
+
+
+def test_a_broker_paused_past_its_session_registers_again_and_keeps_watching(cluster, zk):
+    """SIGSTOP (a long GC pause, a frozen VM) for longer than the session: ZooKeeper expires it and the
+    others drop the broker; once it runs again it gets a new session, registers again, and its watches
+    still follow the cluster."""
+    import os
+    import signal
+
+    paused = by_id(cluster, 1)
+    os.killpg(paused.pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: sorted(live_brokers(cluster[0].bootstrap)) == [0, 2], timeout=SESSION_MS / 1000 + 10,
+                 what="the paused broker's session to expire")
+    finally:
+        os.killpg(paused.pid, signal.SIGCONT)
+    wait_for(lambda: sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"], timeout=20,
+             what="registration again")
+    wait_for(lambda: sorted(live_brokers(cluster[2].bootstrap)) == [0, 1, 2], what="three brokers in Metadata")
+    by_id(cluster, 2).kill()
+    wait_for(lambda: sorted(live_brokers(paused.bootstrap)) == [0, 1], timeout=SESSION_MS / 1000 + 10,
+             what="the resumed broker seeing another one leave")
