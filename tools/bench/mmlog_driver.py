@@ -1,0 +1,185 @@
+"""mmlog under the paper's tests: its own Producer and Consumer against an EmbeddedBroker.
+
+Producer: `Producer.send()` one record a call, every request closed at exactly
+`batch` records (`max_batch_records`; batch 1 = one record per Produce request),
+acks=1, up to 5 requests in flight, `flush()` at the end; batch 50 also through
+`send_many()` (numpy columns, 10,000 records a call). The figure plots
+acknowledgements (the futures' `acked_at`), not records queued in the
+producer's 32 MB buffer. The broker (2 processors) fsyncs every
+second (`log.flush.interval.ms=1000`), the "asynchronous flush" of the paper and
+of Redis's appendfsync everysec. Consumer: one `Consumer` reading the batch-50
+topic from the beginning with 200 KB fetches (about 950 records), record by
+record through the iterator and in numpy columns through `poll_batch()`.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, payload
+
+SYSTEM = "mmlog"
+CHUNK = 1000  # send() calls between two looks at the clock
+BULK_CHUNK = 10_000  # records per send_many() call
+
+
+def server(workdir: Path, processors: int = 2):
+    """An EmbeddedBroker in `workdir/mmlog`, fsyncing every second."""
+    from mmlog.testing import EmbeddedBroker
+
+    return EmbeddedBroker(Path(workdir) / "mmlog", processors=processors,
+                          config={"log.flush.interval.ms": 1000})
+
+
+def _producer(bootstrap: str, batch: int, acks, linger_ms: float = 5.0, max_in_flight: int = 5):
+    from mmlog.client.producer import Producer
+
+    # batch_size in bytes: room for exactly `batch` records (as `mmlog perf produce` sizes it)
+    batch_bytes = min(batch * (MESSAGE_SIZE + 32) + 61, 1 << 20)
+    return Producer(bootstrap, acks=acks, linger_ms=linger_ms, batch_size=batch_bytes, max_batch_records=batch,
+                    max_in_flight=max_in_flight, client_id="mmlog-bench")
+
+
+def produce(bootstrap: str, topic: str, messages: int, batch: int, api: str = "send", acks: int = 1,
+            ready=None, go=None) -> dict:
+    """Client process: `messages` records of MESSAGE_SIZE bytes to `topic` as fast as the producer takes them.
+    Warmed up, it sets `ready` and waits for `go` (so that a profiler attaches to the measured part only)."""
+    value = payload()
+    with _producer(bootstrap, batch, acks) as producer:
+        producer.partitions_for(topic)  # metadata and auto-creation before the clock starts
+        producer.send(topic, value).get(30)  # and a connection, and the encoder's kernels
+        if api == "send_many":
+            from mmlog.client import encode
+
+            encode.warm(bulk=True)
+            values = np.frombuffer(value * BULK_CHUNK, np.uint8).reshape(BULK_CHUNK, MESSAGE_SIZE)
+        if ready is not None:
+            ready.set()
+            go.wait()
+        meter = Meter()
+        send, send_many, sent, last, marks = producer.send, producer.send_many, 0, None, []
+        while sent < messages:
+            if api == "send_many":
+                m = min(BULK_CHUNK, messages - sent)
+                last = send_many(topic, values[:m])
+            else:
+                m = min(CHUNK, messages - sent)
+                for _ in range(m):  # the per-record API is what this test measures
+                    last = send(topic, value)
+            sent += m
+            marks.append((last, sent))
+        producer.flush()
+        (last.result if api == "send_many" else last.get)(30)  # raises if the last batch failed
+        result = meter.result(messages)
+        # the figure's points: when the last record of every chunk was acknowledged, not when it was queued
+        result["samples"] = [(0.0, 0)] + sorted((f.acked_at - meter.start, n) for f, n in marks)
+        return result
+
+
+def consume(bootstrap: str, topic: str, messages: int, api: str, fetch_bytes: int) -> dict:
+    """Client process: read `messages` records of `topic` from the beginning, `fetch_bytes` a fetch."""
+    from mmlog.client.consumer import Consumer
+
+    with Consumer(bootstrap, auto_offset_reset="earliest", client_id="mmlog-bench", fetch_max_bytes=fetch_bytes,
+                  max_partition_fetch_bytes=fetch_bytes) as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek_to_beginning()
+        consumer.position((topic, 0))
+        n = nbytes = 0
+        meter = Meter()
+        if api == "bulk":
+            while n < messages:
+                for arrays in consumer.poll_batch(1.0):
+                    n += len(arrays)
+                    nbytes += arrays.nbytes
+                meter.tick(n)
+        else:
+            for record in consumer:  # the record-by-record path, each value touched
+                n += 1
+                nbytes += len(record.value)
+                if not n & 1023:
+                    meter.tick(n)
+                if n >= messages:
+                    break
+        return meter.result(n, nbytes)
+
+
+def _timestamps(arrays) -> np.ndarray:
+    """The send times (monotonic ns) in the first 8 bytes of every value of a chunk, without a loop."""
+    buf = np.frombuffer(arrays.buffer, np.uint8)
+    at = arrays.value_starts[:, None] + np.arange(8)
+    return buf[at].copy().view("<i8").ravel()
+
+
+def latency_producer(bootstrap: str, topic: str, rate: float, count: int, created, go) -> dict:
+    """Client process: `count` records at `rate` a second, acks=1, linger 0, each stamped with its send time."""
+    from tools.bench.latency import paced
+
+    pad = payload(MESSAGE_SIZE - 8)
+    with _producer(bootstrap, 1000, 1, linger_ms=0) as producer:
+        producer.send(topic, bytes(8) + pad).get(30)  # stamp 0: the consumer's sign of life
+        created.set()
+        go.wait()
+        stamp, now, send = struct.Struct("<q").pack, time.monotonic_ns, producer.send
+
+        def burst(n: int) -> None:
+            for _ in range(n):
+                send(topic, stamp(now()) + pad)
+
+        achieved = paced(burst, rate, count)
+        producer.flush()
+    return {"achieved": achieved}
+
+
+def latency_consumer(bootstrap: str, topic: str, count: int, ready) -> np.ndarray:
+    """Client process: long-poll `topic` and return send -> receipt in ms for `count` stamped records."""
+    from mmlog.client.consumer import Consumer
+
+    got, out = 0, []
+    with Consumer(bootstrap, auto_offset_reset="earliest", client_id="mmlog-bench-latency",
+                  fetch_max_wait_ms=500) as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek_to_beginning()
+        while got < count:
+            for arrays in consumer.poll_batch(1.0):
+                now = time.monotonic_ns()
+                stamps = _timestamps(arrays)
+                stamps = stamps[stamps > 0]
+                out.append((now - stamps) / 1e6)
+                got += len(stamps)
+                ready.set()
+    return np.concatenate(out)[:count]
+
+
+def bench(cfg, workdir: Path, log) -> tuple[list[Result], list]:
+    """Every mmlog test of the run, against one broker."""
+    from tools.bench import latency, profile
+
+    results = []
+    with server(workdir) as broker:
+        boot = broker.bootstrap
+        runs = [("send(), batch 1", 1, "send", cfg.batch1_messages, True),
+                ("send(), batch 50", 50, "send", cfg.messages, True),
+                ("send_many(), batch 50", 50, "send_many", cfg.messages, False)]
+        for variant, batch, api, n, baseline in runs:
+            ready, go = ClientProcess._ctx.Event(), ClientProcess._ctx.Event()
+            client = ClientProcess(produce, boot, f"produce-{api}-{batch}", n, batch, api, cfg.acks, ready, go)
+            client.wait_for(ready, 120, "warm-up")
+            with profile.maybe(cfg, f"mmlog-produce-{api}-batch{batch}", client.pid, broker.processor_pids(), log):
+                go.set()
+                r = client.result(cfg.timeout(n))
+            results.append(Result(SYSTEM, "produce", variant, batch, baseline=baseline, **r))
+            log(results[-1])
+        for variant, api, baseline in (("iterator", "iter", True), ("poll_batch() bulk", "bulk", False)):
+            r = ClientProcess(consume, boot, "produce-send-50", cfg.messages, api, cfg.fetch_bytes).result(
+                cfg.timeout(cfg.messages))
+            results.append(Result(SYSTEM, "consume", f"{variant}, {cfg.fetch_bytes // 1000} KB fetches", None,
+                                  baseline=baseline, **r))
+            log(results[-1])
+        lat = latency.measure(SYSTEM, "acks=1, linger 0; poll_batch() long poll", latency_producer,
+                              latency_consumer, (boot, "latency"), cfg, log)
+    return results, [lat]
