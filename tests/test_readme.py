@@ -32,6 +32,8 @@ def test_the_readme_python_examples_run(broker, capsys):
         code = block.replace("127.0.0.1:9092", broker.bootstrap)
         if "EmbeddedBroker()" in code:
             continue  # starts a broker of its own: covered by tests/test_testing.py
+        if "mmlog.spark" in code:
+            continue  # needs the Spark session: tests/spark/test_readme_spark.py runs it
         exec(compile(code, f"README.md python block {i + 1}", "exec"), namespace)
     assert namespace["seen"] == 1001
     assert namespace["total"] >= 1001

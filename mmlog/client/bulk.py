@@ -60,6 +60,7 @@ Usage, from a consumer (`Consumer.poll_batch` returns one RecordArrays per parti
         arrays.value_lengths                       # numpy int32, -1 = null
         arrays.value_view(0), arrays.values()      # one memoryview, all as bytes (only when asked)
         arrays.headers(0)                          # one record's headers, decoded now
+        arrays.header_columns()                    # every header as numpy columns (for Arrow builders)
 
 or on raw fetched bytes::
 
@@ -406,6 +407,14 @@ class RecordArrays:
         return [decode_headers(data, s, c) if c else () for s, c in
                 zip(self.header_starts.tolist(), self.header_counts.tolist())]
 
+    def header_columns(self) -> "HeaderColumns":
+        """Every record's headers as numpy columns, found by a kernel (no Python code per header), for
+        builders of columnar data (Arrow) that must not decode headers one record at a time."""
+        if not len(self) or not self.header_counts.any():
+            i32 = np.empty(0, np.int32)
+            return HeaderColumns(np.zeros(len(self) + 1, np.int64), _EMPTY_I64, i32, _EMPTY_I64, i32)
+        return HeaderColumns(*_header_columns(_as_array(self.buffer), self.header_starts, self.header_counts))
+
     @property
     def nbytes(self) -> int:
         """Bytes of keys and values (nulls count 0)."""
@@ -441,6 +450,48 @@ class RecordArrays:
         it = map(_new_record, zip(repeat(self.topic), repeat(self.partition), offsets, self.timestamps.tolist(),
                                   keys, values, headers, ts_types))
         return it, offsets
+
+
+class HeaderColumns(NamedTuple):
+    """The headers of a RecordArrays: record i's are entries bounds[i]:bounds[i + 1] of the other columns,
+    which give each header's key and value as a position in the chunk's buffer and a length (-1: null)."""
+
+    bounds: np.ndarray  # int64, len(records) + 1
+    key_starts: np.ndarray  # int64
+    key_lengths: np.ndarray  # int32
+    value_starts: np.ndarray  # int64
+    value_lengths: np.ndarray  # int32
+
+
+@njit(cache=True, nogil=True)
+def _header_columns(buf, header_starts, header_counts):
+    """The header columns of records whose header sections `_decode` has validated already."""
+    n = len(header_counts)
+    bounds = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        bounds[i + 1] = bounds[i] + header_counts[i]
+    total = bounds[n]
+    key_starts = np.empty(total, np.int64)
+    key_lengths = np.empty(total, np.int32)
+    value_starts = np.empty(total, np.int64)
+    value_lengths = np.empty(total, np.int32)
+    end = len(buf)
+    j = 0
+    for i in range(n):
+        q = header_starts[i]
+        for _ in range(header_counts[i]):
+            klen, q = varint(buf, q, end)
+            key_starts[j] = q
+            key_lengths[j] = klen
+            if klen > 0:
+                q += klen
+            vlen, q = varint(buf, q, end)
+            value_starts[j] = q
+            value_lengths[j] = vlen
+            if vlen > 0:
+                q += vlen
+            j += 1
+    return bounds, key_starts, key_lengths, value_starts, value_lengths
 
 
 @contextlib.contextmanager
@@ -604,4 +655,4 @@ def warm() -> None:
     """Compile the kernels now (or load them from the on-disk cache), for writable and read-only buffers."""
     batch = rec.build_batch([(b"k", b"v", [("h", b"x")])])
     for data in (batch, bytes(batch)):
-        decode_chunk(data, 0, check_crcs=True)
+        decode_chunk(data, 0, check_crcs=True).header_columns()

@@ -52,6 +52,7 @@ def assert_same(arrays: bulk.RecordArrays, expected: list[rec.Record]) -> None:
     assert arrays.keys() == [r.key for r in expected]
     assert [list(arrays.headers(i)) for i in range(len(arrays))] == [r.headers for r in expected]
     assert [list(h) for h in arrays.all_headers()] == [r.headers for r in expected]
+    assert headers_from_columns(arrays) == [r.headers for r in expected]
     for i, r in enumerate(expected):
         view = arrays.value_view(i)
         assert (None if view is None else bytes(view)) == r.value
@@ -59,6 +60,19 @@ def assert_same(arrays: bulk.RecordArrays, expected: list[rec.Record]) -> None:
     assert [(c.offset, c.timestamp, c.key, c.value, [tuple(h) for h in c.headers]) for c in records] == [
         (r.offset, r.timestamp, r.key, r.value, r.headers) for r in expected]
     assert list(arrays.iter_records()) == records
+
+
+def headers_from_columns(arrays: bulk.RecordArrays) -> list[list[tuple]]:
+    """Every record's headers rebuilt from `header_columns()`, for comparison with `decode_headers`."""
+    bounds, key_starts, key_lengths, value_starts, value_lengths = arrays.header_columns()
+    data = bytes(arrays.buffer)
+
+    def field(start, n):
+        return None if n < 0 else data[start:start + n]
+
+    headers = [(field(ks, kl).decode(), field(vs, vl)) for ks, kl, vs, vl in
+               zip(key_starts.tolist(), key_lengths.tolist(), value_starts.tolist(), value_lengths.tolist())]
+    return [headers[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,189 @@
+"""The executor's side of a read: one partition's offsets [start, end) fetched from its leader.
+
+A Spark task reads one `OffsetRange`. `RangeFetcher` connects straight to the
+partition's leader, whose address the driver looked up and put in the input
+partition, and keeps one Fetch in flight ahead of the decoding: as soon as a
+chunk's batch headers are scanned (microseconds), the Fetch for the next offset
+leaves, so the broker reads the next chunk while this one is decoded and handed
+to Spark. Chunks are decoded by the client's bulk decoder (CRCs checked, as the
+consumer does) and cut at `end`.
+
+Errors: a lost connection, a timeout or a moved leader (NOT_LEADER_OR_FOLLOWER,
+UNKNOWN_TOPIC_OR_PARTITION, ...) make the fetcher ask the bootstrap brokers for
+metadata and go to the leader they name, backing off, for up to `timeout`
+seconds. Records the range names that are gone (retention deleted them:
+OFFSET_OUT_OF_RANGE; or the log now ends before `end`) raise `DataLoss` with
+failOnDataLoss, Spark's default, and are skipped without it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import numpy as np
+
+from mmlog.client import bulk
+from mmlog.client.cluster import Cluster
+from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
+from mmlog.errors import (CorruptMessage, KafkaError, KafkaStorageError, LeaderNotAvailable, NotLeaderOrFollower,
+                          OffsetOutOfRange, RequestTimedOut, UnknownTopicOrPartition, error_for_code)
+from mmlog.protocol.messages import fetch
+
+FETCH_VERSION = 11
+MAX_WAIT_MS = 500  # a range ends at or below the high watermark it was planned with: fetches rarely wait
+_MOVED = {NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code, KafkaStorageError.code}
+
+
+class DataLoss(KafkaError):
+    """Records of the range are no longer in the log (set failOnDataLoss=false to skip them)."""
+
+    code = OffsetOutOfRange.code
+
+
+class RangeFetcher:
+    """Fetches one partition from its leader, falling back to the bootstrap brokers' metadata."""
+
+    def __init__(self, topic: str, partition: int, leader: str, bootstrap: str, *, max_bytes: int,
+                 fail_on_data_loss: bool = True, timeout: float = 120.0) -> None:
+        self.topic, self.partition = topic, partition
+        self.leader = leader
+        self.bootstrap = bootstrap
+        self.max_bytes = max_bytes
+        self.fail_on_data_loss = fail_on_data_loss
+        self.timeout = timeout
+        self._conn: BrokerConnection | None = None
+        self._failing_since: float | None = None
+        self._backoff = 0.05
+
+    def chunks(self, start: int, end: int) -> Iterator[bulk.RecordArrays]:
+        """The records at offsets [start, end), one decoded chunk at a time, each cut at end."""
+        offset, size = start, self.max_bytes
+        inflight = None  # the offset of the Fetch on the wire, if any
+        try:
+            while offset < end:
+                try:
+                    if inflight != offset:
+                        self._send(offset, size)
+                    inflight = None
+                    part = self._receive()
+                except (ConnectionClosed, RequestTimedOut) as exc:
+                    inflight = None
+                    self._recover(exc)
+                    continue
+                if part.error_code:
+                    offset = self._on_error(part, offset, end)
+                    continue
+                data = part.records
+                if not data:
+                    offset = self._on_empty(part, offset, end)
+                    continue
+                scan = bulk.scan_chunk(data, offset)
+                if scan.status == bulk.TRUNCATED:  # the first batch is bigger than we asked for
+                    size = min(size * 2, 0x7FFFFFFF)
+                    continue
+                if scan.status != bulk.OK:
+                    raise CorruptMessage(f"{self._where(offset)}: batch at byte {scan.end}: "
+                                         f"{bulk.STATUS_TEXT[scan.status]}")
+                self._failing_since, size = None, self.max_bytes
+                if scan.next_offset < end:  # the next chunk is read by the broker while this one decodes
+                    try:
+                        self._send(scan.next_offset, size)
+                        inflight = scan.next_offset
+                    except ConnectionClosed:
+                        self._close()  # the next turn reconnects
+                arrays = bulk.decode_chunk(data, offset, topic=self.topic, partition=self.partition,
+                                           check_crcs=True, scan=scan)
+                offset = scan.next_offset
+                arrays.next_offset = min(offset, end)
+                keep = int(np.searchsorted(arrays.offsets, end))
+                if keep:
+                    yield arrays if keep == len(arrays) else _head(arrays, keep)
+        finally:
+            self._close()
+
+    # ---- the wire
+
+    def _send(self, offset: int, size: int) -> None:
+        if self._conn is None:
+            host, port = parse_bootstrap(self.leader)[0]
+            self._conn = BrokerConnection(host, port, client_id="mmlog-spark", timeout=min(self.timeout, 30.0),
+                                          connect_timeout=min(self.timeout, 10.0))
+        self._conn.send(fetch.API_KEY, FETCH_VERSION, fetch.REQUEST(
+            replica_id=-1, max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=size, isolation_level=0,
+            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[{"topic": self.topic, "partitions": [{
+                "partition": self.partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "log_start_offset": -1, "partition_max_bytes": size}]}]))
+
+    def _receive(self):
+        body = self._conn.receive()
+        if body.error_code:
+            raise error_for_code(body.error_code, f"{self._where(-1)}: fetch")
+        [topic] = body.responses
+        [part] = topic.partitions
+        return part
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    # ---- what goes wrong
+
+    def _on_error(self, part, offset: int, end: int) -> int:
+        """The offset to fetch after a partition error (the same one after a retriable error)."""
+        code = part.error_code
+        if code == OffsetOutOfRange.code:
+            if part.log_start_offset > offset:  # retention removed [offset, log start)
+                return self._lost(offset, min(part.log_start_offset, end), end)
+            return self._lost(offset, end, end)  # the log ends before the range: it was truncated
+        if code in _MOVED:
+            self._recover(error_for_code(code, self._where(offset)))
+            return offset
+        raise error_for_code(code, f"{self._where(offset)}: fetch")
+
+    def _on_empty(self, part, offset: int, end: int) -> int:
+        """No records at offset: the log ends before it (loss), or the data is not readable yet (retry)."""
+        if 0 <= part.high_watermark <= offset:
+            return self._lost(offset, end, end)
+        if 0 <= part.log_start_offset and part.log_start_offset > offset:
+            return self._lost(offset, min(part.log_start_offset, end), end)
+        self._recover(RequestTimedOut(f"{self._where(offset)}: no records below the high watermark "
+                                      f"{part.high_watermark}"))
+        return offset
+
+    def _lost(self, offset: int, resume: int, end: int) -> int:
+        if self.fail_on_data_loss:
+            raise DataLoss(f"{self._where(offset)}: offsets {offset}..{resume - 1} of the range up to {end} are "
+                           f"no longer in the log (failOnDataLoss=false skips them)")
+        return resume
+
+    def _recover(self, exc: BaseException) -> None:
+        """Back off, then ask the bootstrap brokers who leads the partition now; raise once past the timeout."""
+        self._close()
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since, self._backoff = now, 0.05
+        if now - self._failing_since > self.timeout:
+            raise exc
+        time.sleep(self._backoff)
+        self._backoff = min(self._backoff * 2, 1.0)
+        try:
+            cluster = Cluster(f"{self.leader},{self.bootstrap}", client_id="mmlog-spark",
+                              timeout=min(self.timeout, 10.0))
+            cluster.refresh([self.topic], allow_auto_create=False)
+            self.leader = cluster.leader(self.topic, self.partition).address
+        except KafkaError:
+            pass  # still no leader: the next attempt tries the old address, and fails into here again
+
+    def _where(self, offset: int) -> str:
+        return f"{self.topic}-{self.partition}" + (f" at offset {offset}" if offset >= 0 else "")
+
+
+def _head(arrays: bulk.RecordArrays, n: int) -> bulk.RecordArrays:
+    """The first n records of a chunk (views of its columns, no copy)."""
+    columns = (arrays.offsets, arrays.timestamps, arrays.timestamp_types, arrays.key_starts, arrays.key_lengths,
+               arrays.value_starts, arrays.value_lengths, arrays.header_starts, arrays.header_counts)
+    return bulk.RecordArrays(arrays.topic, arrays.partition, arrays.buffer, arrays.next_offset,
+                             [c[:n] for c in columns])

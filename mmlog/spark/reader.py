@@ -1,0 +1,104 @@
+"""Batch reads: the driver plans one Spark partition per offset range, each executor fetches its own.
+
+`BatchReader.partitions()` runs on the driver: it finds the subscribed topics,
+resolves startingOffsets/endingOffsets against each partition's earliest and
+latest offsets, cuts long ranges (`split_ranges`) and puts each range's leader
+address in its `RangePartition`. `read()` runs in an executor's Python worker:
+`read_range` fetches the range from that leader (`fetch.RangeFetcher`) and yields
+one Arrow batch per fetched chunk (`arrow.record_batch`). The streaming reader
+shares `read()` through `RangeReader`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from mmlog.client.records import TopicPartition
+from mmlog.spark.arrow import record_batch
+from mmlog.spark.fetch import DataLoss, RangeFetcher
+from mmlog.spark.lookup import BrokerLookup
+from mmlog.spark.offsets import OffsetRange, pick, spec_partitions, split_ranges
+from mmlog.spark.options import ReadOptions
+from mmlog.spark.schema import record_schema
+
+
+@dataclass
+class RangePartition(InputPartition):
+    """One Spark task's input: offsets [start, end) of a partition, its leader's address (host:port), and
+    the bootstrap brokers to ask should the leader have moved."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    leader: str
+    bootstrap: str
+
+
+def read_range(part: RangePartition, options: ReadOptions) -> Iterator[pa.RecordBatch]:
+    """The range's records as Arrow batches of the source's schema, one per fetched chunk."""
+    schema = to_arrow_schema(record_schema(options.include_headers), timezone="UTC")
+    fetcher = RangeFetcher(part.topic, part.partition, part.leader, part.bootstrap,
+                           max_bytes=options.fetch_max_bytes, fail_on_data_loss=options.fail_on_data_loss,
+                           timeout=options.poll_timeout_ms / 1000)
+    for arrays in fetcher.chunks(part.start, part.end):
+        yield record_batch(arrays, schema)
+
+
+def range_partitions(lookup: BrokerLookup, ranges: list[OffsetRange], bootstrap: str) -> list[RangePartition]:
+    """Each range with the address of its partition's leader."""
+    leaders = lookup.leaders({TopicPartition(r.topic, r.partition) for r in ranges})
+    return [RangePartition(r.topic, r.partition, r.start, r.end, leaders[TopicPartition(r.topic, r.partition)],
+                           bootstrap) for r in ranges]
+
+
+class RangeReader:
+    """What the batch and streaming readers share: their options, and `read()` (executors, stateless)."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, RangePartition):  # Spark's stand-in when there is no range to read
+            return iter(())
+        return read_range(partition, self.options)
+
+
+class BatchReader(RangeReader, DataSourceReader):
+    """`spark.read.format("mmlog")`: the offsets between startingOffsets and endingOffsets, planned once."""
+
+    def partitions(self) -> list[RangePartition]:
+        o = self.options
+        with BrokerLookup(o.bootstrap) as lookup:
+            topics = lookup.topics(o.topics, o.pattern, missing_ok=False)
+            bounds = lookup.bounds(topics)
+            for tp in sorted(spec_partitions(o.starting) | spec_partitions(o.ending)):
+                if tp not in bounds:
+                    raise ValueError(f"mmlog: the offsets options name {tp.topic}-{tp.partition}, "
+                                     f"which the subscription does not have")
+            ranges = [self._range(tp, earliest, latest) for tp, (earliest, latest) in sorted(bounds.items())]
+            return range_partitions(lookup, split_ranges(ranges, o.max_records_per_partition, o.min_partitions),
+                                    o.bootstrap)
+
+    def _range(self, tp: TopicPartition, earliest: int, latest: int) -> OffsetRange:
+        o = self.options
+        start = pick(o.starting, "earliest", tp, earliest, latest)
+        end = pick(o.ending, "latest", tp, earliest, latest)
+        where = f"{tp.topic}-{tp.partition}"
+        if end > latest:
+            raise ValueError(f"mmlog: endingOffsets {end} of {where} is past its latest offset {latest}")
+        if start > end:
+            raise ValueError(f"mmlog: startingOffsets {start} of {where} is after its end {end}")
+        if start < earliest:
+            if o.fail_on_data_loss:
+                raise DataLoss(f"mmlog: startingOffsets {start} of {where} is below its earliest offset "
+                               f"{earliest}: records are gone (failOnDataLoss=false starts at {earliest})")
+            start = min(earliest, end)
+        return OffsetRange(tp.topic, tp.partition, start, end)

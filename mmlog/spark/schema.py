@@ -1,0 +1,39 @@
+"""The rows the source reads: the columns of Spark's own Kafka source, so that jobs move between the two.
+
+    key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
+    timestampType int[, headers array<struct<key string, value binary>>]
+
+`headers` is there only with the option includeHeaders=true, as in Spark. Built from
+type objects (not DDL) because parsing DDL needs a running session, and the
+executors build their Arrow schema from the same objects.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
+                               TimestampType)
+
+HEADERS = StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                        StructField("value", BinaryType())])))
+RECORD = StructType([
+    StructField("key", BinaryType()),
+    StructField("value", BinaryType()),
+    StructField("topic", StringType()),
+    StructField("partition", IntegerType()),
+    StructField("offset", LongType()),
+    StructField("timestamp", TimestampType()),
+    StructField("timestampType", IntegerType()),
+])
+
+
+def record_schema(include_headers: bool) -> StructType:
+    """The source's schema, with or without the headers column."""
+    return StructType(RECORD.fields + [HEADERS]) if include_headers else RECORD
+
+
+def check_schema(given: StructType, include_headers: bool) -> None:
+    """A schema set with `.schema(...)` must be the source's own (the columns are fixed)."""
+    expected = record_schema(include_headers)
+    if given is not None and given != expected:
+        raise ValueError(f"mmlog: the schema is fixed ({expected.simpleString()}); got {given.simpleString()}"
+                         + ("" if include_headers else " (set includeHeaders=true for the headers column)"))
