@@ -80,6 +80,9 @@ class ControlPlane:
 
     def _partition_count(self, topic: str) -> int | None:
         info = self.manager.topics().get(topic)
+        if info is None:  # cluster mode: created through another broker, our watch not yet run
+            self.store.sync_topics()
+            info = self.manager.topics().get(topic)
         return None if info is None else info.partitions
 
     def start(self, me) -> None:

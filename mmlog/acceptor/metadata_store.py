@@ -120,5 +120,8 @@ class EmbeddedStore:
     def owns_group(self, group_id: str) -> bool:
         return True
 
+    def sync_topics(self) -> None:
+        """The local catalogue is the whole truth here: nothing to catch up with."""
+
     def close(self) -> None:
         """Nothing to release: every file is written as it changes."""
