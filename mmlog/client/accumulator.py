@@ -1,6 +1,6 @@
 """Where records wait to be sent: one queue of batches per partition.
 
-`Producer.send` appends a record to its partition's *open* batch: three list
+`Producer.send` appends a record to its partition's *open* batch: two list
 appends, no encoding. A batch closes when it reaches `batch_size` bytes (an
 estimate: payload + 12 bytes a record, close to the real record overhead of
 8-11 bytes for small records) or `max_records` records; it also closes when the
@@ -37,18 +37,22 @@ import random
 import threading
 import time
 
-from mmlog.client.futures import BatchOutcome, RecordMetadata
+from mmlog.client.futures import BatchOutcome, RecordFuture, RecordMetadata
 
 _monotonic = time.monotonic
 RECORD_OVERHEAD = 12  # estimated bytes of varints + attributes per record, for batch_size
 
 
+def _nothing() -> None:
+    pass
+
+
 class PartitionQueue:
     """The batches of one (topic, partition), from open to in flight."""
 
-    __slots__ = ("topic", "partition", "open", "closed", "inflight", "held", "node")
+    __slots__ = ("topic", "partition", "open", "closed", "inflight", "held", "node", "wire", "on_wait")
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, on_wait=None) -> None:
         self.topic = topic
         self.partition = partition
         self.open: ProducerBatch | None = None
@@ -56,6 +60,8 @@ class PartitionQueue:
         self.inflight: collections.deque[ProducerBatch] = collections.deque()
         self.held: list[ProducerBatch] = []
         self.node = -1  # broker the in-flight batches went to
+        self.wire = None  # the sender's request and answer templates for this partition
+        self.on_wait = on_wait or _nothing  # called before a thread blocks on one of its batches
 
     def __repr__(self) -> str:
         return (f"<PartitionQueue {self.topic}-{self.partition} open={self.open is not None} "
@@ -99,6 +105,9 @@ class ProducerBatch(BatchOutcome):
         self.callbacks: list | None = None
         self._event = None
 
+    def _before_wait(self) -> None:
+        self.queue.on_wait()
+
     def metadata(self, index: int) -> RecordMetadata:
         base = self.base_offset
         stamps = self.stamps
@@ -113,8 +122,11 @@ class RecordAccumulator:
     """Open and closed batches of every partition; memory accounting; flush bookkeeping."""
 
     def __init__(self, *, batch_size: int, linger: float, max_records: int, buffer_memory: int,
-                 partition_counts: dict[str, int]) -> None:
+                 partition_counts: dict[str, int], max_record_size: int = 1 << 62) -> None:
         self.batch_size = batch_size
+        self.max_record_size = max_record_size  # bigger records take `append`, which refuses them
+        self.on_close = _nothing  # try_append calls it when a batch closed (the producer's kick)
+        self.on_wait = _nothing  # a thread is about to block on a batch (the producer's hand-over)
         self.linger = linger
         self.max_records = max_records
         self.buffer_memory = buffer_memory
@@ -138,13 +150,62 @@ class RecordAccumulator:
 
     # ------------------------------------------------------------ the application side
 
-    def append(self, topic: str, partition: int | None, value, key, stamp: int, header, size: int,
-               callback) -> tuple[ProducerBatch, int, bool, bool]:
-        """Add a record; return (batch, index in it, batch is now closed, a new batch was opened).
+    def try_append(self, topic: str, partition: int | None, value: bytes, stamp: int) -> RecordFuture | None:
+        """`append` for the usual record (a value, no key, headers or callback) to the open batch of a
+        known partition with room for it, or alone in a batch that closes at once: its future, after
+        calling `on_close` if the batch closed; None when any of that does not hold (the caller then
+        calls `append`). 0.3 µs less."""
+        size = len(value) + RECORD_OVERHEAD
+        lock = self.lock
+        lock.acquire()
+        try:
+            if partition is None:
+                partition = self.sticky.get(topic)
+                if partition is None:
+                    return None
+            elif partition < 0:
+                return None
+            try:
+                queue = self.by_topic[topic][partition]
+            except (KeyError, IndexError):
+                return None
+            if queue is None:
+                return None
+            if size > self.max_record_size or self.appended - self.released + size > self.buffer_memory:
+                return None
+            batch = queue.open
+            if batch is None:
+                if self.max_records > 1 and size < self.batch_size:
+                    return None  # it would open a batch that lingers: `append` (which may wake the I/O thread)
+                # A batch of this record alone (batch 1): open, fill and close it at once.
+                batch = queue.open = ProducerBatch(queue, _monotonic())
+                self.incomplete.add(batch)
+            elif batch.keys is not None or batch.headers is not None or batch.size + size > self.batch_size:
+                return None
+            index = batch.count
+            batch.values.append(value)
+            batch.stamps.append(stamp)
+            batch.count = count = index + 1
+            batch.size = total = batch.size + size
+            self.appended += size
+            if total < self.batch_size and count < self.max_records:
+                return RecordFuture(batch, index)
+            self._close(queue)
+        finally:
+            lock.release()
+        self.on_close()
+        return RecordFuture(batch, index)
 
-        The hot path of `Producer.send`: about 0.6 µs (a lock, three list appends).
+    def append(self, topic: str, partition: int | None, value, key, stamp: int, header, size: int,
+               callback) -> tuple[RecordFuture, bool, bool]:
+        """Add a record; return (its future, its batch is now closed, a new batch was opened).
+
+        The hot path of `Producer.send`: about 0.5 µs (a lock, two list appends; keys,
+        headers and callbacks, when there are any, a few more).
         """
-        with self.lock:
+        lock = self.lock
+        lock.acquire()
+        try:
             if partition is None:
                 partition = self.sticky.get(topic)
                 if partition is None:
@@ -156,41 +217,49 @@ class RecordAccumulator:
             if queue is None:
                 queue = self._queue(topic, partition)
             batch = queue.open
-            opened = False
-            if batch is None or (batch.size + size > self.batch_size and batch.count):
+            opened = batch is None or (batch.size + size > self.batch_size and batch.count)
+            if opened:
                 if batch is not None:
                     self._close(queue)
                 batch = queue.open = ProducerBatch(queue, _monotonic())
                 self.incomplete.add(batch)
-                opened = True
             index = batch.count
             batch.values.append(value)
             batch.stamps.append(stamp)
-            if key is not None or batch.keys is not None:
-                if batch.keys is None:
-                    batch.keys = [None] * index
-                batch.keys.append(key)
-            if header is not None or batch.headers is not None:
-                if batch.headers is None:
-                    batch.headers = [b"\x00"] * index
-                batch.headers.append(header if header is not None else b"\x00")
-            if callback is not None:
-                if batch.callbacks is None:
-                    batch.callbacks = []
-                batch.callbacks.append((index, callback))
+            if key is not None or header is not None or callback is not None or batch.keys is not None \
+                    or batch.headers is not None:
+                self._extras(batch, index, key, header, callback)
             batch.count = count = index + 1
             batch.size = total = batch.size + size
             self.appended += size
-            if total >= self.batch_size or count >= self.max_records:
+            closed = total >= self.batch_size or count >= self.max_records
+            if closed:
                 self._close(queue)
-                return batch, index, True, opened
-            return batch, index, False, opened
+        finally:
+            lock.release()
+        return RecordFuture(batch, index), closed, opened
+
+    @staticmethod
+    def _extras(batch: ProducerBatch, index: int, key, header, callback) -> None:
+        """A record's key, header section and callback, in lists made on first need (lock held)."""
+        if key is not None or batch.keys is not None:
+            if batch.keys is None:
+                batch.keys = [None] * index
+            batch.keys.append(key)
+        if header is not None or batch.headers is not None:
+            if batch.headers is None:
+                batch.headers = [b"\x00"] * index
+            batch.headers.append(header if header is not None else b"\x00")
+        if callback is not None:
+            if batch.callbacks is None:
+                batch.callbacks = []
+            batch.callbacks.append((index, callback))
 
     def _queue(self, topic: str, partition: int) -> PartitionQueue:
         """The partition's queue, made on first use (lock held)."""
         queue = self.queues.get((topic, partition))
         if queue is None:
-            queue = self.queues[(topic, partition)] = PartitionQueue(topic, partition)
+            queue = self.queues[(topic, partition)] = PartitionQueue(topic, partition, self.on_wait)
             self.queue_list.append(queue)
             row = self.by_topic.setdefault(topic, [])
             row.extend([None] * (partition + 1 - len(row)))

@@ -2,10 +2,16 @@
 
 The producer's sender thread and the consumer's fetcher keep several requests in
 flight on one connection: `Channel.send` encodes a request and queues its bytes
-with a callback; `on_writable` and `on_readable` move bytes when the owner's
-selector says so; each response is decoded and handed to the callback of the
-oldest request in flight (Kafka answers in order on a connection). Nothing here
-blocks except `connect`, which is bounded by its timeout.
+with a callback (`queue_frame` queues a frame already encoded as buffers, such as
+a Produce request whose record batches are not copied); `on_writable` and
+`on_readable` move bytes when the owner's selector says so; each response is
+decoded and handed to the callback of the oldest request in flight (Kafka answers
+in order on a connection). Nothing here blocks except `connect`, which is bounded
+by its timeout.
+
+Writes are gathered: everything queued goes out in one `sendmsg` (up to `MAX_IOV`
+buffers), so a producer step that queued ten requests costs one syscall, not ten
+(a loopback send costs 10-30 µs of CPU on a 2-core machine, more than encoding a request).
 
 A callback receives `(body, None)` or `(None, exception)`. When the connection
 fails, every request in flight fails with `ConnectionClosed`, so callers can retry.
@@ -16,6 +22,7 @@ from __future__ import annotations
 import collections
 import itertools
 import selectors
+import struct
 import time
 from typing import Any, Callable
 
@@ -23,6 +30,10 @@ from mmlog.client.connection import ConnectionClosed, connect
 from mmlog.protocol import FrameReader, ProtocolError, RequestHeader, decode_response, encode_request
 
 Callback = Callable[[Any, BaseException | None], None]
+
+CORRELATION_AT = 8  # bytes 8-11 of a request frame: size(4) api_key(2) api_version(2) correlation_id(4)
+MAX_IOV = 512  # buffers per sendmsg (IOV_MAX is 1024 on Linux)
+_I32 = struct.Struct(">i")
 
 
 class Channel:
@@ -37,8 +48,9 @@ class Channel:
         self.sock.setblocking(False)
         self._ids = itertools.count(1)
         self._reader = FrameReader(max_frame_size=1 << 30)
-        self._out = collections.deque()  # memoryviews still to write
-        self._inflight: collections.deque = collections.deque()  # (correlation id, key, version, callback, sent)
+        self._out = collections.deque()  # buffers still to write, and _Done markers
+        # (correlation id, api key, version (None: hand the callback the raw frame), callback, sent at)
+        self._inflight: collections.deque = collections.deque()
         self.closed = False
         self.last_error: BaseException | None = None
 
@@ -55,34 +67,63 @@ class Channel:
 
     def send(self, api_key: int, version: int, body: Any, callback: Callback | None,
              expect_response: bool = True) -> None:
-        """Queue a request; the callback runs from on_readable (or at once, if the channel is closed)."""
+        """Queue a request and write; the callback runs from on_readable (or at once, if the channel is closed)."""
+        if self.closed:
+            if callback is not None:
+                callback(None, ConnectionClosed(f"connection to {self.host}:{self.port} is closed"))
+            return
+        frame = encode_request(RequestHeader(api_key, version, 0, self.client_id), body)
+        self.queue_frame([frame], api_key, version, callback, expect_response)
+        self.on_writable()
+
+    def queue_frame(self, parts: list, api_key: int, version: int, callback: Callback | None,
+                    expect_response: bool = True, raw: bool = False) -> None:
+        """Queue a request frame given as buffers (the first a bytearray holding the header, whose
+        correlation id this fills in); `on_writable` writes it. With expect_response False the
+        callback gets (None, None) once the frame is written (Produce with acks=0). With raw, the
+        callback gets the response frame itself (without its size prefix), correlation id checked,
+        for a caller that decodes it faster than the codec (a `FrameTemplate`)."""
         if self.closed:
             if callback is not None:
                 callback(None, ConnectionClosed(f"connection to {self.host}:{self.port} is closed"))
             return
         correlation_id = next(self._ids)
-        frame = encode_request(RequestHeader(api_key, version, correlation_id, self.client_id), body)
-        self._out.append(memoryview(frame))
+        _I32.pack_into(parts[0], CORRELATION_AT, correlation_id)
+        out = self._out
+        for part in parts:
+            if len(part):
+                out.append(part)
         if expect_response:
-            self._inflight.append((correlation_id, api_key, version, callback, time.monotonic()))
+            self._inflight.append((correlation_id, api_key, None if raw else version, callback, time.monotonic()))
         elif callback is not None:
-            self._out.append(_Done(callback))
-        self.on_writable()
+            out.append(_Done(callback))
 
     def on_writable(self) -> None:
-        """Write what the socket takes; fail the channel if the peer is gone."""
+        """Write what the socket takes, many buffers per sendmsg; fail the channel if the peer is gone."""
+        out = self._out
         try:
-            while self._out:
-                head = self._out[0]
-                if isinstance(head, _Done):
-                    self._out.popleft()
+            while out:
+                head = out[0]
+                if head.__class__ is _Done:
+                    out.popleft()
                     head.callback(None, None)
                     continue
-                n = self.sock.send(head)
-                if n < len(head):
-                    self._out[0] = head[n:]
-                    return
-                self._out.popleft()
+                if len(out) == 1:
+                    buffers = (head,)
+                else:
+                    buffers = []
+                    for item in out:
+                        if item.__class__ is _Done or len(buffers) == MAX_IOV:
+                            break
+                        buffers.append(item)
+                n = self.sock.sendmsg(buffers)
+                for item in buffers:
+                    size = len(item)
+                    if n < size:
+                        out[0] = memoryview(item)[n:]
+                        return  # the socket buffer is full
+                    out.popleft()
+                    n -= size
         except BlockingIOError:
             return
         except OSError as exc:
@@ -90,13 +131,14 @@ class Channel:
 
     def on_readable(self) -> None:
         """Read responses and run their callbacks."""
+        reader = self._reader
         try:
             while True:
-                buf = self._reader.get_buffer()
+                buf = reader.get_buffer()
                 n = self.sock.recv_into(buf)
                 if n == 0:
                     raise ConnectionResetError("closed by the broker")
-                self._reader.buffer_updated(n)
+                reader.buffer_updated(n)
                 if n < len(buf):
                     break
         except BlockingIOError:
@@ -108,16 +150,23 @@ class Channel:
         self._deliver()
 
     def _deliver(self) -> None:
+        next_frame = self._reader.next_frame
+        inflight = self._inflight
         while True:
-            frame = self._reader.next_frame()
+            frame = next_frame()
             if frame is None:
                 return
-            if not self._inflight:
+            if not inflight:
                 self.fail(ConnectionClosed(f"{self.host}:{self.port} sent a response nobody asked for"))
                 return
-            correlation_id, api_key, version, callback, _ = self._inflight.popleft()
+            correlation_id, api_key, version, callback, _ = inflight.popleft()
             try:
-                got, body = self._decode(api_key, version, frame)
+                if version is None:  # raw: the callback decodes
+                    if len(frame) < 4:
+                        raise ProtocolError(f"a response of {len(frame)} bytes")
+                    got, body = _I32.unpack_from(frame)[0], frame
+                else:
+                    got, body = decode_response(api_key, version, frame)
                 if got != correlation_id:
                     raise ProtocolError(f"correlation id {got}, expected {correlation_id}")
             except ProtocolError as exc:
@@ -127,10 +176,8 @@ class Channel:
                 return
             if callback is not None:
                 callback(body, None)
-
-    def _decode(self, api_key: int, version: int, frame) -> tuple[int, Any]:
-        """(correlation id, body) of a response frame; subclasses may add faster paths."""
-        return decode_response(api_key, version, frame)
+                if self.closed:
+                    return  # the callback found the response bad and failed the channel
 
     def oldest_request_age(self) -> float:
         return time.monotonic() - self._inflight[0][4] if self._inflight else 0.0

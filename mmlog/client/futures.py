@@ -39,6 +39,8 @@ class RecordMetadata(NamedTuple):
     timestamp: int  # ms since the epoch (CreateTime, as sent)
 
 
+_monotonic = time.monotonic
+
 # One lock for the state transitions of every batch: contention is nil (one
 # transition per batch), and it spares each batch a Lock of its own.
 STATE_LOCK = threading.Lock()
@@ -55,6 +57,7 @@ class BatchOutcome:
     def wait(self, timeout: float | None) -> bool:
         if self.done:
             return True
+        self._before_wait()
         with STATE_LOCK:
             if self.done:
                 return True
@@ -77,13 +80,16 @@ class BatchOutcome:
         """Record the outcome; True if callbacks wait to be fired (else the batch is done now)."""
         self.base_offset = base_offset
         self.error = error
-        self.done_at = time.monotonic()
+        self.done_at = _monotonic()
         self.resolved = True
         with STATE_LOCK:
-            pending = bool(self.callbacks)
-        if not pending:
-            self.fire()
-        return pending
+            if self.callbacks:
+                return True
+            self.fired = self.done = True  # no callback to run: done at once (one lock, not three)
+            event = self._event
+        if event is not None:
+            event.set()
+        return False
 
     def fire(self) -> None:
         """Run the callbacks (in registration order), then mark the batch done."""
@@ -99,6 +105,9 @@ class BatchOutcome:
             event = self._event
         if event is not None:
             event.set()
+
+    def _before_wait(self) -> None:
+        """Called before a thread blocks on the outcome (the producer lets its I/O thread drive)."""
 
     def metadata(self, index: int) -> RecordMetadata:
         raise NotImplementedError

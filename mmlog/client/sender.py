@@ -23,7 +23,20 @@ is free (`Producer._kick`): the batch goes out at once, instead of when the I/O
 thread has been scheduled and has got the GIL from a thread busy calling send()
 (CPython makes a thread returning from a blocking call wait up to the 5 ms switch
 interval for it). Blocking work (connecting, metadata) is left to the I/O thread.
-One step writes all its requests to a broker with one sendmsg (`produce_wire.py`).
+
+While send() keeps doing steps (at most one per KICK_INTERVAL while requests are in
+flight, so that one step gathers the batches closed meanwhile), the I/O thread takes
+the channels out of its selector (`park`): were it woken by every answer, it would
+take the GIL from the thread calling send() and wait up to the switch interval for
+it back at each of its own syscalls, holding the I/O lock, and the pipeline would
+stall. A thread about to block (flush, get, a full buffer) hands the channels back.
+
+Cost per step, not per batch. The batches a step sends are encoded together (one
+`encode.build_runs` call), a request with one batch is framed from a per-partition
+header template (encoded once by the generic codec, three int32s patched), a request
+with several gets `encode_request_parts` (the batches are never copied), and every
+request of the step leaves in one sendmsg (`Channel.on_writable`). The usual answer
+to a one-batch request is read by a `FrameTemplate` (1 µs); any other by the codec.
 
 Ordering. A partition's batches are sent in order, all to one broker, and may be
 pipelined (several in flight on one connection); the broker appends the requests
@@ -44,15 +57,18 @@ import collections
 import logging
 import selectors
 import socket
+import struct
 import time
 
 from mmlog.client import encode
 from mmlog.client.channel import Channel
 from mmlog.client.connection import ConnectionClosed
-from mmlog.client.produce_wire import ProduceChannel, encode_produce
 from mmlog.errors import (KafkaError, LeaderNotAvailable, NotLeaderOrFollower, RequestTimedOut,
                           UnknownServerError, UnknownTopicOrPartition, error_for_code)
+from mmlog.protocol import (Placeholder, ProtocolError, RequestHeader, decode_response, encode_request_parts,
+                            encode_response)
 from mmlog.protocol.messages import produce
+from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
 
 log = logging.getLogger("mmlog.producer")
 
@@ -61,6 +77,7 @@ INF = float("inf")
 METADATA_ERRORS = frozenset({NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code})
 EXPIRE_EVERY = 0.1  # seconds between scans for queued batches past their delivery timeout
 RECONNECT_BACKOFF_MAX = 1.0
+_I32 = struct.Struct(">i")
 
 
 class Sender:
@@ -81,7 +98,6 @@ class Sender:
         self.request_timeout = p.request_timeout
         self.delivery_timeout = p.delivery_timeout
         self.timeout_ms = int(p.request_timeout * 1000)
-        self.client_id_bytes = p.client_id.encode()
         self.completions = p._completions  # resolved batches whose callbacks wait to be fired
         self.selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
@@ -98,6 +114,9 @@ class Sender:
         self._metadata_backoff = self.retry_backoff
         self.next_expire = 0.0
         self.planned = INF  # when the I/O thread means to wake next (read by other threads, racily)
+        self.next_kick = 0.0  # before this, a send() closing a batch leaves it to the next step
+        self.last_kick = 0.0  # when a send() last did a step (0: it is waiting, the I/O thread drives)
+        self.parked = False  # the channels are out of the I/O thread's selector (see park)
         self.needs_io_thread = False
         self.closing = False
 
@@ -118,6 +137,8 @@ class Sender:
             if channel is None:
                 continue
             self._send(channel, queues, now)
+        if not any(channel.in_flight for channel in self.channels.values()):
+            self.next_kick = 0.0  # idle: the next batch goes at once
         return min(due, self._plan(now))
 
     def try_read(self, key_data, mask: int) -> None:
@@ -137,6 +158,38 @@ class Sender:
         if mask & selectors.EVENT_WRITE and not channel.closed:
             channel.on_writable()
         self._sync(channel)
+
+    def park(self) -> None:
+        """Take the channels out of the I/O thread's selector while send() does the I/O itself.
+
+        Otherwise every answer wakes the I/O thread, which then takes the GIL from the thread
+        calling send() and, at each syscall of its step, waits up to the 5 ms switch interval
+        for it back, holding the I/O lock all the while: the pipeline stalls.
+        """
+        if self.parked:
+            return
+        self.parked = True
+        for channel in list(self._registered):
+            try:
+                self.selector.unregister(channel.sock)
+            except (KeyError, ValueError, OSError):
+                pass
+        self._registered.clear()
+
+    def unpark(self) -> None:
+        """Put the channels back in the I/O thread's selector: it drives them again."""
+        if not self.parked:
+            return
+        self.parked = False
+        for channel in list(self.channels.values()):
+            self._sync(channel)
+
+    def hand_over(self, wake: bool = False) -> None:
+        """The application thread is about to block: the I/O thread drives from now on (woken if
+        `wake`, or if send() has been driving: it may be parked, or about to park)."""
+        if self.last_kick or wake:
+            self.last_kick = 0.0
+            self.wake()
 
     def wake(self) -> None:
         """Interrupt the I/O thread's sleep."""
@@ -235,6 +288,10 @@ class Sender:
         acks = self.acks
         if acks == 0 and channel.wants_write:
             return  # acks=0 has nothing in flight to count: the socket being full is the limit
+        room = self.max_in_flight - channel.in_flight if acks != 0 else self.max_in_flight
+        if room <= 0:
+            return
+        self._build_all(queues, room)
         requests = 0
         while queues and not channel.closed:
             if acks != 0 and channel.in_flight >= self.max_in_flight:
@@ -245,6 +302,7 @@ class Sender:
                 if channel.wants_write:
                     break
                 requests = 0
+                self._build_all(queues, self.max_in_flight)
             requests += 1
             batches = []
             size = 0
@@ -257,7 +315,8 @@ class Sender:
                     continue
                 data = batch.data
                 if data is None:
-                    data = self._build(batch)
+                    self._build_all([queue], 1)
+                    data = batch.data
                 if batches and size + len(data) > self.max_request_size:
                     more.append(queue)
                     continue
@@ -325,8 +384,8 @@ class Sender:
             self._need_metadata()
             return None
         try:
-            channel = ProduceChannel(node, broker.host, broker.port, client_id=self.client_id,
-                                     connect_timeout=min(self.request_timeout, 10.0))
+            channel = Channel(node, broker.host, broker.port, client_id=self.client_id,
+                              connect_timeout=min(self.request_timeout, 10.0))
         except ConnectionClosed as exc:
             self._backoff[node] = (time.monotonic() + backoff, min(backoff * 2, RECONNECT_BACKOFF_MAX))
             self._need_metadata()
@@ -334,8 +393,7 @@ class Sender:
             return None
         self._backoff.pop(node, None)
         self.channels[node] = channel
-        self.selector.register(channel.sock, selectors.EVENT_READ, channel)
-        self._registered[channel] = selectors.EVENT_READ
+        self._sync(channel)
         return channel
 
     def _forget(self, node: int, channel: Channel) -> None:
@@ -354,23 +412,71 @@ class Sender:
         if channel.closed:
             self._forget(channel.node_id, channel)
             return
+        if self.parked:
+            return
         events = selectors.EVENT_READ | (selectors.EVENT_WRITE if channel.wants_write else 0)
-        if self._registered.get(channel) != events:
+        registered = self._registered.get(channel)
+        if registered != events:
             self._registered[channel] = events
-            self.selector.modify(channel.sock, events, channel)
+            if registered is None:
+                self.selector.register(channel.sock, events, channel)
+            else:
+                self.selector.modify(channel.sock, events, channel)
 
-    def _build(self, batch) -> memoryview:
-        batch.data = encode.build_lists(batch.values, batch.keys, batch.headers, batch.stamps)
-        batch.values = batch.keys = batch.headers = None
-        return batch.data
+    def _build_all(self, queues: list, per_queue: int) -> None:
+        """Encode the first `per_queue` closed batches of each queue that are not encoded yet, in one
+        kernel call: what this step can send (a request takes one batch per partition)."""
+        todo = []
+        for queue in queues:
+            closed = queue.closed  # send() may append meanwhile: index it, never iterate it
+            for i in range(min(per_queue, len(closed))):
+                batch = closed[i]
+                if batch.data is None:
+                    todo.append(batch)
+        if not todo:
+            return
+        built = encode.build_runs([b.values for b in todo], [b.keys for b in todo], [b.headers for b in todo],
+                                  [b.stamps for b in todo])
+        for batch, data in zip(todo, built):
+            batch.data = data
+            batch.values = batch.keys = batch.headers = None
+
+    def _wire(self, queue) -> tuple:
+        """(request head, answer template) of a one-batch request for the queue's partition, made
+        once by the generic codec. The head is the frame up to the batch: size | header |
+        transactional_id acks timeout_ms | 1 topic | name | 1 partition | index | records length;
+        a request patches its size (bytes 0-3), correlation id (8-11, by the channel) and records
+        length (the last 4 bytes), and sends the batch after it. The answer template reads the
+        usual answer (see `_answer_template`)."""
+        wire = queue.wire
+        if wire is None:
+            parts = encode_request_parts(RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, self.client_id),
+                                         produce.REQUEST(acks=self.acks, timeout_ms=self.timeout_ms,
+                                                         transactional_id=None, topic_data=[
+                                             {"name": queue.topic, "partition_data": [
+                                                 {"index": queue.partition, "records": Placeholder(0)}]}]))
+            assert len(parts) == 2 and parts[0][-4:] == bytes(4), "the records field must end the frame"
+            wire = queue.wire = (bytes(parts[0]), self._answer_template(queue.topic, queue.partition))
+        return wire
 
     def _request(self, channel: Channel, batches: list) -> None:
         """Queue one Produce request for these batches (written by the caller's on_writable)."""
-        by_topic: dict[str, list] = {}
-        for batch in batches:
-            by_topic.setdefault(batch.topic, []).append((batch.partition, batch.data))
-        parts, _ = encode_produce(self.client_id_bytes, self.acks, self.timeout_ms,
-                                  [(topic.encode(), partitions) for topic, partitions in by_topic.items()])
+        if len(batches) == 1:
+            batch = batches[0]
+            head = bytearray(self._wire(batch.queue)[0])
+            data = batch.data
+            size = len(data)
+            _I32.pack_into(head, len(head) - 4, size)
+            _I32.pack_into(head, 0, len(head) - 4 + size)
+            parts = [head, data]
+        else:
+            by_topic: dict[str, list] = {}
+            for batch in batches:
+                by_topic.setdefault(batch.topic, []).append({"index": batch.partition, "records": batch.data})
+            parts = encode_request_parts(
+                RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, self.client_id),
+                produce.REQUEST(acks=self.acks, timeout_ms=self.timeout_ms, transactional_id=None, topic_data=[
+                    {"name": topic, "partition_data": partitions} for topic, partitions in by_topic.items()]))
 
         if self.acks != 0:
             def done(response, exc, batches=batches, channel=channel):
@@ -384,11 +490,44 @@ class Sender:
                     unwritten.popleft()
                     self._on_response(channel, batches, response, exc)
 
-        channel.queue_frame(parts, produce.API_KEY, PRODUCE_VERSION, done, expect_response=self.acks != 0)
+        channel.queue_frame(parts, produce.API_KEY, PRODUCE_VERSION, done, expect_response=self.acks != 0, raw=True)
+
+    def _answer_template(self, topic: str, partition: int) -> FrameTemplate | None:
+        """The usual answer to a one-batch request, by the codec with marker values; fields:
+        correlation id, error code, base offset, log append time, log start offset, throttle
+        time. Anything else in an answer (an error message) is decoded by the codec."""
+        marks = {"error_code": MARKS[I16][0], "base_offset": MARKS[I64][0], "log_append_time_ms": MARKS[I64][1],
+                 "log_start_offset": MARKS[I64][2]}
+        frame = encode_response(RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, None), produce.RESPONSE(
+            throttle_time_ms=MARKS[I32][0], responses=[{"name": topic, "partition_responses": [
+                {"index": partition, "record_errors": [], "error_message": None, **marks}]}]))
+        try:
+            return FrameTemplate(frame, [(I32, 4), (I16, marks["error_code"]), (I64, marks["base_offset"]),
+                                         (I64, marks["log_append_time_ms"]), (I64, marks["log_start_offset"]),
+                                         (I32, MARKS[I32][0])], skip=4)
+        except TemplateError:
+            return None
 
     # ------------------------------------------------------------ outcomes
 
-    def _on_response(self, channel: Channel, batches: list, response, exc) -> None:
+    def _on_response(self, channel: Channel, batches: list, frame, exc) -> None:
+        """A response frame (None with acks=0, once written), or the exception that lost it."""
+        if exc is None and frame is not None:
+            if len(batches) == 1:
+                batch = batches[0]
+                template = self._wire(batch.queue)[1]
+                values = template.read(frame) if template is not None else None
+                if values is not None and values[1] == 0:  # (correlation id, error code, base offset, ...)
+                    self._succeeded(batch, values[2])
+                    return
+            try:
+                _, frame = decode_response(produce.API_KEY, PRODUCE_VERSION, frame)
+            except ProtocolError as bad:
+                channel.fail(ConnectionClosed(f"{channel.host}:{channel.port}: bad response: {bad}"))
+                exc = bad
+        self._on_answer(channel, batches, frame, exc)
+
+    def _on_answer(self, channel: Channel, batches: list, response, exc) -> None:
         if exc is not None:
             if not isinstance(exc, KafkaError):
                 exc = ConnectionClosed(f"{channel.host}:{channel.port}: {exc}")
@@ -405,19 +544,22 @@ class Sender:
             for part in topic.partition_responses:
                 results[(topic.name, part.index)] = part
         for batch in batches:
-            part = results.get((batch.topic, batch.partition))
-            if part is None:
-                self._failed(batch, UnknownServerError(
-                    f"no answer for {batch.topic}-{batch.partition} in the produce response"))
-            elif part.error_code == 0:
-                self._succeeded(batch, part.base_offset)
-            else:
-                if part.error_code in METADATA_ERRORS:
-                    self._need_metadata()
-                message = f"{batch.topic}-{batch.partition}"
-                if part.error_message:
-                    message += f": {part.error_message}"
-                self._failed(batch, error_for_code(part.error_code, message))
+            self._outcome(batch, results.get((batch.topic, batch.partition)))
+
+    def _outcome(self, batch, part) -> None:
+        """Resolve or retry a batch after its partition's answer (None: the response left it out)."""
+        if part is None:
+            self._failed(batch, UnknownServerError(
+                f"no answer for {batch.topic}-{batch.partition} in the produce response"))
+        elif part.error_code == 0:
+            self._succeeded(batch, part.base_offset)
+        else:
+            if part.error_code in METADATA_ERRORS:
+                self._need_metadata()
+            message = f"{batch.topic}-{batch.partition}"
+            if part.error_message:
+                message += f": {part.error_message}"
+            self._failed(batch, error_for_code(part.error_code, message))
 
     def _succeeded(self, batch, base_offset: int) -> None:
         queue = batch.queue

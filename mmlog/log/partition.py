@@ -14,6 +14,8 @@ Crash points of an append (PENDING_OP = APPEND during steps 1-2):
      acknowledged, which is harmless);
   2. index entries written past INDEX_ENTRIES: ignored and overwritten;
   3. the seqlocked state update publishes everything at once.
+A group commit (`append_many`: the pipelined produces of one connection) is one such
+append of several buffers, written with one pwritev: the same crash points hold.
 Roll, retention and truncation likewise publish last; whoever next takes the lock
 and finds PENDING_OP set (or the seqlock odd) runs recovery over the tail first.
 
@@ -32,10 +34,12 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from mmlog.config.settings import LogConfig
 from mmlog.errors import (
+    CorruptMessage,
+    InvalidRecord,
     MessageTooLarge,
     OffsetOutOfRange,
     RecordListTooLarge,
@@ -56,9 +60,15 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """Where an append landed."""
+def _records(headers: list) -> int:
+    """Offsets the batches take (lastOffsetDelta + 1 each)."""
+    if len(headers) == 1:
+        return headers[0].last_offset_delta + 1
+    return sum(h.last_offset_delta + 1 for h in headers)
+
+
+class AppendInfo(NamedTuple):
+    """Where an append landed (a tuple: a group commit makes one per produce request)."""
 
     base_offset: int
     last_offset: int
@@ -246,36 +256,98 @@ class Partition:
         `buf` must be writable (bytearray or a writable memoryview): baseOffset is
         rewritten in it, and the same bytes then go to the file.
         """
-        headers = records.validate_batches(buf)
-        for h in headers:
-            if h.size > self.config.max_message_bytes:
-                raise MessageTooLarge(f"batch of {h.size} bytes > max.message.bytes {self.config.max_message_bytes}")
-        if len(buf) > self.config.segment_bytes:
-            raise RecordListTooLarge(f"{len(buf)} bytes do not fit a segment of {self.config.segment_bytes}")
+        headers = self._validate(buf)
+        out = [None]
         snap = self._begin_write()  # not `with self._writing()`: this is the hot path
         try:
             now = now_ms()
-            if self._should_roll(snap, len(buf), headers, now):
+            if self._should_roll(snap, len(buf), len(headers), _records(headers), now):
                 snap = self._roll(snap)
-            return self._append_locked(snap, buf, headers, now)
+            self._append_locked(snap, [(0, buf, headers)], now, out)
         finally:
             self.lock.release()
+        return out[0]
 
-    def _should_roll(self, s: Snapshot, nbytes: int, headers: list, now: int) -> bool:
+    def append_many(self, bufs: list) -> list:
+        """Append several buffers of batches in order, as `append` would one by one, but under one
+        lock hold, with one pwritev and one state publish (group commit of pipelined produces).
+
+        Returns, per buffer, its AppendInfo or the exception that rejected it (bad CRC, too
+        large...: the others are appended all the same, with dense offsets). The files end up
+        exactly as after one `append` per buffer. A failure of the partition itself (deleted,
+        I/O error) raises; if a roll split the group, what was published before stays
+        (at-least-once, as for any failed produce).
+        """
+        out: list = [None] * len(bufs)
+        items = []  # (index in bufs, buf, headers) of the valid buffers
+        nbytes = nbatches = nrecords = 0
+        for i, buf in enumerate(bufs):
+            try:
+                headers = self._validate(buf)
+            except (CorruptMessage, InvalidRecord, MessageTooLarge, RecordListTooLarge) as exc:
+                out[i] = exc
+                continue
+            items.append((i, buf, headers))
+            nbytes += len(buf)
+            nbatches += len(headers)
+            nrecords += _records(headers)
+        if not items:
+            return out
+        snap = self._begin_write()
+        try:
+            now = now_ms()
+            # Appended together only if no append of the group, made alone, would roll first: the
+            # group's totals cannot roll (they bound what each append would see, as long as the
+            # segment holds something: an empty one never rolls before its first batch, but may
+            # before its second).
+            if (snap.active_size or len(items) == 1) and not self._should_roll(snap, nbytes, nbatches, nrecords, now):
+                self._append_locked(snap, items, now, out)
+            else:  # a roll inside the group (once a segment): one append at a time, as alone
+                for item in items:
+                    if self._should_roll(snap, len(item[1]), len(item[2]), _records(item[2]), now):
+                        snap = self._roll(snap)
+                    self._append_locked(snap, [item], now, out)
+                    snap = self.state.snapshot()
+        finally:
+            self.lock.release()
+        return out
+
+    def _validate(self, buf) -> list:
+        """The batch headers of buf, checked (CRC, magic, length) and within the size limits."""
+        headers = records.validate_batches(buf)
+        config = self.config
+        if len(headers) == 1:  # one batch: its size is the buffer's
+            if len(buf) > config.max_message_bytes:
+                raise MessageTooLarge(f"batch of {len(buf)} bytes > max.message.bytes {config.max_message_bytes}")
+        else:
+            for h in headers:
+                if h.size > config.max_message_bytes:
+                    raise MessageTooLarge(f"batch of {h.size} bytes > max.message.bytes {config.max_message_bytes}")
+        if len(buf) > self.config.segment_bytes:
+            raise RecordListTooLarge(f"{len(buf)} bytes do not fit a segment of {self.config.segment_bytes}")
+        return headers
+
+    def _should_roll(self, s: Snapshot, nbytes: int, nbatches: int, nrecords: int, now: int) -> bool:
+        """Whether appending nbytes in nbatches batches of nrecords offsets needs a new segment first."""
         if s.active_size == 0:
             return False
         active = self._segments[s.active_base]
-        records_after = s.log_end + sum(h.last_offset_delta + 1 for h in headers) - 1
         return (
             s.active_size + nbytes > self.config.segment_bytes
             or now - s.rolled_at_ms >= self.config.segment_ms
-            or s.index_entries + len(headers) >= active.offset_index.capacity
-            or s.time_entries + len(headers) >= active.time_index.capacity - 1  # room for the final entry
-            or records_after - s.active_base > INT32_MAX
+            or s.index_entries + nbatches >= active.offset_index.capacity
+            or s.time_entries + nbatches >= active.time_index.capacity - 1  # room for the final entry
+            or s.log_end + nrecords - 1 - s.active_base > INT32_MAX
         )
 
-    def _append_locked(self, s: Snapshot, buf, headers: list, now: int) -> AppendInfo:
+    def _append_locked(self, s: Snapshot, items: list, now: int, out: list) -> None:
+        """Write buffers of batches at the log end, index them, publish once; out[i] = AppendInfo.
+
+        items: [(i, buf, headers)], appended in order: offsets run on densely from one buffer
+        to the next, and the buffers go to the file with one pwritev.
+        """
         active = self._segments[s.active_base]
+        set_base_offset = records.set_base_offset
         self.state.set_pending(APPEND)
         next_offset = s.log_end
         pos = s.active_size
@@ -283,35 +355,44 @@ class Partition:
         max_ts, off_max = s.max_timestamp, s.offset_of_max_ts
         last_time_ts, _ = active.time_index.last(time_n)
         interval = self.config.index_interval_bytes
-        batch_pos = 0
+        at = pos  # file position of the batch at hand
         count = 0
-        for h in headers:  # per batch, never per record: a produce carries one batch per partition
-            records.set_base_offset(buf, next_offset, batch_pos)
-            last = next_offset + h.last_offset_delta
-            if h.max_timestamp > max_ts:
-                max_ts, off_max = h.max_timestamp, last
-            at = pos + batch_pos
-            if since >= interval and at > 0:
-                active.offset_index.write(idx_n, next_offset - s.active_base, at)
-                idx_n += 1
-                if max_ts > last_time_ts:
-                    active.time_index.write(time_n, max_ts, off_max - s.active_base)
-                    last_time_ts = max_ts
-                    time_n += 1
-                since = 0
-            since += h.size
-            batch_pos += h.size
-            count += h.records_count
-            next_offset = last + 1
-        active.write_at(pos, buf)
+        for i, buf, headers in items:
+            first = next_offset
+            batch_pos = 0
+            records_in = 0
+            for h in headers:  # per batch, never per record
+                set_base_offset(buf, next_offset, batch_pos)
+                last = next_offset + h.last_offset_delta
+                if h.max_timestamp > max_ts:
+                    max_ts, off_max = h.max_timestamp, last
+                if since >= interval and at > 0:
+                    active.offset_index.write(idx_n, next_offset - s.active_base, at)
+                    idx_n += 1
+                    if max_ts > last_time_ts:
+                        active.time_index.write(time_n, max_ts, off_max - s.active_base)
+                        last_time_ts = max_ts
+                        time_n += 1
+                    since = 0
+                size = h.batch_length + records.LOG_OVERHEAD
+                since += size
+                batch_pos += size
+                at += size
+                records_in += h.records_count
+                next_offset = last + 1
+            count += records_in
+            out[i] = AppendInfo(first, next_offset - 1, s.log_start, len(headers), records_in)
+        if len(items) == 1:
+            active.write_at(pos, items[0][1])
+        else:
+            active.write_all_at(pos, [buf for _, buf, _ in items])
         unflushed = s.unflushed + count
         self.state.publish_append(
-            next_offset, next_offset, pos + len(buf), idx_n, time_n, max_ts, off_max, since,
+            next_offset, next_offset, at, idx_n, time_n, max_ts, off_max, since,
             s.rolled_at_ms if s.active_size else now, unflushed,
         )
         if unflushed >= self.config.flush_messages or now - s.flushed_at_ms >= self.config.flush_ms:
             self._flush_locked()
-        return AppendInfo(s.log_end, next_offset - 1, s.log_start, len(headers), count)
 
     def _roll(self, s: Snapshot) -> Snapshot:
         """Seal the active segment and start a new one at the log end (caller holds the lock)."""

@@ -124,6 +124,19 @@ class Segment:
             view = view[n:]
             position += n
 
+    def write_all_at(self, position: int, buffers: list) -> None:
+        """Write the buffers back to back at position: one pwritev (loops over short writes)."""
+        views = [memoryview(b) for b in buffers]
+        fd = self.file.fileno()
+        while views:
+            n = os.pwritev(fd, views[:1024], position)  # IOV_MAX
+            position += n
+            while views and n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            if n:
+                views[0] = views[0][n:]
+
     def truncate(self, size: int) -> None:
         os.ftruncate(self.file.fileno(), size)
 

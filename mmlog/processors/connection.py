@@ -23,7 +23,8 @@ MAX_QUEUED_FRAMES = 64  # pipelined requests buffered before we stop reading
 class Connection:
     """A client socket owned by this processor."""
 
-    __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events")
+    __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
+                 "produce_shape")
 
     def __init__(self, sock: socket.socket, max_frame_size: int) -> None:
         sock.setblocking(False)
@@ -44,6 +45,7 @@ class Connection:
         self.corked = False
         self.last_active = time.monotonic()
         self.events = 0  # what the selector currently watches
+        self.produce_shape = None  # the last one-partition Produce request's shape (handlers/produce.py)
 
     def wants_read(self) -> bool:
         return not self.closing and self.out.pending < MAX_PENDING_OUT and self.reader.queued < MAX_QUEUED_FRAMES
@@ -81,6 +83,18 @@ class Connection:
         if frame is not None:
             self.busy = True
         return frame
+
+    def take_queued(self, accept, limit: int) -> list:
+        """With a request in hand: take up to `limit` more queued frames, while accept(frame) holds
+        (pipelined requests handled together; their responses must still be queued in order)."""
+        reader = self.reader
+        taken = []
+        while len(taken) < limit:
+            frame = reader.peek()
+            if frame is None or not accept(frame):
+                break
+            taken.append(reader.next_frame())
+        return taken
 
     def queue(self, parts, has_files: bool = False) -> None:
         """Queue a response's parts and free the connection for its next request."""

@@ -10,6 +10,11 @@ body -> handler -> response parts -> connection queue. Handlers live in
 What a Kafka broker does with bad requests, we do: an ApiVersions version above
 ours gets error 35 in the v0 layout (never a closed socket); any other unknown API
 or unsupported version, or a body that does not parse, closes the connection.
+
+`handle_requests` takes a connection's queued requests in order. Consecutive
+Produce requests (a pipelining producer's) are handled as one group, so that their
+appends share a lock hold and a write (`handlers/produce.py`); their responses are
+queued in request order like any others.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import logging
 
 from mmlog.errors import KafkaError
-from mmlog.processors.handlers import HANDLERS
+from mmlog.processors.handlers import HANDLERS, produce
 from mmlog.processors.request import DEFERRED, NO_RESPONSE, CloseConnection, Request
 from mmlog.protocol import (
     API_VERSIONS,
@@ -29,6 +34,77 @@ from mmlog.protocol import (
 )
 
 log = logging.getLogger(__name__)
+
+# Produce requests handled as one group. A cap well below what a deep pipeline queues (a
+# producer with 128 requests in flight) splits its run into several groups answered one
+# after the other, so the producer works on the first answers while we append the rest:
+# measured 51,000 msg/s at batch 1 with groups of at most 32, 48,000 with 64, 34,000 with 8.
+# Splitting smaller runs (answering the first half of 5 or 16 early) measured slower: on two
+# cores CPU runs out first, and each extra send and wake-up costs more than the overlap gains.
+MAX_GROUP = 32
+
+
+def handle_requests(ctx, conn) -> None:
+    """Handle conn's queued requests in order, until one is deferred or none is left.
+
+    A run of pipelined Produce requests is handled as groups of up to MAX_GROUP, each
+    appended and answered together. CloseConnection for a request that cannot be
+    answered (those before it are answered).
+    """
+    while True:
+        frame = conn.next_request()
+        if frame is None:
+            return
+        if _is_produce(frame):
+            following = conn.take_queued(_is_produce, MAX_GROUP - 1)
+            if following:
+                handle_produce_group(ctx, conn, [frame, *following])
+                continue
+        handle_frame(ctx, conn, frame)
+
+
+_PRODUCE_VERSIONS = frozenset(v for v in range(256) if is_supported(produce.API_KEY, v))
+
+
+def _is_produce(frame) -> bool:
+    """A Produce request of a version we serve (api_key and api_version are bytes 0-3)."""
+    return len(frame) >= 4 and frame[3] in _PRODUCE_VERSIONS and frame[0] == 0 == frame[1] and frame[2] == 0
+
+
+def handle_produce_group(ctx, conn, frames: list) -> None:
+    """Decode pipelined Produce requests and answer them as one group (see handlers/produce.py).
+
+    A frame of the shape the connection's previous one-partition request had is read by
+    that shape's template; any other is decoded by the codec, and its shape kept for the next.
+    """
+    requests = []
+    failure = None
+    shape = conn.produce_shape
+    for frame in frames:
+        request = shape.read(frame) if shape is not None else None
+        if request is None:
+            try:
+                header, offset = parse_request_header(frame)
+            except ProtocolError as exc:
+                failure = CloseConnection(f"unparseable request header: {exc}")
+                break
+            try:
+                body = decode_request_body(header, frame, offset)
+            except ProtocolError as exc:
+                failure = CloseConnection(f"malformed produce request: {exc}")
+                break
+            request = (header, *produce.parts(body))
+            shape = conn.produce_shape = produce.RequestShape.learn(header, body)
+        requests.append(request)
+    if requests:
+        for (header, _, _), result in zip(requests, produce.handle_group(ctx, requests)):
+            if result is NO_RESPONSE:
+                conn.done()
+            else:
+                Request(conn, header, None, ctx).respond(result)
+    if failure is not None:
+        raise failure
+
 
 def handle_frame(ctx, conn, frame) -> None:
     """Decode one request frame and run its handler; CloseConnection for what cannot be answered."""

@@ -35,11 +35,17 @@ class Request:
         return self.header.api_version
 
     def respond(self, body: Any, with_files: bool = False) -> None:
-        """Queue the response (as parts around file slices if with_files) for writing."""
+        """Queue the response (as parts around file slices if with_files) for writing.
+
+        body is a response body for the codec, or a whole frame already encoded (a bytearray,
+        size prefix included), as the Produce handler writes its common answer.
+        """
         if self.conn.closing:
             self.conn.done()
             return
-        if with_files:
+        if body.__class__ is bytearray:
+            self.conn.queue((body,))
+        elif with_files:
             self.conn.queue(encode_response_parts(self.header, body), has_files=True)
         else:
             self.conn.queue((encode_response(self.header, body),))

@@ -30,7 +30,7 @@ from mmlog.acceptor.control_channel import ControlClient, ControlUnavailable
 from mmlog.config.broker import BrokerConfig
 from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
-from mmlog.processors.dispatch import handle_frame
+from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.request import CloseConnection
 from mmlog.processors.wakeup import WakeBoard
@@ -174,17 +174,13 @@ class Processor:
         for conn in ready:
             if self.conns.get(conn.fd) is not conn:
                 continue
-            frame = conn.next_request()
-            while frame is not None:
-                try:
-                    handle_frame(self, conn, frame)
-                except CloseConnection as exc:
-                    log.info("closing connection from %s: %s", conn.peer, exc)
-                    conn.closing = True
-                    conn.done()
-                    self._dirty.add(conn)
-                    break
-                frame = conn.next_request()
+            try:
+                handle_requests(self, conn)
+            except CloseConnection as exc:
+                log.info("closing connection from %s: %s", conn.peer, exc)
+                conn.closing = True
+                conn.done()
+                self._dirty.add(conn)
             if not conn.busy and conn.has_queued_requests():
                 self._ready.add(conn)  # pipelined requests waiting behind a deferred one
             if conn not in self._dirty:

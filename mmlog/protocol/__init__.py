@@ -6,7 +6,7 @@ has the frame-level entry points; ``framing`` splits a byte stream into frames.
 """
 
 from .codec import (API_VERSIONS, UNSUPPORTED_VERSION, api_versions_body, decode_request,
-                    decode_request_body, decode_response, encode_request, encode_response,
+                    decode_request_body, decode_response, encode_request, encode_request_parts, encode_response,
                     encode_response_parts, encode_unsupported_api_versions, is_supported)
 from .errors import (EncodeError, FrameSizeError, ProtocolError, TruncatedError,
                      UnsupportedVersionError)
@@ -21,7 +21,7 @@ __all__ = [
     "FrameReader", "FrameSizeError", "Message", "Placeholder", "ProtocolError",
     "RequestHeader", "Struct", "TruncatedError", "UNSUPPORTED_VERSION",
     "UnsupportedVersionError", "api_versions_body", "decode_request", "decode_request_body",
-    "decode_response", "encode_request", "encode_response", "encode_response_parts",
+    "decode_response", "encode_request", "encode_request_parts", "encode_response", "encode_response_parts",
     "encode_unsupported_api_versions", "get_api", "is_supported", "parse_request_header",
     "parse_response_header", "parts_size", "precompile", "request_header_version",
     "response_header_version", "supported_versions",

@@ -13,6 +13,7 @@ Broker side::
 Client side::
 
     send(encode_request(RequestHeader(key, version, correlation_id, client_id), body))
+    sendmsg(encode_request_parts(header, produce_body))   # record batches not copied
     correlation_id, body = decode_response(key, version, frame)
 """
 
@@ -120,6 +121,23 @@ def encode_request(header: RequestHeader, body) -> bytearray:
     api.request.encode(body, header.api_version, out)
     _SIZE.pack_into(out, 0, len(out) - 4)
     return out
+
+
+def encode_request_parts(header: RequestHeader, body, zero_copy: int = 1024) -> list:
+    """Encode a request frame as parts, byte fields of `zero_copy` bytes or more not copied.
+
+    The first part is a bytearray starting with the size prefix and the header;
+    the big byte fields (a Produce's record batches) are the caller's own buffers,
+    to be written with one ``sendmsg``. The frame size is the sum of the lengths.
+    """
+    api = get_api(header.api_key, header.api_version)
+    out = PartsWriter(zero_copy)
+    out += _PREFIX
+    encode_request_header(out, header)
+    api.request.encode(body, header.api_version, out)
+    parts = out.finish()
+    _SIZE.pack_into(parts[0], 0, parts_size(parts) - 4)
+    return parts
 
 
 def decode_response(api_key: int, api_version: int, frame) -> tuple[int, object]:

@@ -88,6 +88,10 @@ class FrameReader:
         """Return the oldest complete frame body, or None."""
         return self._frames.popleft() if self._frames else None
 
+    def peek(self) -> memoryview | None:
+        """Return the oldest complete frame body without taking it, or None."""
+        return self._frames[0] if self._frames else None
+
     def pop_frames(self) -> list[memoryview]:
         """Return every complete frame body, oldest first."""
         frames = list(self._frames)

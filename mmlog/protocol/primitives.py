@@ -283,10 +283,15 @@ def append_blob(out, value):
 
     A value without the buffer protocol (e.g. a `schema.Placeholder` for a file
     range) can only be written into a `PartsWriter`, which cuts its byte chunk
-    there and records the object, so the caller splices the real bytes in.
+    there and records the object, so the caller splices the real bytes in. A
+    `PartsWriter` made with ``zero_copy=n`` does the same with buffers of n bytes
+    or more: the part is then the caller's buffer itself, not a copy.
     """
     if is_buffer(value):
-        out += value
+        if out.__class__ is bytearray or len(value) < out.zero_copy:
+            out += value
+        else:
+            out.splice(value)
         return
     splice = getattr(out, "splice", None)
     if splice is None or isinstance(value, str):
@@ -322,14 +327,16 @@ class PartsWriter(bytearray):
     """A bytearray output that also collects parts: byte chunks and placeholders.
 
     `finish()` returns the list: bytearray chunks interleaved with the sized
-    objects that `append_blob` could not copy, in wire order.
+    objects that `append_blob` could not copy (and, with ``zero_copy=n``, the byte
+    fields of n bytes or more, left where they are), in wire order.
     """
 
-    __slots__ = ("parts",)
+    __slots__ = ("parts", "zero_copy")
 
-    def __init__(self) -> None:
+    def __init__(self, zero_copy: float = float("inf")) -> None:
         super().__init__()
         self.parts: list = []
+        self.zero_copy = zero_copy
 
     def splice(self, value) -> None:
         self.parts.append(bytearray(self))

@@ -272,24 +272,45 @@ def _scalar_codec(type_name: str, compact: bool, nullable: bool):
 
 
 def _field_codec(field: Field, version: int, flexible: bool):
-    """Return (read, write) for one field in one version."""
+    """Return (read, write, item) for one field in one version.
+
+    ``item`` is the (read, write) of an array's struct items, which generated code
+    calls directly when it inlines the array (see `_inline_kind`); None otherwise.
+    """
     nullable = in_range(field.nullable, version)
     if field.is_array:
         if field.struct is not None:
             read_item, write_item = compile_struct(field.struct, version, flexible)
             read = p.array_reader(read_item, compact=flexible, nullable=nullable)
+            return read, p.array_writer(write_item, compact=flexible, nullable=nullable), (read_item, write_item)
+        read_item, write_item = _scalar_codec(field.item, flexible, False)
+        if field.item in p.FIXED_CODES:
+            read = p.fixed_array_reader(field.item, compact=flexible, nullable=nullable)
         else:
-            read_item, write_item = _scalar_codec(field.item, flexible, False)
-            if field.item in p.FIXED_CODES:
-                read = p.fixed_array_reader(field.item, compact=flexible, nullable=nullable)
-            else:
-                read = p.array_reader(read_item, compact=flexible, nullable=nullable)
-        return read, p.array_writer(write_item, compact=flexible, nullable=nullable)
+            read = p.array_reader(read_item, compact=flexible, nullable=nullable)
+        return read, p.array_writer(write_item, compact=flexible, nullable=nullable), None
     if field.struct is not None:
         if nullable:
             raise NotImplementedError(f"{field.name}: nullable structs")
-        return compile_struct(field.struct, version, flexible)
-    return _scalar_codec(field.type, flexible, nullable)
+        return (*compile_struct(field.struct, version, flexible), None)
+    return (*_scalar_codec(field.type, flexible, nullable), None)
+
+
+def _inline_kind(field: Field, flexible: bool) -> str | None:
+    """What generated code writes out in place of a call: "string", "bytes", "structs" or None.
+
+    Only the int16/int32-length forms of non-flexible versions are inlined (the hot
+    Produce and Fetch versions are not flexible); compact forms keep calling primitives.
+    """
+    if flexible:
+        return None
+    if field.is_array:
+        return "structs" if field.struct is not None else None
+    if field.type == "string":
+        return "string"
+    if field.type in ("bytes", "records"):
+        return "bytes"
+    return None
 
 
 def compile_struct(stype: StructType, version: int, flexible: bool):
@@ -321,12 +342,14 @@ def compile_struct(stype: StructType, version: int, flexible: bool):
 
 
 def _steps(fields: list[Field], version: int, flexible: bool) -> list:
-    """Return (names, read, write, packer) per field, merging runs of fixed-width scalars.
+    """Return (names, read, write, packer, inline) per field, merging runs of fixed-width scalars.
 
     ``names`` is a tuple. A run of fixed-width scalars (bool, ints, float64) —
     even a run of one — has a ``struct.Struct`` packer and reads and writes a
     tuple of values; its read/write are the primitive codec, kept to raise the
-    same errors as before when the packer fails. Any other field has packer None.
+    same errors as before when the packer fails. Any other field has packer None
+    and ``inline`` = (kind, nullable, item codec) when the generated code writes
+    it out in place (`_inline_kind`), else None.
     """
     steps, run = [], []
     for f in fields + [None]:
@@ -335,13 +358,16 @@ def _steps(fields: list[Field], version: int, flexible: bool) -> list:
             continue
         if len(run) > 1:
             codes = [r.item for r in run]
-            steps.append((tuple(r.name for r in run), *p.fixed_run_codec(codes), p.run_packer(codes)))
+            steps.append((tuple(r.name for r in run), *p.fixed_run_codec(codes), p.run_packer(codes), None))
         elif run:
-            read, write = _field_codec(run[0], version, flexible)
-            steps.append(((run[0].name,), read, write, p.run_packer([run[0].item])))
+            read, write, _ = _field_codec(run[0], version, flexible)
+            steps.append(((run[0].name,), read, write, p.run_packer([run[0].item]), None))
         run = []
         if f is not None:
-            steps.append(((f.name,), *_field_codec(f, version, flexible), None))
+            read, write, item = _field_codec(f, version, flexible)
+            kind = _inline_kind(f, flexible)
+            inline = (kind, in_range(f.nullable, version), item) if kind else None
+            steps.append(((f.name,), read, write, None, inline))
     return steps
 
 
@@ -378,9 +404,12 @@ class _Generated:
     def reader(self, steps, absent, read_tags):
         ns = self.ns
         lines = ["def read(buf, pos):", "    obj = new(cls)"]
-        for i, (names, read, _, packer) in enumerate(steps):
+        for i, (names, read, _, packer, inline) in enumerate(steps):
             targets = "".join(f"obj.{n}, " for n in names)
             ns[f"r{i}"] = read
+            if inline is not None:
+                lines += self._read_inline(i, names[0], *inline)
+                continue
             if packer is None:
                 lines.append(f"    {targets}pos = r{i}(buf, pos)")
                 continue
@@ -424,11 +453,15 @@ class _Generated:
                       "            return write_dict(out, obj)"]
         lines.append("        obj = coerce(cls, obj)")
         dict_lines = ["def write_dict(out, obj):", "    get = obj.get"]
-        for i, (names, _, write, packer) in enumerate(steps):
+        for i, (names, _, write, packer, inline) in enumerate(steps):
             ns[f"w{i}"] = write
             attrs = ", ".join(f"obj.{n}" for n in names)
             items = ", ".join(f"get({n!r}, d_{n})" for n in names)
             ns.update({f"d_{n}": defaults[n] for n in names})
+            if inline is not None:
+                lines += self._write_inline(i, attrs, *inline)
+                dict_lines += self._write_inline(i, items, *inline)
+                continue
             if packer is None:
                 lines.append(f"    w{i}(out, {attrs})")
                 dict_lines.append(f"    w{i}(out, {items})")
@@ -452,6 +485,86 @@ class _Generated:
         write = self._exec("write", lines)
         write.source += "\n" + write_dict.source
         return write
+
+    # Inlined fields. A length prefix, its bytes and (for arrays) a loop over the item
+    # codec, written out in place of a call to the primitive. On anything unexpected
+    # the code calls the primitive instead (``fail``), which raises the usual error.
+
+    def _read_inline(self, i: int, name: str, kind: str, nullable: bool, item) -> list[str]:
+        ns = self.ns
+        ns.update(i16=_I16.unpack_from, i32=_I32.unpack_from, fail=_fail, unicode_error=UnicodeDecodeError)
+        width = 2 if kind == "string" else 4
+        lines = ["    try:",
+                 f"        n, = i{width * 8}(buf, pos)",
+                 "    except struct_error:",
+                 f"        fail(r{i}, buf, pos)"]
+        if kind == "structs":
+            ns[f"ri{i}"] = item[0]
+            lines += ["    if 0 <= n <= len(buf) - pos - 4:",
+                      "        pos += 4",
+                      "        items = []",
+                      "        append = items.append",
+                      "        for _ in range(n):",
+                      f"            item, pos = ri{i}(buf, pos)",
+                      "            append(item)",
+                      f"        obj.{name} = items"]
+        else:
+            lines += ["    if n >= 0:",
+                      f"        end = pos + {width} + n",
+                      "        if end > len(buf):",
+                      f"            fail(r{i}, buf, pos)"]
+            if kind == "string":
+                lines += ["        try:",
+                          f"            obj.{name} = str(buf[pos + 2:end], 'utf-8')",
+                          "        except unicode_error:",
+                          f"            fail(r{i}, buf, pos)"]
+            else:
+                lines.append(f"        obj.{name} = buf[pos + 4:end]")
+            lines.append("        pos = end")
+        if nullable:
+            lines += ["    elif n == -1:",
+                      f"        obj.{name} = None",
+                      f"        pos += {width}"]
+        lines += ["    else:",
+                  f"        fail(r{i}, buf, pos)"]
+        return lines
+
+    def _write_inline(self, i: int, value: str, kind: str, nullable: bool, item) -> list[str]:
+        ns = self.ns
+        ns.update(p16=_I16.pack, p32=_I32.pack, fail=_fail, append_blob=p.append_blob)
+        null = (b"\xff\xff" if kind == "string" else b"\xff\xff\xff\xff")
+        lines = [f"    v = {value}",
+                 "    if v is None:",
+                 f"        out += {null!r}" if nullable else f"        fail(w{i}, out, v)",
+                 "    else:"]
+        if kind == "string":
+            lines += ["        try:",
+                      "            data = v.encode('utf-8')",
+                      "        except AttributeError:",
+                      f"            fail(w{i}, out, v)",
+                      "        if len(data) > 0x7FFF:",
+                      f"            fail(w{i}, out, v)",
+                      "        out += p16(len(data))",
+                      "        out += data"]
+        elif kind == "bytes":
+            lines += ["        out += p32(len(v))",
+                      "        append_blob(out, v)"]
+        else:
+            ns[f"wi{i}"] = item[1]
+            lines += ["        out += p32(len(v))",
+                      "        for item in v:",
+                      f"            wi{i}(out, item)"]
+        return lines
+
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def _fail(codec, buf_or_out, value_or_pos):
+    """Run the primitive codec on input the inlined code found wrong: it raises the usual error."""
+    codec(buf_or_out, value_or_pos)
+    raise ProtocolError(f"{getattr(codec, '__name__', 'codec')} accepted what the inlined codec refused")
 
 
 def _coerce(cls, value):

@@ -90,8 +90,8 @@ def test_null_keys_stick_to_one_partition_until_its_batch_closes():
                             partition_counts=counts)
     seen = []
     for _ in range(40):
-        batch, index, closed, _ = acc.append("t", None, b"v", None, 0, None, 13, None)
-        seen.append((batch.partition, closed))
+        future, closed, _ = acc.append("t", None, b"v", None, 0, None, 13, None)
+        seen.append((future._batch.partition, closed))
     # records come in runs of 5 (one batch each) on one partition; a run's successor is elsewhere
     runs = [seen[i:i + 5] for i in range(0, 40, 5)]
     for run in runs:
@@ -105,4 +105,4 @@ def test_null_keys_stick_to_one_partition_until_its_batch_closes():
 def test_single_partition_topic_stays_put():
     acc = RecordAccumulator(batch_size=10_000, linger=1.0, max_records=2, buffer_memory=1 << 30,
                             partition_counts={"t": 1})
-    assert {acc.append("t", None, b"v", None, 0, None, 13, None)[0].partition for _ in range(10)} == {0}
+    assert {acc.append("t", None, b"v", None, 0, None, 13, None)[0]._batch.partition for _ in range(10)} == {0}

@@ -4,7 +4,9 @@ Also, without a broker: the batch-encoding kernel against records.build_batch, a
 sender's rule that a retry never reorders a partition.
 """
 
+import collections
 import contextlib
+import itertools
 import os
 import random
 import socket
@@ -15,6 +17,7 @@ import numpy as np
 import pytest
 
 from mmlog.client import encode
+from mmlog.client.channel import Channel, _Done
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.futures import ProducerTimeout, RecordMetadata
 from mmlog.client.partitioner import partition_for_key_py
@@ -92,6 +95,18 @@ def test_kernel_batches_equal_build_batch_bytes_for_random_records():
         assert bytes(one) == bytes(reference)
 
 
+def test_one_kernel_call_encodes_many_batches_as_build_batch_would():
+    """build_runs: what a sender step encodes at once, batches of any mix of keys, headers and nulls."""
+    rng = random.Random(11)
+    for _ in range(60):
+        runs = [random_records(rng, rng.randint(1, 12)) for _ in range(rng.randint(1, 8))]
+        sections = [[encode.encode_header_section(h) for h in headers] if headers is not None else None
+                    for _, _, headers, _ in runs]
+        built = encode.build_runs([v for v, _, _, _ in runs], [k for _, k, _, _ in runs], sections,
+                                  [t for _, _, _, t in runs])
+        assert [bytes(b) for b in built] == [bytes(encode.build_py(*run)) for run in runs]
+
+
 def test_kernel_cuts_many_batches_from_a_permuted_run():
     rng = random.Random(2)
     values, keys, _, stamps = random_records(rng, 200)
@@ -117,46 +132,44 @@ def test_cut_batches_kernel_equals_reference():
                                       encode.cut_batches_py(sizes, cuts, limit, most))
 
 
-def test_produce_frames_equal_the_codecs_bytes():
-    from mmlog.client.produce_wire import encode_produce
+def unconnected_channel():
+    """A Channel with no socket: what the sender queues stays in its output queue."""
+    channel = Channel.__new__(Channel)
+    channel.node_id, channel.host, channel.port, channel.closed = 0, "test", 0, False
+    channel._ids, channel._out, channel._inflight = itertools.count(1), collections.deque(), collections.deque()
+    return channel
+
+
+@pytest.mark.parametrize("acks", [0, 1, -1])
+def test_request_frames_equal_the_codecs_bytes_and_leave_batches_uncopied(acks):
+    """One-batch requests come from a per-partition template, many-batch ones from the codec's parts."""
+    from mmlog.client.accumulator import PartitionQueue, RecordAccumulator
     from mmlog.protocol import RequestHeader, encode_request
     from mmlog.protocol.messages import produce
 
     rng = random.Random(5)
-    for _ in range(100):
-        topics = [(f"topic-{rng.randrange(1000)}", [(rng.randrange(100), rng.randbytes(rng.randrange(300)))
-                                                   for _ in range(rng.randint(1, 4))])
-                  for _ in range(rng.randint(1, 3))]
-        acks = rng.choice([0, 1, -1])
-        parts, size = encode_produce(b"client-x", acks, 12345, [(t.encode(), ps) for t, ps in topics])
-        expected = encode_request(RequestHeader(0, 8, 0, "client-x"), produce.REQUEST(
-            acks=acks, timeout_ms=12345, transactional_id=None, topic_data=[
-                {"name": t, "partition_data": [{"index": i, "records": d} for i, d in ps]} for t, ps in topics]))
-        assert b"".join(bytes(p) for p in parts) == bytes(expected) and size == len(expected)
-
-
-def test_produce_responses_decode_as_the_codec_decodes_them():
-    from mmlog.client.produce_wire import decode_produce_response
-    from mmlog.protocol import ProtocolError, RequestHeader, decode_response, encode_response
-    from mmlog.protocol.messages import produce
-
-    rng = random.Random(6)
-    for _ in range(100):
-        body = produce.RESPONSE(throttle_time_ms=rng.randrange(100), responses=[
-            {"name": f"t{rng.randrange(99)}", "partition_responses": [
-                {"index": rng.randrange(50), "error_code": rng.choice([0, 3, 6]), "base_offset": rng.randrange(1 << 40),
-                 "log_append_time_ms": -1, "log_start_offset": rng.randrange(100),
-                 "record_errors": [{"batch_index": 0, "batch_index_error_message": rng.choice([None, "bad"])}]
-                 * rng.randint(0, 2), "error_message": rng.choice([None, "", "r\u00e9ason"])}
-                for _ in range(rng.randint(0, 3))]} for _ in range(rng.randint(0, 3))])
-        frame = memoryview(encode_response(RequestHeader(0, 8, 77, "x"), body))[4:]
-        (cid, ref), (cid2, got) = decode_response(0, 8, frame), decode_produce_response(frame)
-        assert cid == cid2 == 77 and ref.throttle_time_ms == got.throttle_time_ms
-        fields = ("index", "error_code", "base_offset", "log_start_offset", "error_message")
-        assert [(t.name, [tuple(getattr(p, f) for f in fields) for p in t.partition_responses]) for t in ref.responses] \
-            == [(t.name, [tuple(getattr(p, f) for f in fields) for p in t.partition_responses]) for t in got.responses]
-        with pytest.raises(ProtocolError):
-            decode_produce_response(frame[:-1])
+    producer = Producer("127.0.0.1:9", acks=acks, client_id="client-x", request_timeout_ms=12345)
+    try:
+        sender = producer._sender
+        for i in range(60):
+            channel = unconnected_channel()
+            topics = sorted({f"topic-{rng.randrange(5)}" for _ in range(rng.choice([1, 1, 2, 3]))})
+            batches = []
+            for topic in topics:
+                for partition in rng.sample(range(100), rng.choice([1, 1, 2, 4]) if len(topics) > 1 or i % 2 else 1):
+                    data = memoryview(bytearray(rng.randbytes(rng.randrange(1, 3000))))
+                    batches.append(RecordAccumulator.built_batch(PartitionQueue(topic, partition), data, 1, 0.0))
+            sender._request(channel, batches)
+            expected = encode_request(RequestHeader(0, 8, 1, "client-x"), produce.REQUEST(
+                acks=acks, timeout_ms=12345, transactional_id=None, topic_data=[
+                    {"name": t, "partition_data": [{"index": b.partition, "records": b.data}
+                                                   for b in batches if b.topic == t]} for t in topics]))
+            queued = [part for part in channel._out if not isinstance(part, _Done)]
+            assert b"".join(queued) == bytes(expected)
+            big = [b for b in batches if len(b.data) >= 1024 or len(batches) == 1]  # smaller ones may be copied
+            assert all(any(isinstance(part, memoryview) and part.obj is b.data.obj for part in queued) for b in big)
+    finally:
+        producer.close(timeout=0)
 
 
 @contextlib.contextmanager
@@ -166,7 +179,7 @@ def three_batches_in_flight(producer):
     producer._partition_counts["t"] = 1
     batches = []
     for i in range(3):
-        batch, *_ = acc.append("t", 0, b"v%d" % i, None, 0, None, 14, None)
+        batch = acc.append("t", 0, b"v%d" % i, None, 0, None, 14, None)[0]._batch
         acc.close_all_open()
         batches.append(batch)
     queue = batches[0].queue
@@ -408,6 +421,58 @@ def test_errors_are_typed_and_carry_kafka_codes(broker):
         Producer(broker.bootstrap, acks=2)
     with pytest.raises(ValueError):
         Producer("no-port-here")
+
+
+def test_batch_1_with_a_deep_pipeline_keeps_order_and_dense_offsets(broker):
+    """One record a request, 100 requests in flight: the broker appends them in groups (at most
+    dispatch.MAX_GROUP a group), answers in order, and the producer reads the answers by template."""
+    topic = topic_name("deep")
+    n = 2000
+    with Producer(broker.bootstrap, max_batch_records=1, linger_ms=5, max_in_flight=100) as producer:
+        futures = [producer.send(topic, b"%05d" % i, partition=1) for i in range(n)]
+        producer.flush(30)
+    assert [f.get(0).offset for f in futures] == list(range(n))
+    assert [r.value for r in fetch_all(broker.bootstrap, topic, 1)] == [b"%05d" % i for i in range(n)]
+
+
+def test_a_get_after_a_burst_of_sends_is_answered_at_once(broker):
+    """While send() drives the sockets, the I/O thread stays out of them; a thread that then waits
+    (get, flush) hands them back at once, rather than after the I/O thread's next look."""
+    topic = topic_name("handover")
+    with Producer(broker.bootstrap, max_batch_records=10, linger_ms=1000) as producer:
+        producer.send(topic, b"warm", partition=0).get(10)
+        for _ in range(5):
+            futures = [producer.send(topic, b"x", partition=0) for _ in range(210)]  # closes 21 batches
+            start = time.monotonic()
+            assert futures[-1].get(10).offset == futures[0].get(0).offset + 209
+            assert time.monotonic() - start < 0.5  # not the linger, nor a wait for the I/O thread's timer
+
+
+def test_an_answer_with_an_error_message_is_read_by_the_codec():
+    """The answer template reads the usual answer; anything else (a message) takes the codec, whose
+    error reaches the batch with its code and message."""
+    from mmlog.client.accumulator import PartitionQueue, RecordAccumulator
+    from mmlog.protocol import RequestHeader, encode_response
+    from mmlog.protocol.messages import produce
+
+    producer = Producer("127.0.0.1:9", retries=0)
+    try:
+        sender = producer._sender
+        channel = unconnected_channel()
+        outcomes = []
+        for error, message in ((0, None), (87, "record 3 is bad"), (0, "")):
+            batch = RecordAccumulator.built_batch(PartitionQueue("t", 2), memoryview(b"b"), 1, time.monotonic())
+            batch.queue.inflight.append(batch)
+            frame = encode_response(RequestHeader(0, 8, 1, None), produce.RESPONSE(responses=[
+                {"name": "t", "partition_responses": [{"index": 2, "error_code": error, "base_offset": 41,
+                                                       "error_message": message}]}]))
+            with producer._io_lock:
+                sender._on_response(channel, [batch], memoryview(frame)[4:], None)
+            outcomes.append((batch.base_offset, batch.error))
+        assert outcomes[0] == (41, None) and outcomes[2] == (41, None)
+        assert outcomes[1][0] == -1 and outcomes[1][1].code == 87 and "record 3 is bad" in str(outcomes[1][1])
+    finally:
+        producer.close(timeout=0)
 
 
 def test_a_batch_the_broker_rejects_fails_its_futures(broker):

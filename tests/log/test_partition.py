@@ -25,7 +25,8 @@ from mmlog.log.files import segment_bases, segment_file
 from mmlog.log.partition import Partition
 from mmlog.log.state import PartitionState
 from mmlog.protocol import records as rec
-from tests.log.logtools import StoredBatch, assert_dense_and_valid, check_indexes, stored_batches, tagged_batch
+from tests.log.logtools import (StoredBatch, assert_dense_and_valid, check_indexes, stored_batches, tagged_batch,
+                                tags_of)
 
 # ---------------------------------------------------------------- oracles
 
@@ -140,6 +141,40 @@ def test_random_batches_read_back_byte_exact_across_segment_rolls(batch_specs, s
         p.close()
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(batches_st, st.sampled_from([1100, 2000, 4000]), st.sampled_from([0, 100, 600]), st.data())
+def test_append_many_writes_what_appending_one_by_one_writes(batch_specs, segment_bytes, interval, data):
+    """Group commit is an optimisation only: the same files, indexes and offsets as one append per buffer,
+    with the corrupt buffers of a group refused alone, whatever the groups and the rolls inside them."""
+    cfg = LogConfig(segment_bytes=segment_bytes, segment_index_bytes=2048, index_interval_bytes=interval)
+    bufs = [bytes(rec.build_batch(recs, compression=c)) for recs, c in batch_specs]
+    bad = data.draw(st.sets(st.integers(0, len(bufs) - 1), max_size=4), label="corrupt buffers")
+    bufs = [b[:-1] + bytes([b[-1] ^ 1]) if i in bad else b for i, b in enumerate(bufs)]
+    with tempfile.TemporaryDirectory() as tmp:
+        grouped, single = Partition(Path(tmp) / "g-0", cfg), Partition(Path(tmp) / "s-0", cfg)
+        i = 0
+        while i < len(bufs):
+            n = data.draw(st.integers(1, 12), label="group size")
+            group = bufs[i:i + n]
+            outcomes = grouped.append_many([bytearray(b) for b in group])
+            assert len(outcomes) == len(group)
+            for j, (buf, outcome) in enumerate(zip(group, outcomes)):
+                if i + j in bad:
+                    assert isinstance(outcome, CorruptMessage)
+                else:
+                    assert outcome == single.append(bytearray(buf))
+            i += n
+        assert grouped.segment_bases() == single.segment_bases()
+        for base in grouped.segment_bases():
+            assert segment_file(grouped.directory, base, ".log").read_bytes() == \
+                segment_file(single.directory, base, ".log").read_bytes()
+        assert grouped.log_end_offset == grouped.high_watermark == single.log_end_offset
+        assert_dense_and_valid(grouped.directory, start=0)
+        check_indexes(grouped)
+        grouped.close()
+        single.close()
+
+
 # ---------------------------------------------------------------- appending
 
 
@@ -161,6 +196,20 @@ def test_one_append_may_carry_several_batches(open_partition):
     assert (info.base_offset, info.last_offset, info.batches, info.records) == (1, 5, 2, 5)
     assert [h.base_offset for h in rec.validate_batches(buf)] == [1, 3]
     assert [b.base_offset for b in assert_dense_and_valid(p.directory)] == [0, 1, 3]
+
+
+def test_append_many_gives_each_buffer_its_offsets_or_its_error(open_partition, config):
+    p = open_partition(cfg=LogConfig.from_props({"max.message.bytes": 300}, config))
+    bad = tagged_batch("bad")
+    bad[-1] ^= 1
+    group = [tagged_batch("a", records=2), bad, tagged_batch("big", pad=400), tagged_batch("b"),
+             tagged_batch("c", records=3)]
+    outcomes = p.append_many(group)
+    assert [(o.base_offset, o.last_offset) for o in (outcomes[0], outcomes[3], outcomes[4])] == [(0, 1), (2, 2), (3, 5)]
+    assert isinstance(outcomes[1], CorruptMessage) and isinstance(outcomes[2], MessageTooLarge)
+    assert [tags_of(b.data) for b in assert_dense_and_valid(p.directory, start=0)] == ["a", "b", "c"]
+    [alone] = p.append_many([bad])  # a group of nothing valid writes nothing
+    assert isinstance(alone, CorruptMessage) and p.log_end_offset == 6
 
 
 def test_a_corrupt_batch_is_refused_and_nothing_is_written(open_partition):

@@ -5,6 +5,7 @@ import pickle
 import pytest
 
 from mmlog.protocol.errors import EncodeError, ProtocolError, UnsupportedVersionError
+from mmlog.protocol.primitives import PartsWriter
 from mmlog.protocol.schema import Field, Message, Placeholder, parse_versions, parts_size
 
 # A made-up message exercising each feature once: a field added in v1, one
@@ -190,6 +191,33 @@ def test_parts_with_real_bytes_equal_the_plain_encoding():
 
 def test_without_placeholders_there_is_one_part():
     assert EXAMPLE.encode_parts(VALUE, 1) == [EXAMPLE.encode(VALUE, 1)]
+
+
+def test_a_zero_copy_parts_writer_leaves_big_byte_fields_where_they_are():
+    small, big = b"s" * 10, bytearray(b"B" * 2000)
+    value = EXAMPLE(name="n", items=[{"id": 1, "data": small}, {"id": 2, "data": big},
+                                     {"id": 3, "data": memoryview(big)}])
+    parts = EXAMPLE.encode_parts(value, 1, PartsWriter(zero_copy=1000))
+    assert [type(p) for p in parts] == [bytearray, bytearray, bytearray, memoryview, bytearray]
+    assert parts[1] is big and parts[3].obj is big  # the caller's buffers, not copies
+    assert b"".join(bytes(p) for p in parts) == bytes(EXAMPLE.encode(value, 1))
+
+
+def test_inlined_fields_fail_like_the_primitives():
+    """Strings, bytes and struct arrays are written out in the generated code; bad values still raise
+    the primitives' errors (the codec calls them when the inlined code finds something wrong)."""
+    with pytest.raises(EncodeError):
+        EXAMPLE.encode(EXAMPLE(name=None), 0)  # a null in a non-nullable string
+    with pytest.raises(EncodeError):
+        EXAMPLE.encode(EXAMPLE(name=b"bytes, not str"), 0)
+    with pytest.raises(EncodeError):
+        EXAMPLE.encode(EXAMPLE(name="x" * 40000), 0)
+    with pytest.raises(EncodeError):
+        EXAMPLE.encode(EXAMPLE(items=None), 0)
+    with pytest.raises(ProtocolError):
+        EXAMPLE.decode(bytes.fromhex("0002" "ffff"), 0)  # a name that is not UTF-8
+    with pytest.raises(ProtocolError):
+        EXAMPLE.decode(bytes.fromhex("ffff"), 0)  # null where v0 allows none
 
 
 def test_placeholders_need_encode_parts():

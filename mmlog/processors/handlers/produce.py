@@ -5,51 +5,187 @@ baseOffset in it and writes those same bytes to the segment, so a batch is never
 copied between the socket and the page cache. A batch is validated (length,
 magic, CRC-32C) before anything is written; every partition gets its own error.
 acks=0 sends no response at all; acks=-1 equals acks=1 with one replica.
+
+Group commit. Pipelined Produce requests that arrived together on one connection
+are handled together (`handle_group`): each partition's batches, from every request
+of the group in request order, are appended under one lock hold with one pwritev and
+one state publish (`Partition.append_many`), so offsets stay dense and in request
+order, and a bad batch fails alone. Responses are then built in request order, and
+the connection sends them with one sendmsg. A request is only answered after the
+whole group is appended (and fsynced, if the flush policy says so), so nothing is
+acknowledged before it is as durable as a request handled alone would be.
+
+The common answer, one topic with one partition and no error message, is written
+from a per-(topic, version) `FrameTemplate` that the generic codec encoded once with
+marker values: each answer patches its correlation id, partition, error code, base
+offset and log start offset into a copy (1 µs instead of 4).
 """
 
 from mmlog.errors import InvalidRecord, InvalidRequiredAcks
+from mmlog.log import AppendInfo
 from mmlog.processors.handlers._common import error_code
 from mmlog.processors.request import NO_RESPONSE
+from mmlog.protocol import EncodeError, Placeholder, RequestHeader, encode_request_parts, encode_response
 from mmlog.protocol.messages import produce as schema
+from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
 
 API_KEY = schema.API_KEY
+MAX_TEMPLATES = 1024  # (topic, version) response templates kept; beyond, the cache starts over
 
 
 def handle(ctx, request):
-    body = request.body
-    valid_acks = body.acks in (0, 1, -1)
+    """One Produce request, as `dispatch.handle_frame` hands it: a group of one."""
+    return handle_group(ctx, [(request.header, *parts(request.body))])[0]
+
+
+def parts(body) -> tuple:
+    """(acks, [(topic, [(partition, records)])]) of a decoded request body: what handle_group takes."""
+    return body.acks, [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in body.topic_data]
+
+
+def handle_group(ctx, requests: list) -> list:
+    """Answer Produce requests of one connection, in order: a response (a body, or a frame from the
+    template) or NO_RESPONSE each. A request is (header, acks, [(topic, [(partition, records)])])."""
+    answers = []  # per request: [(topic, [(partition, error code, base offset, log start offset, message)])]
+    pending: dict[tuple[str, int], list] = {}  # (topic, partition) -> [(records, results, slot)], in order
+    for _, acks, topics in requests:
+        valid_acks = acks in (0, 1, -1)
+        answer = []
+        for name, partitions in topics:
+            results = []
+            for index, records in partitions:
+                if not valid_acks:
+                    results.append((index, InvalidRequiredAcks.code, -1, -1, None))
+                elif records is None or len(records) == 0:
+                    results.append(_error(index, InvalidRecord("produce request without records")))
+                else:
+                    pending.setdefault((name, index), []).append((records, results, len(results)))
+                    results.append(None)
+            answer.append((name, results))
+        answers.append(answer)
     appended = False
-    responses = []
-    for topic in body.topic_data:
-        results = []
-        for part in topic.partition_data:
-            if not valid_acks:
-                results.append(_result(part.index, InvalidRequiredAcks.code))
-                continue
-            try:
-                info = _append(ctx, topic.name, part)
-                results.append(_result(part.index, 0, info.base_offset, info.log_start_offset))
+    for (name, index), items in pending.items():
+        try:
+            outcomes = ctx.manager.partition(name, index).append_many(
+                [bytearray(records) if records.readonly else records for records, _, _ in items])
+        except Exception as exc:  # noqa: BLE001 - each partition answers for itself
+            outcomes = [exc] * len(items)
+        for (_, results, slot), outcome in zip(items, outcomes):
+            if outcome.__class__ is AppendInfo:
+                results[slot] = (index, 0, outcome.base_offset, outcome.log_start_offset, None)
                 appended = True
-            except Exception as exc:  # noqa: BLE001 - each partition answers for itself
-                results.append(_result(part.index, error_code(exc), error_message=str(exc)))
-        responses.append({"name": topic.name, "partition_responses": results})
+            else:
+                results[slot] = _error(index, outcome)
     if appended:
         ctx.appended()
-    if body.acks == 0:
-        return NO_RESPONSE
-    return schema.RESPONSE(responses=responses, throttle_time_ms=0)
+    return [NO_RESPONSE if acks == 0 else _answer(header, answer)
+            for (header, acks, _), answer in zip(requests, answers)]
 
 
-def _append(ctx, topic: str, part):
-    records = part.records
-    if records is None or len(records) == 0:
-        raise InvalidRecord("produce request without records")
-    log = ctx.manager.partition(topic, part.index)
-    return log.append(bytearray(records) if records.readonly else records)
+class RequestShape:
+    """A one-partition Produce request as a client sends it again and again, read without the codec.
+
+    Learned from one decoded request: the codec encodes the same header and body again with
+    a marker for the partition and an empty records field, and that frame up to the records
+    becomes a `FrameTemplate` whose fields are the correlation id, the partition and the
+    records length. The next frames that equal it outside those fields are that request
+    with other values (the codec's encoding is the only one), so `read` takes them apart in
+    1 µs instead of 3.5. Anything else (another topic, more partitions) is decoded as usual.
+    """
+
+    __slots__ = ("template", "head", "version", "client_id", "acks", "name")
+
+    def __init__(self, template: FrameTemplate, version: int, client_id, acks: int, name: str) -> None:
+        self.template = template
+        self.head = template.size - template.skip  # bytes of a received frame before its records
+        self.version = version
+        self.client_id = client_id
+        self.acks = acks
+        self.name = name
+
+    @classmethod
+    def learn(cls, header, body) -> "RequestShape | None":
+        """The shape of this decoded request, or None if it has not exactly one partition."""
+        if len(body.topic_data) != 1 or len(body.topic_data[0].partition_data) != 1 \
+                or schema.REQUEST.is_flexible(header.api_version):
+            return None
+        name = body.topic_data[0].name
+        mark = MARKS[I32][0]
+        try:
+            head, *rest = encode_request_parts(
+                RequestHeader(API_KEY, header.api_version, 0, header.client_id),
+                schema.REQUEST(transactional_id=body.transactional_id, acks=body.acks, timeout_ms=body.timeout_ms,
+                               topic_data=[{"name": name, "partition_data": [{"index": mark,
+                                                                                "records": Placeholder(0)}]}]))
+            if len(rest) != 1 or head[-4:] != bytes(4):
+                return None
+            # fields: correlation id (after the size prefix, api key and version), partition, records length
+            template = FrameTemplate(head, [(I32, 8), (I32, mark), (I32, len(head) - 4)], skip=4)
+        except (EncodeError, TemplateError):
+            return None
+        return cls(template, header.api_version, header.client_id, body.acks, name)
+
+    def read(self, frame) -> tuple | None:
+        """(header, acks, topics) as handle_group takes it, or None if the frame is not of this shape."""
+        head = self.head
+        values = self.template.read(frame[:head])
+        if values is None:
+            return None
+        correlation_id, index, size = values
+        if len(frame) != head + size or size < 0:
+            return None
+        return (RequestHeader(API_KEY, self.version, correlation_id, self.client_id), self.acks,
+                [(self.name, [(index, frame[head:])])])
 
 
-def _result(index, code, base_offset=-1, log_start_offset=-1, error_message=None):
+def _answer(header, topics):
+    """The response: a frame from the template in the common case, else a body for the codec."""
+    if len(topics) == 1 and len(topics[0][1]) == 1:
+        result = topics[0][1][0]
+        if result[4] is None:  # no error message
+            template = _template(topics[0][0], header.api_version)
+            if template is not None:  # (correlation id, index, error code, base offset, log start offset)
+                return template.fill(header.correlation_id, *result[:4])
+    return schema.RESPONSE(throttle_time_ms=0, responses=[
+        {"name": name, "partition_responses": [_fields(*result) for result in results]} for name, results in topics])
+
+
+_templates: dict[tuple[str, int], FrameTemplate | None] = {}
+
+
+def _template(name: str, version: int) -> FrameTemplate | None:
+    """The one-partition answer of `version` for topic `name`, by the codec with marker values
+    (see protocol/template.py); fields: correlation id, index, error code, base offset, log
+    start offset (v5+). None if the markers cannot be told apart: the codec then answers."""
+    key = (name, version)
+    try:
+        return _templates[key]
+    except KeyError:
+        pass
+    if len(_templates) >= MAX_TEMPLATES:
+        _templates.clear()
+    marks = {"index": MARKS[I32][0], "error_code": MARKS[I16][0], "base_offset": MARKS[I64][0],
+             "log_start_offset": MARKS[I64][1]}
+    frame = encode_response(RequestHeader(API_KEY, version, 0, None), schema.RESPONSE(responses=[
+        {"name": name, "partition_responses": [_fields(**marks)]}]))
+    fields = [(I32, 4), (I32, marks["index"]), (I16, marks["error_code"]), (I64, marks["base_offset"])]
+    if version >= 5:
+        fields.append((I64, marks["log_start_offset"]))
+    try:
+        template = FrameTemplate(frame, fields)
+    except TemplateError:
+        template = None
+    _templates[key] = template
+    return template
+
+
+def _error(index, exc) -> tuple:
+    return (index, error_code(exc), -1, -1, str(exc))
+
+
+def _fields(index, error_code, base_offset=-1, log_start_offset=-1, error_message=None) -> dict:
+    """A partition's answer as the codec takes it (a result tuple spread out)."""
     return {
-        "index": index, "error_code": code, "base_offset": base_offset, "log_append_time_ms": -1,
+        "index": index, "error_code": error_code, "base_offset": base_offset, "log_append_time_ms": -1,
         "log_start_offset": log_start_offset, "record_errors": [], "error_message": error_message,
     }
