@@ -2,7 +2,7 @@
 
 The main process owns the truth (its ZooKeeper watches, or just itself when
 standalone) and publishes it as `cluster.json` in the first data directory,
-written atomically; processors re-read it when its inode changes (a `stat` per
+written atomically; processors re-read it when it was replaced (`files.file_stamp`: a `stat` per
 Metadata or FindCoordinator request, nothing on the produce and fetch paths).
 
 Partition leaders are not in the view: with one replica a partition's leader is
@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mmlog.log.files import atomic_write
+from mmlog.log.files import atomic_write, file_stamp
 
 FILE_NAME = "cluster.json"
 
@@ -83,15 +82,11 @@ class ViewReader:
     def __init__(self, directory: Path, fallback: ClusterView) -> None:
         self.path = Path(directory) / FILE_NAME
         self.view = fallback
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
 
     def current(self) -> ClusterView:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return self.view
-        stamp = (st.st_ino, st.st_mtime_ns)  # atomic_write renames a new file in: a new inode each time
-        if stamp != self._stamp:
+        stamp = file_stamp(self.path)
+        if stamp is not None and stamp != self._stamp:
             try:
                 self.view = ClusterView.from_json(self.path.read_bytes())
                 self._stamp = stamp

@@ -133,9 +133,8 @@ class RecordAccumulator:
         self.partition_counts = partition_counts
         self.lock = threading.Lock()
         self.space = threading.Condition(self.lock)  # signalled when buffered memory is freed
-        self.queues: dict[tuple[str, int], PartitionQueue] = {}
-        self.queue_list: list[PartitionQueue] = []  # the same, in creation order (only ever appended to)
-        self.by_topic: dict[str, list] = {}  # topic -> queue per partition (None: not yet made)
+        self.queue_list: list[PartitionQueue] = []  # every partition's queue, in creation order (only appended to)
+        self.by_topic: dict[str, list] = {}  # the same by topic: queue per partition (None: not yet made)
         self.sticky: dict[str, int] = {}
         self.incomplete: set[ProducerBatch] = set()
         # Bytes waiting = appended - released. Two counters with one writer each (appended under
@@ -257,13 +256,13 @@ class RecordAccumulator:
 
     def _queue(self, topic: str, partition: int) -> PartitionQueue:
         """The partition's queue, made on first use (lock held)."""
-        queue = self.queues.get((topic, partition))
-        if queue is None:
-            queue = self.queues[(topic, partition)] = PartitionQueue(topic, partition, self.on_wait)
-            self.queue_list.append(queue)
-            row = self.by_topic.setdefault(topic, [])
+        row = self.by_topic.setdefault(topic, [])
+        if partition >= len(row):
             row.extend([None] * (partition + 1 - len(row)))
-            row[partition] = queue
+        queue = row[partition]
+        if queue is None:
+            queue = row[partition] = PartitionQueue(topic, partition, self.on_wait)
+            self.queue_list.append(queue)
         return queue
 
     def queue_for(self, topic: str, partition: int) -> PartitionQueue:
@@ -319,7 +318,7 @@ class RecordAccumulator:
     def close_all_open(self) -> list[ProducerBatch]:
         """Close every open batch (flush); return every batch not done yet."""
         with self.lock:
-            for queue in self.queues.values():
+            for queue in self.queue_list:
                 if queue.open is not None:
                     self._close(queue)
             return list(self.incomplete)

@@ -9,6 +9,7 @@ exceptions of `mmlog.errors`, carrying their Kafka error code.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from mmlog.client import consumer_protocol as cp
@@ -204,20 +205,25 @@ class Admin:
             members.append(member)
         return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
 
-    def group_offsets(self, group: str) -> dict[TopicPartition, GroupOffset]:
+    def group_offsets(self, group: str,
+                      description: GroupDescription | None = None) -> dict[TopicPartition, GroupOffset]:
         """Every partition the group has committed an offset for or has assigned to a member now: the
-        committed offset, the partition's latest offset (its end), the lag, and the member holding it."""
+        committed offset, the partition's latest offset (its end), the lag, and the member holding it.
+        `description`: the group's `describe_group`, if the caller has it already."""
         body = self._request(self._coordinator(group), offset_fetch.API_KEY, 5, offset_fetch.REQUEST(
             group_id=group, topics=None))
         if body.error_code:
             raise error_for_code(body.error_code, f"OffsetFetch {group!r}")
         committed = {TopicPartition(t.name, p.partition_index): p.committed_offset
                      for t in body.topics for p in t.partitions if p.committed_offset >= 0}
-        owners = {tp: m.member_id for m in self.describe_group(group).members for tp in m.assignment}
+        description = description or self.describe_group(group)
+        owners = {tp: m.member_id for m in description.members for tp in m.assignment}
+        topics = sorted({tp.topic for tp in committed} | {tp.topic for tp in owners})
+        if topics:
+            self.cluster.refresh(topics, allow_auto_create=False)  # one Metadata request for them all
         latest: dict[str, dict[int, int] | None] = {}
-        for topic in sorted({tp.topic for tp in committed} | {tp.topic for tp in owners}):
+        for topic in topics:
             try:
-                self.cluster.refresh([topic], allow_auto_create=False)
                 ends = self.offsets(topic, LATEST, offline=-1)
                 latest[topic] = {p: end for p, end in ends.items() if end >= 0}  # none for a partition offline
             except UnknownTopicOrPartition:
@@ -259,7 +265,8 @@ class Admin:
             conn = self._conns.pop(node_id, None)
             if conn is not None:
                 conn.close()
-            self.cluster.refresh([], timeout=1.0)
+            with contextlib.suppress(ConnectionClosed):  # no broker answers either: raise the first failure
+                self.cluster.refresh([], timeout=1.0)
             raise
 
     def _conn(self, node_id: int) -> BrokerConnection:

@@ -64,7 +64,7 @@ def range_assign(subscriptions: Subscriptions, partitions: Mapping[str, int],
             start = per_member * i + min(i, extra)
             length = per_member + (1 if i < extra else 0)
             out[member].extend(TopicPartition(topic, p) for p in range(start, start + length))
-    return {member: sorted(tps) for member, tps in out.items()}
+    return out  # sorted already: topics in order, each member's chunk in order
 
 
 def roundrobin_assign(subscriptions: Subscriptions, partitions: Mapping[str, int],

@@ -68,10 +68,6 @@ class Channel:
     def send(self, api_key: int, version: int, body: Any, callback: Callback | None,
              expect_response: bool = True) -> None:
         """Queue a request and write; the callback runs from on_readable (or at once, if the channel is closed)."""
-        if self.closed:
-            if callback is not None:
-                callback(None, ConnectionClosed(f"connection to {self.host}:{self.port} is closed"))
-            return
         frame = encode_request(RequestHeader(api_key, version, 0, self.client_id), body)
         self.queue_frame([frame], api_key, version, callback, expect_response)
         self.on_writable()

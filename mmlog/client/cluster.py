@@ -122,8 +122,11 @@ class Cluster:
         return self.topic(topic).partitions
 
     def leader(self, topic: str, partition: int) -> BrokerInfo:
-        """The broker leading a partition (UnknownTopicOrPartition if it has none)."""
-        info = self.topic(topic)
+        """The broker leading a partition (LeaderNotAvailable if it has none, or its broker is down).
+
+        A look-up, never a creation: a missing topic is UnknownTopicOrPartition even where the
+        broker auto-creates topics (a reader of a deleted topic must not bring it back)."""
+        info = self.topic(topic, allow_auto_create=False)
         if not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartition(f"{topic} has no partition {partition}")
         node = info.leaders[partition]

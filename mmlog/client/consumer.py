@@ -98,7 +98,6 @@ import logging
 import random
 import re
 import selectors
-import socket
 import time
 from typing import Iterable, Iterator
 
@@ -108,6 +107,7 @@ from mmlog.client.cluster import Cluster
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.group import CommitFailedError  # noqa: F401  (commit() raises it; importable from here too)
 from mmlog.client.group import NEED_JOIN, STABLE, GroupMembership, is_pattern
+from mmlog.client.notifier import Notifier
 from mmlog.client.records import ConsumerRecord, TopicPartition, as_topic_partition
 from mmlog.errors import (CoordinatorNotAvailable, CorruptMessage, KafkaError, KafkaStorageError, LeaderNotAvailable,
                           NotLeaderOrFollower, OffsetOutOfRange, RequestTimedOut, UnknownTopicOrPartition,
@@ -262,10 +262,8 @@ class Consumer:
         self._last_error: BaseException | None = None
         self._yielding: tuple[_Partition, list] | None = None  # the chunk the iterator is yielding
         self._selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._waker = Notifier(on_wake=self._woke)  # wakeup(): makes the poll raise WakeupError
+        self._selector.register(self._waker.sock, self._waker.events(), self._waker)
         self._woken = False
         self._closed = False
         # the group (None without a group_id)
@@ -385,7 +383,7 @@ class Consumer:
         if self._group is None:
             raise ValueError("commit() needs a group_id (Consumer(..., group_id=...))")
         if offsets is None:
-            wanted = {st.tp: st.position for st in self._assigned.values() if st.position is not None}
+            wanted = self._positions()
         else:
             wanted = {}
             for tp, offset in dict(offsets).items():
@@ -410,19 +408,11 @@ class Consumer:
         if not tps:
             return {}
         timeout = self._request_timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        while True:
-            answer: dict = {}
-            if self._group.send_offset_fetch(tps, lambda result, exc: answer.update(result=result, exc=exc)):
-                self._wait(lambda: bool(answer), deadline)
-            exc = answer.get("exc") if answer else self._last_error
-            if answer and exc is None:
-                return {tp: (offset if offset >= 0 else None) for tp, offset in answer["result"].items()}
-            if answer and not getattr(exc, "retriable", False):
-                raise exc
-            if not self._pause(deadline):
-                raise RequestTimedOut(f"committed offsets of group {self.group_id!r} not read within "
-                                      f"{timeout:g} s ({exc})")
+        answer = self._group_request(
+            lambda answer: self._group.send_offset_fetch(
+                tps, lambda result, exc: answer.update(result=result, exc=exc)),
+            time.monotonic() + timeout, f"committed offsets of group {self.group_id!r} not read within {timeout:g} s")
+        return {tp: (offset if offset >= 0 else None) for tp, offset in answer["result"].items()}
 
     def _commit_async(self, offsets: dict[TopicPartition, int], callback=None) -> None:
         def done(exc: BaseException | None) -> None:
@@ -439,19 +429,33 @@ class Consumer:
 
     def _commit_sync(self, offsets: dict[TopicPartition, int], deadline: float) -> None:
         """Commit and wait for the answer, retrying retriable errors until the deadline."""
+        self._group_request(lambda answer: self._group.send_commit(offsets, lambda exc: answer.update(exc=exc)),
+                            deadline, f"commit to group {self.group_id!r} not done in time")
+        self._mark_committed(offsets)
+
+    def _group_request(self, send, deadline: float, failed: str) -> dict:
+        """Send a request to the coordinator and run the event loop until it is answered, again after a
+        retriable error until the deadline (then RequestTimedOut: `failed`, and the last error).
+        `send(answer)` sends it with a callback that fills the dict `answer` ("exc": None on success),
+        or returns False when there is no coordinator connection right now. Returns the answer."""
         while True:
             answer: dict = {}
-            if self._group.send_commit(offsets, lambda exc: answer.update(exc=exc)):
+            if send(answer):
                 self._wait(lambda: bool(answer), deadline)
             exc = answer.get("exc") if answer else (self._last_error or CoordinatorNotAvailable(
                 f"no connection to the coordinator of group {self.group_id!r}"))
             if answer and exc is None:
-                self._mark_committed(offsets)
-                return
+                return answer
             if answer and not getattr(exc, "retriable", False):
                 raise exc
             if not self._pause(deadline):
-                raise RequestTimedOut(f"commit to group {self.group_id!r} not done in time ({exc})")
+                raise RequestTimedOut(f"{failed} ({exc})")
+
+    def _positions(self, changed_only: bool = False) -> dict[TopicPartition, int]:
+        """The positions of the assigned partitions that have one; with changed_only, only those that
+        differ from what this consumer last committed."""
+        return {st.tp: st.position for st in self._assigned.values()
+                if st.position is not None and not (changed_only and st.position == st.committed)}
 
     def _mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
         for tp, offset in offsets.items():
@@ -483,7 +487,7 @@ class Consumer:
         group = self._group
         revoked = sorted(self._assigned)
         if commit and self._auto_commit:
-            positions = {st.tp: st.position for st in self._assigned.values() if st.position is not None}
+            positions = self._positions()
             if positions:
                 try:
                     self._commit_sync(positions, time.monotonic() + self._request_timeout)
@@ -531,8 +535,7 @@ class Consumer:
             if now >= self._next_auto_commit:
                 self._next_auto_commit = now + self._auto_commit_interval
                 if not group.subscribed or group.state == STABLE:
-                    changed = {st.tp: st.position for st in self._assigned.values()
-                               if st.position is not None and st.position != st.committed}
+                    changed = self._positions(changed_only=True)
                     if changed:
                         self._commit_async(changed)
 
@@ -589,7 +592,6 @@ class Consumer:
     def partitions_for(self, topic: str) -> set[int]:
         """The partition ids of a topic (UnknownTopicOrPartition if it does not exist)."""
         self._check_open()
-        self._cluster.timeout = self._request_timeout
         try:
             return set(range(self._cluster.topic(topic, allow_auto_create=False).partitions))
         except UnknownTopicOrPartition:
@@ -641,10 +643,10 @@ class Consumer:
 
     def wakeup(self) -> None:
         """Make the poll blocked in another thread raise WakeupError (safe to call from any thread)."""
-        try:
-            self._wake_w.send(b"!")
-        except (BlockingIOError, OSError):
-            pass
+        self._waker.notify()
+
+    def _woke(self) -> None:
+        self._woken = True
 
     def close(self) -> None:
         """Close the consumer: with a group, commit the positions (enable_auto_commit), give the partitions
@@ -672,8 +674,7 @@ class Consumer:
                     except Exception:  # noqa: BLE001 - on_revoke failed: leave anyway, as Java's close does
                         log.exception("group %s: on_revoke failed while closing", self.group_id)
             elif self._auto_commit:
-                positions = {st.tp: st.position for st in self._assigned.values()
-                             if st.position is not None and st.position != st.committed}
+                positions = self._positions(changed_only=True)
                 if positions:
                     self._commit_sync(positions, deadline)
         except KafkaError as exc:
@@ -685,8 +686,7 @@ class Consumer:
         for node in list(self._channels):
             self._forget_channel(node)
         self._selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._waker.close()
         self._ready.clear()
 
     def __enter__(self) -> "Consumer":
@@ -786,9 +786,6 @@ class Consumer:
             self._group.update_registration()
         for key, mask in self._selector.select(wait):
             ch = key.data
-            if ch is None:
-                self._drain_wakeup()
-                continue
             if ch.closed:
                 continue
             if mask & selectors.EVENT_WRITE:
@@ -939,14 +936,6 @@ class Consumer:
         if waited >= self._request_timeout:
             self._failing_since = time.monotonic()  # a later poll gets a whole new window
             raise ConnectionClosed(f"no broker reachable at {self._where()} for {waited:.1f} s: {self._last_error}")
-
-    def _drain_wakeup(self) -> None:
-        try:
-            while self._wake_r.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-        self._woken = True
 
     # ------------------------------------------------------------------ ListOffsets for resets
 

@@ -232,11 +232,11 @@ class Column:
 
     __slots__ = ("buf", "starts", "lengths", "payload")
 
-    def __init__(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
+    def __init__(self, buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, payload: int) -> None:
         self.buf = buf
         self.starts = starts
         self.lengths = lengths
-        self.payload = int(np.maximum(lengths, 0).sum()) if len(lengths) else 0
+        self.payload = payload  # bytes of all the non-null items
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -248,37 +248,21 @@ class Column:
         No Python loop unless the list mixes None and bytes (`b"".join` and
         `map(len, ...)` run in C).
         """
-        n = len(items)
         nulls = items.count(None)
-        if nulls == n and not all_null_ok:
+        if nulls == len(items) and not all_null_ok:
             return None
-        if nulls == 0:
-            data = b"".join(items)
-            lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
-        else:  # a mix of null and non-null: the slow path
-            data = b"".join([x for x in items if x is not None])
-            lengths = np.array([-1 if x is None else len(x) for x in items], dtype=np.int64)
+        data, lengths = _joined(items)
         sizes = np.maximum(lengths, 0) if nulls else lengths
         starts = np.cumsum(sizes)
         starts -= sizes
-        col = cls.__new__(cls)
-        col.buf = np.frombuffer(data, dtype=np.uint8)
-        col.starts = starts
-        col.lengths = lengths
-        col.payload = len(data)
-        return col
+        return cls(np.frombuffer(data, dtype=np.uint8), starts, lengths, len(data))
 
     @classmethod
     def from_fixed(cls, array: np.ndarray) -> "Column":
         """From a 2-D uint8 array: one fixed-size item per row."""
         array = np.ascontiguousarray(array, dtype=np.uint8)
         n, size = array.shape
-        col = cls.__new__(cls)
-        col.buf = array.reshape(-1)
-        col.starts = np.arange(n, dtype=np.int64) * size
-        col.lengths = np.full(n, size, dtype=np.int64)
-        col.payload = n * size
-        return col
+        return cls(array.reshape(-1), np.arange(n, dtype=np.int64) * size, np.full(n, size, dtype=np.int64), n * size)
 
     @classmethod
     def from_offsets(cls, buf, offsets) -> "Column":
@@ -288,12 +272,7 @@ class Column:
         if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] < 0 or offsets[-1] > len(data) \
                 or np.any(np.diff(offsets) < 0):
             raise ValueError("offsets must be n+1 non-decreasing positions within the buffer")
-        col = cls.__new__(cls)
-        col.buf = data
-        col.starts = offsets[:-1].copy()
-        col.lengths = np.diff(offsets)
-        col.payload = int(offsets[-1] - offsets[0])
-        return col
+        return cls(data, offsets[:-1].copy(), np.diff(offsets), int(offsets[-1] - offsets[0]))
 
 
 def encode_header_section(headers) -> bytes:

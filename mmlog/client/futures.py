@@ -17,6 +17,7 @@ not block (no `flush()` inside a callback).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any, Callable, NamedTuple
@@ -40,6 +41,7 @@ class RecordMetadata(NamedTuple):
 
 
 _monotonic = time.monotonic
+log = logging.getLogger("mmlog.producer")
 
 # One lock for the state transitions of every batch: contention is nil (one
 # transition per batch), and it spares each batch a Lock of its own.
@@ -120,9 +122,7 @@ def _call(fn, metadata, error) -> None:
         else:
             fn(metadata, None)
     except Exception:  # noqa: BLE001 - a callback's bug must not stop delivery
-        import logging
-
-        logging.getLogger("mmlog.producer").exception("producer callback raised")
+        log.exception("producer callback raised")
 
 
 class RecordFuture:

@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
 import threading
 import time
 from typing import Callable, Iterable
@@ -87,6 +86,7 @@ from mmlog.client.assignors import ASSIGNORS
 from mmlog.client.channel import Channel
 from mmlog.client.cluster import BrokerInfo, Cluster
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.client.notifier import Notifier
 from mmlog.client.records import TopicPartition
 from mmlog.errors import (CoordinatorNotAvailable, FencedInstanceId, IllegalGeneration, InconsistentGroupProtocol,
                           InvalidGroupId, InvalidSessionTimeout, KafkaError, MemberIdRequired, NotCoordinator,
@@ -112,9 +112,7 @@ NEED_JOIN, JOINING, SYNCING, STABLE = "need-join", "joining", "syncing", "stable
 # a second, for one small Metadata request a second.
 MISSING_TOPIC_RECHECK = 1.0
 
-COORDINATOR_LOAD_IN_PROGRESS = 14
 _COORDINATOR_MOVED = {CoordinatorNotAvailable.code, NotCoordinator.code}
-_RETRIABLE = {COORDINATOR_LOAD_IN_PROGRESS, 7} | _COORDINATOR_MOVED  # 7: REQUEST_TIMED_OUT
 _MEMBERSHIP_LOST = {IllegalGeneration.code, UnknownMemberId.code}
 _FATAL_JOIN = {InconsistentGroupProtocol.code, InvalidGroupId.code, InvalidSessionTimeout.code,
                FencedInstanceId.code, 30, 81}  # 30 GROUP_AUTHORIZATION_FAILED, 81 GROUP_MAX_SIZE_REACHED
@@ -135,44 +133,6 @@ class CommitFailedError(KafkaError):
 def is_pattern(topics) -> bool:
     """A subscription by pattern: a compiled regex, or a string that starts with '^' (librdkafka's rule)."""
     return isinstance(topics, re.Pattern) or (isinstance(topics, str) and topics.startswith("^"))
-
-
-class _Notifier:
-    """The read end of a socketpair in the consumer's selector: the heartbeat thread wakes a blocked poll.
-
-    It looks like a Channel to the consumer's event loop (closed, events, on_readable)."""
-
-    closed = False
-
-    def __init__(self) -> None:
-        self.sock, self._w = socket.socketpair()
-        self.sock.setblocking(False)
-        self._w.setblocking(False)
-
-    def events(self) -> int:
-        import selectors
-
-        return selectors.EVENT_READ
-
-    def notify(self) -> None:
-        try:
-            self._w.send(b"!")
-        except (BlockingIOError, OSError):
-            pass  # already has a byte waiting (or closing): the poll wakes anyway
-
-    def on_readable(self) -> None:
-        try:
-            while self.sock.recv(4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
-    def on_writable(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.sock.close()
-        self._w.close()
 
 
 class GroupMembership:
@@ -230,7 +190,7 @@ class GroupMembership:
         self._stopping = False
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self.notifier = _Notifier()
+        self.notifier = Notifier()
         selector.register(self.notifier.sock, self.notifier.events(), self.notifier)
 
     # ------------------------------------------------------------------ subscription
@@ -674,10 +634,7 @@ class GroupMembership:
                 f"group {self.group_id}: commit failed with {error_for_code(code)!r}: the group rebalanced or "
                 "dropped this member (was the time between polls longer than max_poll_interval_ms?); the "
                 "records since the last commit will be delivered again", code)
-        err = error_for_code(code, f"OffsetCommit for group {self.group_id!r}")
-        if code in _RETRIABLE:
-            err.retriable = True
-        return err
+        return error_for_code(code, f"OffsetCommit for group {self.group_id!r}")  # its class says if retriable
 
     def send_offset_fetch(self, tps: list[TopicPartition], callback) -> bool:
         """Send an OffsetFetch; callback(result, exc): result {tp: committed offset, -1 if none}."""
@@ -698,13 +655,9 @@ class GroupMembership:
             if body.error_code:
                 codes.add(body.error_code)
             if codes:
-                code = min(codes)
                 if codes & _COORDINATOR_MOVED:
                     self.forget_coordinator()
-                err = error_for_code(code, f"OffsetFetch for group {self.group_id!r}")
-                if code in _RETRIABLE:
-                    err.retriable = True
-                callback(None, err)
+                callback(None, error_for_code(min(codes), f"OffsetFetch for group {self.group_id!r}"))
                 return
             callback({TopicPartition(t.name, p.partition_index): p.committed_offset
                       for t in body.topics for p in t.partitions}, None)

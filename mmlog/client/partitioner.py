@@ -133,15 +133,23 @@ def partitions_for_keys(buf, starts, lengths, partitions):
     return out
 
 
-def partitions_for_keys_py(buf, starts, lengths, partitions) -> np.ndarray:
-    data = bytes(buf)
-    return np.array([-1 if n < 0 else partition_for_key_py(data[s:s + n], partitions)
-                     for s, n in zip(starts.tolist(), lengths.tolist())], dtype=np.int32)
-
-
 def partition_for_key(key: bytes, partitions: int) -> int:
     """Kafka's partition for a non-null key."""
     return (int(murmur2(key)) & 0x7FFFFFFF) % partitions
+
+
+def _each_key(one: Callable[[bytes, int], int]) -> Callable:
+    """A many-keys partitioner (as `partitions_for_keys`) calling `one(key, partitions)` per non-null key."""
+
+    def many(buf, starts, lengths, partitions) -> np.ndarray:
+        data = bytes(buf)
+        return np.array([-1 if n < 0 else one(data[s:s + n], partitions)
+                         for s, n in zip(starts.tolist(), lengths.tolist())], dtype=np.int32)
+
+    return many
+
+
+partitions_for_keys_py = _each_key(partition_for_key_py)
 
 
 # ---------------------------------------------------------------- named partitioners
@@ -152,11 +160,7 @@ def crc32_partition(key: bytes, partitions: int) -> int:
     return zlib.crc32(key) % partitions
 
 
-def crc32_partitions(buf, starts, lengths, partitions) -> np.ndarray:
-    data = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
-    return np.array([-1 if n < 0 else zlib.crc32(data[s:s + n]) % partitions
-                     for s, n in zip(starts.tolist(), lengths.tolist())], dtype=np.int32)
-
+crc32_partitions = _each_key(crc32_partition)
 
 KeyPartitioner = Callable[[bytes, int], int]
 
@@ -168,22 +172,5 @@ def resolve(partitioner) -> tuple[KeyPartitioner, Callable]:
     if partitioner in ("crc32", "consistent", "consistent_random"):
         return crc32_partition, crc32_partitions
     if callable(partitioner):
-        fn = partitioner
-
-        def many(buf, starts, lengths, partitions):
-            data = bytes(buf)
-            return np.array([-1 if n < 0 else fn(data[s:s + n], partitions)
-                             for s, n in zip(starts.tolist(), lengths.tolist())], dtype=np.int32)
-
-        return fn, many
+        return partitioner, _each_key(partitioner)
     raise ValueError(f"unknown partitioner {partitioner!r}: want 'murmur2', 'crc32' or a callable(key, partitions)")
-
-
-def warm() -> None:
-    """Compile (or load from the on-disk cache) the kernels."""
-    murmur2(b"warm")
-    buf = np.frombuffer(b"abcdefgh", dtype=np.uint8)
-    starts = np.zeros(2, dtype=np.int64)
-    lengths = np.array([3, -1], dtype=np.int64)
-    murmur2_many(buf, starts, lengths)
-    partitions_for_keys(buf, starts, lengths, 3)

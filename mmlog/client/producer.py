@@ -150,11 +150,11 @@ class Producer:
                                       partition_counts=self._partition_counts,
                                       max_record_size=self.max_request_size)
         self._acc.on_close = self._kick
-        self._acc.on_wait = self._sender_hand_over
         self._completions: collections.deque = collections.deque()
         self._callback_lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._sender = Sender(self)
+        self._acc.on_wait = self._sender.hand_over  # a thread waits for a batch: the I/O thread must drive
         self._closed = False
         self._stop = False
         self._abort = False
@@ -415,10 +415,6 @@ class Producer:
         if not self._acc.wait_for_space(size, _monotonic() + self.max_block):
             raise ProducerTimeout(f"buffer full ({self._acc.buffered} bytes waiting) for {self.max_block:g} s")
 
-    def _sender_hand_over(self) -> None:
-        """A thread waits for a batch (get, result, wait): the I/O thread must drive the sockets."""
-        self._sender.hand_over()
-
     def _kick(self) -> None:
         """A batch closed: send it from this thread if the I/O lock is free (see sender.py: the GIL),
         unless requests are in flight and this thread did the I/O less than KICK_INTERVAL ago."""
@@ -541,13 +537,10 @@ def _column(items, what: str, null_column: bool = False) -> encode.Column:
     elif not isinstance(items, list):
         items = list(items)
     try:
-        col = encode.Column.from_list(items, all_null_ok=null_column)
+        return encode.Column.from_list(items, all_null_ok=null_column)  # None: every key null
     except TypeError:
-        col = encode.Column.from_list([_to_bytes(x, what) if x is not None else None for x in items],
-                                      all_null_ok=null_column)
-    if col is None:  # every key null
-        return None
-    return col
+        return encode.Column.from_list([_to_bytes(x, what) if x is not None else None for x in items],
+                                       all_null_ok=null_column)
 
 
 def _is_buffer(obj) -> bool:

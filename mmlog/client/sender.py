@@ -53,16 +53,16 @@ reordering). With one broker this only happens for transient storage errors.
 
 from __future__ import annotations
 
-import collections
 import logging
 import selectors
-import socket
 import struct
 import time
 
 from mmlog.client import encode
 from mmlog.client.channel import Channel
 from mmlog.client.connection import ConnectionClosed
+from mmlog.client.futures import ProducerTimeout
+from mmlog.client.notifier import Notifier
 from mmlog.errors import (KafkaError, LeaderNotAvailable, NotLeaderOrFollower, RequestTimedOut,
                           UnknownServerError, UnknownTopicOrPartition, error_for_code)
 from mmlog.protocol import (Placeholder, ProtocolError, RequestHeader, decode_response, encode_request_parts,
@@ -100,14 +100,10 @@ class Sender:
         self.timeout_ms = int(p.request_timeout * 1000)
         self.completions = p._completions  # resolved batches whose callbacks wait to be fired
         self.selector = selectors.DefaultSelector()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self.selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._waker = Notifier()  # wake(): interrupts the I/O thread's select
+        self.selector.register(self._waker.sock, selectors.EVENT_READ, None)
         self.channels: dict[int, Channel] = {}
         self._registered: dict[Channel, int] = {}
-        # acks=0 requests not yet written, per channel: Channel.fail drops them without a callback.
-        self._unwritten: dict[Channel, collections.deque] = {}
         self._backoff: dict[int, tuple[float, float]] = {}  # node -> (retry at, current backoff)
         self.metadata_needed = False
         self.metadata_next = 0.0
@@ -144,12 +140,8 @@ class Sender:
     def try_read(self, key_data, mask: int) -> None:
         """Handle one selector event (I/O thread)."""
         channel = key_data
-        if channel is None:
-            try:
-                while self._wake_r.recv(4096):
-                    pass
-            except (BlockingIOError, OSError):
-                pass
+        if channel is None:  # the waker
+            self._waker.on_readable()
             return
         if channel.closed:
             return
@@ -193,10 +185,7 @@ class Sender:
 
     def wake(self) -> None:
         """Interrupt the I/O thread's sleep."""
-        try:
-            self._wake_w.send(b"\x00")
-        except (BlockingIOError, OSError):
-            pass
+        self._waker.notify()
 
     # ------------------------------------------------------------ phases
 
@@ -227,14 +216,14 @@ class Sender:
             while closed and closed[0].created + self.delivery_timeout <= now and not queue.held:
                 batch = closed.popleft()
                 reason = f": {batch.last_error}" if batch.last_error is not None else ""
-                self._resolve(batch, -1, _timeout_error(
+                self._resolve(batch, -1, ProducerTimeout(
                     f"{batch.count} records for {batch.topic}-{batch.partition} not delivered within "
                     f"delivery timeout {self.delivery_timeout:g} s{reason}"))
 
     def _refresh_metadata(self) -> None:
         topics = sorted({q.topic for q in self.acc.queue_list[:]})
         try:
-            self.cluster.refresh(topics or [])
+            self.cluster.refresh(topics)
         except (ConnectionClosed, KafkaError, OSError) as exc:
             self.metadata_next = time.monotonic() + self._metadata_backoff
             self._metadata_backoff = min(self._metadata_backoff * 2, RECONNECT_BACKOFF_MAX)
@@ -399,8 +388,6 @@ class Sender:
     def _forget(self, node: int, channel: Channel) -> None:
         if self.channels.get(node) is channel:
             del self.channels[node]
-        for batches in self._unwritten.pop(channel, ()):
-            self._on_response(channel, batches, None, channel.last_error or ConnectionClosed("connection closed"))
         if self._registered.pop(channel, None) is not None:
             try:
                 self.selector.unregister(channel.sock)
@@ -478,17 +465,10 @@ class Sender:
                 produce.REQUEST(acks=self.acks, timeout_ms=self.timeout_ms, transactional_id=None, topic_data=[
                     {"name": topic, "partition_data": partitions} for topic, partitions in by_topic.items()]))
 
-        if self.acks != 0:
-            def done(response, exc, batches=batches, channel=channel):
-                self._on_response(channel, batches, response, exc)
-        else:
-            unwritten = self._unwritten.setdefault(channel, collections.deque())
-            unwritten.append(batches)
-
-            def done(response, exc, batches=batches, channel=channel, unwritten=unwritten):
-                if unwritten and unwritten[0] is batches:
-                    unwritten.popleft()
-                    self._on_response(channel, batches, response, exc)
+        def done(response, exc, batches=batches, channel=channel):
+            # acks=0: (None, None) once written, or the exception of a connection lost before
+            # (Channel.fail fails the unwritten frames too).
+            self._on_response(channel, batches, response, exc)
 
         channel.queue_frame(parts, produce.API_KEY, PRODUCE_VERSION, done, expect_response=self.acks != 0, raw=True)
 
@@ -604,13 +584,8 @@ class Sender:
         """Fail everything not yet resolved (close with a timeout that ran out, or a sender crash)."""
         for channel in list(self.channels.values()):
             channel.fail(ConnectionClosed("producer closed"))
-        acc = self.acc
-        with acc.lock:
-            queues = list(acc.queues.values())
-            for queue in queues:
-                if queue.open is not None:
-                    acc._close(queue)
-        for queue in queues:
+        self.acc.close_all_open()
+        for queue in self.acc.queue_list[:]:
             batches = list(queue.held) + list(queue.inflight) + list(queue.closed)
             queue.held, queue.inflight = [], type(queue.inflight)()
             queue.closed.clear()
@@ -623,8 +598,7 @@ class Sender:
             channel.close()
             self._forget(node, channel)
         self.selector.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._waker.close()
 
 
 def _pop_inflight(queue, batch) -> None:
@@ -635,9 +609,3 @@ def _pop_inflight(queue, batch) -> None:
             queue.inflight.remove(batch)
         except ValueError:
             pass
-
-
-def _timeout_error(message: str) -> KafkaError:
-    from mmlog.client.futures import ProducerTimeout
-
-    return ProducerTimeout(message)

@@ -26,10 +26,11 @@ def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:
     return directory / f"{base_offset:020d}{suffix}"
 
 
-def segment_bases(directory: Path) -> list[int]:
-    """Base offsets of the `.log` files in a partition directory, ascending."""
+def segment_bases(directory: Path, names=None) -> list[int]:
+    """Base offsets of the `.log` files in a partition directory, ascending (from `names` if the
+    caller listed the directory already)."""
     bases = []
-    for name in os.listdir(directory):
+    for name in os.listdir(directory) if names is None else names:
         stem, dot, suffix = name.partition(".")
         if dot and "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
             bases.append(int(stem))
@@ -63,6 +64,19 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """What an `atomic_write` changes: (inode, mtime, size) of the file now there; None if there is none.
+
+    Readers compare stamps to re-read a small shared file only when it was replaced. Two writes
+    can only look alike if the second reuses the freed inode within one clock tick at the same size.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 class MappedFile:

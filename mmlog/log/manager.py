@@ -41,7 +41,7 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log import kernels
-from mmlog.log.files import atomic_write
+from mmlog.log.files import atomic_write, file_stamp
 from mmlog.log.partition import Partition
 
 CATALOGUE = "topics.json"
@@ -94,7 +94,7 @@ class LogManager:
         self._topics: dict[str, TopicInfo] = {}
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._lock = threading.RLock()
-        self._catalogue_stamp: tuple[int, int] | None = None
+        self._catalogue_stamp: tuple[int, int, int] | None = None
         if owner:
             for d in self.log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
@@ -109,12 +109,8 @@ class LogManager:
 
     def reload(self) -> None:
         """Read the catalogue again if it changed (attached processes call this on a miss)."""
-        try:
-            stat = os.stat(self.catalogue_path)
-        except FileNotFoundError:
-            return
-        stamp = (stat.st_ino, stat.st_mtime_ns)  # atomic writes rename a new file in: a new inode each time
-        if stamp == self._catalogue_stamp:
+        stamp = file_stamp(self.catalogue_path)
+        if stamp is None or stamp == self._catalogue_stamp:
             return
         data = json.loads(self.catalogue_path.read_text())
         with self._lock:
@@ -132,8 +128,7 @@ class LogManager:
     def _save(self) -> None:
         data = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self._topics.items())}}
         atomic_write(self.catalogue_path, json.dumps(data, indent=1).encode())
-        stat = os.stat(self.catalogue_path)
-        self._catalogue_stamp = (stat.st_ino, stat.st_mtime_ns)
+        self._catalogue_stamp = file_stamp(self.catalogue_path)
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)

@@ -46,7 +46,7 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log import recovery, retention
-from mmlog.log.files import INDEX_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases
+from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
 from mmlog.log.state import Op, PartitionState, Snapshot, TornState
@@ -131,17 +131,19 @@ class Partition:
 
     def _clean_files_ok(self, s: Snapshot) -> bool:
         """After a clean close the state is the truth, if the files still agree with it."""
-        bases = segment_bases(self.directory)
+        names = set(os.listdir(self.directory))
+        bases = segment_bases(self.directory, names)
         if not bases or bases[-1] != s.active_base:
             return False
-        names = set(os.listdir(self.directory))
-        if any(f"{b:020d}{suffix}" not in names for b in bases for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+        if any(segment_file(self.directory, b, suffix).name not in names
+               for b in bases for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
             return False
-        size = os.stat(self.directory / f"{s.active_base:020d}.log").st_size
+        active_log = segment_file(self.directory, s.active_base, LOG_SUFFIX)
+        size = os.stat(active_log).st_size
         if size < s.active_size:
             return False
         if size > s.active_size:
-            os.truncate(self.directory / f"{s.active_base:020d}.log", s.active_size)
+            os.truncate(active_log, s.active_size)
         return True
 
     def _recover(self, full: bool = False) -> None:
@@ -256,17 +258,10 @@ class Partition:
         `buf` must be writable (bytearray or a writable memoryview): baseOffset is
         rewritten in it, and the same bytes then go to the file.
         """
-        headers = self._validate(buf)
-        out = [None]
-        snap = self._begin_write()  # not `with self._writing()`: this is the hot path
-        try:
-            now = now_ms()
-            if self._should_roll(snap, len(buf), len(headers), _records(headers), now):
-                snap = self._roll(snap)
-            self._append_locked(snap, [(0, buf, headers)], now, out)
-        finally:
-            self.lock.release()
-        return out[0]
+        outcome = self.append_many([buf])[0]
+        if outcome.__class__ is not AppendInfo:
+            raise outcome
+        return outcome
 
     def append_many(self, bufs: list) -> list:
         """Append several buffers of batches in order, as `append` would one by one, but under one

@@ -84,10 +84,9 @@ class Segment:
         self.directory = Path(directory)
         self.base_offset = base_offset
         self.log_path = segment_file(self.directory, base_offset, LOG_SUFFIX)
-        # Header scans read into this buffer, reused (a Segment serves one thread at a time).
-        self._scratch = bytearray(SCAN_CHUNK)
-        self._scratch_view = memoryview(self._scratch)
-        self._scratch_array = np.frombuffer(self._scratch, dtype=np.uint8)
+        # Header scans read into one reused buffer (a Segment serves one thread at a time), made at
+        # the first scan: most segments of a partition are never read, so opening them allocates none.
+        self._scratch: tuple | None = None  # (bytearray, memoryview of it, uint8 array over it)
         fd = os.open(self.log_path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
         self.file = os.fdopen(fd, "r+b", buffering=0)
         try:
@@ -152,10 +151,13 @@ class Segment:
         """(position, size) of the first batch in [0, end) whose last offset >= offset, or None."""
         _, pos = self.offset_index.lookup(offset, index_entries)
         fd = self.file.fileno()
-        scratch = self._scratch
+        if self._scratch is None:
+            buf = bytearray(SCAN_CHUNK)
+            self._scratch = (buf, memoryview(buf), np.frombuffer(buf, dtype=np.uint8))
+        scratch, view, array = self._scratch
         while pos < end:
-            n = os.preadv(fd, [self._scratch_view[: min(SCAN_CHUNK, end - pos)]], pos)
-            status, at = kernels.find_batch(self._scratch_array, 0, n, offset)
+            n = os.preadv(fd, [view[: min(SCAN_CHUNK, end - pos)]], pos)
+            status, at = kernels.find_batch(array, 0, n, offset)
             if status == 0:
                 return pos + at, 12 + int.from_bytes(scratch[at + 8 : at + 12], "big", signed=True)
             if status == 3 or (status == 2 and at == 0):

@@ -79,22 +79,18 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
     """
     requests = []
     failure = None
-    shape = conn.produce_shape
     for frame in frames:
+        shape = conn.produce_shape
         request = shape.read(frame) if shape is not None else None
         if request is None:
             try:
-                header, offset = parse_request_header(frame)
-            except ProtocolError as exc:
-                failure = CloseConnection(f"unparseable request header: {exc}")
-                break
-            try:
-                body = decode_request_body(header, frame, offset)
-            except ProtocolError as exc:
-                failure = CloseConnection(f"malformed produce request: {exc}")
+                header, offset = _parse_header(frame)
+                body = _decode_body(header, frame, offset, produce)
+            except CloseConnection as exc:
+                failure = exc
                 break
             request = (header, *produce.parts(body))
-            shape = conn.produce_shape = produce.RequestShape.learn(header, body)
+            conn.produce_shape = produce.RequestShape.learn(header, body)
         requests.append(request)
     if requests:
         for (header, _, _), result in zip(requests, produce.handle_group(ctx, requests)):
@@ -108,10 +104,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
 
 def handle_frame(ctx, conn, frame) -> None:
     """Decode one request frame and run its handler; CloseConnection for what cannot be answered."""
-    try:
-        header, offset = parse_request_header(frame)
-    except ProtocolError as exc:
-        raise CloseConnection(f"unparseable request header: {exc}") from exc
+    header, offset = _parse_header(frame)
     handler = HANDLERS.get(header.api_key)
     if handler is None or not is_supported(header.api_key, header.api_version):
         if header.api_key == API_VERSIONS:
@@ -119,10 +112,7 @@ def handle_frame(ctx, conn, frame) -> None:
             ctx.wants_write(conn)
             return
         raise CloseConnection(f"unsupported API {header.api_key} v{header.api_version}")
-    try:
-        body = decode_request_body(header, frame, offset)
-    except ProtocolError as exc:
-        raise CloseConnection(f"malformed {handler.__module__.rsplit('.', 1)[-1]} request: {exc}") from exc
+    body = _decode_body(header, frame, offset, handler)
     request = Request(conn, header, body, ctx)
     try:
         result = handler.handle(ctx, request)
@@ -132,6 +122,22 @@ def handle_frame(ctx, conn, frame) -> None:
         conn.done()
     elif result is not DEFERRED:
         request.respond(result, with_files=getattr(handler, "WITH_FILES", False))
+
+
+def _parse_header(frame) -> tuple:
+    """(header, body offset) of a request frame; CloseConnection if it does not parse."""
+    try:
+        return parse_request_header(frame)
+    except ProtocolError as exc:
+        raise CloseConnection(f"unparseable request header: {exc}") from exc
+
+
+def _decode_body(header, frame, offset: int, handler):
+    """The body of a request of a supported API and version; CloseConnection if it does not parse."""
+    try:
+        return decode_request_body(header, frame, offset)
+    except ProtocolError as exc:
+        raise CloseConnection(f"malformed {handler.__name__.rsplit('.', 1)[-1]} request: {exc}") from exc
 
 
 def advertised_versions() -> list[tuple[int, int, int]]:

@@ -75,9 +75,7 @@ def encode_response_parts(header: RequestHeader, body) -> list:
     out = PartsWriter()
     out += _PREFIX
     _encode_response_into(out, header, body)
-    parts = out.finish()
-    _SIZE.pack_into(parts[0], 0, parts_size(parts) - 4)
-    return parts
+    return _sized_parts(out)
 
 
 def _encode_response_into(out: bytearray, header: RequestHeader, body) -> None:
@@ -85,6 +83,13 @@ def _encode_response_into(out: bytearray, header: RequestHeader, body) -> None:
     version = response_header_version(header.api_key, header.api_version)
     encode_response_header(out, header.correlation_id, version)
     api.response.encode(body, header.api_version, out)
+
+
+def _sized_parts(out: PartsWriter) -> list:
+    """The parts of a frame written into `out` after a size prefix, the prefix set to their total."""
+    parts = out.finish()
+    _SIZE.pack_into(parts[0], 0, parts_size(parts) - 4)
+    return parts
 
 
 def api_versions_body(throttle_time_ms: int = 0):
@@ -115,10 +120,8 @@ def encode_unsupported_api_versions(header: RequestHeader) -> bytearray:
 
 def encode_request(header: RequestHeader, body) -> bytearray:
     """Encode a whole request frame (size prefix included)."""
-    api = get_api(header.api_key, header.api_version)
     out = bytearray(_PREFIX)
-    encode_request_header(out, header)
-    api.request.encode(body, header.api_version, out)
+    _encode_request_into(out, header, body)
     _SIZE.pack_into(out, 0, len(out) - 4)
     return out
 
@@ -130,14 +133,16 @@ def encode_request_parts(header: RequestHeader, body, zero_copy: int = 1024) -> 
     the big byte fields (a Produce's record batches) are the caller's own buffers,
     to be written with one ``sendmsg``. The frame size is the sum of the lengths.
     """
-    api = get_api(header.api_key, header.api_version)
     out = PartsWriter(zero_copy)
     out += _PREFIX
+    _encode_request_into(out, header, body)
+    return _sized_parts(out)
+
+
+def _encode_request_into(out: bytearray, header: RequestHeader, body) -> None:
+    api = get_api(header.api_key, header.api_version)
     encode_request_header(out, header)
     api.request.encode(body, header.api_version, out)
-    parts = out.finish()
-    _SIZE.pack_into(parts[0], 0, parts_size(parts) - 4)
-    return parts
 
 
 def decode_response(api_key: int, api_version: int, frame) -> tuple[int, object]:

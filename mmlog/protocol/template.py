@@ -48,13 +48,13 @@ class TemplateError(ValueError):
 class FrameTemplate:
     """An encoded frame and the positions of its variable fixed-width fields."""
 
-    __slots__ = ("frame", "size", "fields", "skip", "_same", "_runs", "_order")
+    __slots__ = ("frame", "size", "fields", "skip", "_same", "_runs")
 
     def __init__(self, frame, fields: list, skip: int = 0) -> None:
-        """frame: the encoded bytes; fields: per variable field, (struct, marker value) to find
-        or (struct, position) for a known place (a marker value is negative, a position not).
-        skip: how many leading bytes of the template the frames given to `read` lack (4: the
-        size prefix, which a framer strips); fields there read as None."""
+        """frame: the encoded bytes; fields: per variable field, in the order they lie in the frame,
+        (struct, marker value) to find or (struct, position) for a known place (a marker value
+        is negative, a position not). skip: how many leading bytes of the template the frames
+        given to `read` lack (4: the size prefix, which a framer strips); fields there read as None."""
         frame = bytes(frame)
         located = []
         for packer, where in fields:
@@ -65,7 +65,9 @@ class FrameTemplate:
                     raise TemplateError(f"marker {mark.hex()} found {frame.count(mark)} times")
                 where = at
             located.append((where, packer))
-        spans = sorted((at, at + packer.size) for at, packer in located)
+        if [at for at, _ in located] != sorted(at for at, _ in located):
+            raise ValueError("fields must be given in the order they lie in the frame")
+        spans = [(at, at + packer.size) for at, packer in located]
         if any(a[1] > b[0] for a, b in zip(spans, spans[1:])):
             raise TemplateError("fields overlap")
         self.frame = frame
@@ -77,30 +79,24 @@ class FrameTemplate:
         self._same = tuple((max(a, skip) - skip, b - skip, frame[max(a, skip):b])
                            for a, b in zip(bounds[::2], bounds[1::2]) if b > max(a, skip))
         # Adjacent fields are read with one struct: (struct, position in a received frame or -1).
-        order = sorted(range(len(located)), key=lambda i: located[i][0])
-        runs: list = []
-        for i in order:
-            at, packer = located[i]
+        runs: list = []  # [struct format, position in the template, size]
+        for at, packer in located:
             if runs and runs[-1][1] + runs[-1][2] == at and at >= skip:
-                run = runs[-1]
-                run[0] += packer.format[1:]
-                run[2] += packer.size
-                run[3].append(i)
+                runs[-1][0] += packer.format[1:]
+                runs[-1][2] += packer.size
             else:
-                runs.append([">" + packer.format[1:], at, packer.size, [i]])
-        self._runs = tuple((struct.Struct(fmt), at - skip if at >= skip else -1) for fmt, at, _, _ in runs)
-        order = tuple(i for _, _, _, index in runs for i in index)
-        self._order = None if order == tuple(range(len(order))) else order
+                runs.append([">" + packer.format[1:], at, packer.size])
+        self._runs = tuple((struct.Struct(fmt), at - skip if at >= skip else -1) for fmt, at, _ in runs)
 
     def fill(self, *values) -> bytearray:
-        """A copy of the frame with the fields set to values (in the order given at construction)."""
+        """A copy of the frame with the fields set to values (in frame order)."""
         out = bytearray(self.frame)
         for (packer, at), value in zip(self.fields, values):
             packer.pack_into(out, at, value)
         return out
 
     def read(self, frame) -> tuple | None:
-        """The fields' values (in construction order) if the frame (lacking the first `skip` bytes)
+        """The fields' values (in frame order) if the frame (lacking the first `skip` bytes)
         matches the template outside them, else None."""
         if len(frame) != self.size - self.skip:
             return None
@@ -113,9 +109,4 @@ class FrameTemplate:
                 values += packer.unpack_from(frame, at)
             else:
                 values += (None,) * (len(packer.format) - 1)
-        if self._order is None:
-            return tuple(values)
-        out = [None] * len(values)
-        for i, value in zip(self._order, values):
-            out[i] = value
-        return tuple(out)
+        return tuple(values)

@@ -40,9 +40,13 @@ class BrokerLookup:
         return out
 
     def leaders(self, partitions) -> dict[TopicPartition, str]:
-        """The address (host:port) of each partition's leader."""
+        """The address (host:port) of each partition's leader, from the metadata `topics` fetched while
+        planning (a leader that moved since is found by the executor); asked for only for topics not
+        known yet (a streaming query replanning a batch after a restart)."""
         cluster = self.admin.cluster
-        cluster.refresh(sorted({tp.topic for tp in partitions}), allow_auto_create=False)  # leaders move
+        unknown = sorted({tp.topic for tp in partitions} - cluster.topics.keys())
+        if unknown:
+            cluster.refresh(unknown, allow_auto_create=False)
         return {tp: cluster.leader(tp.topic, tp.partition).address for tp in partitions}
 
     def close(self) -> None:

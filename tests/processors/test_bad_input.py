@@ -9,6 +9,8 @@ import time
 import pytest
 
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.processors import dispatch
+from mmlog.processors.request import CloseConnection
 from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import api_versions, fetch, list_offsets, metadata, produce
 from mmlog.protocol.records import build_batch
@@ -104,6 +106,19 @@ def test_an_unsupported_version_of_another_api_closes_the_connection(broker, bys
     with connect(broker) as conn:
         conn.send_raw(struct.pack(">ihhi", 10, produce.API_KEY, 99, 7) + b"\x00\x00")
         assert_closed(conn)
+
+
+@pytest.mark.parametrize("api", [metadata, fetch, list_offsets])
+def test_a_body_that_does_not_parse_closes_the_connection_naming_the_api(api):
+    """Through the dispatcher itself: over the wire a processor that crashed would close the socket too."""
+    body = {metadata: lambda: metadata.REQUEST(topics=[{"name": "t"}]),
+            fetch: lambda: fetch.REQUEST(topics=[{"topic": "t", "partitions": [{"partition": 0}]}]),
+            list_offsets: lambda: list_offsets.REQUEST(topics=[{"name": "t", "partitions": [{"partition_index": 0}]}]),
+            }[api]()
+    version = api.REQUEST.max_version
+    frame = encode_request(RequestHeader(api.API_KEY, version, 1, "c"), body)
+    with pytest.raises(CloseConnection, match=f"malformed {api.__name__.rsplit('.', 1)[-1]} request"):
+        dispatch.handle_frame(None, None, memoryview(bytes(frame[4:-3])))  # the body ends early
 
 
 def test_an_unsupported_api_versions_version_answers_35_in_the_v0_layout(broker, bystander):

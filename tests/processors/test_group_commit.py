@@ -278,6 +278,18 @@ def test_a_request_shape_reads_what_the_codec_decodes():
         assert shape.read(whole[:-1]) is None and shape.read(memoryview(bytes(whole) + b"\x00")) is None
 
 
+def test_a_shape_is_learned_once_per_topic_and_settings():
+    """A producer taking turns between topics finds each shape again instead of encoding it anew."""
+    rng = random.Random(9)
+    first = random_request(rng, topic="shape-a")
+    again = dict(first, partition=first["partition"] + 1, records=b"other records")
+    other = dict(first, topic="shape-b")
+    learned = [handler.RequestShape.learn(*decode_request(memoryview(encode(r, cid))[4:]))
+               for cid, r in enumerate((first, again, other, first))]
+    assert learned[0] is not None and learned[2] is not None
+    assert learned[0] is learned[1] is learned[3] and learned[2] is not learned[0]
+
+
 def test_a_request_with_several_partitions_has_no_shape():
     body = produce.REQUEST(acks=1, timeout_ms=1, topic_data=[{"name": "t", "partition_data": [
         {"index": 0, "records": b"a"}, {"index": 1, "records": b"b"}]}])

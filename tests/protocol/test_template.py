@@ -65,6 +65,12 @@ def test_markers_that_cannot_be_told_apart_refuse_a_template():
         FrameTemplate(twice, [(I64, MARKS[I64][0])])
 
 
+def test_fields_out_of_frame_order_are_refused():
+    frame = encode_response(RequestHeader(0, 8, 0, None), answer("t", 0, 0, **MARK))
+    with pytest.raises(ValueError, match="order"):
+        FrameTemplate(frame, [(I64, MARK["base_offset"]), (I16, MARK["error_code"])])
+
+
 def test_a_request_head_around_a_placeholder_equals_the_codecs_frame():
     """What the producer sends: the head up to the records (size and records length patched), then the batch."""
     rng = random.Random(3)

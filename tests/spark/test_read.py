@@ -82,10 +82,10 @@ def test_a_pattern_subscribes_to_every_topic_it_matches_whole(spark, broker, pro
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"startingOffsets": "soon"}, "startingOffsets"),
-    ({"endingOffsets": "earliest"}, "endingOffsets"),
-    ({"fetchMaxBytes": "lots"}, "fetchMaxBytes"),
-    ({"subscribe": "no-such-topic"}, "does not exist"),
+    ({"startingOffsets": "soon"}, "option startingOffsets: want earliest, latest or JSON"),
+    ({"endingOffsets": "earliest"}, "option endingOffsets: 'earliest' is not allowed"),
+    ({"fetchMaxBytes": "lots"}, "option fetchMaxBytes: want an integer"),
+    ({"subscribe": "no-such-topic"}, "topic 'no-such-topic' does not exist"),
 ])
 def test_bad_options_fail_the_query_with_a_clear_error(spark, broker, topic, options, message):
     with pytest.raises(Exception, match=message):

@@ -71,7 +71,7 @@ def test_a_failed_task_fails_the_write(spark, broker, topic):
     ("value binary", {}, "append", "no topic column and no topic option"),
     ("value int", {"topic": "t"}, "append", "column value must be binary or string"),
     ("value binary, partition string", {"topic": "t"}, "append", "column partition must be int"),
-    ("value binary", {"topic": "t"}, "overwrite", "mode"),
+    ("value binary", {"topic": "t"}, "overwrite", "can only be appended to"),
 ])
 def test_bad_writes_fail_on_the_driver_with_a_clear_error(spark, broker, ddl, options, mode, message):
     df = spark.createDataFrame([], ddl)

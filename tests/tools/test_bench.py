@@ -59,10 +59,10 @@ def test_reply_counter_raises_on_an_error_reply(stream, cut):
 def test_harness_for_mmlog_at_a_tiny_size(tmp_path):
     figures = importlib.util.find_spec("matplotlib") is not None
     out, page = tmp_path / "bench", tmp_path / "benchmarks.md"
-    cmd = [sys.executable, "-m", "tools.bench", "--systems", "mmlog", "--messages", "10000",
-           "--batch1-messages", "1000", "--latency-rate", "2000", "--latency-seconds", "0.5", "--out", str(out), "--markdown", str(page),
-           "--workdir", str(tmp_path)]
-    proc = subprocess.run(cmd + ([] if figures else ["--no-figures"]), cwd=ROOT, capture_output=True, text=True,
+    args = ["--systems", "mmlog", "--messages", "10000", "--batch1-messages", "1000", "--latency-rate", "2000",
+            "--latency-seconds", "0.5", "--out", str(out), "--markdown", str(page), "--workdir", str(tmp_path)]
+    args += [] if figures else ["--no-figures"]
+    proc = subprocess.run([sys.executable, "-m", "tools.bench", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout
@@ -70,6 +70,8 @@ def test_harness_for_mmlog_at_a_tiny_size(tmp_path):
                 "raw appends", "loopback os.sendfile", "end-to-end latency"):
         assert row in table
     results = json.loads((out / "results.json").read_text())
+    command = "python -m tools.bench " + " ".join(args)
+    assert results["command"] == command
     assert len(results["results"]) == 7
     for r in results["results"]:
         assert r["messages"] >= (1000 if r["batch"] == 1 else 10000) and r["seconds"] > 0 and r["nbytes"] > 0, r
@@ -77,7 +79,7 @@ def test_harness_for_mmlog_at_a_tiny_size(tmp_path):
     assert lat["count"] == 1000 and 0 < lat["p50"] <= lat["p99"] <= lat["p999"]
     text = page.read_text()
     assert "## Producer" in text and "## Consumer" in text and "## End-to-end latency" in text
-    assert "python -m tools.bench" in text
+    assert f"(`{command}`, " in text  # the run the page's figures come from
     if figures:
         for png in ("producer.png", "consumer.png"):
             assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

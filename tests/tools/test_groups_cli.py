@@ -24,12 +24,6 @@ def broker(tmp_path_factory):
         yield b
 
 
-@pytest.fixture(autouse=True)
-def groups_command(monkeypatch):
-    """`mmlog groups` whether or not cli.COMMANDS lists it yet."""
-    monkeypatch.setitem(cli.COMMANDS, "groups", ("mmlog.tools.groups", "list and describe consumer groups"))
-
-
 def run(capsysbinary, *argv) -> tuple[int, str, str]:
     status = cli.main(list(argv))
     out = capsysbinary.readouterr()

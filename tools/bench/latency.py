@@ -48,6 +48,11 @@ def paced(burst, rate: float, count: int) -> float:
     return count / (time.monotonic() - start)
 
 
+def elapsed_ms(now_ns: int, stamps: np.ndarray) -> np.ndarray:
+    """Milliseconds from each paced message's send stamp to `now_ns`; the message stamped 0 is left out."""
+    return (now_ns - stamps[stamps > 0]) / 1e6
+
+
 def measure(system: str, variant: str, producer_fn, consumer_fn, args: tuple, cfg, log) -> Latency | None:
     """Run `producer_fn(*args, rate, count, created, go) -> {"achieved": rate}` and
     `consumer_fn(*args, count, ready) -> latencies in ms`, each in a client process, and return the

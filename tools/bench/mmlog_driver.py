@@ -138,6 +138,7 @@ def latency_producer(bootstrap: str, topic: str, rate: float, count: int, create
 def latency_consumer(bootstrap: str, topic: str, count: int, ready) -> np.ndarray:
     """Client process: long-poll `topic` and return send -> receipt in ms for `count` stamped records."""
     from mmlog.client.consumer import Consumer
+    from tools.bench.latency import elapsed_ms
 
     got, out = 0, []
     with Consumer(bootstrap, auto_offset_reset="earliest", client_id="mmlog-bench-latency",
@@ -146,11 +147,8 @@ def latency_consumer(bootstrap: str, topic: str, count: int, ready) -> np.ndarra
         consumer.seek_to_beginning()
         while got < count:
             for arrays in consumer.poll_batch(1.0):
-                now = time.monotonic_ns()
-                stamps = _timestamps(arrays)
-                stamps = stamps[stamps > 0]
-                out.append((now - stamps) / 1e6)
-                got += len(stamps)
+                out.append(elapsed_ms(time.monotonic_ns(), _timestamps(arrays)))
+                got += len(out[-1])
                 ready.set()
     return np.concatenate(out)[:count]
 

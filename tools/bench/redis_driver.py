@@ -134,6 +134,8 @@ def latency_producer(address, key: str, rate: float, count: int, created, go) ->
 
 def latency_consumer(address, key: str, count: int, ready) -> np.ndarray:
     """Client process: XREAD BLOCK from the start of `key`; send -> receipt in ms for `count` stamped entries."""
+    from tools.bench.latency import elapsed_ms
+
     r = _client(address)
     last, got, out = "0-0", 0, []
     while got < count:
@@ -143,10 +145,8 @@ def latency_consumer(address, key: str, count: int, ready) -> np.ndarray:
         now = time.monotonic_ns()
         entries = reply[0][1]
         last = entries[-1][0]
-        stamps = np.frombuffer(b"".join([fields[b"v"][:8] for _, fields in entries]), "<i8")
-        stamps = stamps[stamps > 0]
-        out.append((now - stamps) / 1e6)
-        got += len(stamps)
+        out.append(elapsed_ms(now, np.frombuffer(b"".join([fields[b"v"][:8] for _, fields in entries]), "<i8")))
+        got += len(out[-1])
         ready.set()
     return np.concatenate(out)[:count]
 

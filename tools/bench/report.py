@@ -286,6 +286,8 @@ def machine_facts(systems: list[str]) -> dict:
     import platform
     import subprocess
 
+    from tools.bench.servers import RabbitServer, RedisServer
+
     def first(path, key):
         try:
             for line in open(path):
@@ -317,10 +319,8 @@ def machine_facts(systems: list[str]) -> dict:
                                                         else ""),
     }
     if "redis" in systems:
-        out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
-        facts["Redis"] = (f"redis-server {out.split('v=', 1)[1].split()[0] if 'v=' in out else '?'}, "
-                          f"redis-py {version('redis')}, hiredis {version('hiredis')}")
+        facts["Redis"] = (f"redis-server {RedisServer.version()}, redis-py {version('redis')}, "
+                          f"hiredis {version('hiredis')}")
     if "rabbitmq" in systems:
-        rabbit = next(iter(sorted(Path("/usr/lib/rabbitmq/lib").glob("rabbitmq_server-*"))), None)
-        facts["RabbitMQ"] = f"rabbitmq-server {rabbit.name.split('-', 1)[1] if rabbit else '?'}, pika {version('pika')}"
+        facts["RabbitMQ"] = f"rabbitmq-server {RabbitServer.version()}, pika {version('pika')}"
     return facts

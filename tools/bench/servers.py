@@ -92,12 +92,19 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float, what: str, log:
 
 
 class ChildServer:
-    """A server process started in a new session; `stop()` ends it and its process group."""
+    """A server process started in a new session, its state in `workdir/<name>`, listening on
+    127.0.0.1:port; `stop()` ends it and its process group."""
 
     name = "server"
 
-    def __init__(self) -> None:
+    def __init__(self, workdir: Path) -> None:
+        self.dir = Path(workdir) / self.name
+        self.port = 0
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.port)
 
     def _spawn(self, cmd: list[str], log: Path, env: dict | None = None, cwd: Path | None = None) -> subprocess.Popen:
         with open(log, "ab") as out:
@@ -137,11 +144,6 @@ class RedisServer(ChildServer):
 
     name = "redis"
 
-    def __init__(self, workdir: Path) -> None:
-        super().__init__()
-        self.dir = Path(workdir) / "redis"
-        self.port = 0
-
     def start(self) -> "RedisServer":
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -155,13 +157,10 @@ class RedisServer(ChildServer):
         wait_port(self.port, self.proc, 30, "redis-server", self.dir / "redis.log")
         return self
 
-    @property
-    def address(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.port)
-
-    def version(self) -> str:
+    @staticmethod
+    def version() -> str:
         out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
-        return out.split("v=", 1)[1].split()[0] if "v=" in out else out.strip()
+        return out.split("v=", 1)[1].split()[0] if "v=" in out else "?"
 
 
 class RabbitServer(ChildServer):
@@ -170,9 +169,7 @@ class RabbitServer(ChildServer):
     name = "rabbitmq"
 
     def __init__(self, workdir: Path) -> None:
-        super().__init__()
-        self.dir = Path(workdir) / "rabbitmq"
-        self.port = 0
+        super().__init__(workdir)
         self.node = f"mmlogbench{os.getpid()}@localhost"
         self.epmd: subprocess.Popen | None = None
 
@@ -208,10 +205,6 @@ class RabbitServer(ChildServer):
             time.sleep(0.1)
         return self
 
-    @property
-    def address(self) -> tuple[str, int]:
-        return ("127.0.0.1", self.port)
-
     def stop(self) -> None:
         try:
             super().stop()
@@ -219,7 +212,8 @@ class RabbitServer(ChildServer):
             self._end(self.epmd, 10)
             self.epmd = None
 
-    def version(self) -> str:
-        for base in Path("/usr/lib/rabbitmq/lib").glob("rabbitmq_server-*"):
+    @staticmethod
+    def version() -> str:
+        for base in sorted(Path("/usr/lib/rabbitmq/lib").glob("rabbitmq_server-*")):
             return base.name.split("-", 1)[1]
         return "?"

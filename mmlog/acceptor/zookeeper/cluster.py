@@ -84,14 +84,13 @@ class ZooKeeperStore:
     # ------------------------------------------------------------ start-up
 
     def _agree_cluster_id(self, wanted: str) -> str:
-        try:
-            cluster = paths.load(self.zk.get(paths.CLUSTER_ID)[0])["id"]
-        except NoNodeError:
+        cluster = self._read_json(paths.CLUSTER_ID, "id", None)
+        if cluster is None:
             cluster = wanted or stored_cluster_id(self.dir) or new_cluster_id()
             try:
                 self.zk.create(paths.CLUSTER_ID, paths.dump({"version": "1", "id": cluster}), makepath=True)
             except NodeExistsError:
-                cluster = paths.load(self.zk.get(paths.CLUSTER_ID)[0])["id"]
+                cluster = self._read_json(paths.CLUSTER_ID, "id", None)
         if wanted and wanted != cluster:
             raise ClusterError(f"cluster.id {wanted} differs from ZooKeeper's cluster id {cluster}")
         return load_meta(self.dir, self.broker_id, cluster)
@@ -190,15 +189,22 @@ class ZooKeeperStore:
                 continue
 
     def _controller_changed(self) -> None:
-        try:
-            holder = paths.load(self.zk.get(paths.CONTROLLER)[0])["brokerid"]
-        except NoNodeError:
-            holder = -1
+        holder = self._controller_id()
         if holder != self.broker_id:
             self.is_controller = False
         if holder == -1:
             self._run_for_controller()
         self._refresh_view()
+
+    def _controller_id(self) -> int:
+        return self._read_json(paths.CONTROLLER, "brokerid", -1)
+
+    def _read_json(self, path: str, field: str, missing):
+        """One field of a JSON node, or `missing` when there is no node."""
+        try:
+            return paths.load(self.zk.get(path)[0])[field]
+        except NoNodeError:
+            return missing
 
     def _write_partition_states(self) -> None:
         """Controller: each partition's leader is its broker while that broker is live, else -1."""
@@ -246,10 +252,7 @@ class ZooKeeperStore:
             except NoNodeError:
                 continue
             brokers[node] = Endpoint(node, doc["host"], doc["port"], doc.get("rack"))
-        try:
-            controller = paths.load(self.zk.get(paths.CONTROLLER)[0])["brokerid"]
-        except NoNodeError:
-            controller = -1
+        controller = self._controller_id()
         view = ClusterView(brokers, controller)
         if view != self.view:
             log.info("cluster: live brokers %s, controller %d", sorted(brokers), controller)

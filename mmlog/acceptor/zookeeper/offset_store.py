@@ -16,11 +16,12 @@ once node by node.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Callable, Sequence
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError
 
 from mmlog.acceptor.coordinator.offsets import (
     Done,
@@ -103,6 +104,9 @@ class ZooKeeperOffsetStore(OffsetStore):
         if not records:
             done(None)
             return
+        if not self.zk.connected:  # kazoo would hold the request until ZooKeeper is back: fail it now
+            done(ConnectionLoss("not connected to ZooKeeper"))
+            return
         try:
             plan = self._plan(records)
         except Exception as exc:  # noqa: BLE001 - the connection's state decides: report, change nothing
@@ -120,7 +124,7 @@ class ZooKeeperOffsetStore(OffsetStore):
             try:
                 failures = [r for r in res.get() if isinstance(r, Exception)]
             except Exception as exc:  # noqa: BLE001 - connection loss, session expiry
-                self.call_soon(lambda: done(exc))
+                self.call_soon(functools.partial(done, exc))  # `exc` is unbound after the except block
                 return
             if failures:
                 self.call_soon(lambda: self._retry_one_by_one(records, done))
@@ -146,8 +150,7 @@ class ZooKeeperOffsetStore(OffsetStore):
                 else:
                     plan.append(lambda tx, path=path, data=data: tx.set_data(path, data))
             elif isinstance(r, GroupMeta):
-                path = paths.group_generation(r.group)
-                data = paths.dump({"protocol_type": r.protocol_type, "generation": r.generation})
+                path, data = paths.group_generation(r.group), _generation_doc(r)
                 self.zk.ensure_path(paths.group(r.group))
                 if r.group in self.table.groups:
                     plan.append(lambda tx, path=path, data=data: tx.set_data(path, data))
@@ -178,8 +181,7 @@ class ZooKeeperOffsetStore(OffsetStore):
                 if isinstance(r, OffsetCommit):
                     _upsert(self.zk, paths.group_offset(r.group, r.topic, r.partition), _offset_doc(r))
                 elif isinstance(r, GroupMeta):
-                    _upsert(self.zk, paths.group_generation(r.group),
-                            paths.dump({"protocol_type": r.protocol_type, "generation": r.generation}))
+                    _upsert(self.zk, paths.group_generation(r.group), _generation_doc(r))
                 elif isinstance(r, OffsetDelete):
                     try:
                         self.zk.delete(paths.group_offset(r.group, r.topic, r.partition))
@@ -197,6 +199,10 @@ class ZooKeeperOffsetStore(OffsetStore):
 def _offset_doc(r: OffsetCommit) -> bytes:
     return paths.dump({"offset": r.offset, "leader_epoch": r.leader_epoch, "metadata": r.metadata,
                        "commit_ms": r.commit_ms})
+
+
+def _generation_doc(r: GroupMeta) -> bytes:
+    return paths.dump({"protocol_type": r.protocol_type, "generation": r.generation})
 
 
 def _upsert(zk: KazooClient, path: str, data: bytes) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from mmlog.acceptor.control_channel import ControlUnavailable
-from mmlog.errors import KafkaError
+from mmlog.errors import CoordinatorNotAvailable, KafkaError
 from mmlog.processors.request import DEFERRED
 
 log = logging.getLogger("mmlog.processors.handlers")
@@ -21,7 +21,7 @@ def error_code(exc: BaseException) -> int:
     return UNKNOWN_SERVER_ERROR
 
 
-COORDINATOR_NOT_AVAILABLE = 15
+COORDINATOR_NOT_AVAILABLE = CoordinatorNotAvailable.code
 
 
 def forward(ctx, request, op: str, args, respond, unavailable) -> object:

@@ -7,12 +7,12 @@ coordinator, so they must match. Transactions are not supported, so a
 transaction coordinator is not available.
 """
 
+from mmlog.errors import InvalidRequest
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE
 from mmlog.protocol.messages import find_coordinator as schema
 
 API_KEY = schema.API_KEY
 GROUP, TRANSACTION = 0, 1
-COORDINATOR_NOT_AVAILABLE = 15
-INVALID_REQUEST = 42
 
 
 def handle(ctx, request):
@@ -28,5 +28,5 @@ def handle(ctx, request):
     elif key_type == TRANSACTION:
         code, message = COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
     else:
-        code, message = INVALID_REQUEST, f"unknown key type {key_type}"
+        code, message = InvalidRequest.code, f"unknown key type {key_type}"
     return schema.RESPONSE(throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="", port=-1)

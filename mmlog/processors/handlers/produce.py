@@ -30,7 +30,7 @@ from mmlog.protocol.messages import produce as schema
 from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
 
 API_KEY = schema.API_KEY
-MAX_TEMPLATES = 1024  # (topic, version) response templates kept; beyond, the cache starts over
+MAX_TEMPLATES = 1024  # request shapes and (topic, version) answer templates kept; beyond, a cache starts over
 
 
 def handle(ctx, request):
@@ -105,9 +105,29 @@ class RequestShape:
 
     @classmethod
     def learn(cls, header, body) -> "RequestShape | None":
-        """The shape of this decoded request, or None if it has not exactly one partition."""
-        if len(body.topic_data) != 1 or len(body.topic_data[0].partition_data) != 1 \
-                or schema.REQUEST.is_flexible(header.api_version):
+        """The shape of this decoded request, or None if it has not exactly one partition.
+
+        Shapes are kept per (version, client id, transactional id, acks, timeout, topic): what
+        fixes every byte but the template's fields. A producer whose one-partition requests
+        take turns between topics then learns each shape once, not once per request (~40 µs).
+        """
+        if len(body.topic_data) != 1 or len(body.topic_data[0].partition_data) != 1:
+            return None
+        key = (header.api_version, header.client_id, body.transactional_id, body.acks, body.timeout_ms,
+               body.topic_data[0].name)
+        try:
+            return _shapes[key]
+        except KeyError:
+            pass
+        if len(_shapes) >= MAX_TEMPLATES:
+            _shapes.clear()
+        shape = _shapes[key] = cls._make(header, body)
+        return shape
+
+    @classmethod
+    def _make(cls, header, body) -> "RequestShape | None":
+        """The shape encoded by the codec with a marker, or None if the codec's frame does not allow one."""
+        if schema.REQUEST.is_flexible(header.api_version):
             return None
         name = body.topic_data[0].name
         mark = MARKS[I32][0]
@@ -150,6 +170,7 @@ def _answer(header, topics):
         {"name": name, "partition_responses": [_fields(*result) for result in results]} for name, results in topics])
 
 
+_shapes: dict[tuple, RequestShape | None] = {}
 _templates: dict[tuple[str, int], FrameTemplate | None] = {}
 
 

@@ -10,6 +10,7 @@ committed offsets) when it dies.
 from __future__ import annotations
 
 import collections
+import json
 import subprocess
 import sys
 import time
@@ -31,6 +32,11 @@ NOT_COORDINATOR = 16
 def connect(broker) -> BrokerConnection:
     host, port = broker.bootstrap.rsplit(":", 1)
     return BrokerConnection(host, int(port), client_id="cluster-tests")
+
+
+def node_doc(zk, path: str) -> dict:
+    """A ZooKeeper node's JSON."""
+    return json.loads(zk.get(path)[0])
 
 
 def by_id(cluster, node_id: int):
@@ -70,16 +76,16 @@ def consume_all(bootstrap: str, topic: str, partitions, expected: int, timeout: 
 
 def test_brokers_register_elect_one_controller_and_agree_on_the_cluster(cluster, zk):
     assert sorted(zk.get_children("/brokers/ids")) == ["0", "1", "2"]
-    controller = int(zk.get("/controller")[0].split(b'"brokerid":')[1].split(b",")[0])
+    controller = node_doc(zk, "/controller")["brokerid"]
     assert controller in (0, 1, 2)
-    cluster_id = zk.get("/cluster/id")[0]
+    cluster_id = node_doc(zk, "/cluster/id")["id"]
     views = []
     for b in cluster:
         with connect(b) as conn:
             body = conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[]))
         views.append((sorted((x.node_id, x.port) for x in body.brokers), body.controller_id, body.cluster_id))
     assert all(v == views[0] for v in views)
-    assert views[0][1] == controller and views[0][2].encode() in cluster_id
+    assert views[0][1] == controller and views[0][2] == cluster_id
     assert [port for _, port in views[0][0]] == [by_id(cluster, i).port for i in range(3)]
 
 
@@ -91,7 +97,7 @@ def test_a_topic_is_spread_over_every_broker_and_each_partition_is_served_where_
     assert collections.Counter(placed) == {0: 2, 1: 2, 2: 2}  # round-robin over the live brokers
     assert b'"topic_id"' in zk.get("/brokers/topics/spread")[0]
     for p, node in enumerate(placed):
-        assert f'"leader":{node},'.encode() in zk.get(f"/brokers/topics/spread/partitions/{p}/state")[0]
+        assert node_doc(zk, f"/brokers/topics/spread/partitions/{p}/state")["leader"] == node
     for b in cluster:  # each broker holds the directories of its own partitions only
         mine = sorted(p for p, node in enumerate(placed) if node == b.config["broker.id"])
         assert sorted(int(d.name.rsplit("-", 1)[1]) for d in b.data_dir.glob("spread-*")) == mine
@@ -182,9 +188,9 @@ def test_a_killed_broker_leaves_metadata_the_others_keep_serving_and_it_returns_
         leaders(cluster[1].bootstrap, "survive")), what="its partitions leaderless")
     assert [now[p] for p in live] == [placed[p] for p in live]
     # The controller (re-elected if it was the victim) marks them leaderless in ZooKeeper too.
-    wait_for(lambda: all(b'"leader":-1' in zk.get(f"/brokers/topics/survive/partitions/{p}/state")[0]
+    wait_for(lambda: all(node_doc(zk, f"/brokers/topics/survive/partitions/{p}/state")["leader"] == -1
                          for p in gone), what="partition states with leader -1")
-    assert int(zk.get("/controller")[0].split(b'"brokerid":')[1].split(b",")[0]) in (0, 1)
+    assert node_doc(zk, "/controller")["brokerid"] in (0, 1)
 
     # The live brokers keep serving their partitions, to producers and consumers.
     with Producer(cluster[1].bootstrap) as producer:
@@ -195,7 +201,7 @@ def test_a_killed_broker_leaves_metadata_the_others_keep_serving_and_it_returns_
     # It comes back: registers again, leads its partitions again, and has everything it acknowledged.
     victim.start()
     wait_for(lambda: leaders(cluster[0].bootstrap, "survive") == placed, timeout=30, what="leaders restored")
-    wait_for(lambda: all(f'"leader":{placed[p]},'.encode() in zk.get(f"/brokers/topics/survive/partitions/{p}/state")[0]
+    wait_for(lambda: all(node_doc(zk, f"/brokers/topics/survive/partitions/{p}/state")["leader"] == placed[p]
                          for p in gone), what="partition states restored")
     with Producer(cluster[2].bootstrap) as producer:
         after = produce_to(producer, "survive", range(6), 50, "after")

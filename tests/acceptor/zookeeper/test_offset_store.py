@@ -87,3 +87,31 @@ def test_deletions(stores):
     b.load_group("d1")
     b.load_group("d2")
     assert b.table.group_offsets("d1") == {} and b.table.group_offsets("d2") == {}
+
+
+def test_a_write_while_zookeeper_is_away_fails_at_once_and_changes_nothing(tmp_path):
+    """The coordinator answers COORDINATOR_NOT_AVAILABLE (clients retry) instead of a commit hanging
+    until ZooKeeper returns."""
+    import time
+
+    from kazoo.exceptions import ConnectionLoss
+
+    from mmlog.testing import ZooKeeperServer
+
+    with ZooKeeperServer(tmp_path / "zk") as server:
+        zk = connect(server.connect + "/lost", 5000, 10000)
+        tasks: queue.Queue = queue.Queue()
+        store = ZooKeeperOffsetStore(zk, tasks.put)
+        try:
+            assert write(store, tasks, [commit("g", "t", 0, 1)]) is None
+            server.stop()
+            deadline = time.monotonic() + 20
+            while zk.connected and time.monotonic() < deadline:
+                time.sleep(0.05)
+            results = []
+            store.write([commit("g", "t", 0, 2)], results.append)
+            assert len(results) == 1 and isinstance(results[0], ConnectionLoss)
+            assert store.table.get("g", "t", 0).offset == 1
+        finally:
+            zk.stop()
+            zk.close()
