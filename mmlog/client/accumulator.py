@@ -22,7 +22,9 @@ close a lingering batch::
 
 Null keys use sticky partitioning (KIP-480): a topic's null-keyed records go to
 one partition until a batch of that partition closes, then to another, chosen at
-random among the others.
+random among the others. As in Kafka, only partitions with a live leader are
+chosen while there are any (`learn`): in a cluster with a broker down, null-keyed
+records keep flowing to the others instead of waiting out the delivery timeout.
 
 Memory is bounded: `buffer_memory` bytes of records may wait (estimated as above);
 `send` blocks (up to `max_block`) beyond it, while the sender drains, until a
@@ -136,6 +138,7 @@ class RecordAccumulator:
         self.queue_list: list[PartitionQueue] = []  # every partition's queue, in creation order (only appended to)
         self.by_topic: dict[str, list] = {}  # the same by topic: queue per partition (None: not yet made)
         self.sticky: dict[str, int] = {}
+        self.available: dict[str, tuple[int, ...]] = {}  # partitions with a live leader (absent: all)
         self.incomplete: set[ProducerBatch] = set()
         # Bytes waiting = appended - released. Two counters with one writer each (appended under
         # the lock, released by the I/O lock's holder), so the sender frees memory without
@@ -208,7 +211,7 @@ class RecordAccumulator:
             if partition is None:
                 partition = self.sticky.get(topic)
                 if partition is None:
-                    partition = self.sticky[topic] = random.randrange(self.partition_counts[topic])
+                    partition = self.sticky[topic] = self.pick(topic)
             try:
                 queue = self.by_topic[topic][partition]
             except (KeyError, IndexError):
@@ -332,10 +335,31 @@ class RecordAccumulator:
         self.ready_hint = True
         topic = queue.topic
         if self.sticky.get(topic) == queue.partition:
-            n = self.partition_counts.get(topic, 1)
-            if n > 1:
-                nxt = random.randrange(n - 1)
-                self.sticky[topic] = nxt + 1 if nxt >= queue.partition else nxt
+            self.sticky[topic] = self.pick(topic, queue.partition)
+
+    def pick(self, topic: str, leaving: int | None = None) -> int:
+        """A sticky partition for `topic`: at random among those with a live leader (all, if none
+        has one), other than `leaving` when there is another."""
+        choices = self.available.get(topic) or range(self.partition_counts[topic])
+        if leaving is not None and len(choices) > 1 and leaving in choices:
+            nxt = random.randrange(len(choices) - 1)
+            chosen = choices[nxt]
+            return choices[-1] if chosen == leaving else chosen
+        return choices[random.randrange(len(choices))]
+
+    def learn(self, topic: str, leaders: tuple[int, ...], live) -> None:
+        """Metadata for `topic`: its partition count, and which partitions' leaders are in `live`
+        (node ids). A sticky partition that lost its leader is given up for another."""
+        available = tuple(p for p, node in enumerate(leaders) if node >= 0 and node in live)
+        with self.lock:
+            self.partition_counts[topic] = len(leaders)
+            if len(available) == len(leaders):
+                self.available.pop(topic, None)
+            else:
+                self.available[topic] = available
+            sticky = self.sticky.get(topic)
+            if sticky is not None and available and (sticky not in available or sticky >= len(leaders)):
+                del self.sticky[topic]  # the next null-keyed record picks again
 
     # ------------------------------------------------------------ the sender side
 

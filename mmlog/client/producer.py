@@ -311,12 +311,15 @@ class Producer:
             cuts = encode.cut_batches(null_sizes, np.array([0, len(null_sizes)], dtype=np.int64),
                                       self.batch_size, self.max_batch_records)
             chunk = np.repeat(np.arange(len(cuts) - 1, dtype=np.int64), np.diff(cuts))
-            with self._acc.lock:
-                first = self._acc.sticky.get(topic)
-                if first is None:
-                    first = int(np.random.randint(partitions))
-                self._acc.sticky[topic] = int((first + len(cuts) - 1) % partitions)
-            chosen = ((first + chunk) % partitions).astype(np.int32)
+            # Round-robin from the sticky partition over those with a live leader (see accumulator.py).
+            acc = self._acc
+            with acc.lock:
+                choices = np.array(acc.available.get(topic) or range(partitions), dtype=np.int32)
+                sticky = acc.sticky.get(topic)
+                hits = np.flatnonzero(choices == sticky) if sticky is not None else ()
+                first = int(hits[0]) if len(hits) else int(np.random.randint(len(choices)))
+                acc.sticky[topic] = int(choices[(first + len(cuts) - 1) % len(choices)])
+            chosen = choices[(first + chunk) % len(choices)]
             if nulls is None:
                 parts = chosen
             else:
@@ -398,7 +401,7 @@ class Producer:
         while True:
             try:
                 info = self._cluster.topic(topic, wait=max(0.0, deadline - _monotonic()))
-                self._partition_counts[topic] = info.partitions
+                self._acc.learn(topic, info.leaders, self._cluster.brokers)
                 return info.partitions
             except ConnectionClosed as exc:
                 last = str(exc)

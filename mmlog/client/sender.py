@@ -25,7 +25,8 @@ thread has been scheduled and has got the GIL from a thread busy calling send()
 interval for it). Blocking work (connecting, metadata) is left to the I/O thread.
 
 While send() keeps doing steps (at most one per KICK_INTERVAL while requests are in
-flight, so that one step gathers the batches closed meanwhile), the I/O thread takes
+flight, or after a step that sent, since acks=0 leaves nothing in flight: so that one
+step gathers the batches closed meanwhile, and one sendmsg carries them), the I/O thread takes
 the channels out of its selector (`park`): were it woken by every answer, it would
 take the GIL from the thread calling send() and wait up to the switch interval for
 it back at each of its own syscalls, holding the I/O lock, and the pipeline would
@@ -133,8 +134,10 @@ class Sender:
             if channel is None:
                 continue
             self._send(channel, queues, now)
-        if not any(channel.in_flight for channel in self.channels.values()):
-            self.next_kick = 0.0  # idle: the next batch goes at once
+        if not ready and not any(channel.in_flight for channel in self.channels.values()):
+            # Idle: the next batch goes at once. Not after a step that sent (acks=0 leaves nothing
+            # in flight): send() then paces its steps at KICK_INTERVAL too, a sendmsg for several.
+            self.next_kick = 0.0
         return min(due, self._plan(now))
 
     def try_read(self, key_data, mask: int) -> None:
@@ -192,7 +195,8 @@ class Sender:
     def _read_all(self) -> None:
         for channel in list(self.channels.values()):
             if not channel.closed:
-                channel.on_readable()
+                if channel.in_flight:  # else nothing to read (acks=0): a recv would only say EAGAIN
+                    channel.on_readable()
                 if channel.wants_write and not channel.closed:
                     channel.on_writable()
                 self._sync(channel)
@@ -235,7 +239,7 @@ class Sender:
         for topic in topics:
             info = self.cluster.topics.get(topic)
             if info is not None and info.error == 0 and info.partitions:
-                self.partition_counts[topic] = info.partitions
+                self.acc.learn(topic, info.leaders, self.cluster.brokers)
 
     def _collect(self, now: float) -> tuple[dict, float]:
         """The partitions with a batch to send now, per leader; and when a lingering batch is due."""

@@ -56,10 +56,9 @@ def handle_requests(ctx, conn) -> None:
         if frame is None:
             return
         if _is_produce(frame):
-            following = conn.take_queued(_is_produce, MAX_GROUP - 1)
-            if following:
-                handle_produce_group(ctx, conn, [frame, *following])
-                continue
+            # A group, even of one: the group path reads a repeated request shape without the codec.
+            handle_produce_group(ctx, conn, [frame, *conn.take_queued(_is_produce, MAX_GROUP - 1)])
+            continue
         handle_frame(ctx, conn, frame)
 
 

@@ -10,6 +10,10 @@ batch at --batch-size records, or after --linger-ms); with --api send_many, in
 calls of --chunk records built from one numpy array (batches still cut at
 --batch-size records).
 
+With --acks 0 (the paper's producer test: its Kafka producer did not wait for
+acknowledgements) nothing is acknowledged, so the run ends by checking with
+ListOffsets that the topic's end offsets grew by every record sent.
+
 Latency is send -> acknowledgement: for --api send, of one record in every
 `records / 10,000` (a timestamp per record would slow the loop it measures); for
 send_many, of each call, counted once per record. Without --rate the producer is
@@ -82,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         # What is allocated so far (numba's and the interpreter's 100,000+ objects) outlives the
         # measurement: keep the garbage collector from scanning it again at every full collection
         # (45 ms each, several a run) while it measures.
+        before = _end_offsets(args) if args.acks == "0" else None
         gc.freeze()
         try:
             progress = Progress("produce", stream=None if not args.quiet else io.StringIO())
@@ -97,6 +102,32 @@ def run(args: argparse.Namespace) -> int:
           + (f", rate {args.rate:,.0f}/s" if args.rate else ""))
     print(summary("produce", args.records, args.records * args.record_size, seconds,
                   latencies if args.acks != "0" else None))
+    if before is not None:
+        return _check_landed(args, before)
+    return 0
+
+
+def _end_offsets(args) -> int:
+    """The sum of the topic's end offsets (of --partition alone, if given)."""
+    from mmlog.client.admin import Admin
+
+    with Admin(args.bootstrap, client_id="mmlog-perf") as admin:
+        ends = admin.latest_offsets(args.topic)
+    return ends[args.partition] if args.partition is not None else sum(ends.values())
+
+
+def _check_landed(args, before: int) -> int:
+    """acks=0: wait (up to --timeout) for the end offsets to grow by --records; 1 if they fall short."""
+    deadline = time.monotonic() + args.timeout
+    while True:
+        landed = _end_offsets(args) - before
+        if landed >= args.records or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    if landed < args.records:
+        print(f"  acks 0: only {landed:,} of {args.records:,} records reached the log")
+        return 1
+    print(f"  acks 0: all {args.records:,} records reached the log (end offsets grew by {landed:,})")
     return 0
 
 

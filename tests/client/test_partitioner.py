@@ -109,3 +109,40 @@ def test_single_partition_topic_stays_put():
     acc = RecordAccumulator(batch_size=10_000, linger=1.0, max_records=2, buffer_memory=1 << 30,
                             partition_counts={"t": 1})
     assert {acc.append("t", None, b"v", None, 0, None, 13, None)[0]._batch.partition for _ in range(10)} == {0}
+
+
+def sticky_runs(acc, records: int = 200) -> list[int]:
+    """The partition of each closed batch of null-keyed records (batches of 5)."""
+    return [acc.append("t", None, b"v", None, 0, None, 13, None)[0]._batch.partition for _ in range(records)][::5]
+
+
+def test_null_keys_only_go_to_partitions_with_a_live_leader():
+    acc = RecordAccumulator(batch_size=10_000, linger=1.0, max_records=5, buffer_memory=1 << 30,
+                            partition_counts={})
+    acc.learn("t", (0, 1, -1, 2, 1, 2), live={0: ..., 1: ...})  # 2: leaderless; node 2: not a live broker
+    assert acc.partition_counts["t"] == 6
+    partitions = sticky_runs(acc)
+    assert set(partitions) == {0, 1, 4}  # every available one, in time, and no other
+    assert all(a != b for a, b in zip(partitions, partitions[1:]))
+
+
+def test_a_sticky_partition_that_loses_its_leader_is_given_up():
+    acc = RecordAccumulator(batch_size=10_000, linger=1.0, max_records=5, buffer_memory=1 << 30,
+                            partition_counts={})
+    acc.learn("t", (0, 1, 0, 1), live={0: ..., 1: ...})
+    first = acc.append("t", None, b"v", None, 0, None, 13, None)[0]._batch.partition
+    leaders = [0, 1, 0, 1]
+    leaders[first] = -1
+    acc.learn("t", tuple(leaders), live={0: ..., 1: ...})
+    assert first not in sticky_runs(acc, 100)
+    # the leader is back: every partition is chosen again
+    acc.learn("t", (0, 1, 0, 1), live={0: ..., 1: ...})
+    assert set(sticky_runs(acc, 400)) == {0, 1, 2, 3}
+
+
+def test_with_no_partition_available_null_keys_still_go_somewhere():
+    """Nothing to prefer: any partition (its batches wait for a leader, as in Kafka)."""
+    acc = RecordAccumulator(batch_size=10_000, linger=1.0, max_records=5, buffer_memory=1 << 30,
+                            partition_counts={})
+    acc.learn("t", (-1, -1, -1), live={})
+    assert set(sticky_runs(acc, 300)) == {0, 1, 2}

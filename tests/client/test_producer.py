@@ -357,6 +357,24 @@ def test_acks(broker, acks):
     assert [r.value for r in fetch_all(broker.bootstrap, topic, 1)] == [b"r%d" % i for i in range(200)]
 
 
+def test_acks_0_a_record_after_a_burst_leaves_without_flush(broker):
+    """acks=0 leaves nothing in flight to pace send()'s I/O by, so send() paces it by time (a sendmsg
+    for many requests); a record that closes a batch within that pace is sent soon all the same."""
+    topic = topic_name("acks0-burst")
+    with Producer(broker.bootstrap, acks=0, linger_ms=1000, max_batch_records=1) as producer:
+        for i in range(2000):
+            producer.send(topic, b"r%d" % i, partition=0)
+        producer.send(topic, b"last", partition=0)
+        deadline = time.monotonic() + 5
+        got = []
+        while time.monotonic() < deadline:  # no flush(): the last record must go out by itself
+            got = fetch_all(broker.bootstrap, topic, 0)
+            if len(got) == 2001:
+                break
+            time.sleep(0.02)
+        assert [r.value for r in got] == [b"r%d" % i for i in range(2000)] + [b"last"]
+
+
 def test_callbacks_run_once_per_record_in_order_within_a_partition(broker):
     topic = topic_name("callbacks")
     calls = []

@@ -34,7 +34,8 @@ MAX_TEMPLATES = 1024  # request shapes and (topic, version) answer templates kep
 
 
 def handle(ctx, request):
-    """One Produce request, as `dispatch.handle_frame` hands it: a group of one."""
+    """One decoded Produce request, as a group of one (dispatch sends every Produce frame to
+    `handle_group` itself; this keeps the handler interface every API module has)."""
     return handle_group(ctx, [(request.header, *parts(request.body))])[0]
 
 

@@ -209,6 +209,30 @@ def test_a_killed_broker_leaves_metadata_the_others_keep_serving_and_it_returns_
     assert sorted(r.value for r in got) == sorted(sent | during | after)  # nothing lost, nothing twice
 
 
+def test_null_keyed_records_go_around_a_dead_brokers_partitions(cluster):
+    """As Kafka's sticky partitioner: with a broker down, records without a key go to partitions
+    that have a leader, and are all acknowledged at once instead of waiting out the delivery timeout."""
+    with Admin(cluster[0].bootstrap) as admin:
+        admin.create_topic("around", 6)
+    placed = wait_for(lambda: leaders(cluster[1].bootstrap, "around"), what="metadata")
+    by_id(cluster, 2).kill()
+    gone = {p for p, node in enumerate(placed) if node == 2}
+    wait_for(lambda: (lambda ls: all(ls[p] == -1 for p in gone))(leaders(cluster[0].bootstrap, "around")),
+             timeout=SESSION_MS / 1000 + 10, what="its partitions leaderless")
+
+    with Producer(cluster[0].bootstrap, max_batch_records=10, delivery_timeout_ms=60_000) as producer:
+        started = time.monotonic()
+        futures = [producer.send("around", f"one-{i}".encode()) for i in range(600)]
+        bulk = producer.send_many("around", [f"many-{i}".encode() for i in range(600)])
+        producer.flush(30)
+        took = time.monotonic() - started
+    partitions = collections.Counter(f.result(0).partition for f in futures)
+    partitions.update(bulk.result(0).partitions.tolist())
+    assert took < 10  # nothing waited for the dead broker
+    assert sum(partitions.values()) == 1200
+    assert set(partitions) == set(range(6)) - gone  # every live partition, none of the dead ones
+
+
 def test_a_broker_deleted_topic_while_down_is_deleted_when_it_returns(cluster):
     with Admin(cluster[0].bootstrap) as admin:
         admin.create_topic("doomed", 3)
