@@ -115,6 +115,7 @@ class Sender:
         self.last_kick = 0.0  # when a send() last did a step (0: it is waiting, the I/O thread drives)
         self.parked = False  # the channels are out of the I/O thread's selector (see park)
         self.needs_io_thread = False
+        self.blocking = False  # the I/O thread is connecting or fetching metadata (send() must not wait for it)
         self.closing = False
 
     # ------------------------------------------------------------ the step
@@ -226,6 +227,7 @@ class Sender:
 
     def _refresh_metadata(self) -> None:
         topics = sorted({q.topic for q in self.acc.queue_list[:]})
+        self.blocking = True
         try:
             self.cluster.refresh(topics)
         except (ConnectionClosed, KafkaError, OSError) as exc:
@@ -233,6 +235,8 @@ class Sender:
             self._metadata_backoff = min(self._metadata_backoff * 2, RECONNECT_BACKOFF_MAX)
             log.debug("msg=metadata_refresh_failed error=%s", exc)
             return
+        finally:
+            self.blocking = False
         self.metadata_needed = False
         self._metadata_backoff = self.retry_backoff
         self.metadata_next = time.monotonic() + self.retry_backoff
@@ -376,6 +380,7 @@ class Sender:
         if broker is None:
             self._need_metadata()
             return None
+        self.blocking = True
         try:
             channel = Channel(node, broker.host, broker.port, client_id=self.client_id,
                               connect_timeout=min(self.request_timeout, 10.0))
@@ -384,6 +389,8 @@ class Sender:
             self._need_metadata()
             log.debug("msg=connect_failed broker=%s error=%s", broker.address, exc)
             return None
+        finally:
+            self.blocking = False
         self._backoff.pop(node, None)
         self.channels[node] = channel
         self._sync(channel)

@@ -66,13 +66,14 @@ def test_harness_for_mmlog_at_a_tiny_size(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stdout
-    for row in ("send(), batch 1", "send(), batch 50", "send_many(), batch 50", "iterator", "poll_batch() bulk",
+    for row in ("send(), batch 1, acks=1", "send(), batch 1, acks=0 (the paper's)", "send(), batch 50, acks=1",
+                "send(), batch 50, acks=0 (the paper's)", "send_many(), batch 50", "iterator", "poll_batch() bulk",
                 "raw appends", "loopback os.sendfile", "end-to-end latency"):
         assert row in table
     results = json.loads((out / "results.json").read_text())
     command = "python -m tools.bench " + " ".join(args)
     assert results["command"] == command
-    assert len(results["results"]) == 7
+    assert len(results["results"]) == 9
     for r in results["results"]:
         assert r["messages"] >= (1000 if r["batch"] == 1 else 10000) and r["seconds"] > 0 and r["nbytes"] > 0, r
     [lat] = results["latency"]

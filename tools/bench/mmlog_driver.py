@@ -2,8 +2,13 @@
 
 Producer: `Producer.send()` one record a call, every request closed at exactly
 `batch` records (`max_batch_records`; batch 1 = one record per Produce request),
-acks=1, up to 5 requests in flight, `flush()` at the end; batch 50 also through
-`send_many()` (numpy columns, 10,000 records a call). The figure plots
+up to 5 requests in flight, `flush()` at the end; batch 50 also through
+`send_many()` (numpy columns, 10,000 records a call). Each batch size runs with
+acks=1 (every request answered after its append: the baseline) and acks=0, the
+paper's configuration ("the Kafka producer currently doesn't wait for
+acknowledgements from the broker") and RabbitMQ's without confirms. An acks=0 run
+ends, as RabbitMQ's does, only when the broker holds every record (ListOffsets
+polled after the flush), not when the last one left the socket. The figure plots
 acknowledgements (the futures' `acked_at`), not records queued in the
 producer's 32 MB buffer. The broker (2 processors) fsyncs every
 second (`log.flush.interval.ms=1000`), the "asynchronous flush" of the paper and
@@ -23,6 +28,7 @@ import numpy as np
 from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, payload
 
 SYSTEM = "mmlog"
+PAPER_ACKS = "acks=0 (the paper's)"  # the variant text of the runs configured as the paper's producer
 CHUNK = 1000  # send() calls between two looks at the clock
 BULK_CHUNK = 10_000  # records per send_many() call
 
@@ -74,10 +80,24 @@ def produce(bootstrap: str, topic: str, messages: int, batch: int, api: str = "s
             marks.append((last, sent))
         producer.flush()
         (last.result if api == "send_many" else last.get)(30)  # raises if the last batch failed
+        if acks == 0:
+            _wait_until_stored(bootstrap, topic, messages + 1)  # and the warm-up record
         result = meter.result(messages)
         # the figure's points: when the last record of every chunk was acknowledged, not when it was queued
         result["samples"] = [(0.0, 0)] + sorted((f.acked_at - meter.start, n) for f, n in marks)
         return result
+
+
+def _wait_until_stored(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> None:
+    """acks=0: poll the topic's end offsets until they add up to `count` (ClientFailed after `timeout`)."""
+    from mmlog.client.admin import Admin
+
+    deadline = time.monotonic() + timeout
+    with Admin(bootstrap, client_id="mmlog-bench") as admin:
+        while (stored := sum(admin.latest_offsets(topic).values())) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"acks=0: {topic} holds {stored:,} of {count:,} records after {timeout:g} s")
+            time.sleep(0.002)
 
 
 def consume(bootstrap: str, topic: str, messages: int, api: str, fetch_bytes: int) -> dict:
@@ -160,14 +180,18 @@ def bench(cfg, workdir: Path, log) -> tuple[list[Result], list]:
     results = []
     with server(workdir) as broker:
         boot = broker.bootstrap
-        runs = [("send(), batch 1", 1, "send", cfg.batch1_messages, True),
-                ("send(), batch 50", 50, "send", cfg.messages, True),
-                ("send_many(), batch 50", 50, "send_many", cfg.messages, False)]
-        for variant, batch, api, n, baseline in runs:
+        # (variant, batch, api, messages, acks, baseline); the consumer test reads "produce-send-50"
+        runs = [("send(), batch 1, acks=1", 1, "send", cfg.batch1_messages, 1, True),
+                (f"send(), batch 1, {PAPER_ACKS}", 1, "send", cfg.batch1_messages, 0, False),
+                ("send(), batch 50, acks=1", 50, "send", cfg.messages, 1, True),
+                (f"send(), batch 50, {PAPER_ACKS}", 50, "send", cfg.messages, 0, False),
+                ("send_many(), batch 50, acks=1", 50, "send_many", cfg.messages, 1, False)]
+        for variant, batch, api, n, acks, baseline in runs:
             ready, go = ClientProcess._ctx.Event(), ClientProcess._ctx.Event()
-            client = ClientProcess(produce, boot, f"produce-{api}-{batch}", n, batch, api, cfg.acks, ready, go)
+            topic = f"produce-{api}-{batch}" + ("-acks0" if acks == 0 else "")
+            client = ClientProcess(produce, boot, topic, n, batch, api, acks, ready, go)
             client.wait_for(ready, 120, "warm-up")
-            with profile.maybe(cfg, f"mmlog-produce-{api}-batch{batch}", client.pid, broker.processor_pids(), log):
+            with profile.maybe(cfg, f"mmlog-{topic}", client.pid, broker.processor_pids(), log):
                 go.set()
                 r = client.result(cfg.timeout(n))
             results.append(Result(SYSTEM, "produce", variant, batch, baseline=baseline, **r))

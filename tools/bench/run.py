@@ -46,7 +46,6 @@ class Config:
     fetch_bytes: int = 200_000  # the consumer test's pull: about 1,000 messages
     latency_rate: float = 10_000
     latency_seconds: float = 10.0
-    acks: int = 1
     profile: bool = False
 
     def timeout(self, messages: int) -> float:
