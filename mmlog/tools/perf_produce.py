@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="records per batch, i.e. per produce request for one partition (default 50)")
     parser.add_argument("--batch-bytes", type=int, default=None, metavar="BYTES",
                         help="close batches at this size too (default: room for exactly --batch-size records)")
-    parser.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"], help="acknowledgements (default 1)")
+    parser.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"], help="acknowledgements (default 1; 0 is the paper's producer, and the run "
+                             "then checks that every record reached the log)")
     parser.add_argument("--rate", type=float, default=0, metavar="MSG/S", help="target rate (default: as fast as possible)")
     parser.add_argument("--api", default="send", choices=["send", "send_many"],
                         help="one Producer.send() per record (default), or send_many() of --chunk records")
