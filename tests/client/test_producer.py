@@ -375,6 +375,30 @@ def test_acks_0_a_record_after_a_burst_leaves_without_flush(broker):
         assert [r.value for r in got] == [b"r%d" % i for i in range(2000)] + [b"last"]
 
 
+@pytest.mark.parametrize("acks, blocking, waits", [(1, False, True), (1, True, False), (0, False, False)])
+def test_a_send_closing_a_batch_waits_for_the_io_threads_step_only_when_that_is_short(
+        broker, monkeypatch, acks, blocking, waits):
+    """With the I/O lock held by the I/O thread, a send() that closes a batch waits (up to KICK_WAIT) to do
+    its step after it: the I/O thread may be stuck waiting for the GIL that send()'s thread holds. Not while
+    it connects or fetches metadata (`blocking`), and not with acks=0 (no answers waiting to be read)."""
+    from mmlog.client import producer as producer_module
+
+    monkeypatch.setattr(producer_module, "KICK_WAIT", 0.5)
+    topic = topic_name("kick-wait")
+    with Producer(broker.bootstrap, acks=acks, linger_ms=1000, max_batch_records=1) as producer:
+        producer.send(topic, b"warm", partition=0).get(30)
+        sender = producer._sender
+        with producer._io_lock:  # as the I/O thread mid-step
+            sender.blocking = blocking
+            sender.next_kick = 0.0
+            started = time.monotonic()
+            producer.send(topic, b"closes its batch", partition=0)
+            took = time.monotonic() - started
+            sender.blocking = False
+        producer.flush(30)
+    assert (took >= 0.4) is waits, took
+
+
 def test_callbacks_run_once_per_record_in_order_within_a_partition(broker):
     topic = topic_name("callbacks")
     calls = []
