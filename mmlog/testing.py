@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Self
 
 _READY = re.compile(r"msg=ready listening=(?P<host>\S+):(?P<port>\d+)")
 
@@ -36,13 +37,29 @@ class BrokerFailed(RuntimeError):
     """The broker exited or did not become ready."""
 
 
-class EmbeddedBroker:
+class _ScratchProcess:
+    """A server process for a `with` block: `start()` on entry, `stop()` on exit, then its data dir
+    removed if it was made here (a temp dir, when none was given)."""
+
+    def __init__(self, data_dir: str | os.PathLike | None, prefix: str) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix=prefix))
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+class EmbeddedBroker(_ScratchProcess):
     """A broker process on 127.0.0.1 with its own data directory."""
 
     def __init__(self, data_dir: str | os.PathLike | None = None, *, processors: int = 2, port: int = 0,
                  host: str = "127.0.0.1", config: dict | None = None, ready_timeout: float = 60.0) -> None:
-        self._own_dir = data_dir is None
-        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="mmlog-"))
+        super().__init__(data_dir, "mmlog-")
         self.processors = processors
         self.host = host
         self.port = port
@@ -125,19 +142,11 @@ class EmbeddedBroker:
         self.stop()
         return self.start()
 
-    def __enter__(self) -> "EmbeddedBroker":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 
 
-class ZooKeeperServer:
+class ZooKeeperServer(_ScratchProcess):
     """A standalone ZooKeeper on a free 127.0.0.1 port in a temp dir; `.connect` is its address.
 
     Runs Debian's jar (whose manifest carries its classpath) with `java`; ready once
@@ -145,8 +154,7 @@ class ZooKeeperServer:
     """
 
     def __init__(self, data_dir: str | os.PathLike | None = None, ready_timeout: float = 60.0) -> None:
-        self._own_dir = data_dir is None
-        self.dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="mmlog-zk-"))
+        super().__init__(data_dir, "mmlog-zk-")
         self.ready_timeout = ready_timeout
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -162,15 +170,15 @@ class ZooKeeperServer:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        (self.dir / "data").mkdir(parents=True, exist_ok=True)
-        cfg = self.dir / "zoo.cfg"
+        (self.data_dir / "data").mkdir(parents=True, exist_ok=True)
+        cfg = self.data_dir / "zoo.cfg"
         cfg.write_text(
-            f"tickTime=500\ndataDir={self.dir / 'data'}\nclientPort={self.port}\n"
+            f"tickTime=500\ndataDir={self.data_dir / 'data'}\nclientPort={self.port}\n"
             "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxSessionTimeout=60000\n"
             "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf\n"
         )
-        env = {**os.environ, "ZOO_LOG_DIR": str(self.dir), "ZOO_LOG4J_PROP": "WARN,CONSOLE"}
-        with open(self.dir / "zookeeper.out", "wb") as out:
+        env = {**os.environ, "ZOO_LOG_DIR": str(self.data_dir), "ZOO_LOG4J_PROP": "WARN,CONSOLE"}
+        with open(self.data_dir / "zookeeper.out", "wb") as out:
             self.proc = subprocess.Popen(
                 [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", str(ZOOKEEPER_JAR),
                  "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
@@ -179,7 +187,7 @@ class ZooKeeperServer:
         while b"Mode: standalone" not in self.four_letter(b"srvr"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise BrokerFailed("ZooKeeper did not start:\n" + (self.dir / "zookeeper.out").read_text()[-3000:])
+                raise BrokerFailed("ZooKeeper did not start:\n" + (self.data_dir / "zookeeper.out").read_text()[-3000:])
             time.sleep(0.1)
         return self
 
@@ -204,14 +212,6 @@ class ZooKeeperServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-    def __enter__(self) -> "ZooKeeperServer":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _fixture():

@@ -96,7 +96,7 @@ class ControlPlane:
 
     def begin_shutdown(self) -> None:
         """Answer parked group requests now, so processors can drain (call before stopping them)."""
-        self.server.call_soon(self._locked_task(self.coordinator.shutdown))
+        self.run_soon(self.coordinator.shutdown)
 
     def stop(self) -> None:
         self.server.stop()

@@ -358,7 +358,7 @@ class RecordAccumulator:
             else:
                 self.available[topic] = available
             sticky = self.sticky.get(topic)
-            if sticky is not None and available and (sticky not in available or sticky >= len(leaders)):
+            if sticky is not None and available and sticky not in available:
                 del self.sticky[topic]  # the next null-keyed record picks again
 
     # ------------------------------------------------------------ the sender side

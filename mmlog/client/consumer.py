@@ -125,7 +125,7 @@ RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
 _LISTED = (EARLIEST, LATEST)  # the resets ListOffsets answers
 MAX_BUFFERED_CHUNKS = 2  # per partition: the one being handed over and the next
 # Errors a metadata refresh (new leader, topic created) can cure: retry with backoff.
-_REFRESH_CODES = {NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code,
+REFRESH_CODES = {NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code,
                   KafkaStorageError.code}
 
 
@@ -965,7 +965,7 @@ class Consumer:
             if code == 0 and offset >= 0:
                 st.position = st.fetch_offset = offset
                 st.reset = None
-            elif code in _REFRESH_CODES:
+            elif code in REFRESH_CODES:
                 self._retry_later(st, now)
             else:
                 st.error = error_for_code(code, f"ListOffsets for {tp.topic}-{tp.partition}")
@@ -1057,7 +1057,7 @@ class Consumer:
                     for tp, code, offset in _list_offsets_results(body):
                         if code == 0:
                             result[tp] = offset
-                        elif code not in _REFRESH_CODES:
+                        elif code not in REFRESH_CODES:
                             raise error_for_code(code, f"ListOffsets for {tp.topic}-{tp.partition}")
             except (ConnectionClosed, RequestTimedOut, OSError, ProtocolError) as exc:
                 last = exc
@@ -1132,7 +1132,7 @@ class Consumer:
                     chunks.append((st, epoch, data, offset, scan))
                 elif code == OffsetOutOfRange.code:
                     self._out_of_range(st, offset, part)
-                elif code in _REFRESH_CODES:
+                elif code in REFRESH_CODES:
                     self._retry_later(st, now)
                 else:
                     self._halt(st, epoch, error_for_code(code, f"fetch {st.tp.topic}-{st.tp.partition} "

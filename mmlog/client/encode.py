@@ -357,12 +357,11 @@ def build_runs(values: list, keys: list, headers: list, stamps: list, partition_
     size = len(vdata) + len(flat) * RECORD_OVERHEAD_MAX + k * HEADER_SIZE
     kbuf, klen, hbuf, hlen = _EMPTY_U8, _EMPTY_I64, _EMPTY_U8, _EMPTY_I64
     if keys.count(None) != k:
-        kdata, klen = _joined(flat_keys(keys, values) if k > 1 else keys[0])
+        kdata, klen = _joined(_flat(keys, values, None) if k > 1 else keys[0])
         kbuf = np.frombuffer(kdata, dtype=np.uint8)
         size += len(kdata)
     if headers.count(None) != k:
-        hdata, hlen = _joined(list(chain.from_iterable(
-            h if h is not None else [b"\x00"] * len(v) for h, v in zip(headers, values))))
+        hdata, hlen = _joined(_flat(headers, values, b"\x00") if k > 1 else headers[0])  # b"\x00": no headers
         hbuf = np.frombuffer(hdata, dtype=np.uint8)
         size += len(hdata)
     out = bytearray(size)
@@ -380,9 +379,9 @@ def build_runs(values: list, keys: list, headers: list, stamps: list, partition_
     return batches
 
 
-def flat_keys(keys: list, values: list) -> list:
-    """Every batch's keys in one list, None for the records of a batch without keys."""
-    return list(chain.from_iterable(x if x is not None else [None] * len(v) for x, v in zip(keys, values)))
+def _flat(lists: list, values: list, fill) -> list:
+    """Every batch's keys (or header sections) in one list, `fill` for each record of a batch without."""
+    return list(chain.from_iterable(x if x is not None else [fill] * len(v) for x, v in zip(lists, values)))
 
 
 def build_py(values: list, keys: list | None, headers: list | None, stamps: list) -> bytearray:

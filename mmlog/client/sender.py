@@ -88,7 +88,6 @@ class Sender:
         p = producer
         self.acc = p._acc
         self.cluster = p._cluster
-        self.partition_counts = p._partition_counts
         self.client_id = p.client_id
         self.acks = p.acks
         self.linger = p.linger

@@ -214,8 +214,8 @@ class LogManager:
         info = self.topic(topic)
         if not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartition(f"{topic} has no partition {partition}")
-        if self.broker_id is not None and info.assignment is not None and info.assignment[partition] != self.broker_id:
-            raise NotLeaderOrFollower(f"{topic}-{partition} lives on broker {info.assignment[partition]}")
+        if self.broker_id is not None and (leader := info.leader(partition, self.broker_id)) != self.broker_id:
+            raise NotLeaderOrFollower(f"{topic}-{partition} lives on broker {leader}")
         with self._lock:
             part = self._partitions.get((topic, partition)) or self._open(topic, partition)
             self._partitions[(topic, partition)] = part

@@ -318,8 +318,8 @@ class Partition:
             for h in headers:
                 if h.size > config.max_message_bytes:
                     raise MessageTooLarge(f"batch of {h.size} bytes > max.message.bytes {config.max_message_bytes}")
-        if len(buf) > self.config.segment_bytes:
-            raise RecordListTooLarge(f"{len(buf)} bytes do not fit a segment of {self.config.segment_bytes}")
+        if len(buf) > config.segment_bytes:
+            raise RecordListTooLarge(f"{len(buf)} bytes do not fit a segment of {config.segment_bytes}")
         return headers
 
     def _should_roll(self, s: Snapshot, nbytes: int, nbatches: int, nrecords: int, now: int) -> bool:

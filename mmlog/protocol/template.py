@@ -79,9 +79,10 @@ class FrameTemplate:
         self._same = tuple((max(a, skip) - skip, b - skip, frame[max(a, skip):b])
                            for a, b in zip(bounds[::2], bounds[1::2]) if b > max(a, skip))
         # Adjacent fields are read with one struct: (struct, position in a received frame or -1).
+        # A run never spans the skipped prefix: the fields after it would read as None too.
         runs: list = []  # [struct format, position in the template, size]
         for at, packer in located:
-            if runs and runs[-1][1] + runs[-1][2] == at and at >= skip:
+            if runs and runs[-1][1] + runs[-1][2] == at and runs[-1][1] >= skip:
                 runs[-1][0] += packer.format[1:]
                 runs[-1][2] += packer.size
             else:

@@ -85,7 +85,7 @@ def _fixed(array: np.ndarray, type: pa.DataType) -> pa.Array:
 def record_batch(arrays: RecordArrays, schema: pa.Schema) -> pa.RecordBatch:
     """The records of a decoded chunk as a batch of the source's schema."""
     n = len(arrays)
-    buf = np.frombuffer(arrays.buffer, np.uint8) if not isinstance(arrays.buffer, np.ndarray) else arrays.buffer
+    buf = np.frombuffer(arrays.buffer, np.uint8)  # bytes, bytearray or memoryview: a view, no copy
     columns = {
         "key": binary_array(buf, arrays.key_starts, arrays.key_lengths, schema.field("key").type),
         "value": binary_array(buf, arrays.value_starts, arrays.value_lengths, schema.field("value").type),

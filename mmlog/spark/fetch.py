@@ -25,14 +25,12 @@ import numpy as np
 
 from mmlog.client import bulk
 from mmlog.client.cluster import Cluster
+from mmlog.client.consumer import FETCH_VERSION, REFRESH_CODES
 from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
-from mmlog.errors import (CorruptMessage, KafkaError, KafkaStorageError, LeaderNotAvailable, NotLeaderOrFollower,
-                          OffsetOutOfRange, RequestTimedOut, UnknownTopicOrPartition, error_for_code)
+from mmlog.errors import CorruptMessage, KafkaError, OffsetOutOfRange, RequestTimedOut, error_for_code
 from mmlog.protocol.messages import fetch
 
-FETCH_VERSION = 11
 MAX_WAIT_MS = 500  # a range ends at or below the high watermark it was planned with: fetches rarely wait
-_MOVED = {NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code, KafkaStorageError.code}
 
 
 class DataLoss(KafkaError):
@@ -138,7 +136,7 @@ class RangeFetcher:
             if part.log_start_offset > offset:  # retention removed [offset, log start)
                 return self._lost(offset, min(part.log_start_offset, end), end)
             return self._lost(offset, end, end)  # the log ends before the range: it was truncated
-        if code in _MOVED:
+        if code in REFRESH_CODES:  # the leader moved (or died): look it up again
             self._recover(error_for_code(code, self._where(offset)))
             return offset
         raise error_for_code(code, f"{self._where(offset)}: fetch")

@@ -30,32 +30,30 @@ from mmlog.spark.schema import record_schema
 
 @dataclass
 class RangePartition(InputPartition):
-    """One Spark task's input: offsets [start, end) of a partition, its leader's address (host:port), and
-    the bootstrap brokers to ask should the leader have moved."""
+    """One Spark task's input: offsets [start, end) of a partition and its leader's address (host:port)."""
 
     topic: str
     partition: int
     start: int
     end: int
     leader: str
-    bootstrap: str
 
 
 def read_range(part: RangePartition, options: ReadOptions) -> Iterator[pa.RecordBatch]:
     """The range's records as Arrow batches of the source's schema, one per fetched chunk."""
     schema = to_arrow_schema(record_schema(options.include_headers), timezone="UTC")
-    fetcher = RangeFetcher(part.topic, part.partition, part.leader, part.bootstrap,
+    fetcher = RangeFetcher(part.topic, part.partition, part.leader, options.bootstrap,
                            max_bytes=options.fetch_max_bytes, fail_on_data_loss=options.fail_on_data_loss,
                            timeout=options.poll_timeout_ms / 1000)
     for arrays in fetcher.chunks(part.start, part.end):
         yield record_batch(arrays, schema)
 
 
-def range_partitions(lookup: BrokerLookup, ranges: list[OffsetRange], bootstrap: str) -> list[RangePartition]:
+def range_partitions(lookup: BrokerLookup, ranges: list[OffsetRange]) -> list[RangePartition]:
     """Each range with the address of its partition's leader."""
     leaders = lookup.leaders({TopicPartition(r.topic, r.partition) for r in ranges})
-    return [RangePartition(r.topic, r.partition, r.start, r.end, leaders[TopicPartition(r.topic, r.partition)],
-                           bootstrap) for r in ranges]
+    return [RangePartition(r.topic, r.partition, r.start, r.end, leaders[TopicPartition(r.topic, r.partition)])
+            for r in ranges]
 
 
 class RangeReader:
@@ -84,8 +82,7 @@ class BatchReader(RangeReader, DataSourceReader):
                     raise ValueError(f"mmlog: the offsets options name {tp.topic}-{tp.partition}, "
                                      f"which the subscription does not have")
             ranges = [self._range(tp, earliest, latest) for tp, (earliest, latest) in sorted(bounds.items())]
-            return range_partitions(lookup, split_ranges(ranges, o.max_records_per_partition, o.min_partitions),
-                                    o.bootstrap)
+            return range_partitions(lookup, split_ranges(ranges, o.max_records_per_partition, o.min_partitions))
 
     def _range(self, tp: TopicPartition, earliest: int, latest: int) -> OffsetRange:
         o = self.options

@@ -80,7 +80,7 @@ class StreamReader(RangeReader, DataSourceStreamReader, SupportsTriggerAvailable
             begin.update({tp: bounds[tp][0] if tp in bounds else until[tp] for tp in new})
         ranges = [OffsetRange(tp.topic, tp.partition, begin[tp], until[tp]) for tp in sorted(until)]
         ranges = split_ranges(ranges, self.options.max_records_per_partition)
-        return range_partitions(self.lookup, ranges, self.options.bootstrap) if ranges else []
+        return range_partitions(self.lookup, ranges)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint, not in the broker."""

@@ -112,7 +112,8 @@ class BatchWriter(DataSourceArrowWriter):
         timeout = self.options.request_timeout_ms / 1000
         # The producer fails a batch after its delivery timeout, so flush() ends, and so does the task.
         producer = Producer(self.options.bootstrap, acks="all", linger_ms=5, client_id="mmlog-spark",
-                            request_timeout_ms=timeout * 1000, delivery_timeout_ms=max(120.0, 4 * timeout) * 1000)
+                            request_timeout_ms=self.options.request_timeout_ms,
+                            delivery_timeout_ms=max(120.0, 4 * timeout) * 1000)
         report = WriteReport()
         try:
             futures = []

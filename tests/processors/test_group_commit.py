@@ -187,17 +187,24 @@ def local(tmp_path, monkeypatch):
     manager.close()
 
 
-def queued_answers(conn):
-    """The responses the connection queued: (correlation id, [(index, error, base offset)])."""
-    out = []
+def queued_frames(conn):
+    """The response frames the connection queued, in order, without their size prefixes."""
     data = b"".join(bytes(p) for p in conn.out._parts)
-    pos = 0
+    frames, pos = [], 0
     while pos < len(data):
         size = int.from_bytes(data[pos:pos + 4], "big")
-        cid, body = decode_response(produce.API_KEY, 8, data[pos + 4:pos + 4 + size])
+        frames.append(data[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return frames
+
+
+def queued_answers(conn):
+    """The Produce responses the connection queued: (correlation id, [(index, error, base offset)])."""
+    out = []
+    for f in queued_frames(conn):
+        cid, body = decode_response(produce.API_KEY, 8, f)
         out.append((cid, [(p.index, p.error_code, p.base_offset)
                           for t in body.responses for p in t.partition_responses]))
-        pos += 4 + size
     return out
 
 
@@ -219,12 +226,7 @@ def test_a_group_stops_at_a_request_of_another_api(local):
     conn.reader.feed(b"".join(frames))
     dispatch.handle_requests(ctx, conn)
     assert calls == [3, 2]
-    data = b"".join(bytes(p) for p in conn.out._parts)
-    cids, pos = [], 0
-    while pos < len(data):
-        size = int.from_bytes(data[pos:pos + 4], "big")
-        cids.append(int.from_bytes(data[pos + 4:pos + 8], "big"))
-        pos += 4 + size
+    cids = [int.from_bytes(f[:4], "big") for f in queued_frames(conn)]
     assert cids == [0, 1, 2, 3, 4, 5]  # in request order, the ApiVersions answer among them
 
 

@@ -214,9 +214,9 @@ def test_inlined_fields_fail_like_the_primitives():
         EXAMPLE.encode(EXAMPLE(name="x" * 40000), 0)
     with pytest.raises(EncodeError):
         EXAMPLE.encode(EXAMPLE(items=None), 0)
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProtocolError, match="not UTF-8"):
         EXAMPLE.decode(bytes.fromhex("0002" "ffff"), 0)  # a name that is not UTF-8
-    with pytest.raises(ProtocolError):
+    with pytest.raises(ProtocolError, match="length -1"):
         EXAMPLE.decode(bytes.fromhex("ffff"), 0)  # null where v0 allows none
 
 

@@ -55,6 +55,12 @@ def test_read_refuses_any_frame_that_differs_outside_the_fields():
         assert decode_response(0, 8, frame)[0] == 7  # the codec reads it: the caller's fallback
 
 
+def test_a_field_right_after_the_skipped_prefix_is_read():
+    frame = encode_response(RequestHeader(0, 8, 1234, None), answer("t", 0, 0))
+    template = FrameTemplate(frame, [(I32, 0), (I32, 4)], skip=4)  # size prefix, then correlation id
+    assert template.read(memoryview(frame)[4:]) == (None, 1234)
+
+
 def test_markers_that_cannot_be_told_apart_refuse_a_template():
     frame = encode_response(RequestHeader(0, 8, 0, None), answer("t", 0, 0, **MARK))
     with pytest.raises(TemplateError):

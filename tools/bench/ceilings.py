@@ -15,7 +15,7 @@ import socket
 import time
 from pathlib import Path
 
-from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, payload
+from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, Rows, payload
 
 PER_WRITE = 50  # messages per os.write: 10 KB
 SENDFILE_STEP = 64 << 20  # bytes per os.sendfile call (so the progress can be sampled)
@@ -75,13 +75,10 @@ def sendfile(path: str, timeout: float) -> dict:
 
 def bench(cfg, workdir: Path, log) -> list[Result]:
     path = str(Path(workdir) / "ceiling.log")
-    results = []
+    results = Rows("machine", log)
     r = ClientProcess(appends, path, cfg.messages).result(cfg.timeout(cfg.messages))
-    results.append(Result("machine", "ceiling", f"raw appends, os.write of {PER_WRITE * MESSAGE_SIZE // 1000} KB",
-                          None, **r))
-    log(results[-1])
+    results.add("ceiling", f"raw appends, os.write of {PER_WRITE * MESSAGE_SIZE // 1000} KB", None, r)
     r = sendfile(path, cfg.timeout(cfg.messages))
-    results.append(Result("machine", "ceiling", "loopback os.sendfile of a page-cached file", None, **r))
-    log(results[-1])
+    results.add("ceiling", "loopback os.sendfile of a page-cached file", None, r)
     os.unlink(path)
     return results

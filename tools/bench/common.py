@@ -67,6 +67,20 @@ class Result:
         return self.nbytes / MB / self.seconds if self.seconds > 0 else 0.0
 
 
+class Rows(list):
+    """One system's Result rows, each logged (the run's progress) as it is added."""
+
+    def __init__(self, system: str, log) -> None:
+        super().__init__()
+        self.system = system
+        self.log = log
+
+    def add(self, test: str, variant: str, batch: int | None, run: dict, baseline: bool = False) -> None:
+        """Add the row of a client's `run` (its Meter.result())."""
+        self.append(Result(self.system, test, variant, batch, baseline=baseline, **run))
+        self.log(self[-1])
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (the usual bind-to-0 race applies)."""
     with socket.socket() as s:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, payload
+from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, Rows, payload
 
 SYSTEM = "mmlog"
 PAPER_ACKS = "acks=0 (the paper's)"  # the variant text of the runs configured as the paper's producer
@@ -177,7 +177,7 @@ def bench(cfg, workdir: Path, log) -> tuple[list[Result], list]:
     """Every mmlog test of the run, against one broker."""
     from tools.bench import latency, profile
 
-    results = []
+    results = Rows(SYSTEM, log)
     with server(workdir) as broker:
         boot = broker.bootstrap
         # (variant, batch, api, messages, acks, baseline); the consumer test reads "produce-send-50"
@@ -194,14 +194,11 @@ def bench(cfg, workdir: Path, log) -> tuple[list[Result], list]:
             with profile.maybe(cfg, f"mmlog-{topic}", client.pid, broker.processor_pids(), log):
                 go.set()
                 r = client.result(cfg.timeout(n))
-            results.append(Result(SYSTEM, "produce", variant, batch, baseline=baseline, **r))
-            log(results[-1])
+            results.add("produce", variant, batch, r, baseline=baseline)
         for variant, api, baseline in (("iterator", "iter", True), ("poll_batch() bulk", "bulk", False)):
             r = ClientProcess(consume, boot, "produce-send-50", cfg.messages, api, cfg.fetch_bytes).result(
                 cfg.timeout(cfg.messages))
-            results.append(Result(SYSTEM, "consume", f"{variant}, {cfg.fetch_bytes // 1000} KB fetches", None,
-                                  baseline=baseline, **r))
-            log(results[-1])
+            results.add("consume", f"{variant}, {cfg.fetch_bytes // 1000} KB fetches", None, r, baseline=baseline)
         lat = latency.measure(SYSTEM, "acks=1, linger 0; poll_batch() long poll", latency_producer,
                               latency_consumer, (boot, "latency"), cfg, log)
     return results, [lat]

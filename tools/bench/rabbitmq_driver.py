@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, payload
+from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, Rows, payload
 
 SYSTEM = "rabbitmq"
 PREFETCH = 1000
@@ -151,18 +151,15 @@ def bench(cfg, workdir: Path, log) -> tuple[list[Result], list]:
     from tools.bench import latency
     from tools.bench.servers import RabbitServer
 
-    results = []
+    results = Rows(SYSTEM, log)
     with RabbitServer(workdir) as server:
         addr = server.address
         for batch, n in ((1, cfg.batch1_messages), (50, cfg.messages)):
             res = ClientProcess(produce, addr, f"produce-{batch}", n, batch).result(cfg.timeout(n))
-            results.append(Result(SYSTEM, "produce", f"pika, persistent, no confirms, batch {batch}", batch, **res))
-            log(results[-1])
+            results.add("produce", f"pika, persistent, no confirms, batch {batch}", batch, res)
         _delete(addr, "produce-1")  # disk and memory: only the consumer test's queue is kept
         res = ClientProcess(consume, addr, "produce-50", cfg.messages).result(cfg.timeout(cfg.messages))
-        results.append(Result(SYSTEM, "consume", f"pika basic_consume, prefetch {PREFETCH}, "
-                                                 f"ack every {ACK_EVERY}", None, **res))
-        log(results[-1])
+        results.add("consume", f"pika basic_consume, prefetch {PREFETCH}, ack every {ACK_EVERY}", None, res)
         _delete(addr, "produce-50")
         lat = latency.measure(SYSTEM, "pika, persistent, no confirms; basic_consume prefetch 1000",
                               latency_producer, latency_consumer, (addr, "latency"), cfg, log)

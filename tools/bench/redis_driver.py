@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, payload
+from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, Rows, payload
 from tools.bench.resp import BulkReplyCounter, encode_command
 
 SYSTEM = "redis"
@@ -156,7 +156,7 @@ def bench(cfg, workdir: Path, log) -> tuple[list[Result], list]:
     from tools.bench import latency
     from tools.bench.servers import RedisServer
 
-    results = []
+    results = Rows(SYSTEM, log)
     with RedisServer(workdir) as server:
         addr = server.address
         r = _client(addr)
@@ -167,13 +167,11 @@ def bench(cfg, workdir: Path, log) -> tuple[list[Result], list]:
         for variant, fn, batch, n in runs:
             key = f"{fn.__name__}-{batch}"
             res = ClientProcess(fn, addr, key, n, batch).result(cfg.timeout(n))
-            results.append(Result(SYSTEM, "produce", variant, batch, **res))
-            log(results[-1])
+            results.add("produce", variant, batch, res)
             if key != "produce_py-50":
                 r.unlink(key)  # memory: only the consumer test's stream is kept
         res = ClientProcess(consume, addr, "produce_py-50", cfg.messages).result(cfg.timeout(cfg.messages))
-        results.append(Result(SYSTEM, "consume", f"redis-py XREAD COUNT {XREAD_COUNT}", None, **res))
-        log(results[-1])
+        results.add("consume", f"redis-py XREAD COUNT {XREAD_COUNT}", None, res)
         r.unlink("produce_py-50")
         lat = latency.measure(SYSTEM, "redis-py pipeline per tick; XREAD BLOCK", latency_producer, latency_consumer,
                               (addr, "latency"), cfg, log)

@@ -209,6 +209,9 @@ class GroupCoordinator:
         """Live brokers changed: unload the groups that moved away, load the ones this broker won."""
         for group_id in [g for g in self.groups if not self.owns(g)]:
             self._unload(group_id)
+        for group_id in self.store.loaded_groups():  # loaded by a look (OffsetFetch), never a live group
+            if not self.owns(group_id):
+                self.store.unload_group(group_id)
         try:
             stored = self.store.group_ids()
         except Exception as exc:  # noqa: BLE001 - loaded on first use instead

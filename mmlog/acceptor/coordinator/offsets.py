@@ -176,6 +176,11 @@ class OffsetStore(ABC):
     def unload_group(self, group_id: str) -> None:
         """Forget a group that another broker coordinates now (it stays in the backend)."""
 
+    def loaded_groups(self) -> list[str]:
+        """The groups read in one at a time (`load_group`) and not forgotten since (none for a store
+        that loads all at once)."""
+        return []
+
     def group_ids(self) -> list[str]:
         """Every group the backend holds."""
         return sorted(self.table.group_ids())

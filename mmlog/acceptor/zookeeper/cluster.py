@@ -157,8 +157,8 @@ class ZooKeeperStore:
         log.info("ZooKeeper session re-established: registering again")
         self.is_controller = False
         self._register()
-        self._run_for_controller()
-        self._membership_changed()
+        self._run_for_controller()  # writes the partition states if elected
+        self._refresh_view()
 
     # ------------------------------------------------------------ controller
 
@@ -302,11 +302,11 @@ class ZooKeeperStore:
     def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
                      validate_only: bool = False) -> None:
         overrides = manager.validate_topic(name, partitions, configs)
-        live = sorted(self.view.brokers) or [self.broker_id]
         if validate_only:
             if self.zk.exists(paths.topic(name)):
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             return
+        live = sorted(self.view.brokers) or [self.broker_id]
         start = random.randrange(len(live))
         brokers = [live[(start + p) % len(live)] for p in range(partitions)]
         topic_id = uuid.uuid4().hex

@@ -59,6 +59,9 @@ class ZooKeeperOffsetStore(OffsetStore):
     def is_loaded(self, group_id: str) -> bool:
         return group_id in self.loaded
 
+    def loaded_groups(self) -> list[str]:
+        return list(self.loaded)
+
     def group_ids(self) -> list[str]:
         """Every group with a node in the registry."""
         return [paths.group_id_of(c) for c in self.zk.get_children(paths.CONSUMERS)]

@@ -114,28 +114,19 @@ class RequestShape:
         """
         if len(body.topic_data) != 1 or len(body.topic_data[0].partition_data) != 1:
             return None
-        key = (header.api_version, header.client_id, body.transactional_id, body.acks, body.timeout_ms,
-               body.topic_data[0].name)
-        try:
-            return _shapes[key]
-        except KeyError:
-            pass
-        if len(_shapes) >= MAX_TEMPLATES:
-            _shapes.clear()
-        shape = _shapes[key] = cls._make(header, body)
-        return shape
+        return _shapes[header.api_version, header.client_id, body.transactional_id, body.acks, body.timeout_ms,
+                       body.topic_data[0].name]
 
     @classmethod
-    def _make(cls, header, body) -> "RequestShape | None":
+    def _make(cls, version, client_id, transactional_id, acks, timeout_ms, name) -> "RequestShape | None":
         """The shape encoded by the codec with a marker, or None if the codec's frame does not allow one."""
-        if schema.REQUEST.is_flexible(header.api_version):
+        if schema.REQUEST.is_flexible(version):
             return None
-        name = body.topic_data[0].name
         mark = MARKS[I32][0]
         try:
             head, *rest = encode_request_parts(
-                RequestHeader(API_KEY, header.api_version, 0, header.client_id),
-                schema.REQUEST(transactional_id=body.transactional_id, acks=body.acks, timeout_ms=body.timeout_ms,
+                RequestHeader(API_KEY, version, 0, client_id),
+                schema.REQUEST(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
                                topic_data=[{"name": name, "partition_data": [{"index": mark,
                                                                                 "records": Placeholder(0)}]}]))
             if len(rest) != 1 or head[-4:] != bytes(4):
@@ -144,7 +135,7 @@ class RequestShape:
             template = FrameTemplate(head, [(I32, 8), (I32, mark), (I32, len(head) - 4)], skip=4)
         except (EncodeError, TemplateError):
             return None
-        return cls(template, header.api_version, header.client_id, body.acks, name)
+        return cls(template, version, client_id, acks, name)
 
     def read(self, frame) -> tuple | None:
         """(header, acks, topics) as handle_group takes it, or None if the frame is not of this shape."""
@@ -164,28 +155,17 @@ def _answer(header, topics):
     if len(topics) == 1 and len(topics[0][1]) == 1:
         result = topics[0][1][0]
         if result[4] is None:  # no error message
-            template = _template(topics[0][0], header.api_version)
+            template = _templates[topics[0][0], header.api_version]
             if template is not None:  # (correlation id, index, error code, base offset, log start offset)
                 return template.fill(header.correlation_id, *result[:4])
     return schema.RESPONSE(throttle_time_ms=0, responses=[
         {"name": name, "partition_responses": [_fields(*result) for result in results]} for name, results in topics])
 
 
-_shapes: dict[tuple, RequestShape | None] = {}
-_templates: dict[tuple[str, int], FrameTemplate | None] = {}
-
-
-def _template(name: str, version: int) -> FrameTemplate | None:
+def _answer_template(name: str, version: int) -> FrameTemplate | None:
     """The one-partition answer of `version` for topic `name`, by the codec with marker values
     (see protocol/template.py); fields: correlation id, index, error code, base offset, log
     start offset (v5+). None if the markers cannot be told apart: the codec then answers."""
-    key = (name, version)
-    try:
-        return _templates[key]
-    except KeyError:
-        pass
-    if len(_templates) >= MAX_TEMPLATES:
-        _templates.clear()
     marks = {"index": MARKS[I32][0], "error_code": MARKS[I16][0], "base_offset": MARKS[I64][0],
              "log_start_offset": MARKS[I64][1]}
     frame = encode_response(RequestHeader(API_KEY, version, 0, None), schema.RESPONSE(responses=[
@@ -194,11 +174,27 @@ def _template(name: str, version: int) -> FrameTemplate | None:
     if version >= 5:
         fields.append((I64, marks["log_start_offset"]))
     try:
-        template = FrameTemplate(frame, fields)
+        return FrameTemplate(frame, fields)
     except TemplateError:
-        template = None
-    _templates[key] = template
-    return template
+        return None
+
+
+class _Cache(dict):
+    """`make(*key)` for each key, made on first look-up and kept; past MAX_TEMPLATES keys it starts over."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key):
+        if len(self) >= MAX_TEMPLATES:
+            self.clear()
+        value = self[key] = self.make(*key)
+        return value
+
+
+_shapes = _Cache(RequestShape._make)  # (version, client id, transactional id, acks, timeout, topic) -> shape
+_templates = _Cache(_answer_template)  # (topic, version) -> answer template
 
 
 def _error(index, exc) -> tuple:

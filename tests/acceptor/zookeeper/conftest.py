@@ -6,8 +6,8 @@ import time
 import uuid
 
 import pytest
-from kazoo.client import KazooClient
 
+from mmlog.acceptor.zookeeper.session import connect
 from mmlog.client.cluster import Cluster
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer
 
@@ -29,12 +29,8 @@ def zk_connect(zookeeper):
 
 @pytest.fixture
 def zk(zk_connect):
-    """A kazoo client rooted at the test's chroot (made by the first broker), to look at what brokers wrote."""
-    hosts, chroot = zk_connect.split("/", 1)
-    client = KazooClient(hosts=hosts)
-    client.start(10)
-    client.ensure_path("/" + chroot)
-    client.chroot = "/" + chroot
+    """A kazoo client rooted at the test's chroot, to look at what brokers wrote."""
+    client = connect(zk_connect, 10_000, 10_000)
     yield client
     client.stop()
     client.close()

@@ -297,6 +297,30 @@ def test_one_live_broker_coordinates_a_group_and_another_takes_over_with_its_off
     assert committed(coordinator.bootstrap, group) == {0: 20, 1: 11, 2: 12}
 
 
+def test_a_coordinator_that_only_looked_at_a_group_reads_it_again_when_it_wins_it_back(cluster):
+    """An OffsetFetch loads a group that has no members and no commits into its coordinator's store.
+    When the group moves away, that load is forgotten too, so winning it back reads what was committed
+    meanwhile instead of answering from the stale (empty) view."""
+    with Admin(cluster[0].bootstrap) as admin:
+        admin.create_topic("looked-at", 1)
+    group = "looked-at-group"
+    node = coordinator_of(cluster[0], group)
+    first = by_id(cluster, node)
+    watcher = next(b for b in cluster if b is not first)
+    first.kill()
+    successor = wait_for(lambda: (lambda n: n if n != node else None)(coordinator_of(watcher, group)),
+                         timeout=SESSION_MS / 1000 + 10, what="a new coordinator")
+    assert committed(watcher.bootstrap, group) == {}  # looked at, on the successor: nothing yet
+
+    first.start()
+    wait_for(lambda: coordinator_of(watcher, group) == node, timeout=30, what="the group moving back")
+    assert commit(first, group, "looked-at", {0: 7}) == [0]
+    first.kill()
+    wait_for(lambda: coordinator_of(watcher, group) == successor, timeout=SESSION_MS / 1000 + 10,
+             what="the successor again")
+    assert committed(watcher.bootstrap, group) == {0: 7}
+
+
 def test_a_consumer_group_lives_through_its_coordinators_death(cluster):
     """A member keeps consuming the live brokers' partitions after the coordinator's broker dies, resuming
     from the committed offsets with the new coordinator."""
