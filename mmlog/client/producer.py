@@ -433,7 +433,7 @@ class Producer:
             # Waiting for the lock hands it the GIL; it finishes its step, and this one follows.
             # Not while it connects or fetches metadata: that blocks for long, and send() must not.
             # Not with acks=0 either: no answers wait to be read, and the I/O thread's step is
-            # writing, which can take long (measured 5-8% slower at batch 50 with the wait).
+            # writing, which can take long (batch 50 measured 6% slower with the wait: mean of 3 pairs).
             if sender.blocking or not self.acks or not self._io_lock.acquire(timeout=KICK_WAIT):
                 return  # the holder will see acc.ready_hint before it sleeps
         sender.next_kick = now + KICK_INTERVAL
