@@ -16,7 +16,7 @@ SESSION_MS = 3000  # how long a SIGKILLed broker stays in the registry
 
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
-    """One standalone ZooKeeper (Debian's package) on a free loopback port for the whole run."""
+    """One standalone ZooKeeper (Debian's or pyspark's jars) on a free loopback port for the whole run."""
     with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as zk:
         yield zk
 
