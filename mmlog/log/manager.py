@@ -40,9 +40,10 @@ from mmlog.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from mmlog.log import kernels
+from mmlog.log import kernels, offset_checkpoint
 from mmlog.log.files import atomic_write, file_stamp
 from mmlog.log.partition import Partition
+from mmlog.log.state import Role
 
 CATALOGUE = "topics.json"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -170,7 +171,10 @@ class LogManager:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             info = TopicInfo(name, partitions, overrides, topic_id or uuid.uuid4().hex, assignment)
             for p in info.hosted(self.broker_id):
-                self._partitions[(name, p)] = Partition(self._place(name, p), log_config)
+                part = self._partitions[(name, p)] = Partition(self._place(name, p), log_config,
+                                                               broker_id=self.broker_id or 0)
+                if assignment is None:
+                    self._lead_alone(part)
             self._topics[name] = info
             self._save()
             return info
@@ -227,7 +231,38 @@ class LogManager:
             if not self.owner:
                 raise UnknownTopicOrPartition(f"{topic}-{partition} has no directory yet")
             directory = self._place(topic, partition)
-        return Partition(directory, self.config_for(topic), recover=self.owner)
+        checkpoint_hw = self._checkpoints(directory.parent).get((topic, partition)) if self.owner else None
+        part = Partition(directory, self.config_for(topic), recover=self.owner, checkpoint_hw=checkpoint_hw,
+                         broker_id=self.broker_id or 0)
+        if self.owner and self._topics[topic].assignment is None:
+            self._lead_alone(part)
+        return part
+
+    def _lead_alone(self, part: Partition) -> None:
+        """A standalone partition: this broker leads it in epoch 0 with an ISR of itself (HW = LEO)."""
+        me = (self.broker_id or 0,)
+        rep = part.replication()
+        if (rep.role, rep.leader_epoch, rep.replicas, rep.isr) != (Role.LEADER, 0, me, me) or part.latest_epoch() < 0:
+            part.become_leader(0, me, me, 0)
+
+    def _checkpoints(self, log_dir: Path) -> dict[tuple[str, int], int]:
+        """The log dir's replication-offset-checkpoint, read once per manager."""
+        cache = self.__dict__.setdefault("_checkpoint_cache", {})
+        if log_dir not in cache:
+            cache[log_dir] = offset_checkpoint.read(log_dir / offset_checkpoint.HIGH_WATERMARKS)
+        return cache[log_dir]
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write each log dir's replication-offset-checkpoint from the open partitions (owner only)."""
+        self._require_owner()
+        per_dir: dict[Path, dict] = {d: {} for d in self.log_dirs}
+        for (topic, p), part in list(self._partitions.items()):
+            try:
+                per_dir.setdefault(part.directory.parent, {})[topic, p] = part.high_watermark
+            except UnknownTopicOrPartition:
+                continue  # deleted meanwhile
+        for log_dir, entries in per_dir.items():
+            offset_checkpoint.write(log_dir / offset_checkpoint.HIGH_WATERMARKS, entries)
 
     def _find(self, topic: str, partition: int) -> Path | None:
         for d in self.log_dirs:
@@ -283,6 +318,8 @@ class LogManager:
         return sum(part.maybe_roll() for _, _, part in self.partitions())
 
     def close(self, clean: bool | None = None) -> None:
+        if self.owner and (clean or clean is None):
+            self.checkpoint_high_watermarks()
         with self._lock:
             for part in self._partitions.values():
                 part.close(clean)

@@ -22,6 +22,25 @@ and finds PENDING_OP set (or the seqlock odd) runs recovery over the tail first.
 Durability: a broker (process) crash loses nothing that was published, because the
 bytes are in the page cache and the state is a shared mapping; a machine crash loses
 at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync.
+
+Replication (docs/replication.md). The state page says whether this broker leads
+the partition, follows it or does not serve it (`Role`). The high watermark (HW) is
+what consumers may read: on a leader, the smallest log end offset (LEO) over the
+ISR, moved by `maybe_advance_high_watermark` as followers' fetches report their
+LEOs (`record_follower_fetch`); an append moves it only when the ISR is the leader
+alone. A leader stamps its leader epoch into every batch it appends; a follower
+copies the leader's batches unchanged (`append_replica`: same offsets, same epochs,
+same bytes) and takes min(leader's HW, its LEO) as its HW. The leader epoch cache
+(`leader_epochs.py`) records where each epoch began; a follower truncates to the
+leader's answer for its latest epoch before it fetches (`truncate_to`), which trims
+the cache and clamps the HW too.
+
+Crash points of replication's steps: a role change is one seqlocked publish (and,
+for a new leader, one atomic rewrite of the epoch cache before it); a follower's
+append has the crash points of any append, and its HW moves after (a crash between
+leaves the HW behind, which the next fetch corrects); after an unclean stop the HW
+is min(the HW in the state page, the recovered LEO), so a restart never exposes
+more than was committed.
 """
 
 from __future__ import annotations
@@ -41,19 +60,25 @@ from mmlog.errors import (
     CorruptMessage,
     InvalidRecord,
     MessageTooLarge,
+    NotLeaderOrFollower,
     OffsetOutOfRange,
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
 from mmlog.log import recovery, retention
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
+from mmlog.log.leader_epochs import LeaderEpochCache
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
-from mmlog.log.state import Op, PartitionState, Snapshot, TornState
+from mmlog.log.state import LEADER_EPOCH as _LEADER_EPOCH
+from mmlog.log.state import N_ISR as _N_ISR
+from mmlog.log.state import ROLE as _ROLE
+from mmlog.log.state import FollowerProgress, Op, PartitionState, Replication, Role, Snapshot, TornState
 from mmlog.protocol import records
 
 INT32_MAX = 2**31 - 1
 IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE = (int(op) for op in Op)  # plain ints: cheap on the append path
+LEADER, FOLLOWER = int(Role.LEADER), int(Role.FOLLOWER)
 
 
 def now_ms() -> int:
@@ -90,12 +115,15 @@ class LogRead:
 class Partition:
     """One partition's log, open in this process."""
 
-    def __init__(self, directory: Path, config: LogConfig | None = None, *, recover: bool = True) -> None:
+    def __init__(self, directory: Path, config: LogConfig | None = None, *, recover: bool = True,
+                 checkpoint_hw: int | None = None, broker_id: int = 0) -> None:
         """Open a partition directory (creating it if recover is true).
 
         `recover=True` is for the process that owns start-up (the broker's main
         process, or a lone user): it validates the files unless the last close was
         clean. `recover=False` attaches to a partition someone already opened.
+        `checkpoint_hw` is the log dir's replication-offset-checkpoint entry: the HW
+        to start from if the state page itself is lost.
         """
         self.directory = Path(directory)
         self.config = config or LogConfig()
@@ -112,6 +140,10 @@ class Partition:
         self.recovered_notes: list[str] = []
         self.recovered = False  # whether opening had to scan (no clean close before)
         self._owner = recover
+        self._checkpoint_hw = checkpoint_hw
+        self.broker_id = broker_id
+        self._follower_hw = 0  # the leader's HW as our last fetch saw it (followers)
+        self.epochs = LeaderEpochCache(self.directory)
         if recover:
             with self.lock:
                 self._load()
@@ -155,6 +187,10 @@ class Partition:
         recovery_point = 0 if full else self.state.get("recovery_point")
         self._close_segments()
         found = recovery.recover(self.directory, self.config, log_start, recovery_point)
+        # Never expose more than was committed: the HW the state page (or the checkpoint) held.
+        known_hw = self.state.get("high_watermark") if not full else self._checkpoint_hw
+        high_watermark = found.log_end if self._hw_is_log_end() or known_hw is None else min(known_hw, found.log_end)
+        self.epochs.truncate_from_end(found.log_end)
         self.recovered = True
         self.recovered_notes = found.truncated
         for seg in found.segments:
@@ -163,7 +199,7 @@ class Partition:
             generation=gen + 1,
             log_start=found.log_start,
             log_end=found.log_end,
-            high_watermark=found.log_end,
+            high_watermark=high_watermark,
             active_base=found.active.base_offset,
             active_size=found.active_size,
             index_entries=found.index_entries,
@@ -307,6 +343,179 @@ class Partition:
             self.lock.release()
         return out
 
+    # ------------------------------------------------------------ replication
+
+    def replication(self) -> Replication:
+        return self.state.replication()
+
+    def _hw_is_log_end(self) -> bool:
+        """Whether the HW simply follows the log end: the ISR is this broker alone (or no roles yet)."""
+        role = self.state.role()
+        return role != FOLLOWER and not (role == LEADER and self.state.isr_size() > 1)
+
+    def become_leader(self, epoch: int, replicas, isr, isr_version: int, *, leader_id: int | None = None,
+                      now: int | None = None) -> None:
+        """Lead the partition in `epoch` (as `leader_id`, by default this broker): the epoch starts at
+        our log end, and followers' progress is unknown until they fetch."""
+        now = now_ms() if now is None else now
+        leader_id = self.broker_id if leader_id is None else leader_id
+        with self._writing() as s:
+            rep = self.state.replication()
+            self.epochs.assign(epoch, s.log_end)
+            if not (rep.role == LEADER and rep.leader_epoch == epoch):
+                for i in range(len(replicas)):
+                    self.state.set_follower(i, -1, 0, now, -1)
+            self.state.publish_replication(LEADER, leader_id, epoch, isr_version, tuple(replicas), tuple(isr))
+            if len(isr) <= 1 and s.high_watermark != s.log_end:
+                self.state.update(high_watermark=s.log_end)
+
+    def become_follower(self, leader_id: int, epoch: int, replicas, isr, isr_version: int) -> None:
+        """Follow `leader_id` in `epoch` (the fetcher truncates before it fetches)."""
+        with self._writing():
+            self.state.publish_replication(FOLLOWER, leader_id, epoch, isr_version, replicas, isr)
+
+    def stop_serving(self) -> None:
+        """Neither lead nor follow (the partition has no leader, or is not ours any more)."""
+        with self._writing():
+            rep = self.state.replication()
+            self.state.publish_replication(int(Role.NONE), -1, rep.leader_epoch, rep.isr_version, rep.replicas, ())
+
+    def set_isr(self, isr, isr_version: int) -> None:
+        """The ISR changed within the same leader epoch."""
+        with self._writing() as s:
+            rep = self.state.replication()
+            self.state.publish_replication(rep.role, rep.leader_id, rep.leader_epoch, isr_version, rep.replicas, isr)
+            if rep.role == LEADER and len(isr) <= 1 and s.high_watermark != s.log_end:
+                self.state.update(high_watermark=s.log_end)
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now: int | None = None) -> bool:
+        """A follower fetched from fetch_offset: keep its progress (Kafka's caught-up rule).
+
+        Caught up now if it asked for our log end; caught up at its previous fetch if it
+        asked for at least what our log end was then. Returns whether the HW may move.
+        Raises NotLeaderOrFollower if replica_id is not a replica of this partition.
+        """
+        now = now_ms() if now is None else now
+        rep = self.state.replication()
+        try:
+            i = rep.replicas.index(replica_id)
+        except ValueError:
+            raise NotLeaderOrFollower(f"broker {replica_id} is not a replica of {self.directory.name}") from None
+        snap = self.snapshot()
+        old = self.state.follower(i)
+        caught_up = old.last_caught_up_ms
+        if fetch_offset >= snap.log_end:
+            caught_up = max(caught_up, now)
+        elif fetch_offset >= old.leo_at_last_fetch >= 0:
+            caught_up = max(caught_up, old.last_fetch_ms)
+        self.state.set_follower(i, fetch_offset, now, caught_up, snap.log_end)
+        return fetch_offset > snap.high_watermark and replica_id in rep.isr
+
+    def followers(self) -> list[tuple[int, FollowerProgress]]:
+        """(broker id, progress) of every replica but the leader, as this leader saw them."""
+        rep = self.state.replication()
+        return [(r, self.state.follower(i)) for i, r in enumerate(rep.replicas) if r != rep.leader_id]
+
+    def _isr_high_watermark(self, rep: Replication, log_end: int) -> int:
+        """min(our LEO, every other ISR member's LEO): what the whole ISR holds."""
+        hw = log_end
+        for i, r in enumerate(rep.replicas):
+            if r != rep.leader_id and r in rep.isr:
+                hw = min(hw, self.state.follower(i).log_end)
+        return hw
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """Leader: move the HW up to what every ISR member holds; True if it moved."""
+        rep = self.state.replication()
+        if rep.role != LEADER:
+            return False
+        snap = self.snapshot()
+        if self._isr_high_watermark(rep, snap.log_end) <= snap.high_watermark:
+            return False
+        with self._writing() as s:
+            rep = self.state.replication()
+            hw = self._isr_high_watermark(rep, s.log_end)
+            if rep.role != LEADER or hw <= s.high_watermark:
+                return False
+            self.state.update(high_watermark=hw)
+            return True
+
+    def append_replica(self, buf, leader_high_watermark: int | None = None) -> AppendInfo | None:
+        """Follower: append the leader's batches as they are (offsets, epochs, bytes), then take
+        min(leader's HW, our LEO) as our HW. Batches wholly below our log end are skipped (a
+        fetch answered twice); a gap raises OffsetOutOfRange. None if nothing was new."""
+        headers = self._validate(buf)
+        with self._writing() as s:
+            if leader_high_watermark is not None:
+                self._follower_hw = leader_high_watermark
+            else:
+                self._follower_hw = s.high_watermark
+            pos, skip = 0, 0
+            while skip < len(headers) and headers[skip].last_offset < s.log_end:
+                pos += headers[skip].size
+                skip += 1
+            headers = headers[skip:]
+            if not headers:
+                self._set_follower_hw_locked(s)
+                return None
+            expected = s.log_end
+            for h in headers:
+                if h.base_offset != expected:
+                    raise OffsetOutOfRange(f"{self.directory.name}: leader's batch at {h.base_offset}, "
+                                           f"expected {expected}")
+                expected = h.next_offset
+            view = memoryview(buf)[pos:]
+            for h in headers:
+                if h.partition_leader_epoch > self.epochs.latest_epoch():
+                    self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+            out: list = [None]
+            now = now_ms()
+            first = s.log_end
+            at, start = 0, 0
+            run: list = []
+            for h in headers:  # roll where a leader appending these batches one by one would
+                if self._should_roll(s, (at - start) + h.size, len(run) + 1, 1, now) and (run or s.active_size):
+                    if run:
+                        self._append_locked(s, [(0, view[start:at], run)], now, out, copy=True)
+                        s = self.state.snapshot()
+                    s = self._roll(s)
+                    start, run = at, []
+                run.append(h)
+                at += h.size
+            self._append_locked(s, [(0, view[start:at], run)], now, out, copy=True)
+            last = expected - 1
+            return AppendInfo(first, last, self.state.get("log_start"), len(headers), sum(h.records_count for h in headers))
+
+    def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """Follower: HW = min(leader's HW, our LEO)."""
+        with self._writing() as s:
+            self._follower_hw = leader_high_watermark
+            self._set_follower_hw_locked(s)
+
+    def _set_follower_hw_locked(self, s: Snapshot) -> None:
+        hw = min(self._follower_hw, s.log_end)
+        if hw != s.high_watermark:
+            self.state.update(high_watermark=hw)
+
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetsForLeaderEpoch (leader_epochs.end_offset_for)."""
+        return self.epochs.end_offset_for(epoch, self.snapshot().log_end)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower behind the leader's log start: drop everything, start empty at `offset`."""
+        with self._writing() as s:
+            self.state.set_pending(TRUNCATE)
+            self.state.update(generation=s.generation + 1, log_start=offset, recovery_point=offset,
+                              high_watermark=offset)
+            for base in list(self._bases):
+                self._delete_segment(base)
+            self.epochs.clear()
+            self._recover(full=True)
+            self._sync(self.state.snapshot())
+
     def _validate(self, buf) -> list:
         """The batch headers of buf, checked (CRC, magic, length) and within the size limits."""
         headers = records.validate_batches(buf)
@@ -335,14 +544,20 @@ class Partition:
             or s.log_end + nrecords - 1 - s.active_base > INT32_MAX
         )
 
-    def _append_locked(self, s: Snapshot, items: list, now: int, out: list) -> None:
+    def _append_locked(self, s: Snapshot, items: list, now: int, out: list, copy: bool = False) -> None:
         """Write buffers of batches at the log end, index them, publish once; out[i] = AppendInfo.
 
         items: [(i, buf, headers)], appended in order: offsets run on densely from one buffer
-        to the next, and the buffers go to the file with one pwritev.
+        to the next, and the buffers go to the file with one pwritev. A leader's append assigns
+        the offsets and stamps its epoch in place; a follower's (`copy`) keeps the leader's, which
+        `append_replica` checked run on densely from the log end.
         """
         active = self._segments[s.active_base]
         set_base_offset = records.set_base_offset
+        slots = self.state._slots
+        role = int(slots[_ROLE])
+        epoch = int(slots[_LEADER_EPOCH]) if role == LEADER and not copy else None
+        set_epoch = records.set_leader_epoch
         self.state.set_pending(APPEND)
         next_offset = s.log_end
         pos = s.active_size
@@ -357,7 +572,10 @@ class Partition:
             batch_pos = 0
             records_in = 0
             for h in headers:  # per batch, never per record
-                set_base_offset(buf, next_offset, batch_pos)
+                if not copy:
+                    set_base_offset(buf, next_offset, batch_pos)
+                    if epoch is not None:
+                        set_epoch(buf, epoch, batch_pos)
                 last = next_offset + h.last_offset_delta
                 if h.max_timestamp > max_ts:
                     max_ts, off_max = h.max_timestamp, last
@@ -382,8 +600,14 @@ class Partition:
         else:
             active.write_all_at(pos, [buf for _, buf, _ in items])
         unflushed = s.unflushed + count
+        if copy:
+            high_watermark = min(self._follower_hw, next_offset)
+        elif role == LEADER and slots[_N_ISR] > 1:
+            high_watermark = s.high_watermark  # followers' fetches move it
+        else:
+            high_watermark = next_offset
         self.state.publish_append(
-            next_offset, next_offset, at, idx_n, time_n, max_ts, off_max, since,
+            next_offset, high_watermark, at, idx_n, time_n, max_ts, off_max, since,
             s.rolled_at_ms if s.active_size else now, unflushed,
         )
         if unflushed >= self.config.flush_messages or now - s.flushed_at_ms >= self.config.flush_ms:
@@ -428,33 +652,46 @@ class Partition:
 
     # ------------------------------------------------------------ reading
 
-    def read(self, offset: int, max_bytes: int) -> LogRead:
+    def read(self, offset: int, max_bytes: int, *, upto_log_end: bool = False) -> LogRead:
         """Bytes from the batch holding `offset` on, at most max_bytes but the first batch whole.
 
-        Raises OffsetOutOfRange below the log start or above the high watermark;
-        at the high watermark the slice is empty. A slice stays within one segment.
+        Raises OffsetOutOfRange below the log start or above the high watermark (the log
+        end for a follower's fetch, `upto_log_end`); at that end the slice is empty. A slice
+        stays within one segment.
         """
         snap = self.snapshot()
-        if offset < snap.log_start or offset > snap.high_watermark:
-            raise OffsetOutOfRange(
-                f"offset {offset} outside [{snap.log_start}, {snap.high_watermark}] of {self.directory.name}"
-            )
+        limit = snap.log_end if upto_log_end else snap.high_watermark
+        if offset < snap.log_start or offset > limit:
+            raise OffsetOutOfRange(f"offset {offset} outside [{snap.log_start}, {limit}] of {self.directory.name}")
         if offset < self._bases[0]:
             # Retention elsewhere deleted segments after our snapshot and before _sync listed them.
             raise OffsetOutOfRange(f"offset {offset} is below the log start of {self.directory.name}")
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        while offset < snap.high_watermark and i < len(self._bases):
+        while offset < limit and i < len(self._bases):
             seg = self._segments[self._bases[i]]
             active = seg.base_offset == snap.active_base
+            entries = snap.index_entries if active else seg.offset_index.capacity
             end = snap.active_size if active else seg.file_size()
-            found = seg.find_batch(offset, snap.index_entries if active else seg.offset_index.capacity, end)
+            found = seg.find_batch(offset, entries, end)
             if found is not None:
                 pos, first = found
+                if limit < snap.log_end:  # a consumer behind the log end: the bytes stop at the HW's batch
+                    end = self._position_of(seg, limit, entries, end)
                 size = min(end - pos, max(max_bytes, first))
                 return LogRead(FileSlice(seg.file, pos, size), snap.high_watermark, snap.log_start, snap.log_end)
             i += 1
         empty = FileSlice(self._segments[snap.active_base].file, snap.active_size, 0)
         return LogRead(empty, snap.high_watermark, snap.log_start, snap.log_end)
+
+    @staticmethod
+    def _position_of(seg: Segment, offset: int, entries: int, end: int) -> int:
+        """File position where the batch starting at `offset` begins in seg (end if it is past seg).
+
+        The HW always falls on a batch boundary: it is some replica's log end."""
+        if offset < seg.base_offset:
+            return 0
+        found = seg.find_batch(offset, entries, end)
+        return end if found is None else found[0]
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
         """Offset of the first record with timestamp >= timestamp, or None (ListOffsets' -1)."""
@@ -550,6 +787,7 @@ class Partition:
         new_start = self._bases[count]
         self.state.set_pending(DELETE_SEGMENTS)
         self.state.update(generation=s.generation + 1, log_start=max(s.log_start, new_start))
+        self.epochs.truncate_from_start(max(s.log_start, new_start))
         for base in doomed:
             self._delete_segment(base)
         self.state.update(pending_op=IDLE)
@@ -571,6 +809,7 @@ class Partition:
                 return s.log_start
             count = max(bisect.bisect_right(self._bases, offset) - 1, 0)
             self.state.update(log_start=offset)
+            self.epochs.truncate_from_start(offset)
             if count:
                 self._delete_prefix(self.state.snapshot(), count)
             self.state.flush()
@@ -592,6 +831,7 @@ class Partition:
             # Crash points: the recovery point moves below the cut first, so that a
             # repair rescans this segment; the segment is cut; then later segments go,
             # newest first, and recovery drops any left because they no longer follow.
+            # The epoch cache is trimmed by the recovery below (and again by any repair).
             self.state.set_pending(TRUNCATE)
             self.state.update(recovery_point=min(s.recovery_point, seg.base_offset))
             seg.truncate(cut)

@@ -28,6 +28,27 @@ Layout: a 4 KiB file `partition.state` of native-endian int64 slots:
 An append changes exactly slots 9-19, which is why they sit together: it
 publishes them with one slice store (`publish_append`).
 
+The replication region (slots 32-53) says what this broker is for the partition,
+as the control plane last applied it from the cluster's partition state:
+
+   32 ROLE              Role: NONE (not serving), LEADER or FOLLOWER
+   33 LEADER_ID         the leader's broker id (-1: none)
+   34 LEADER_EPOCH      the current leader epoch as this broker knows it
+   35 ISR_VERSION       version of the partition's state node (the leader's CAS base)
+   36 N_REPLICAS        replicas, in assignment order (the first is the preferred leader)
+   37 N_ISR             in-sync replicas
+   38-45 REPLICAS       up to MAX_REPLICAS broker ids
+   46-53 ISR            up to MAX_REPLICAS broker ids
+
+It changes under the lock and the same seqlock; `replication()` reads it whole.
+
+Follower progress (slots 64-95), kept by the leader: one row of four slots per
+replica position i (its index in REPLICAS): the follower's log end offset (the
+offset of its last fetch; -1 unknown), when it last fetched, when it was last caught
+up, and the leader's log end when that fetch was answered. Whichever processor
+serves the follower's fetch writes its row, without the lock: each slot is one
+aligned 8-byte store, and one follower's fetches are answered one at a time.
+
 Readers take a consistent snapshot of slots 2.. with the seqlock: read SEQ, copy
 the slots, read SEQ again, retry if it changed or was odd. This relies on x86-64
 ordering (stores are not reordered with stores, loads not with loads), which holds
@@ -60,6 +81,14 @@ MAGIC = int.from_bytes(b"MMLOGST1", "little", signed=True)
  SINCE_INDEX, ROLLED_AT_MS, UNFLUSHED, PENDING_OP) = range(20)
 FIRST, LAST = GENERATION, PENDING_OP
 
+# The replication region and the follower progress rows (see the module docstring).
+ROLE, LEADER_ID, LEADER_EPOCH, ISR_VERSION, N_REPLICAS, N_ISR = range(32, 38)
+MAX_REPLICAS = 8
+REPLICAS = 38
+ISR_SLOT = REPLICAS + MAX_REPLICAS
+REPLICATION_END = ISR_SLOT + MAX_REPLICAS
+PROGRESS, PROGRESS_WIDTH = 64, 4
+
 _NAMES = {
     GENERATION: "generation", LOG_START: "log_start", ACTIVE_BASE: "active_base",
     RECOVERY_POINT: "recovery_point", FLUSHED_AT_MS: "flushed_at_ms", CLEAN: "clean", DELETED: "deleted",
@@ -79,6 +108,34 @@ class Op(enum.IntEnum):
     ROLL = 2
     DELETE_SEGMENTS = 3
     TRUNCATE = 4
+
+
+class Role(enum.IntEnum):
+    """What this broker is for a partition."""
+
+    NONE = 0
+    LEADER = 1
+    FOLLOWER = 2
+
+
+class Replication(NamedTuple):
+    """The replication region, as one reader saw it."""
+
+    role: int
+    leader_id: int
+    leader_epoch: int
+    isr_version: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+class FollowerProgress(NamedTuple):
+    """A follower's fetch progress, as the leader saw it."""
+
+    log_end: int
+    last_fetch_ms: int
+    last_caught_up_ms: int
+    leo_at_last_fetch: int
 
 
 class Snapshot(NamedTuple):
@@ -143,6 +200,56 @@ class PartitionState:
             if i > 100:
                 time.sleep(0)
         raise TornState(str(self.file.path))
+
+    def replication(self, spins: int = 2000) -> Replication:
+        """A consistent copy of the replication region, taken without a lock (TornState as `snapshot`)."""
+        slots = self._slots
+        for i in range(spins):
+            seq = slots[SEQ]
+            if not seq & 1:
+                v = slots[ROLE:REPLICATION_END].tolist()
+                if slots[SEQ] == seq:
+                    n_rep, n_isr = v[N_REPLICAS - ROLE], v[N_ISR - ROLE]
+                    return Replication(v[0], v[1], v[2], v[3], tuple(v[REPLICAS - ROLE: REPLICAS - ROLE + n_rep]),
+                                       tuple(v[ISR_SLOT - ROLE: ISR_SLOT - ROLE + n_isr]))
+            if i > 100:
+                time.sleep(0)
+        raise TornState(str(self.file.path))
+
+    def role(self) -> int:
+        """The role slot alone (one aligned load: no seqlock needed)."""
+        return int(self._slots[ROLE])
+
+    def isr_size(self) -> int:
+        return int(self._slots[N_ISR])
+
+    def publish_replication(self, role: int, leader_id: int, leader_epoch: int, isr_version: int,
+                            replicas, isr) -> None:
+        """Publish a new replication region (caller holds the lock)."""
+        if len(replicas) > MAX_REPLICAS or len(isr) > MAX_REPLICAS:
+            raise ValueError(f"at most {MAX_REPLICAS} replicas per partition")
+        slots = self._slots
+        seq = int(slots[SEQ])
+        slots[SEQ] = seq + 1 | 1
+        region = [role, leader_id, leader_epoch, isr_version, len(replicas), len(isr)]
+        region += list(replicas) + [-1] * (MAX_REPLICAS - len(replicas))
+        region += list(isr) + [-1] * (MAX_REPLICAS - len(isr))
+        slots[ROLE:REPLICATION_END] = region
+        slots[SEQ] = seq + 2 & ~1
+
+    def follower(self, i: int) -> FollowerProgress:
+        row = PROGRESS + PROGRESS_WIDTH * i
+        return FollowerProgress(*self._slots[row : row + PROGRESS_WIDTH].tolist())
+
+    def set_follower(self, i: int, log_end: int, last_fetch_ms: int, last_caught_up_ms: int,
+                     leo_at_last_fetch: int) -> None:
+        """Write follower row i (lock-free: see the module docstring)."""
+        row = PROGRESS + PROGRESS_WIDTH * i
+        slots = self._slots
+        slots[row + 1] = last_fetch_ms
+        slots[row + 2] = last_caught_up_ms
+        slots[row + 3] = leo_at_last_fetch
+        slots[row] = log_end  # last: the HW reads this one
 
     def get(self, name: str) -> int:
         """One slot, read without the seqlock (for writers, who hold the lock)."""

@@ -327,6 +327,11 @@ def set_base_offset(buf, base_offset: int, pos: int = 0) -> None:
     _I64.pack_into(buf, pos + BASE_OFFSET, base_offset)
 
 
+def set_leader_epoch(buf, epoch: int, pos: int = 0) -> None:
+    """Overwrite partitionLeaderEpoch of the batch at pos (outside the CRC, like baseOffset)."""
+    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH, epoch)
+
+
 def iter_batches(buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) of each whole batch; stop at a partial tail."""
     while len(buf) - pos >= LOG_OVERHEAD:

@@ -18,6 +18,7 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log.manager import CATALOGUE, LogManager
+from mmlog.log.offset_checkpoint import HIGH_WATERMARKS
 from tests.log.logtools import tagged_batch
 
 DEFAULTS = LogConfig(segment_index_bytes=1024)
@@ -168,7 +169,7 @@ def test_load_removes_directories_of_topics_no_longer_in_the_catalogue(tmp_path,
     (tmp_path / "keep-0.0123abcd-delete").mkdir()  # a deletion cut short after the rename
     (tmp_path / "not a partition").mkdir()
     managers(tmp_path).load()
-    assert sorted(os.listdir(tmp_path)) == sorted([CATALOGUE, "keep-0", "not a partition"])
+    assert sorted(os.listdir(tmp_path)) == sorted([CATALOGUE, HIGH_WATERMARKS, "keep-0", "not a partition"])
 
 
 def test_alter_topic_config_applies_to_open_partitions_and_survives_a_restart(tmp_path, managers):

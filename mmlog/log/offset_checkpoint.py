@@ -1,0 +1,43 @@
+"""Kafka's offset checkpoint files: one offset per partition of a log dir, replaced atomically.
+
+Format (Kafka's OffsetCheckpointFile, version 0):
+
+    0                          version
+    <n>                        number of entries
+    <topic> <partition> <offset>   n lines
+
+mmlog keeps one: `replication-offset-checkpoint`, the high watermark of every
+partition in the log dir, written by the broker's main process every
+`replica.high.watermark.checkpoint.interval.ms` and at a clean stop (fsynced, so a
+machine crash leaves the old file or the new). A partition whose state page is lost
+starts from it, so a restart never shows consumers more than was committed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mmlog.log.files import atomic_write
+
+HIGH_WATERMARKS = "replication-offset-checkpoint"
+
+
+def read(path: Path) -> dict[tuple[str, int], int]:
+    """{(topic, partition): offset} of a checkpoint file; empty if there is none or it is corrupt."""
+    try:
+        lines = Path(path).read_text().split("\n")
+        if lines[0].strip() != "0":
+            return {}
+        count = int(lines[1])
+        entries = {}
+        for line in lines[2 : 2 + count]:
+            topic, partition, offset = line.split()
+            entries[topic, int(partition)] = int(offset)
+        return entries if len(entries) == count else {}
+    except (OSError, IndexError, ValueError):
+        return {}
+
+
+def write(path: Path, entries: dict[tuple[str, int], int]) -> None:
+    lines = [f"{topic} {partition} {offset}\n" for (topic, partition), offset in sorted(entries.items())]
+    atomic_write(Path(path), f"0\n{len(lines)}\n{''.join(lines)}".encode())
