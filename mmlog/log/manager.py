@@ -242,7 +242,8 @@ class LogManager:
         """A standalone partition: this broker leads it in epoch 0 with an ISR of itself (HW = LEO)."""
         me = (self.broker_id or 0,)
         rep = part.replication()
-        if (rep.role, rep.leader_epoch, rep.replicas, rep.isr) != (Role.LEADER, 0, me, me) or part.latest_epoch() < 0:
+        if ((rep.role, rep.leader_epoch, rep.replicas, rep.isr) != (Role.LEADER, 0, me, me) or part.latest_epoch() < 0
+                or part.high_watermark != part.log_end_offset):
             part.become_leader(0, me, me, 0)
 
     def _checkpoints(self, log_dir: Path) -> dict[tuple[str, int], int]:

@@ -189,7 +189,7 @@ class Partition:
         found = recovery.recover(self.directory, self.config, log_start, recovery_point)
         # Never expose more than was committed: the HW the state page (or the checkpoint) held.
         known_hw = self.state.get("high_watermark") if not full else self._checkpoint_hw
-        high_watermark = found.log_end if self._hw_is_log_end() or known_hw is None else min(known_hw, found.log_end)
+        high_watermark = found.log_end if known_hw is None else min(known_hw, found.log_end)
         self.epochs.truncate_from_end(found.log_end)
         self.recovered = True
         self.recovered_notes = found.truncated
