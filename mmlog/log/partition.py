@@ -235,6 +235,9 @@ class Partition:
                 self._sync(snap)
             except FileNotFoundError:  # a segment went while we listed: the state has moved on too
                 snap = self.state.snapshot()
+            except ValueError:  # mapped an index while a roll trimmed it: the roll publishes in a moment
+                time.sleep(0.002)
+                snap = self.state.snapshot()
         raise TornState(f"{self.directory}: segments keep changing under the reader")
 
     def _sync(self, snap: Snapshot) -> None:
