@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from mmlog.errors import CorruptMessage
 from mmlog.protocol import records as rec
 from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32, varint
 
@@ -414,7 +415,7 @@ def check_records_py(data, n, count):
     for i in range(count):
         try:
             length, q = rec.read_varint(data, p)
-        except (IndexError, ValueError):
+        except (IndexError, ValueError, CorruptMessage):
             return RECORDS_BAD_LENGTH, i
         if length < 0 or q + length > n or q > n:
             return RECORDS_BAD_LENGTH, i
@@ -422,7 +423,7 @@ def check_records_py(data, n, count):
         try:
             _, r = rec.read_varint(data[:end], q + 1)
             delta, r = rec.read_varint(data[:end], r)
-        except (IndexError, ValueError):
+        except (IndexError, ValueError, CorruptMessage):
             return RECORDS_BAD_LENGTH, i
         if delta != i:
             return RECORDS_BAD_DELTA, i
