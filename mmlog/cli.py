@@ -18,6 +18,7 @@ import argparse
 import importlib
 import os
 import sys
+from types import ModuleType
 from typing import Sequence
 
 import mmlog
@@ -74,15 +75,16 @@ def _top_parser() -> _Parser:
     return parser
 
 
-def _command_parser(name: str, module) -> _Parser:
-    doc = (module.__doc__ or "").strip()
+def load_command(name: str) -> tuple[ModuleType, argparse.ArgumentParser]:
+    """Command `name`'s module (imported only now) and its argument parser."""
+    module = importlib.import_module(COMMANDS[name][0])
     parser = _Parser(
         prog=f"mmlog {name}",
-        description=doc,
+        description=(module.__doc__ or "").strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     module.add_arguments(parser)
-    return parser
+    return module, parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,8 +119,8 @@ def _dispatch(argv: list[str]) -> int:
     name = argv[at]
     if name not in COMMANDS:
         top.error(f"unknown command {name!r} (choose from {', '.join(COMMANDS)})")
-    module = importlib.import_module(COMMANDS[name][0])
-    args = _command_parser(name, module).parse_args(argv[at + 1 :])
+    module, parser = load_command(name)
+    args = parser.parse_args(argv[at + 1 :])
     try:
         return int(module.run(args) or 0)
     except CommandError as exc:

@@ -1,9 +1,6 @@
-"""The README's Python examples run, in order, against a real broker."""
+"""The README's Python examples run, in order, against a real broker (its `mmlog` commands: test_readme_cli.py)."""
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,23 +37,3 @@ def test_the_readme_python_examples_run(broker, capsys):
     assert namespace["replayed"] and min(r.offset for r in namespace["replayed"]) == 0
     out = capsys.readouterr().out
     assert "RecordMetadata(topic='clicks'" in out
-
-
-def test_the_readme_command_line_examples_run(tmp_path):
-    """The block of `mmlog` commands under 'Running a broker', against a broker of its own."""
-    text = README.read_text()
-    after = text.index("and so do mmlog's command-line tools")
-    block = re.search(r"```sh\n(.*?)```", text[after:], flags=re.S).group(1)
-    assert "mmlog topics create" in block and "mmlog perf consume" in block
-    shim = tmp_path / "bin" / "mmlog"
-    shim.parent.mkdir()
-    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m mmlog \"$@\"\n")
-    shim.chmod(0o755)
-    with EmbeddedBroker(tmp_path / "data", processors=2, config={"group.initial.rebalance.delay.ms": 100}) as broker:
-        env = dict(os.environ, MMLOG_BOOTSTRAP=broker.bootstrap, PATH=f"{shim.parent}:{os.environ['PATH']}")
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], env=env, capture_output=True, text=True,
-                              timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "created topic clicks" in done.stdout
-    assert "home\ncart\n" in done.stdout  # consumed back, once as a plain consumer and once as a group member
-    assert "Group: reporting" in done.stdout and "msg/s" in done.stdout

@@ -53,7 +53,7 @@ from mmlog.client.records import TopicPartition
 from mmlog.spark.offsets import from_json, to_json
 from mmlog.spark.session import local_session, stop_session
 from mmlog.testing import EmbeddedBroker
-from mmlog.tools import add_bootstrap
+from mmlog.tools import BOOTSTRAP
 
 EVENTS, AUDIT = "events", "audit"
 WINDOW_MS = 15 * 60 * 1000  # the audit window: four a hour
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("step", nargs="?", choices=("demo", "produce", "load", "reconcile"), default="demo")
     parser.add_argument("--out", type=Path, required=True, help="where the ledger and the Parquet data live")
-    add_bootstrap(parser)
+    BOOTSTRAP.add(parser)
     parser.add_argument("--embedded", action="store_true", help="start a broker of its own (in <out>/broker)")
     parser.add_argument("--lose", type=int, default=0, help="events the first producer counts but never sends")
     parser.add_argument("--windows", type=int, default=8, help=f"{WINDOW_MS // 60000}-minute windows to produce")

@@ -5,12 +5,21 @@ and `run(args) -> int`. It imports what it needs inside `run` or at its own top 
 never from the other subcommands, so `mmlog --help` and each command load only their
 own dependencies (numba alone takes half a second to import).
 
+Options that several commands take (`--bootstrap`, `--timeout`) are defined once here,
+as `Option`s. A command family with sub-subcommands (`topics create|list|...`) gets
+them through `add_subcommands`, which accepts each one both before and after the
+sub-subcommand's name, as kafka-topics.sh and rpk users type them.
+
 Expected failures (a missing file, a corrupt segment, a bad option value) raise
 `CommandError`; the CLI prints its message as one `mmlog: error: ...` line and exits
 with its `status`. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
+
+import argparse
+import os
+from typing import Any, Callable, Sequence
 
 
 class CommandError(Exception):
@@ -21,13 +30,49 @@ class CommandError(Exception):
         self.status = status
 
 
+class Option:
+    """One command-line option, defined once and attached to every parser that takes it.
+
+    `default` is a value or a function of no arguments, called when a parser is built
+    (so an environment variable is read per run); `help` may name it as `{default}`.
+    """
+
+    def __init__(self, *flags: str, default: Any = None, help: str, **kwargs: Any) -> None:
+        self.flags, self.default, self.help, self.kwargs = flags, default, help, kwargs
+
+    def add(self, parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+        """Attach the option; with `suppress`, an absent option sets nothing (see `add_subcommands`)."""
+        default = self.default() if callable(self.default) else self.default
+        parser.add_argument(*self.flags, default=argparse.SUPPRESS if suppress else default,
+                            help=self.help.format(default=default), **self.kwargs)
+
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
+BOOTSTRAP = Option("--bootstrap", "--bootstrap-server", metavar="HOST:PORT",
+                   default=lambda: os.environ.get("MMLOG_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+                   help="a broker to start from (default {default}, or $MMLOG_BOOTSTRAP)")
+TIMEOUT = Option("--timeout", type=float, default=10.0, metavar="S",
+                 help="seconds to wait for a broker (default {default:g})")
 
-def add_bootstrap(parser) -> None:
-    """The --bootstrap option every client command takes; $MMLOG_BOOTSTRAP changes its default."""
-    import os
 
-    default = os.environ.get("MMLOG_BOOTSTRAP", DEFAULT_BOOTSTRAP)
-    parser.add_argument("--bootstrap", "--bootstrap-server", default=default, metavar="HOST:PORT",
-                        help=f"a broker to start from (default {default}, or $MMLOG_BOOTSTRAP)")
+def add_subcommands(parser: argparse.ArgumentParser, common: Sequence[Option],
+                    **kwargs: Any) -> Callable[..., argparse.ArgumentParser]:
+    """Give `parser` sub-subcommands that take every `common` option before or after their name.
+
+    Returns `add(name, **kwargs) -> parser`, argparse's `add_parser` for this family.
+    `kwargs` go to argparse's `add_subparsers`. The options' defaults live at
+    `parser`'s level only: a sub-parser copies every attribute of its namespace over
+    the parent's, so there an absent option must set nothing, or its default would
+    overwrite a value typed before the sub-subcommand.
+    """
+    shared = argparse.ArgumentParser(add_help=False)
+    for option in common:
+        option.add(parser)
+        option.add(shared, suppress=True)
+    subparsers = parser.add_subparsers(**kwargs)
+
+    def add(name: str, **parser_kwargs: Any) -> argparse.ArgumentParser:
+        return subparsers.add_parser(name, parents=[shared], **parser_kwargs)
+
+    return add

@@ -22,12 +22,12 @@ import argparse
 import sys
 import time
 
-from mmlog.tools import CommandError, add_bootstrap
+from mmlog.tools import BOOTSTRAP, CommandError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", metavar="TOPIC", help="the topic to read")
-    add_bootstrap(parser)
+    BOOTSTRAP.add(parser)
     parser.add_argument("--from-beginning", action="store_true",
                         help="start at the oldest record instead of the end")
     parser.add_argument("--partition", type=int, metavar="N", help="read only this partition")

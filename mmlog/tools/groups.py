@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import argparse
 
-from mmlog.tools import CommandError, add_bootstrap
+from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_bootstrap(parser)
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a broker (default 10)")
-    sub = parser.add_subparsers(dest="action", metavar="list|describe", required=True)
-    sub.add_parser("list", help="list the groups with their state and member count")
-    describe = sub.add_parser("describe", help="members, partitions, committed offsets and lag of a group")
+    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="list|describe", required=True)
+    command("list", help="list the groups with their state and member count")
+    describe = command("describe", help="members, partitions, committed offsets and lag of a group")
     describe.add_argument("group", metavar="GROUP")
 
 

@@ -12,11 +12,11 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="mode", metavar="produce|consume", required=True)
-    from mmlog.tools import perf_consume, perf_produce
+    from mmlog.tools import BOOTSTRAP, add_subcommands, perf_consume, perf_produce
 
-    perf_produce.add_arguments(sub.add_parser("produce", help="produce records as fast as possible, or at a rate"))
-    perf_consume.add_arguments(sub.add_parser("consume", help="consume a topic from the beginning"))
+    command = add_subcommands(parser, [BOOTSTRAP], dest="mode", metavar="produce|consume", required=True)
+    perf_produce.add_arguments(command("produce", help="produce records as fast as possible, or at a rate"))
+    perf_consume.add_arguments(command("consume", help="consume a topic from the beginning"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import argparse
 import threading
 import time
 
-from mmlog.tools import CommandError, add_bootstrap
+from mmlog.tools import CommandError
 
 MiB = 1 << 20
 
@@ -23,7 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--topic", required=True, help="the topic to read")
     parser.add_argument("--records", type=int, metavar="N",
                         help="records to read (default: all the topic holds at the start)")
-    add_bootstrap(parser)
     parser.add_argument("--api", choices=["iter", "bulk"], default="iter",
                         help="iter: a ConsumerRecord per record; bulk: numpy arrays per chunk (default iter)")
     parser.add_argument("--fetch-max-bytes", type=int, default=50 * MiB, metavar="BYTES",

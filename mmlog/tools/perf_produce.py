@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from mmlog.tools import CommandError, add_bootstrap
+from mmlog.tools import TIMEOUT, CommandError
 
 SAMPLES = 10_000  # latency samples at most, for --api send (each keeps a future, and its batch, alive)
 
@@ -53,8 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--linger-ms", type=float, default=5.0, metavar="MS", help="producer linger (default 5)")
     parser.add_argument("--max-in-flight", type=int, default=5, metavar="N", help="requests in flight per connection (default 5)")
     parser.add_argument("--partition", type=int, default=None, metavar="P", help="send to one partition (default: sticky)")
-    add_bootstrap(parser)
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds to wait for a broker (default 10)")
+    TIMEOUT.add(parser)
     parser.add_argument("--quiet", action="store_true", help="no live progress")
 
 

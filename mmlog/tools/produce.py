@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mmlog.tools import CommandError, add_bootstrap
+from mmlog.tools import BOOTSTRAP, CommandError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", help="topic to produce to (auto-created if the broker allows it)")
-    add_bootstrap(parser)
+    BOOTSTRAP.add(parser)
     parser.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE at the first SEP")
     parser.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"],
                         help="0: no answer, 1: the leader wrote it (default), all/-1: every replica did")

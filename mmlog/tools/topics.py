@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import argparse
 
-from mmlog.tools import CommandError, add_bootstrap
+from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_bootstrap(parser)
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a broker (default 10)")
-    sub = parser.add_subparsers(dest="action", metavar="create|list|describe|delete", required=True)
-    create = sub.add_parser("create", help="create a topic")
+    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="create|list|describe|delete",
+                              required=True)
+    create = command("create", help="create a topic")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    sub.add_parser("list", help="list topics and their partition counts")
-    describe = sub.add_parser("describe", help="partitions, offsets and config of a topic")
+    command("list", help="list topics and their partition counts")
+    describe = command("describe", help="partitions, offsets and config of a topic")
     describe.add_argument("name")
-    delete = sub.add_parser("delete", help="delete a topic")
+    delete = command("delete", help="delete a topic")
     delete.add_argument("name")
 
 

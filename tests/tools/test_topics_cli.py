@@ -1,5 +1,6 @@
 """`mmlog topics`: create, list, describe, delete, and one-line errors."""
 
+import os
 import subprocess
 import sys
 
@@ -17,6 +18,22 @@ def broker(tmp_path_factory):
 def topics(broker, *args, bootstrap=None):
     return subprocess.run([sys.executable, "-m", "mmlog", "topics", "--bootstrap", bootstrap or broker.bootstrap,
                            "--timeout", "2", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_bootstrap_before_or_after_the_subcommand_or_from_the_environment(broker):
+    """kafka-topics.sh and rpk users put --bootstrap anywhere; $MMLOG_BOOTSTRAP (here a dead port) is only the
+    default, so a value typed before `create` must not be replaced by the default after it."""
+    def mmlog(*args, env_bootstrap="127.0.0.1:1"):
+        return subprocess.run([sys.executable, "-m", "mmlog", "topics", *args], capture_output=True, text=True,
+                              timeout=60, env=dict(os.environ, MMLOG_BOOTSTRAP=env_bootstrap))
+
+    after = mmlog("create", "where-after", "--partitions", "2", "--bootstrap", broker.bootstrap, "--timeout", "5")
+    before = mmlog("--bootstrap", broker.bootstrap, "--timeout", "5", "create", "where-before")
+    assert (after.returncode, before.returncode) == (0, 0), after.stderr + before.stderr
+    listed = mmlog("list", env_bootstrap=broker.bootstrap).stdout.splitlines()
+    assert "where-after\t2" in listed and "where-before\t1" in listed
+    nowhere = mmlog("list", "--timeout", "1")
+    assert nowhere.returncode == 1 and "127.0.0.1:1" in nowhere.stderr
 
 
 def test_topics_round_trip(broker):
