@@ -59,6 +59,7 @@ from mmlog.client.futures import BulkFuture, BulkMetadata, ProducerTimeout, Reco
 from mmlog.client.partitioner import resolve as resolve_partitioner
 from mmlog.client.sender import INF, Sender
 from mmlog.errors import KafkaError, MessageTooLarge, UnknownTopicOrPartition
+from mmlog.protocol import compression
 
 __all__ = ["Producer", "RecordMetadata", "RecordFuture", "BulkFuture", "BulkMetadata", "ProducerTimeout",
            "ProducerClosed"]
@@ -107,6 +108,9 @@ class Producer:
                          request_timeout_ms)
     buffer_memory        bytes of records that may wait to be sent before `send()` blocks
     max_request_size     bytes of batches grouped into one request (a bigger batch goes alone)
+    compression_type     "none" (default), "gzip", "snappy", "lz4" or "zstd": each batch's records
+                         compressed as Kafka clients do (protocol/compression.py)
+    compression_level    the codec's level (gzip 1-9, lz4 1-17, zstd -131072-22); None: its default
     """
 
     def __init__(self, bootstrap: str = "127.0.0.1:9092", *, acks: int | str = 1, linger_ms: float = 5,
@@ -114,7 +118,8 @@ class Producer:
                  max_in_flight: int = 5, retries: int = 5, retry_backoff_ms: float = 100,
                  request_timeout_ms: float = 30000, delivery_timeout_ms: float = 120000,
                  max_block_ms: float | None = None, buffer_memory: int = 32 * 1024 * 1024,
-                 max_request_size: int = 1048576, client_id: str = "mmlog") -> None:
+                 max_request_size: int = 1048576, client_id: str = "mmlog", compression_type: str = "none",
+                 compression_level: int | None = None) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
         for name, value, low in (("batch_size", batch_size, 1), ("max_in_flight", max_in_flight, 1),
@@ -128,6 +133,8 @@ class Producer:
                             ("max_block_ms", 0 if max_block_ms is None else max_block_ms)):
             if not isinstance(value, numbers.Real) or value < 0:
                 raise ValueError(f"{name} must be a number >= 0, not {value!r}")
+        self.codec = compression.codec_of(compression_type)
+        self.compression_level = compression.check_level(self.codec, compression_level) if self.codec else None
         self.bootstrap = bootstrap
         parse_bootstrap(bootstrap)  # ValueError now, not at the first send
         self.acks = _ACKS[acks]
@@ -275,7 +282,10 @@ class Producer:
                     if group:
                         acc.append_built(queue, group)
                     queue, group = acc.queue_for(topic, p), []
-                batch = acc.built_batch(queue, view[starts[j]:starts[j + 1]], cuts[j + 1] - cuts[j], created)
+                data = view[starts[j]:starts[j + 1]]
+                if self.codec:
+                    data = compression.compress_batch(data, self.codec, self.compression_level)
+                batch = acc.built_batch(queue, data, cuts[j + 1] - cuts[j], created)
                 batches.append(batch)
                 group.append(batch)
             if group:

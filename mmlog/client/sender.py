@@ -68,6 +68,7 @@ from mmlog.errors import (KafkaError, LeaderNotAvailable, NotLeaderOrFollower, R
                           UnknownServerError, UnknownTopicOrPartition, error_for_code)
 from mmlog.protocol import (Placeholder, ProtocolError, RequestHeader, decode_response, encode_request_parts,
                             encode_response)
+from mmlog.protocol import compression
 from mmlog.protocol.messages import produce
 from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
 
@@ -93,6 +94,7 @@ class Sender:
         self.linger = p.linger
         self.max_in_flight = p.max_in_flight
         self.max_request_size = p.max_request_size
+        self.codec, self.compression_level = p.codec, p.compression_level
         self.retries = p.retries
         self.retry_backoff = p.retry_backoff
         self.request_timeout = p.request_timeout
@@ -434,8 +436,9 @@ class Sender:
             return
         built = encode.build_runs([b.values for b in todo], [b.keys for b in todo], [b.headers for b in todo],
                                   [b.stamps for b in todo])
+        codec, level = self.codec, self.compression_level
         for batch, data in zip(todo, built):
-            batch.data = data
+            batch.data = data if not codec else compression.compress_batch(data, codec, level)
             batch.values = batch.keys = batch.headers = None
 
     def _wire(self, queue) -> tuple:

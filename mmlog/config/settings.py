@@ -76,6 +76,8 @@ def _minus_one_or_positive(v: int) -> bool:
     return v == -1 or v > 0
 
 
+_COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
 # Topic-level settings (`kafka-configs --entity-type topics`), with the broker
 # setting that supplies each default.
 TOPIC_SETTINGS: dict[str, Setting] = {
@@ -96,12 +98,23 @@ TOPIC_SETTINGS: dict[str, Setting] = {
                 lambda v: v >= -1, ">= -1"),
         Setting("retention.bytes", int, -1, "Delete old segments while the partition is larger; -1 is off.",
                 lambda v: v >= -1, ">= -1"),
-        Setting("cleanup.policy", str, "delete", "delete (retention) or compact.",
-                lambda v: v in ("delete", "compact", "compact,delete", "delete,compact"), "delete|compact"),
+        # compact is refused until the log cleaner exists (issue #17): accepting it would silently delete by retention
+        Setting("cleanup.policy", str, "delete", "delete (retention); compact is not supported yet.",
+                lambda v: v == "delete", "delete; compact is not supported yet"),
         Setting("max.message.bytes", int, 1048588, "Largest record batch a producer may append.",
                 _positive, "> 0"),
         Setting("message.timestamp.type", str, "CreateTime", "CreateTime (LogAppendTime is not supported).",
                 lambda v: v == "CreateTime", "CreateTime"),
+        Setting("compression.type", str, "producer",
+                "Codec of stored batches: producer keeps the client's (no recompression), or one of "
+                "uncompressed, gzip, snappy, lz4, zstd that other batches are recompressed to on append.",
+                lambda v: v in _COMPRESSION_TYPES, "|".join(_COMPRESSION_TYPES)),
+        Setting("compression.gzip.level", int, 6, "gzip level of batches the broker recompresses.",
+                lambda v: 1 <= v <= 9, "1 .. 9"),
+        Setting("compression.lz4.level", int, 9, "lz4 level of batches the broker recompresses.",
+                lambda v: 1 <= v <= 17, "1 .. 17"),
+        Setting("compression.zstd.level", int, 3, "zstd level of batches the broker recompresses.",
+                lambda v: -131072 <= v <= 22, "-131072 .. 22"),
     ]
 }
 
@@ -118,6 +131,10 @@ BROKER_TOPIC_DEFAULTS = {
     "log.cleanup.policy": "cleanup.policy",
     "message.max.bytes": "max.message.bytes",
     "log.message.timestamp.type": "message.timestamp.type",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
 }
 
 # Kafka's coarser aliases: a broker setting in other units that maps to a topic setting.
@@ -143,6 +160,15 @@ class LogConfig:
     cleanup_policy: str = TOPIC_SETTINGS["cleanup.policy"].default
     max_message_bytes: int = TOPIC_SETTINGS["max.message.bytes"].default
     message_timestamp_type: str = TOPIC_SETTINGS["message.timestamp.type"].default
+    compression_type: str = TOPIC_SETTINGS["compression.type"].default
+    compression_gzip_level: int = TOPIC_SETTINGS["compression.gzip.level"].default
+    compression_lz4_level: int = TOPIC_SETTINGS["compression.lz4.level"].default
+    compression_zstd_level: int = TOPIC_SETTINGS["compression.zstd.level"].default
+
+    @property
+    def compression_level(self) -> int | None:
+        """The level for compression.type's codec (None where it has none)."""
+        return getattr(self, f"compression_{self.compression_type}_level", None)
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":

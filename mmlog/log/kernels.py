@@ -10,7 +10,10 @@ loops per batch or per record on a hot path:
 - `scan_segment`: recovery validation of a whole segment (length, magic, CRC-32C,
                   offset continuity), emitting the sparse offset and time index entries
                   as it goes;
-- `crc32c`:       CRC-32C (Castagnoli), slicing-by-8, for `scan_segment`.
+- `crc32c`:       CRC-32C (Castagnoli), slicing-by-8, for `scan_segment`;
+- `check_records`: the records section of a (decompressed) batch against its header:
+                  every record's length within the section, offset deltas 0, 1, 2, ...,
+                  as many records as the header counts, nothing left over.
 
 Every kernel has a `*_py` reference with the same signature; tests compare the two
 on random input. `warm()` compiles everything once: call it before forking so that
@@ -23,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from mmlog.errors import CorruptMessage
 from mmlog.protocol import records as rec
 from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32, varint
 
@@ -377,6 +381,58 @@ def scan_segment_py(buf, start, end, segment_base, next_offset, interval, check_
     return status, p, next_offset, batches, n_idx, n_time, max_ts, off_max, since
 
 
+# check_records outcomes
+RECORDS_OK = 0
+RECORDS_BAD_LENGTH = 1  # a record's length varint is bad or runs past the section
+RECORDS_BAD_DELTA = 2  # a record's offset delta is not its index
+RECORDS_LEFT_OVER = 3  # bytes after the last record the header counts
+RECORDS_REASONS = ("ok", "a record runs past the batch", "offset deltas out of order", "bytes after the last record")
+
+
+@njit(cache=True)
+def check_records(data, n, count):
+    """Walk `count` records of data[:n]: (status, records walked). Offset deltas must run 0, 1, ..."""
+    p = 0
+    for i in range(count):
+        length, q = varint(data, p, n)
+        if q < 0 or length < 0 or q + length > n:
+            return RECORDS_BAD_LENGTH, i
+        end = q + length
+        _, r = varint(data, q + 1, end)  # + 1: the record's attributes byte; then the timestamp delta
+        if r < 0:
+            return RECORDS_BAD_LENGTH, i
+        delta, r = varint(data, r, end)
+        if r < 0 or delta != i:
+            return RECORDS_BAD_DELTA, i
+        p = end
+    if p != n:
+        return RECORDS_LEFT_OVER, count
+    return RECORDS_OK, count
+
+
+def check_records_py(data, n, count):
+    p = 0
+    for i in range(count):
+        try:
+            length, q = rec.read_varint(data, p)
+        except (IndexError, ValueError, CorruptMessage):
+            return RECORDS_BAD_LENGTH, i
+        if length < 0 or q + length > n or q > n:
+            return RECORDS_BAD_LENGTH, i
+        end = q + length
+        try:
+            _, r = rec.read_varint(data[:end], q + 1)
+            delta, r = rec.read_varint(data[:end], r)
+        except (IndexError, ValueError, CorruptMessage):
+            return RECORDS_BAD_LENGTH, i
+        if delta != i:
+            return RECORDS_BAD_DELTA, i
+        p = end
+    if p != n:
+        return RECORDS_LEFT_OVER, count
+    return RECORDS_OK, count
+
+
 def warm() -> None:
     """Compile every kernel now (or load it from the on-disk cache), before any fork."""
     buf = np.asarray(rec.build_batch([(b"k", b"v")]), dtype=np.uint8)
@@ -389,3 +445,4 @@ def warm() -> None:
     find_batch(buf, 0, len(buf), 0)
     find_time(buf, 0, len(buf), 0, 0)
     scan_segment(buf, 0, len(buf), 0, 0, 4096, True, CRC_TABLES, idx, tix)
+    check_records(buf[rec.HEADER_SIZE:], len(buf) - rec.HEADER_SIZE, 1)

@@ -65,7 +65,7 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import recovery, retention
+from mmlog.log import compressed, recovery, retention
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.leader_epochs import LeaderEpochCache
 from mmlog.log.lock import PartitionLock
@@ -317,7 +317,7 @@ class Partition:
         nbytes = nbatches = nrecords = 0
         for i, buf in enumerate(bufs):
             try:
-                headers = self._validate(buf)
+                buf, headers = self._validate(buf)
             except (CorruptMessage, InvalidRecord, MessageTooLarge, RecordListTooLarge) as exc:
                 out[i] = exc
                 continue
@@ -447,7 +447,7 @@ class Partition:
         """Follower: append the leader's batches as they are (offsets, epochs, bytes), then take
         min(leader's HW, our LEO) as our HW. Batches wholly below our log end are skipped (a
         fetch answered twice); a gap raises OffsetOutOfRange. None if nothing was new."""
-        headers = self._validate(buf)
+        headers = self._check_sizes(buf, records.validate_batches(buf))  # the leader's bytes, as they are
         with self._writing() as s:
             if leader_high_watermark is not None:
                 self._follower_hw = leader_high_watermark
@@ -477,7 +477,8 @@ class Partition:
             at, start = 0, 0
             run: list = []
             for h in headers:  # roll where a leader appending these batches one by one would
-                if self._should_roll(s, (at - start) + h.size, len(run) + 1, 1, now) and (run or s.active_size):
+                spanned = h.next_offset - s.log_end  # offsets from the run's start through this batch
+                if self._should_roll(s, (at - start) + h.size, len(run) + 1, spanned, now) and (run or s.active_size):
                     if run:
                         self._append_locked(s, [(0, view[start:at], run)], now, out, copy=True)
                         s = self.state.snapshot()
@@ -519,9 +520,15 @@ class Partition:
             self._recover(full=True)
             self._sync(self.state.snapshot())
 
-    def _validate(self, buf) -> list:
-        """The batch headers of buf, checked (CRC, magic, length) and within the size limits."""
-        headers = records.validate_batches(buf)
+    def _validate(self, buf) -> tuple:
+        """(buf, its batch headers): checked (CRC, magic, length; compressed records too), within the
+        size limits, and recompressed to the topic's compression.type (a new buffer) if it asks."""
+        config = self.config
+        buf, headers = compressed.prepare(buf, records.validate_batches(buf), config.compression_type,
+                                          config.compression_level, config.max_message_bytes)
+        return buf, self._check_sizes(buf, headers)
+
+    def _check_sizes(self, buf, headers: list) -> list:
         config = self.config
         if len(headers) == 1:  # one batch: its size is the buffer's
             if len(buf) > config.max_message_bytes:

@@ -29,7 +29,6 @@ unchanged otherwise.
 
 from __future__ import annotations
 
-import gzip
 import struct
 import time
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 from crc32c import crc32c
 
 from mmlog.errors import CorruptMessage, InvalidRecord
+from mmlog.protocol import compression as compression_codecs
 
 MAGIC = 2
 HEADER_SIZE = 61
@@ -223,7 +223,7 @@ def build_batch(
     """Build one v2 batch from records (Record objects or (key, value[, headers]) tuples).
 
     Records without a timestamp get the batch's base timestamp (now, by default).
-    Compression 1 (gzip) is supported for building; the broker stores any codec opaque.
+    `compression` is a codec id (compression.py: 1 gzip, 2 snappy, 3 lz4, 4 zstd).
     """
     recs = [r if isinstance(r, Record) else Record(r[1], r[0], list(r[2]) if len(r) > 2 else []) for r in records]
     if not recs:
@@ -237,10 +237,10 @@ def build_batch(
     body = bytearray()
     for i, (r, ts) in enumerate(zip(recs, stamps)):
         encode_record(body, i, ts - base_timestamp, r.key, r.value, r.headers)
-    if compression == 1:
-        body = bytearray(gzip.compress(bytes(body), mtime=0))
-    elif compression != 0:
-        raise ValueError(f"building compression codec {compression} is not supported")
+    if compression:
+        if compression not in compression_codecs.NAMES:
+            raise ValueError(f"unknown compression codec {compression}")
+        body = compression_codecs.compress(compression, bytes(body))
     return _assemble(
         body,
         base_offset=base_offset,
@@ -345,23 +345,14 @@ def iter_batches(buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
 # ---------------------------------------------------------------- decoding
 
 
-def decompress(codec: int, data) -> bytes:
-    """Decompress a batch's records stream (gzip natively; others if their module is installed)."""
-    if codec == 0:
-        return bytes(data)
-    if codec == 1:
-        return gzip.decompress(bytes(data))
-    modules = {2: ("snappy", "decompress"), 3: ("lz4.frame", "decompress"), 4: ("zstandard", None)}
-    name, fn = modules.get(codec, (None, None))
-    if name is None:
-        raise CorruptMessage(f"unknown compression codec {codec}")
-    try:
-        module = __import__(name, fromlist=["_"])
-    except ImportError as exc:
-        raise CorruptMessage(f"compression codec {codec} needs the {name} package") from exc
-    if codec == 4:
-        return module.ZstdDecompressor().decompressobj().decompress(bytes(data))
-    return getattr(module, fn)(bytes(data))
+# Decompressed records kept at most (a client's guard against a decompression bomb; the broker's
+# own limit is a multiple of max.message.bytes).
+DECOMPRESSED_LIMIT = 256 << 20
+
+
+def decompress(codec: int, data, limit: int = DECOMPRESSED_LIMIT) -> bytes:
+    """A batch's records section decompressed (compression.py has the codecs and their framing)."""
+    return bytes(compression_codecs.decompress(codec, data, limit))
 
 
 def decode_records(buf, pos: int = 0) -> list[Record]:

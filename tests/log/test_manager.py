@@ -91,8 +91,13 @@ def test_a_topic_needs_at_least_one_partition(tmp_path, managers, partitions):
         managers(tmp_path).create_topic("t", partitions)
 
 
+def test_compaction_is_refused_until_it_is_honoured(tmp_path, managers):
+    with pytest.raises(InvalidConfig, match="compact is not supported yet"):
+        managers(tmp_path).create_topic("t", 1, {"cleanup.policy": "compact"})
+
+
 @pytest.mark.parametrize("config", [{"no.such.setting": "1"}, {"segment.bytes": "ten"}, {"segment.bytes": "5"},
-                                    {"cleanup.policy": "shred"}])
+                                    {"cleanup.policy": "shred"}, {"compression.type": "brotli"}])
 def test_an_invalid_topic_config_is_refused(tmp_path, managers, config):
     m = managers(tmp_path)
     with pytest.raises(InvalidConfig):

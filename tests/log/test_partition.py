@@ -306,12 +306,12 @@ def test_offsets_that_would_overflow_a_relative_int32_roll_the_segment(open_part
     p.append(tagged_batch("a"))
     body = bytearray()
     rec.encode_record(body, 0, 0, None, b"v")
-    huge = rec._assemble(  # a compressed batch may skip offsets (compaction), so only its last delta counts
-        gzip.compress(bytes(body)), base_offset=0, partition_leader_epoch=0, attributes=1,
+    huge = rec._assemble(  # a compacted batch may skip offsets, so only its last delta counts: a follower
+        gzip.compress(bytes(body)), base_offset=1, partition_leader_epoch=0, attributes=1,  # copies such batches
         last_offset_delta=2**31 - 1, base_timestamp=0, max_timestamp=0, producer_id=-1, producer_epoch=-1,
         base_sequence=-1, records_count=1,
     )
-    p.append(huge)
+    p.append_replica(huge)
     assert p.segment_bases() == [0, 1]
     p.append(tagged_batch("b"))
     assert p.log_end_offset == 2**31 + 2

@@ -90,3 +90,16 @@ def test_a_pattern_subscribes_to_every_topic_it_matches_whole(spark, broker, pro
 def test_bad_options_fail_the_query_with_a_clear_error(spark, broker, topic, options, message):
     with pytest.raises(Exception, match=message):
         load(spark, broker.bootstrap, topic, **options).collect()
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_compressed_topic_reads_like_any_other(spark, broker, codec):
+    from mmlog import Producer
+
+    topic = f"spark-{codec}"
+    values = [b'{"n": %d, "text": "%s"}' % (i, b"abc" * (i % 9)) for i in range(400)]
+    with Producer(broker.bootstrap, compression_type=codec, linger_ms=20) as producer:
+        for value in values:
+            producer.send(topic, value, partition=0)
+    rows = load(spark, broker.bootstrap, topic).select("offset", "value").collect()
+    assert [bytes(r.value) for r in sorted(rows)] == values
