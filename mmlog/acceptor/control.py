@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from mmlog.acceptor.control_channel import ControlServer
+from mmlog.ipc.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.config.broker import BrokerConfig
 from mmlog.errors import InvalidReplicationFactor, InvalidRequest, KafkaError

@@ -23,7 +23,7 @@ import sys
 import threading
 
 from mmlog.acceptor import listener
-from mmlog.acceptor.cluster_view import Endpoint
+from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.metadata_store import EmbeddedStore
 from mmlog.acceptor.supervisor import Supervisor

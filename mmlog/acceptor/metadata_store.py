@@ -18,7 +18,7 @@ import base64
 import uuid
 from pathlib import Path
 
-from mmlog.acceptor.cluster_view import ClusterView, Endpoint
+from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.acceptor.coordinator.offset_log import OffsetLog
 from mmlog.acceptor.coordinator.offsets import OffsetStore
 from mmlog.config.settings import ConfigError, parse_properties

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.handoff import channel_pair, hand_off
 from mmlog.config.broker import BrokerConfig
-from mmlog.processors.wakeup import WakeBoard
+from mmlog.ipc.wake_board import WakeBoard
 from mmlog.processors.worker import BOOT_ERROR, processor_main
 
 log = logging.getLogger("mmlog.broker")

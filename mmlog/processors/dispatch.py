@@ -137,10 +137,3 @@ def _decode_body(header, frame, offset: int, handler):
         return decode_request_body(header, frame, offset)
     except ProtocolError as exc:
         raise CloseConnection(f"malformed {handler.__name__.rsplit('.', 1)[-1]} request: {exc}") from exc
-
-
-def advertised_versions() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for the APIs this broker has handlers for: the ApiVersions answer."""
-    from mmlog.protocol import supported_versions
-
-    return [(k, lo, hi) for k, lo, hi in supported_versions() if k in HANDLERS]

@@ -3,7 +3,7 @@
 A fetch that finds less than min_bytes parks here with two callbacks: `retry`
 (re-read; returns True once it has answered) and `expire` (answer with what
 there is). Appends in this processor retry at once; appends in other processors
-reach us through the wake board's eventfd (`wakeup.py`). The deadline heap gives
+reach us through the wake board's eventfd (`ipc/wake_board.py`). The deadline heap gives
 the event loop its poll timeout, so nothing spins.
 """
 

@@ -25,15 +25,16 @@ import signal
 import socket
 import time
 
-from mmlog.acceptor.cluster_view import ClusterView, Endpoint, ViewReader
-from mmlog.acceptor.control_channel import ControlClient, ControlUnavailable
+from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
+from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
 from mmlog.config.broker import BrokerConfig
 from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
+from mmlog.processors.handlers import advertised_versions
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.request import CloseConnection
-from mmlog.processors.wakeup import WakeBoard
+from mmlog.ipc.wake_board import WakeBoard
 from mmlog.protocol import FrameSizeError
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Processor:
         self.idle_s = config["connections.max.idle.ms"] / 1000
         self.conns: dict[int, Connection] = {}
         self.purgatory = Purgatory(lambda n: board.set_parked(slot, n))
+        self.advertised_versions = advertised_versions()  # the ApiVersions answer
         self._dirty: set[Connection] = set()  # responses queued: write them
         self._closing: set[Connection] = set()  # close once their output is written
         self._ready: set[Connection] = set()

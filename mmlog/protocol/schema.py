@@ -222,8 +222,8 @@ _CLASSES: dict[str, type] = {}  # qualified name -> generated class, for unpickl
 
 
 def _restore(qualname: str, values: tuple) -> Struct:
-    if qualname not in _CLASSES:
-        import mmlog.protocol.messages  # noqa: F401  (registers every message class)
+    # Every message class is registered by then: importing this module imports the
+    # `mmlog.protocol` package first, and its __init__ imports every message module.
     cls = _CLASSES[qualname]
     obj = cls.__new__(cls)
     for name, value in zip(cls.__slots__, values):

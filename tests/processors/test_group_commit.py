@@ -14,6 +14,7 @@ import pytest
 
 from mmlog.log import Partition
 from mmlog.log.manager import LogManager
+from mmlog.processors.handlers import advertised_versions
 from mmlog.processors import dispatch
 from mmlog.processors.connection import Connection
 from mmlog.processors.handlers import produce as handler
@@ -158,6 +159,7 @@ class Ctx:
     def __init__(self, manager):
         self.manager = manager
         self.appends = 0
+        self.advertised_versions = advertised_versions()
 
     def appended(self):
         self.appends += 1

@@ -10,7 +10,7 @@ What this broker does there, all from the main process:
   for controller (`/controller`, ephemeral, first one wins).
 - Watch the broker registry, the controller and the topic list. Every change is
   handled on the control thread: the view of live brokers is republished for the
-  processors (`cluster_view.py`), the group coordinator drops groups that moved
+  processors (`ipc/cluster_view.py`), the group coordinator drops groups that moved
   away, topics are synced, and the controller rewrites partition states.
 - Topic admin: CreateTopics on any broker assigns partitions round-robin over the
   live brokers (from a random start, as Kafka does) and writes the assignment,
@@ -40,7 +40,7 @@ from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from mmlog.acceptor.cluster_view import ClusterView, Endpoint
+from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.acceptor.metadata_store import ClusterError, load_meta, new_cluster_id, stored_cluster_id
 from mmlog.acceptor.zookeeper import paths, session
 from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore

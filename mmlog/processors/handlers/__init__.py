@@ -1,9 +1,13 @@
 """One module per API the processors serve: `API_KEY` and `handle(ctx, request)`.
 
-`HANDLERS` is what ApiVersions advertises: an API without a handler here is not
-advertised, so clients turn the feature off instead of failing when they use it.
+`HANDLERS` is the one table of them: dispatch looks requests up in it, and it is what
+ApiVersions advertises (`advertised_versions`; the processor keeps that answer as
+`ctx.advertised_versions`, so the ApiVersions handler reads it without importing
+this table). An API without a handler here is not advertised, so clients turn the
+feature off instead of failing when they use it.
 """
 
+from mmlog.protocol import supported_versions
 from mmlog.processors.handlers import (
     api_versions,
     create_topics,
@@ -36,3 +40,8 @@ HANDLERS = {
         list_groups, describe_groups,
     )
 }
+
+
+def advertised_versions() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for the APIs this broker has handlers for: the ApiVersions answer."""
+    return [(k, lo, hi) for k, lo, hi in supported_versions() if k in HANDLERS]

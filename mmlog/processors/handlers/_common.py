@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from mmlog.acceptor.control_channel import ControlUnavailable
+from mmlog.ipc.control_channel import ControlUnavailable
 from mmlog.errors import CoordinatorNotAvailable, KafkaError
 from mmlog.processors.request import DEFERRED
 

@@ -6,7 +6,6 @@ API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
-    from mmlog.processors.dispatch import advertised_versions
-
-    keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised_versions()]
+    """The processor's advertised versions (`handlers.advertised_versions`, computed once at its start)."""
+    keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in ctx.advertised_versions]
     return schema.RESPONSE(error_code=0, api_keys=keys, throttle_time_ms=0)

@@ -1,6 +1,6 @@
 """FindCoordinator (10): the live broker that coordinates a group.
 
-Answered in the processor from the cluster view (`acceptor/cluster_view.py`:
+Answered in the processor from the cluster view (`ipc/cluster_view.py`:
 rendezvous hashing over live brokers; standalone, this broker), with the same
 node id, host and port as Metadata: librdkafka opens a separate connection to the
 coordinator, so they must match. Transactions are not supported, so a

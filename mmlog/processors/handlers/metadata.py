@@ -6,7 +6,7 @@ v1+ means brokers only. Unknown topics are created through the control plane whe
 they exist. Leader epochs are reported as -1, which keeps clients from validating
 positions with OffsetForLeaderEpoch (KAFKA_INTEROP §3).
 
-Brokers and the controller come from the cluster view (`acceptor/cluster_view.py`).
+Brokers and the controller come from the cluster view (`ipc/cluster_view.py`).
 A partition's leader is the broker it is assigned to (this one, standalone) when
 that broker is live; otherwise the partition answers LEADER_NOT_AVAILABLE with
 leader -1 and its broker in offline_replicas, and clients ask again later.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 
-from mmlog.acceptor.cluster_view import ClusterView, Endpoint, ViewReader
+from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
 
 
 def view(*ids: int, controller: int = 0) -> ClusterView:

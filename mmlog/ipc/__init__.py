@@ -1,0 +1,21 @@
+"""What a broker's processes share: the structures both the main process and the processors use.
+
+- `cluster_view`: the cluster as the main process last saw it (live brokers, the
+  controller, group coordinators), published as a file that processors re-read when
+  it is replaced;
+- `control_channel`: the request/reply channel from each processor to the main
+  process (topic admin, group coordination, producer ids);
+- `wake_board`: eventfds and parked-request counters, so an append in one processor
+  wakes long polls parked in another.
+
+The layering, bottom to top (imports only ever point down):
+
+    protocol, log          the wire format; the storage engine
+    ipc                    shared between the processes (this package)
+    processors             the data plane: one epoll loop per process
+    acceptor               the main process: supervisor, control plane, ZooKeeper
+    tools, cli             the command line
+
+with `client` (over protocol) and `spark` (over client) beside them.
+`tests/test_layering.py` checks it.
+"""
