@@ -67,7 +67,7 @@ from mmlog.errors import (
 )
 from mmlog.log import compressed, recovery, retention
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
-from mmlog.log.leader_epochs import LeaderEpochCache
+from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
 from mmlog.log.state import LEADER_EPOCH as _LEADER_EPOCH
@@ -507,6 +507,26 @@ class Partition:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetsForLeaderEpoch (leader_epochs.end_offset_for)."""
         return self.epochs.end_offset_for(epoch, self.snapshot().log_end)
+
+    def truncate_to_leader_epoch(self, asked: int, epoch: int, end_offset: int) -> bool:
+        """One round of a follower's truncation (KIP-101, KIP-279) before it fetches.
+
+        The leader answered OffsetsForLeaderEpoch for `asked` (our latest epoch) with
+        (epoch, end_offset). Truncates what the leader does not hold; returns True when done,
+        False when the leader only knew an older epoch: ask again with our new latest epoch
+        (each round drops our later epochs, so the rounds end). A leader that knows no epoch
+        at all (UNDEFINED) leaves us at our high watermark, the pre-epoch rule.
+        """
+        if epoch == UNDEFINED:
+            self.truncate_to(min(self.high_watermark, self.log_end_offset))
+            return True
+        if epoch == asked:
+            self.truncate_to(min(end_offset, self.log_end_offset))
+            return True
+        _, own_end = self.end_offset_for_epoch(epoch)
+        cut = min(end_offset, self.log_end_offset) if own_end == UNDEFINED else min(end_offset, own_end)
+        self.truncate_to(min(cut, self.log_end_offset))
+        return False
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Follower behind the leader's log start: drop everything, start empty at `offset`."""

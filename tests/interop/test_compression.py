@@ -39,6 +39,16 @@ def read_with_mmlog(bootstrap: str, topic: str, n: int, bulk: bool) -> list[byte
     return got
 
 
+def read_with_kafka_python(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000,
+                             enable_auto_commit=False)
+    consumer.assign([TopicPartition(topic, 0)])
+    try:
+        return [m.value for m in consumer]
+    finally:
+        consumer.close()
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_mmlog_produces_each_codec_for_confluent_kafka_and_kafka_python(broker, codec):
     topic = f"mm-{codec}"
@@ -54,11 +64,7 @@ def test_mmlog_produces_each_codec_for_confluent_kafka_and_kafka_python(broker, 
             got.append(msg.value())
     consumer.close()
     assert got == EVENTS
-    kp = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000,
-                       enable_auto_commit=False)
-    kp.assign([TopicPartition(topic, 0)])
-    assert [m.value for m in kp] == EVENTS
-    kp.close()
+    assert read_with_kafka_python(broker.bootstrap, topic) == EVENTS
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -84,11 +90,7 @@ def test_mixed_codecs_in_one_partition_are_read_by_every_client(broker):
         produce_with_mmlog(broker.bootstrap, topic, codec)
     expected = EVENTS * 5
     assert read_with_mmlog(broker.bootstrap, topic, len(expected), bulk=True) == expected
-    kp = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=5000,
-                       enable_auto_commit=False)
-    kp.assign([TopicPartition(topic, 0)])
-    assert [m.value for m in kp] == expected
-    kp.close()
+    assert read_with_kafka_python(broker.bootstrap, topic) == expected
 
 
 @pytest.mark.parametrize("codec", CODECS)

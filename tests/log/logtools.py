@@ -184,3 +184,11 @@ def check_offset_lookups(directory: Path, base: int, batches: list[StoredBatch],
                 assert boundaries[got_position] == got_offset and got_position <= b.position
     finally:
         index.close()
+
+
+def truncate_by_epoch(follower, leader) -> None:
+    """What a follower's fetcher does before fetching: rounds of OffsetsForLeaderEpoch until done."""
+    while True:
+        asked = follower.latest_epoch()
+        if follower.truncate_to_leader_epoch(asked, *leader.end_offset_for_epoch(asked)):
+            return

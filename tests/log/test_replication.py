@@ -13,13 +13,12 @@ import os
 import pytest
 
 from mmlog.errors import NotLeaderOrFollower, OffsetOutOfRange
-from mmlog.log.leader_epochs import UNDEFINED
 from mmlog.log.manager import LogManager
 from mmlog.log.offset_checkpoint import HIGH_WATERMARKS
 from mmlog.log.offset_checkpoint import read as read_checkpoint
 from mmlog.log.state import STATE_FILE, Role
 from mmlog.protocol import records as rec
-from tests.log.logtools import stored_batches, tagged_batch
+from tests.log.logtools import stored_batches, tagged_batch, truncate_by_epoch
 
 REPLICAS = (1, 2, 3)
 
@@ -162,21 +161,6 @@ def test_the_caught_up_rule_is_kafkas(replicas):
         leader.record_follower_fetch(9, 0)
 
 
-def truncate_like_a_follower(follower, leader) -> None:
-    """KIP-101/279: ask the leader where our latest epoch ended, truncate there, until the answer is ours."""
-    while True:
-        mine = follower.latest_epoch()
-        epoch, end = leader.end_offset_for_epoch(mine)
-        if epoch == UNDEFINED:
-            follower.truncate_to(min(follower.high_watermark, follower.log_end_offset))
-            return
-        if epoch == mine:
-            follower.truncate_to(min(end, follower.log_end_offset))
-            return
-        own_epoch, own_end = follower.end_offset_for_epoch(epoch)
-        follower.truncate_to(min(end, own_end, follower.log_end_offset))
-
-
 def test_a_deposed_leader_truncates_what_its_followers_never_copied(replicas):
     a, b, c = replicas[1], replicas[2], replicas[3]
     lead(replicas, 1, 1)
@@ -196,7 +180,7 @@ def test_a_deposed_leader_truncates_what_its_followers_never_copied(replicas):
     b.append(tagged_batch("new-1", 3))
     copy(b, c)
     a.become_follower(2, 2, REPLICAS, (2, 3), 3)
-    truncate_like_a_follower(a, b)
+    truncate_by_epoch(a, b)
     assert a.log_end_offset == committed
     copy(b, a)
     assert log_of(a) == log_of(b) == log_of(c)

@@ -29,26 +29,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from hypothesis import strategies as st
 
 from mmlog.config.settings import LogConfig
-from mmlog.log.leader_epochs import UNDEFINED
 from mmlog.log.partition import Partition
-from tests.log.logtools import stored_batches, tagged_batch
+from tests.log.logtools import stored_batches, tagged_batch, truncate_by_epoch
 
 BROKERS = (1, 2, 3)
 CFG = LogConfig(segment_bytes=2048, segment_index_bytes=1024, index_interval_bytes=256)
-
-
-def truncate_by_epoch(follower: Partition, leader: Partition) -> None:
-    while True:
-        mine = follower.latest_epoch()
-        epoch, end = leader.end_offset_for_epoch(mine)
-        if epoch == UNDEFINED:
-            follower.truncate_to(min(follower.high_watermark, follower.log_end_offset))
-            return
-        if epoch == mine:
-            follower.truncate_to(min(end, follower.log_end_offset))
-            return
-        _, own_end = follower.end_offset_for_epoch(epoch)
-        follower.truncate_to(min(end, own_end, follower.log_end_offset))
 
 
 def batches_by_offset(p: Partition) -> dict[int, bytes]:
