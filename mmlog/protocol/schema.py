@@ -223,7 +223,8 @@ _CLASSES: dict[str, type] = {}  # qualified name -> generated class, for unpickl
 
 def _restore(qualname: str, values: tuple) -> Struct:
     # Every message class is registered by then: importing this module imports the
-    # `mmlog.protocol` package first, and its __init__ imports every message module.
+    # `mmlog.protocol` package first, and its __init__ imports every message module
+    # (tests/protocol/test_messages.py unpickles each in a fresh process).
     cls = _CLASSES[qualname]
     obj = cls.__new__(cls)
     for name, value in zip(cls.__slots__, values):

@@ -1,5 +1,9 @@
 """Every (api, version) in the registry: round trips, truncation, garbage, advertised ranges."""
 
+import pickle
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -112,3 +116,11 @@ def test_precompile_compiles_every_version():
     precompile()
     for api, version in every_api_version():
         assert version in api.request._codecs and version in api.response._codecs
+
+
+def test_every_message_value_unpickles_in_a_fresh_process():
+    """A control-channel pickle names only `schema._restore`; importing it registers every message."""
+    values = [sample(_message(api, kind), api.max_version) for api in APIS.values() for kind in ("request", "response")]
+    script = "import pickle, sys; print(*(type(v).__qualname__ for v in pickle.load(sys.stdin.buffer)))"
+    out = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(values), capture_output=True, check=True)
+    assert out.stdout.decode().split() == [type(v).__qualname__ for v in values]
