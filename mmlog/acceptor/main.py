@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import socket
 import sys
 import threading
@@ -59,8 +60,19 @@ def notify_systemd(message: str) -> None:
             log.warning("cannot notify systemd: %s", exc)
 
 
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard one (processors inherit it); (before, after)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft >= hard:
+        return soft, soft
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return soft, hard
+
+
 def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     """Run a broker until it is told to stop; return the process exit code."""
+    before, after = raise_descriptor_limit()
+    log.info("descriptors: limit %d per process (soft limit was %d; systemd's LimitNOFILE sets it)", after, before)
     kernels.warm()
     precompile()
     store = open_store(config)

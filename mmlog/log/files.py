@@ -4,10 +4,19 @@
 so the offset index, time index and partition state only describe their layouts.
 Mappings are MAP_SHARED: every process that maps a file sees the others' stores at
 once, with no syscall.
+
+Disk blocks. Preallocation is sparse (ftruncate): a 10 MiB index costs nothing
+until written. But a store into a page with no block behind it, on a full file
+system, is a SIGBUS that kills the process, not an error. So nothing is stored into
+a mapping before its blocks are reserved with posix_fallocate (`reserve`): the
+partition state page at creation, index pages in chunks just before entries go into
+them. A full disk then shows up as an OSError (ENOSPC) in the writer, before it has
+changed anything, which the partition answers as KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
@@ -112,6 +121,15 @@ class MappedFile:
     @property
     def nbytes(self) -> int:
         return self.view.nbytes
+
+    def reserve(self, nbytes: int) -> None:
+        """Give bytes [0, nbytes) of the file disk blocks (ENOSPC raises here rather than SIGBUS
+        on a store). File systems without fallocate keep the sparse file, as before."""
+        try:
+            os.posix_fallocate(self._fd, 0, min(nbytes, self.view.nbytes))
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
 
     def resize(self, size: int) -> None:
         """Set the file to exactly `size` bytes and map it again (trim or preallocate)."""

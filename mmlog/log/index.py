@@ -20,6 +20,8 @@ import numpy as np
 
 from mmlog.log.files import MappedFile
 
+RESERVE_CHUNK = 64 * 1024
+
 
 class SparseIndex:
     """Pairs of `dtype` integers in a shared mapping; subclasses add the lookups."""
@@ -29,6 +31,15 @@ class SparseIndex:
     def __init__(self, path: Path, base_offset: int, preallocate: int | None = None, create: bool = True) -> None:
         self.base_offset = base_offset
         self.file = MappedFile(path, self.DTYPE, preallocate, create)
+        self._reserved = 0  # bytes this process has made sure have blocks (files.py: disk blocks)
+
+    def reserve(self, slots: int) -> None:
+        """Disk blocks behind the first `slots` entries before they are written, 64 KiB at a time:
+        one posix_fallocate per 8,192 entries (32 MiB of log at the default interval)."""
+        need = min(slots * self.entry_size, self.file.nbytes)
+        if need > self._reserved:
+            self._reserved = min(-(-need // RESERVE_CHUNK) * RESERVE_CHUNK, self.file.nbytes)
+            self.file.reserve(self._reserved)
 
     @property
     def path(self) -> Path:
@@ -59,6 +70,7 @@ class SparseIndex:
 
     def write_many(self, start_slot: int, pairs: np.ndarray) -> None:
         """Copy n entries (flat pairs) into slots start_slot .. start_slot + n - 1."""
+        self.reserve(start_slot + pairs.shape[0] // 2)
         self.file.view[2 * start_slot : 2 * start_slot + pairs.shape[0]] = pairs
 
     def trim(self, entries: int) -> None:
@@ -68,6 +80,7 @@ class SparseIndex:
     def preallocate(self, nbytes: int) -> None:
         """Grow the file back to nbytes (a trimmed index becoming active again)."""
         self.file.resize(nbytes - nbytes % self.entry_size)
+        self._reserved = 0
 
     def flush(self) -> None:
         self.file.flush()

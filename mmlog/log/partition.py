@@ -59,6 +59,7 @@ from mmlog.config.settings import LogConfig
 from mmlog.errors import (
     CorruptMessage,
     InvalidRecord,
+    KafkaStorageError,
     MessageTooLarge,
     NotLeaderOrFollower,
     OffsetOutOfRange,
@@ -575,6 +576,21 @@ class Partition:
         )
 
     def _append_locked(self, s: Snapshot, items: list, now: int, out: list, copy: bool = False) -> None:
+        """`_write_locked`, with the index pages it may touch given disk blocks first; a failed write
+        (ENOSPC, EIO) is KAFKA_STORAGE_ERROR with nothing published (the crash points of an append
+        say what its partial bytes are: ignored), so the next append needs no repair."""
+        batches = sum(len(headers) for _, _, headers in items)
+        active = self._segments[s.active_base]
+        try:
+            active.offset_index.reserve(s.index_entries + batches + 1)
+            active.time_index.reserve(s.time_entries + batches + 2)
+            self._write_locked(s, items, now, out, copy)
+        except OSError as exc:
+            if self.state.get("pending_op") == APPEND:
+                self.state.set_pending(IDLE)
+            raise KafkaStorageError(f"{self.directory.name}: {exc.strerror or exc}") from exc
+
+    def _write_locked(self, s: Snapshot, items: list, now: int, out: list, copy: bool = False) -> None:
         """Write buffers of batches at the log end, index them, publish once; out[i] = AppendInfo.
 
         items: [(i, buf, headers)], appended in order: offsets run on densely from one buffer

@@ -173,6 +173,13 @@ class PartitionState:
 
     def __init__(self, directory: Path) -> None:
         self.file = MappedFile(Path(directory) / STATE_FILE, np.int64, STATE_SIZE)
+        # Blocks before the first access (files.py: disk blocks); on tmpfs even reading a hole
+        # faults a page in. A no-op for a page that has its block.
+        try:
+            self.file.reserve(STATE_SIZE)
+        except OSError:
+            self.file.close()
+            raise
         self._slots = self.file.view
         if self._slots[MAGIC_SLOT] == 0:
             self._slots[MAGIC_SLOT] = MAGIC  # a new partition: every slot starts at 0
