@@ -171,6 +171,43 @@ class InvalidRecord(KafkaError):
     code = 87
 
 
+class ReplicaNotAvailable(KafkaError):
+    code = 9
+    retriable = True
+
+
+class NotEnoughReplicas(KafkaError):
+    """acks=all with fewer in-sync replicas than min.insync.replicas: nothing was appended."""
+
+    code = 19
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppend(KafkaError):
+    """Appended, but the ISR shrank below min.insync.replicas before the followers had it."""
+
+    code = 20
+    retriable = True
+
+
+class PolicyViolation(KafkaError):
+    code = 44
+
+
+class FencedLeaderEpoch(KafkaError):
+    """The request carries a leader epoch older than this replica's."""
+
+    code = 74
+    retriable = True
+
+
+class UnknownLeaderEpoch(KafkaError):
+    """The request carries a leader epoch newer than this replica knows yet."""
+
+    code = 75
+    retriable = True
+
+
 BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls for cls in KafkaError.__subclasses__()
 }
@@ -182,3 +219,4 @@ def error_for_code(code: int, message: str = "") -> KafkaError:
     if cls is None:
         return UnknownServerError(f"error code {code}: {message}".rstrip(": "))
     return cls(message)
+

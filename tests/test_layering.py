@@ -17,7 +17,7 @@ LAYERS = [
     ("mmlog.protocol",),
     ("mmlog.log",),
     ("mmlog.ipc",),
-    ("mmlog.processors",),
+    ("mmlog.processors", "mmlog.replication"),
     ("mmlog.acceptor",),
 ]
 # Beside the broker: the client speaks the protocol; Spark sits on the client.

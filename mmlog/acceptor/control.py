@@ -21,7 +21,7 @@ import threading
 from mmlog.ipc.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.config.broker import BrokerConfig
-from mmlog.errors import InvalidReplicationFactor, InvalidRequest, KafkaError
+from mmlog.errors import InvalidRequest, KafkaError
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,27 @@ class ControlPlane:
         self._every(self.config["log.flush.scheduler.interval.ms"], self._flush_and_roll, "flush")
         self._every(self.config["offsets.retention.check.interval.ms"], self.coordinator.expire_offsets,
                     "offset expiry")
+        for interval_ms, fn, name in self.store.timers():
+            self._every(interval_ms, fn, name)
+
+    def set_wake(self, wake) -> None:
+        """How the control thread wakes the processors' parked requests (the supervisor's wake board)."""
+        self.store.wake = wake
+
+    def controlled_shutdown(self, timeout: float) -> None:
+        """Hand this broker's leaderships over (on the control thread) and wait for it, at most timeout s."""
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                self.store.controlled_shutdown()
+            except Exception:  # noqa: BLE001 - the session's end moves them anyway, later
+                log.exception("controlled shutdown failed")
+            finally:
+                done.set()
+
+        self.run_soon(run)
+        done.wait(timeout)
 
     def begin_shutdown(self) -> None:
         """Answer parked group requests now, so processors can drain (call before stopping them)."""
@@ -114,11 +135,11 @@ class ControlPlane:
                     raise InvalidRequest("manual replica assignment is not supported")
                 if partitions == -1:
                     partitions = self.config["num.partitions"]
-                if spec["replication_factor"] not in (-1, 1):
-                    raise InvalidReplicationFactor(
-                        f"replication factor {spec['replication_factor']}: mmlog keeps one replica per partition")
+                factor = spec["replication_factor"]
+                if factor == -1:
+                    factor = self.config["default.replication.factor"]
                 configs = {k: v for k, v in spec["configs"].items() if v is not None}
-                self.store.create_topic(self.manager, name, partitions, configs, args["validate_only"])
+                self.store.create_topic(self.manager, name, partitions, configs, args["validate_only"], factor)
                 if not args["validate_only"]:
                     log.info("created topic %s with %d partitions", name, partitions)
                 results.append((name, 0, None))
@@ -131,7 +152,8 @@ class ControlPlane:
             if name in self.manager.topics():
                 continue
             try:
-                self.store.create_topic(self.manager, name, self.config["num.partitions"], {})
+                self.store.create_topic(self.manager, name, self.config["num.partitions"], {},
+                                        replication_factor=self.config["default.replication.factor"])
                 log.info("auto-created topic %s", name)
             except KafkaError as exc:
                 log.info("not auto-creating %r: %s", name, exc)

@@ -103,6 +103,7 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     fork_lock = threading.Lock()
     control = ControlPlane(config, manager, store, fork_lock)
     supervisor = Supervisor(config, sockets, control, store.cluster_id, fork_lock, exit_with_parent)
+    control.set_wake(lambda: supervisor.board.notify_others(-1))
     control.start(Endpoint(config["broker.id"], *config.advertised, config["broker.rack"] or None))
 
     def ready() -> None:
@@ -119,6 +120,8 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
         code = supervisor.run(on_ready=ready)
     finally:
         notify_systemd("STOPPING=1")
+        if code == 0:
+            control.controlled_shutdown(config["controlled.shutdown.timeout.ms"] / 1000)
         control.begin_shutdown()  # parked JoinGroup/SyncGroup answered, or processors would wait for them
         supervisor.stop_workers()
         control.stop()

@@ -22,7 +22,7 @@ from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.acceptor.coordinator.offset_log import OffsetLog
 from mmlog.acceptor.coordinator.offsets import OffsetStore
 from mmlog.config.settings import ConfigError, parse_properties
-from mmlog.errors import TopicAlreadyExists
+from mmlog.errors import InvalidReplicationFactor, TopicAlreadyExists
 from mmlog.log.files import atomic_write
 from mmlog.log.manager import LogManager
 
@@ -106,7 +106,10 @@ class EmbeddedStore:
         ClusterView.standalone(me).write(self.dir)
 
     def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
-                     validate_only: bool = False) -> None:
+                     validate_only: bool = False, replication_factor: int = 1) -> None:
+        if replication_factor != 1:
+            raise InvalidReplicationFactor(f"replication factor {replication_factor} larger than the 1 available "
+                                           "broker (a standalone broker keeps one replica per partition)")
         if validate_only:
             manager.validate_topic(name, partitions, configs)
             if name in manager.topics():
@@ -122,6 +125,13 @@ class EmbeddedStore:
 
     def sync_topics(self) -> None:
         """The local catalogue is the whole truth here: nothing to catch up with."""
+
+    def timers(self) -> list:
+        """No replicas, no elections: no periodic cluster work."""
+        return []
+
+    def controlled_shutdown(self) -> None:
+        """Nothing to hand over: every partition is only here."""
 
     def close(self) -> None:
         """Nothing to release: every file is written as it changes."""

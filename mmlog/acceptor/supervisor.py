@@ -13,6 +13,9 @@ file). Each child closes the parent's ends of the channels and runs
 `processor_main`; a child that cannot boot exits with `BOOT_ERROR`, which stops
 the broker rather than respawning it forever. A processor that dies otherwise is
 replaced in its slot (same wake-board slot, new channels).
+
+In cluster mode the supervisor also forks the replica fetcher
+(`mmlog/replication/fetcher.py`) and replaces it the same way when it dies.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from mmlog.acceptor.handoff import channel_pair, hand_off
 from mmlog.config.broker import BrokerConfig
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.processors.worker import BOOT_ERROR, processor_main
+from mmlog.replication.fetcher import fetcher_main
 
 log = logging.getLogger("mmlog.broker")
 
@@ -69,6 +73,7 @@ class Supervisor:
         self._next = 0
         self._signals: list[int] = []
         self._crashes: list[float] = []
+        self.fetcher_pid: int | None = None
         self.stopping = False
         # A broker started by a test or tool stops when that process is gone (reparented).
         self._parent = os.getppid() if exit_with_parent else None
@@ -80,6 +85,8 @@ class Supervisor:
         self._setup_signals()
         for slot in range(self.nprocs):
             self.spawn(slot)
+        if self.config["zookeeper.connect"]:
+            self.spawn_fetcher()
         on_ready()
         self.sel = selectors.DefaultSelector()
         for sock in self.listeners:
@@ -164,6 +171,9 @@ class Supervisor:
                 return
             if pid == 0:
                 return
+            if pid == self.fetcher_pid:
+                self._fetcher_died(pid, status)
+                continue
             worker = self.workers.pop(pid, None)
             if worker is None:
                 continue
@@ -177,6 +187,15 @@ class Supervisor:
             log.warning("processor %d (pid %d) died with %s; replacing it", worker.slot, pid, _describe(code))
             self._count_crash()
             self.spawn(worker.slot)
+
+    def _fetcher_died(self, pid: int, status: int) -> None:
+        self.fetcher_pid = None
+        if self.stopping:
+            return
+        log.warning("replica fetcher (pid %d) died with %s; replacing it", pid,
+                    _describe(os.waitstatus_to_exitcode(status)))
+        self._count_crash()
+        self.spawn_fetcher()
 
     def _count_crash(self) -> None:
         now = time.monotonic()
@@ -221,6 +240,49 @@ class Supervisor:
         self.workers[pid] = Worker(slot, pid, handoff_parent, control_parent, time.monotonic())
         self.control.server.add_channel(control_parent)
 
+    def spawn_fetcher(self) -> None:
+        """Fork the replica fetcher process."""
+        self.fetcher_pid = self._fork(lambda: fetcher_main(self.config))
+
+    def _fork(self, body) -> int:
+        """Fork a child that runs body() and exits with its code (with the processors' pre-fork rules)."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        try:
+            with self.fork_lock:
+                pid = os.fork()
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+            raise
+        if pid:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+            return pid
+        code = BOOT_ERROR
+        try:
+            for sock in self.listeners:
+                sock.close()
+            for w in self.workers.values():
+                w.handoff.close()
+                w.control.close()
+            code = body()
+        finally:
+            os._exit(code)
+
+    def stop_fetcher(self, timeout: float = 10.0) -> None:
+        pid, self.fetcher_pid = self.fetcher_pid, None
+        if pid is None:
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
     def stop_workers(self, timeout: float | None = None) -> None:
         """SIGTERM every processor, wait for them (SIGKILL after the timeout)."""
         if timeout is None:
@@ -244,6 +306,7 @@ class Supervisor:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         self.workers.clear()
+        self.stop_fetcher()
 
     def _setup_signals(self) -> None:
         self._sig_r, sig_w = os.pipe()

@@ -47,8 +47,22 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("num.network.threads", int, os.cpu_count() or 1, "Processor processes serving connections.",
                 lambda v: 1 <= v <= 256, "1 .. 256", flag="--processors"),
         Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", lambda v: v >= 1, ">= 1"),
-        Setting("default.replication.factor", int, 1, "Replicas of an auto-created topic (1 for now).",
-                lambda v: v == 1, "1"),
+        Setting("default.replication.factor", int, 1, "Replicas of a topic created without a replication "
+                "factor (auto-created, or CreateTopics with -1).", lambda v: 1 <= v <= 8, "1 .. 8"),
+        Setting("replica.lag.time.max.ms", int, 30_000, "A follower that has not caught up with the leader "
+                "for this long leaves the ISR.", lambda v: v > 0, "> 0"),
+        Setting("replica.fetch.wait.max.ms", int, 500, "How long a follower's fetch waits at the leader for "
+                "new records.", lambda v: v >= 0, ">= 0"),
+        Setting("replica.fetch.max.bytes", int, 1 << 20, "Bytes a follower fetches per partition per request.",
+                lambda v: v > 0, "> 0"),
+        Setting("replica.fetch.backoff.ms", int, 1000, "How long a follower waits after a failed fetch.",
+                lambda v: v >= 0, ">= 0"),
+        Setting("replica.high.watermark.checkpoint.interval.ms", int, 5000, "How often every partition's high "
+                "watermark is written to replication-offset-checkpoint.", lambda v: v > 0, "> 0"),
+        Setting("auto.leader.rebalance.enable", bool, True, "Give leadership back to each partition's "
+                "preferred replica when it is in sync again."),
+        Setting("leader.imbalance.check.interval.seconds", int, 300, "How often the controller checks "
+                "preferred leaders.", lambda v: v > 0, "> 0"),
         Setting("auto.create.topics.enable", bool, True, "Create a topic when a client asks for an unknown one."),
         Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
         Setting("zookeeper.connect", str, "", "ZooKeeper host:port[,...][/chroot]; empty runs standalone."),

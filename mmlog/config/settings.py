@@ -115,6 +115,10 @@ TOPIC_SETTINGS: dict[str, Setting] = {
                 lambda v: 1 <= v <= 17, "1 .. 17"),
         Setting("compression.zstd.level", int, 3, "zstd level of batches the broker recompresses.",
                 lambda v: -131072 <= v <= 22, "-131072 .. 22"),
+        Setting("min.insync.replicas", int, 1, "In-sync replicas an acks=all produce needs (else "
+                "NOT_ENOUGH_REPLICAS).", _positive, ">= 1"),
+        Setting("unclean.leader.election.enable", bool, False, "Elect a replica outside the ISR when every ISR "
+                "member is dead (losing what only they held) rather than leave the partition offline."),
     ]
 }
 
@@ -135,6 +139,8 @@ BROKER_TOPIC_DEFAULTS = {
     "compression.gzip.level": "compression.gzip.level",
     "compression.lz4.level": "compression.lz4.level",
     "compression.zstd.level": "compression.zstd.level",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
 
 # Kafka's coarser aliases: a broker setting in other units that maps to a topic setting.
@@ -164,6 +170,8 @@ class LogConfig:
     compression_gzip_level: int = TOPIC_SETTINGS["compression.gzip.level"].default
     compression_lz4_level: int = TOPIC_SETTINGS["compression.lz4.level"].default
     compression_zstd_level: int = TOPIC_SETTINGS["compression.zstd.level"].default
+    min_insync_replicas: int = TOPIC_SETTINGS["min.insync.replicas"].default
+    unclean_leader_election_enable: bool = TOPIC_SETTINGS["unclean.leader.election.enable"].default
 
     @property
     def compression_level(self) -> int | None:

@@ -5,9 +5,10 @@ standalone) and publishes it as `cluster.json` in the first data directory,
 written atomically; processors re-read it when it was replaced (`files.file_stamp`: a `stat` per
 Metadata or FindCoordinator request, nothing on the produce and fetch paths).
 
-Partition leaders are not in the view: with one replica a partition's leader is
-the broker it is assigned to (the topic catalogue says which) when that broker is
-live, and none otherwise.
+In cluster mode the view also carries every partition's state as ZooKeeper last
+said it (leader, leader epoch, ISR), for Metadata; the replicas themselves are in
+the topic catalogue. Standalone, every partition is led here alone and the view
+carries none.
 
 A group's coordinator is chosen by rendezvous hashing over the live brokers: the
 broker with the highest hash of (group, broker id). Every broker computes the same
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmlog.log.files import atomic_write, file_stamp
@@ -39,10 +40,18 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class ClusterView:
-    """Live brokers by id and the controller's id (-1: none elected)."""
+    """Live brokers by id, the controller's id (-1: none elected), partition states by topic."""
 
     brokers: dict[int, Endpoint]
     controller_id: int
+    partitions: dict[str, list] = field(default_factory=dict)  # topic -> [[leader, epoch, [isr]], ...]
+
+    def partition(self, topic: str, partition: int) -> tuple[int, int, list[int]] | None:
+        """(leader, leader epoch, ISR) of a partition in cluster mode; None when the view has no state."""
+        states = self.partitions.get(topic)
+        if states is None or partition >= len(states):
+            return None
+        return states[partition]
 
     @classmethod
     def standalone(cls, me: Endpoint) -> "ClusterView":
@@ -57,7 +66,7 @@ class ClusterView:
 
     def to_json(self) -> bytes:
         return json.dumps({
-            "controller": self.controller_id,
+            "controller": self.controller_id, "partitions": self.partitions,
             "brokers": [[b.node_id, b.host, b.port, b.rack] for b in sorted(self.brokers.values(),
                                                                            key=lambda b: b.node_id)],
         }).encode()
@@ -65,7 +74,7 @@ class ClusterView:
     @classmethod
     def from_json(cls, data: bytes) -> "ClusterView":
         doc = json.loads(data)
-        return cls({b[0]: Endpoint(*b) for b in doc["brokers"]}, doc["controller"])
+        return cls({b[0]: Endpoint(*b) for b in doc["brokers"]}, doc["controller"], doc.get("partitions", {}))
 
     def write(self, directory: Path) -> None:
         atomic_write(Path(directory) / FILE_NAME, self.to_json())

@@ -12,7 +12,8 @@ In cluster mode a topic's partitions are spread over the brokers: its catalogue
 entry carries the `assignment` (broker id per partition) and this broker opens only
 the partitions assigned to it (`broker_id`); asking for another one is
 NOT_LEADER_OR_FOLLOWER. A standalone broker's topics have no assignment: every
-partition is here.
+partition is here, led alone. A replica in cluster mode is created without a role
+(appends refused) until the control plane applies its partition state.
 
 Deleting a topic removes it from the catalogue first, then marks each partition
 deleted (every process sees that through the partition state) and removes its
@@ -58,7 +59,11 @@ class TopicInfo:
     partitions: int
     config: dict[str, str] = field(default_factory=dict)  # overrides only, Kafka names
     topic_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    assignment: list[int] | None = None  # broker id per partition (cluster mode); None: all here
+    assignment: list[list[int]] | None = None  # replicas per partition (cluster mode); None: all here, alone
+
+    def __post_init__(self) -> None:
+        if self.assignment is not None:  # catalogues before replication held one broker id per partition
+            self.assignment = [[r] if isinstance(r, int) else list(r) for r in self.assignment]
 
     def to_json(self) -> dict:
         doc = {"partitions": self.partitions, "config": self.config, "id": self.topic_id}
@@ -66,15 +71,15 @@ class TopicInfo:
             doc["assignment"] = self.assignment
         return doc
 
-    def leader(self, partition: int, standalone_id: int) -> int:
-        """The broker a partition lives on."""
-        return standalone_id if self.assignment is None else self.assignment[partition]
+    def replicas(self, partition: int, standalone_id: int) -> list[int]:
+        """The brokers holding a partition, its preferred leader first."""
+        return [standalone_id] if self.assignment is None else self.assignment[partition]
 
     def hosted(self, broker_id: int | None) -> list[int]:
-        """The partitions that live on broker_id (all of them for a standalone topic)."""
+        """The partitions with a replica on broker_id (all of them for a standalone topic)."""
         if self.assignment is None or broker_id is None:
             return list(range(self.partitions))
-        return [p for p, b in enumerate(self.assignment) if b == broker_id]
+        return [p for p, replicas in enumerate(self.assignment) if broker_id in replicas]
 
 
 def validate_topic_name(name: str) -> None:
@@ -175,6 +180,8 @@ class LogManager:
                                                                broker_id=self.broker_id or 0)
                 if assignment is None:
                     self._lead_alone(part)
+                else:
+                    part.stop_serving(info.assignment[p])
             self._topics[name] = info
             self._save()
             return info
@@ -218,8 +225,8 @@ class LogManager:
         info = self.topic(topic)
         if not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartition(f"{topic} has no partition {partition}")
-        if self.broker_id is not None and (leader := info.leader(partition, self.broker_id)) != self.broker_id:
-            raise NotLeaderOrFollower(f"{topic}-{partition} lives on broker {leader}")
+        if self.broker_id is not None and self.broker_id not in (replicas := info.replicas(partition, self.broker_id)):
+            raise NotLeaderOrFollower(f"{topic}-{partition} lives on brokers {replicas}")
         with self._lock:
             part = self._partitions.get((topic, partition)) or self._open(topic, partition)
             self._partitions[(topic, partition)] = part
@@ -234,8 +241,12 @@ class LogManager:
         checkpoint_hw = self._checkpoints(directory.parent).get((topic, partition)) if self.owner else None
         part = Partition(directory, self.config_for(topic), recover=self.owner, checkpoint_hw=checkpoint_hw,
                          broker_id=self.broker_id or 0)
-        if self.owner and self._topics[topic].assignment is None:
-            self._lead_alone(part)
+        if self.owner:
+            info = self._topics[topic]
+            if info.assignment is None:
+                self._lead_alone(part)
+            else:  # whatever role it had before a restart is stale until the control plane says
+                part.stop_serving(info.assignment[partition])
         return part
 
     def _lead_alone(self, part: Partition) -> None:

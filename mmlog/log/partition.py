@@ -58,6 +58,7 @@ from typing import Iterator, NamedTuple
 from mmlog.config.settings import LogConfig
 from mmlog.errors import (
     CorruptMessage,
+    FencedLeaderEpoch,
     InvalidRecord,
     KafkaStorageError,
     MessageTooLarge,
@@ -330,6 +331,8 @@ class Partition:
             return out
         snap = self._begin_write()
         try:
+            if not self.state.serves_clients():
+                raise NotLeaderOrFollower(f"{self.directory.name}: not the leader here")
             now = now_ms()
             # Appended together only if no append of the group, made alone, would roll first: the
             # group's totals cannot roll (they bound what each append would see, as long as the
@@ -378,11 +381,13 @@ class Partition:
         with self._writing():
             self.state.publish_replication(FOLLOWER, leader_id, epoch, isr_version, replicas, isr)
 
-    def stop_serving(self) -> None:
-        """Neither lead nor follow (the partition has no leader, or is not ours any more)."""
+    def stop_serving(self, replicas=None) -> None:
+        """Neither lead nor follow (the partition has no leader, is not ours any more, or waits for
+        its first state): appends and fetches are refused until a role comes."""
         with self._writing():
             rep = self.state.replication()
-            self.state.publish_replication(int(Role.NONE), -1, rep.leader_epoch, rep.isr_version, rep.replicas, ())
+            self.state.publish_replication(int(Role.NONE), -1, rep.leader_epoch, rep.isr_version,
+                                           rep.replicas if replicas is None else tuple(replicas), ())
 
     def set_isr(self, isr, isr_version: int) -> None:
         """The ISR changed within the same leader epoch."""
@@ -444,12 +449,17 @@ class Partition:
             self.state.update(high_watermark=hw)
             return True
 
-    def append_replica(self, buf, leader_high_watermark: int | None = None) -> AppendInfo | None:
+    def append_replica(self, buf, leader_high_watermark: int | None = None, *,
+                       epoch: int | None = None) -> AppendInfo | None:
         """Follower: append the leader's batches as they are (offsets, epochs, bytes), then take
         min(leader's HW, our LEO) as our HW. Batches wholly below our log end are skipped (a
-        fetch answered twice); a gap raises OffsetOutOfRange. None if nothing was new."""
+        fetch answered twice); a gap raises OffsetOutOfRange. None if nothing was new.
+
+        `epoch`: the leader epoch the fetch was made in; if we no longer follow in it (a
+        fetch answered after a leader change), FencedLeaderEpoch and nothing is appended."""
         headers = self._check_sizes(buf, records.validate_batches(buf))  # the leader's bytes, as they are
         with self._writing() as s:
+            self._check_following(epoch)
             if leader_high_watermark is not None:
                 self._follower_hw = leader_high_watermark
             else:
@@ -491,11 +501,19 @@ class Partition:
             last = expected - 1
             return AppendInfo(first, last, self.state.get("log_start"), len(headers), sum(h.records_count for h in headers))
 
-    def set_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        """Follower: HW = min(leader's HW, our LEO)."""
+    def set_follower_high_watermark(self, leader_high_watermark: int, *, epoch: int | None = None) -> None:
+        """Follower: HW = min(leader's HW, our LEO) (`epoch` as for append_replica)."""
         with self._writing() as s:
+            self._check_following(epoch)
             self._follower_hw = leader_high_watermark
             self._set_follower_hw_locked(s)
+
+    def _check_following(self, epoch: int | None) -> None:
+        """Under the lock: still a follower in `epoch` (None: no check)?"""
+        if epoch is not None:
+            rep = self.state.replication()
+            if rep.role != FOLLOWER or rep.leader_epoch != epoch:
+                raise FencedLeaderEpoch(f"{self.directory.name}: no longer following in epoch {epoch}")
 
     def _set_follower_hw_locked(self, s: Snapshot) -> None:
         hw = min(self._follower_hw, s.log_end)
@@ -701,14 +719,16 @@ class Partition:
     def read(self, offset: int, max_bytes: int, *, upto_log_end: bool = False) -> LogRead:
         """Bytes from the batch holding `offset` on, at most max_bytes but the first batch whole.
 
-        Raises OffsetOutOfRange below the log start or above the high watermark (the log
-        end for a follower's fetch, `upto_log_end`); at that end the slice is empty. A slice
-        stays within one segment.
+        Raises OffsetOutOfRange below the log start or above the log end. A consumer's read
+        stops at the high watermark (a follower's, `upto_log_end`, at the log end): from there
+        the slice is empty, as Kafka answers a consumer whose position a new leader's HW has
+        not reached yet. A slice stays within one segment.
         """
         snap = self.snapshot()
+        if offset < snap.log_start or offset > snap.log_end:
+            raise OffsetOutOfRange(f"offset {offset} outside [{snap.log_start}, {snap.log_end}] of "
+                                   f"{self.directory.name}")
         limit = snap.log_end if upto_log_end else snap.high_watermark
-        if offset < snap.log_start or offset > limit:
-            raise OffsetOutOfRange(f"offset {offset} outside [{snap.log_start}, {limit}] of {self.directory.name}")
         if offset < self._bases[0]:
             # Retention elsewhere deleted segments after our snapshot and before _sync listed them.
             raise OffsetOutOfRange(f"offset {offset} is below the log start of {self.directory.name}")

@@ -118,6 +118,9 @@ class Role(enum.IntEnum):
     FOLLOWER = 2
 
 
+LEADER_ROLE = int(Role.LEADER)
+
+
 class Replication(NamedTuple):
     """The replication region, as one reader saw it."""
 
@@ -226,6 +229,12 @@ class PartitionState:
     def role(self) -> int:
         """The role slot alone (one aligned load: no seqlock needed)."""
         return int(self._slots[ROLE])
+
+    def serves_clients(self) -> bool:
+        """Leader, or a log never given roles (no replicas: a log used alone, as tools and tests do):
+        who may take appends and serve consumers."""
+        slots = self._slots
+        return slots[ROLE] == LEADER_ROLE or (slots[ROLE] == 0 and slots[N_REPLICAS] == 0)
 
     def isr_size(self) -> int:
         return int(self._slots[N_ISR])

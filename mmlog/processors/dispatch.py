@@ -92,11 +92,9 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
             conn.produce_shape = produce.RequestShape.learn(header, body)
         requests.append(request)
     if requests:
-        for (header, _, _), result in zip(requests, produce.handle_group(ctx, requests)):
-            if result is NO_RESPONSE:
-                conn.done()
-            else:
-                Request(conn, header, None, ctx).respond(result)
+        results = produce.handle_group(ctx, requests)
+        produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)],
+                                 lambda header, result: Request(conn, header, None, ctx).respond(result))
     if failure is not None:
         raise failure
 

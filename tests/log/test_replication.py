@@ -90,8 +90,9 @@ def test_consumers_read_up_to_the_hw_and_followers_up_to_the_log_end(replicas):
     consumer = leader.read(0, 1 << 20)
     assert consumer.slice.size == len(tagged_batch("a", 2))  # the bytes stop at the HW's batch
     assert leader.read(0, 1 << 20, upto_log_end=True).slice.size == 3 * len(tagged_batch("a", 2))
+    assert leader.read(4, 100).slice.size == 0  # past the HW, within the log: nothing yet, as Kafka answers
     with pytest.raises(OffsetOutOfRange):
-        leader.read(4, 100)
+        leader.read(7, 100)
 
 
 def test_an_isr_of_the_leader_alone_moves_the_hw_with_every_append(replicas):

@@ -12,16 +12,21 @@ What this broker does there, all from the main process:
   handled on the control thread: the view of live brokers is republished for the
   processors (`ipc/cluster_view.py`), the group coordinator drops groups that moved
   away, topics are synced, and the controller rewrites partition states.
-- Topic admin: CreateTopics on any broker assigns partitions round-robin over the
-  live brokers (from a random start, as Kafka does) and writes the assignment,
-  the config and every partition state in one multi-op transaction; DeleteTopics
+- Topic admin: CreateTopics on any broker spreads each partition's replicas over
+  the live brokers as Kafka does (`assignment.py`) and writes the assignment, the
+  config and every partition state in one multi-op transaction; DeleteTopics
   removes them in one transaction. Every broker applies both through its watch.
+- Replication: every broker watches every partition state node
+  (`partition_states.py`); the changes of its own replicas become roles, ISR
+  proposals and the replica fetcher's plan (`replicas.py`), and all of them go to
+  the processors in the published view, for Metadata. The controller elects
+  leaders when brokers come and go, and gives leadership back to preferred
+  replicas on a timer (`controller.py`).
 - Producer id blocks come from `/latest_producer_id_block`, claimed with a
   versioned compare-and-set so no two brokers hand out the same ids.
 
-With one replica per partition, a partition's leader is its assigned broker while
-that broker is registered, and none (-1) otherwise. The controller writes that
-into each partition's state node, bumping the leader epoch on every change.
+A SIGTERM is a controlled shutdown: before the processors stop, this broker hands
+the partitions it leads to live ISR members and leaves every ISR (`leave`).
 
 Session loss: kazoo reconnects with a new session; the registration and the
 controller candidacy are then made again (the watches re-arm themselves).
@@ -43,7 +48,12 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.acceptor.metadata_store import ClusterError, load_meta, new_cluster_id, stored_cluster_id
 from mmlog.acceptor.zookeeper import paths, session
+from mmlog.acceptor.zookeeper.assignment import assign_replicas
+from mmlog.acceptor.zookeeper.controller import Controller
 from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore
+from mmlog.acceptor.zookeeper.partition_states import PartitionStates
+from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
+from mmlog.acceptor.zookeeper.replicas import ReplicaManager
 from mmlog.errors import KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
 
@@ -77,9 +87,17 @@ class ZooKeeperStore:
         self.me: Endpoint | None = None
         self.offsets: ZooKeeperOffsetStore | None = None
         self.is_controller = False
-        self._controller_epoch = 0
         self._session_lost = False
         self._next_id = self._block_end = 0
+        self.config = config
+        self.states = PartitionStates(self.zk, self._soon, self._states_changed)
+        self.controller = Controller(self.zk, self.states, config["unclean.leader.election.enable"])
+        self.replicas: ReplicaManager | None = None
+        self.wake = lambda: None  # set by the control plane once the processors' wake board exists
+
+    @property
+    def _controller_epoch(self) -> int:
+        return self.controller.epoch
 
     # ------------------------------------------------------------ start-up
 
@@ -102,6 +120,8 @@ class ZooKeeperStore:
             raise ClusterError(f"data dir holds standalone topics ({', '.join(alone[:3])}); "
                              "a cluster cannot adopt them: use a fresh data dir")
         self.manager = manager
+        self.replicas = ReplicaManager(self.broker_id, manager, self.states, self.zk,
+                                       self.config["replica.lag.time.max.ms"], lambda: self.wake())
         self.sync_topics()
 
     def offset_store(self, call_soon: Callable) -> ZooKeeperOffsetStore:
@@ -114,14 +134,29 @@ class ZooKeeperStore:
         self._register()
         self._run_for_controller()
         self._refresh_view()
+        self.states.drain()  # watches that fired before there was a control thread
+        self._states_changed({(t, p) for t in self.states.topics() for p in range(self.manager.topic(t).partitions)})
         self.zk.add_listener(self._state_changed)
         ChildrenWatch(self.zk, paths.BROKER_IDS, lambda _: self._soon(self._membership_changed))
         DataWatch(self.zk, paths.CONTROLLER, lambda *_: self._soon(self._controller_changed))
         ChildrenWatch(self.zk, paths.TOPICS, lambda _: self._soon(self.sync_topics))
 
     def _soon(self, fn: Callable[[], None]) -> None:
-        """Watches fire on kazoo's thread: do the work on the control thread (returning keeps the watch)."""
-        self.control.run_soon(fn)
+        """Watches fire on kazoo's thread: do the work on the control thread (returning keeps the watch).
+        Before the control thread exists (start-up), `start` does what they asked for."""
+        if self.control is not None:
+            self.control.run_soon(fn)
+
+    def timers(self) -> list[tuple[float, Callable[[], None], str]]:
+        """The control plane's periodic work in cluster mode: (interval ms, fn, name)."""
+        lag = self.config["replica.lag.time.max.ms"]
+        timers = [(min(lag / 2, 250), self.replicas.check_isr, "ISR check"),
+                  (self.config["replica.high.watermark.checkpoint.interval.ms"],
+                   self.manager.checkpoint_high_watermarks, "high watermark checkpoint")]
+        if self.config["auto.leader.rebalance.enable"]:
+            timers.append((self.config["leader.imbalance.check.interval.seconds"] * 1000,
+                           lambda: self._elect(preferred=True), "preferred leader election"))
+        return timers
 
     def _register(self) -> None:
         """Create our ephemeral registration, waiting out the session of a previous run of ours."""
@@ -168,23 +203,24 @@ class ZooKeeperStore:
         except NodeExistsError:
             return
         self.is_controller = True
-        self._controller_epoch = self._bump_controller_epoch()
+        self.controller.epoch, self.controller.epoch_version = self._bump_controller_epoch()
         log.info("elected controller (epoch %d)", self._controller_epoch)
-        self._write_partition_states()
+        self._elect()
 
-    def _bump_controller_epoch(self) -> int:
+    def _bump_controller_epoch(self) -> tuple[int, int]:
+        """(our controller epoch, the version of /controller_epoch holding it: our writes check it)."""
         while True:
             try:
                 data, stat = self.zk.get(paths.CONTROLLER_EPOCH)
             except NoNodeError:
                 try:
                     self.zk.create(paths.CONTROLLER_EPOCH, b"1")
-                    return 1
+                    return 1, 0
                 except NodeExistsError:
                     continue
             try:
-                self.zk.set(paths.CONTROLLER_EPOCH, b"%d" % (int(data) + 1), version=stat.version)
-                return int(data) + 1
+                new = self.zk.set(paths.CONTROLLER_EPOCH, b"%d" % (int(data) + 1), version=stat.version)
+                return int(data) + 1, new.version
             except BadVersionError:
                 continue
 
@@ -206,33 +242,10 @@ class ZooKeeperStore:
         except NoNodeError:
             return missing
 
-    def _write_partition_states(self) -> None:
-        """Controller: each partition's leader is its broker while that broker is live, else -1."""
-        live = set(self._live_ids())
-        tx, changes = self.zk.transaction(), 0
-        for name in self.zk.get_children(paths.TOPICS):
-            try:
-                brokers, _ = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
-            except NoNodeError:
-                continue
-            for p, node in enumerate(brokers):
-                leader = node if node in live else -1
-                try:
-                    data, stat = self.zk.get(paths.partition_state(name, p))
-                    old = paths.load(data)
-                except NoNodeError:
-                    continue
-                if old["leader"] != leader:
-                    tx.set_data(paths.partition_state(name, p),
-                                paths.state(leader, old["leader_epoch"] + 1, self._controller_epoch),
-                                version=stat.version)
-                    changes += 1
-        if changes:
-            failures = [r for r in tx.commit() if isinstance(r, Exception)]
-            if failures:  # a topic changed meanwhile: its watch brings us back here
-                log.info("partition states changed under us (%s); will retry", failures[0])
-            else:
-                log.info("controller: %d partition leaders changed", changes)
+    def _elect(self, preferred: bool = False) -> None:
+        """Controller: decide every partition's leader for the live brokers (controller.py)."""
+        if self.is_controller:
+            self.controller.elect(set(self._live_ids()), self.manager.topics(), preferred)
 
     # ------------------------------------------------------------ membership and the view
 
@@ -241,8 +254,7 @@ class ZooKeeperStore:
 
     def _membership_changed(self) -> None:
         self._refresh_view()
-        if self.is_controller:
-            self._write_partition_states()
+        self._elect()
 
     def _refresh_view(self) -> None:
         brokers = {}
@@ -253,13 +265,25 @@ class ZooKeeperStore:
                 continue
             brokers[node] = Endpoint(node, doc["host"], doc["port"], doc.get("rack"))
         controller = self._controller_id()
-        view = ClusterView(brokers, controller)
-        if view != self.view:
+        if (brokers, controller) != (self.view.brokers, self.view.controller_id):
             log.info("cluster: live brokers %s, controller %d", sorted(brokers), controller)
-            self.view = view
-            view.write(self.dir)
+            self._publish(ClusterView(brokers, controller, self.view.partitions))
+            if self.replicas is not None:
+                self.replicas.write_plan(brokers)
             if self.control is not None:
                 self.control.view_changed()
+
+    def _states_changed(self, keys) -> None:
+        """Partition states changed (control thread): our replicas take their roles; Metadata follows."""
+        self.replicas.apply(keys)
+        partitions = {name: [[s.leader, s.leader_epoch, list(s.isr)] if s else [-1, -1, []]
+                             for s in self.states.of_topic(name)] for name in self.states.topics()}
+        self._publish(ClusterView(self.view.brokers, self.view.controller_id, partitions))
+
+    def _publish(self, view: ClusterView) -> None:
+        if view != self.view:
+            self.view = view
+            view.write(self.dir)
 
     def owns_group(self, group_id: str) -> bool:
         return self.view.coordinator_for(group_id) == self.broker_id
@@ -275,11 +299,12 @@ class ZooKeeperStore:
             self._drop_local(name)
         for name in sorted(names):
             try:
-                brokers, topic_id = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
+                replicas, topic_id = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
             except NoNodeError:
                 continue
             info = local.get(name)
             if info is not None and info.topic_id == topic_id:
+                self.states.track(name, topic_id, len(replicas))
                 continue
             if info is not None:
                 self._drop_local(name)  # deleted and created again while we looked away
@@ -288,35 +313,39 @@ class ZooKeeperStore:
             except NoNodeError:
                 config = {}
             try:
-                manager.create_topic(name, len(brokers), config, assignment=brokers, topic_id=topic_id)
-                log.info("topic %s: %d of %d partitions here", name, brokers.count(self.broker_id), len(brokers))
+                manager.create_topic(name, len(replicas), config, assignment=replicas, topic_id=topic_id)
+                here = sum(self.broker_id in r for r in replicas)
+                log.info("topic %s: replicas of %d of %d partitions here", name, here, len(replicas))
             except KafkaError as exc:
                 log.error("cannot create topic %s from ZooKeeper: %s", name, exc)
+                continue
+            self.states.track(name, topic_id, len(replicas))
 
     def _drop_local(self, name: str) -> None:
+        self.states.untrack(name)
         self.manager.delete_topic(name)
         log.info("topic %s deleted", name)
         if self.control is not None:
             self.control.topic_deleted(name)
 
     def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
-                     validate_only: bool = False) -> None:
+                     validate_only: bool = False, replication_factor: int = 1) -> None:
         overrides = manager.validate_topic(name, partitions, configs)
+        live = sorted(self.view.brokers) or [self.broker_id]
+        replicas = assign_replicas(live, partitions, replication_factor)
         if validate_only:
             if self.zk.exists(paths.topic(name)):
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             return
-        live = sorted(self.view.brokers) or [self.broker_id]
-        start = random.randrange(len(live))
-        brokers = [live[(start + p) % len(live)] for p in range(partitions)]
         topic_id = uuid.uuid4().hex
         tx = self.zk.transaction()
         tx.create(paths.topic_config(name), paths.dump({"version": 1, "config": overrides}))
-        tx.create(paths.topic(name), paths.assignment(brokers, topic_id))
+        tx.create(paths.topic(name), paths.assignment(replicas, topic_id))
         tx.create(paths.topic_partitions(name))
-        for p, node in enumerate(brokers):
+        for p, nodes in enumerate(replicas):
             tx.create(paths.partition(name, p))
-            tx.create(paths.partition_state(name, p), paths.state(node, 0, self._controller_epoch))
+            tx.create(paths.partition_state(name, p),
+                      LeaderAndIsr(nodes[0], 0, tuple(nodes), self._controller_epoch).to_json())
         results = tx.commit()
         if any(isinstance(r, NodeExistsError) for r in results):
             self.sync_topics()  # another broker made it: have it here too before answering
@@ -325,7 +354,8 @@ class ZooKeeperStore:
         if failed:
             raise failed[0]
         if name not in manager.topics():
-            manager.create_topic(name, partitions, overrides, assignment=brokers, topic_id=topic_id)
+            manager.create_topic(name, partitions, overrides, assignment=replicas, topic_id=topic_id)
+            self.states.track(name, topic_id, partitions)
 
     def delete_topic(self, manager: LogManager, name: str) -> None:
         try:
@@ -382,6 +412,12 @@ class ZooKeeperStore:
                 continue
 
     # ------------------------------------------------------------ shutdown
+
+    def controlled_shutdown(self) -> None:
+        """Hand our leaderships to live ISR members and leave every ISR (control thread)."""
+        live = set(self._live_ids()) - {self.broker_id}
+        moved = self.replicas.leave(live)
+        log.info("controlled shutdown: %d partition states handed over", moved)
 
     def close(self) -> None:
         """End the session: our registration and controllership go at once."""

@@ -4,8 +4,8 @@
     /controller                                   ephemeral {"version":1,"brokerid":N,"timestamp":...}
     /controller_epoch                             decimal, bumped by each new controller
     /brokers/ids/<id>                             ephemeral registration (host, port, rack, endpoints)
-    /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{"0":[id],...}}
-    /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":E,"leader":id|-1,"leader_epoch":N,...}
+    /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{"0":[id,...],...}}
+    /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":E,"leader":id|-1,"leader_epoch":N,"isr":[...]}
     /config/topics/<topic>                        {"version":1,"config":{...overrides}}
     /latest_producer_id_block                     {"version":1,"broker":id,"block_start":S,"block_end":E}
     /consumers/<group>/offsets/<topic>/<p>        {"offset":...,"leader_epoch":...,"metadata":...,"commit_ms":...}
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 CLUSTER_ID = "/cluster/id"
@@ -86,21 +87,50 @@ def topic_config(name: str) -> str:
     return f"{TOPIC_CONFIGS}/{name}"
 
 
-def assignment(brokers: list[int], topic_id: str) -> bytes:
-    return dump({"version": 3, "topic_id": topic_id, "partitions": {str(p): [b] for p, b in enumerate(brokers)},
+def assignment(replicas: list[list[int]], topic_id: str) -> bytes:
+    """A topic node: each partition's replicas, the preferred leader first."""
+    return dump({"version": 3, "topic_id": topic_id, "partitions": {str(p): r for p, r in enumerate(replicas)},
                  "adding_replicas": {}, "removing_replicas": {}})
 
 
-def parse_assignment(data: bytes) -> tuple[list[int], str]:
-    """(broker id per partition, topic id) of a topic node."""
+def parse_assignment(data: bytes) -> tuple[list[list[int]], str]:
+    """(replicas per partition, topic id) of a topic node."""
     doc = load(data)
     parts = doc["partitions"]
-    return [parts[str(p)][0] for p in range(len(parts))], doc.get("topic_id", "")
+    return [list(parts[str(p)]) for p in range(len(parts))], doc.get("topic_id", "")
 
 
-def state(leader: int, leader_epoch: int, controller_epoch: int) -> bytes:
-    return dump({"controller_epoch": controller_epoch, "leader": leader, "version": 1,
-                 "leader_epoch": leader_epoch, "isr": [leader] if leader >= 0 else []})
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's state node: who leads in which epoch, the ISR, and the node's version.
+
+    `version` is ZooKeeper's data version of the node: every writer (the controller
+    electing, the leader changing its ISR) compare-and-sets against the version it
+    read, so of two concurrent writers one fails and re-reads.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    version: int = -1
+
+    def to_json(self) -> bytes:
+        return dump({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
+                     "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
+
+    @classmethod
+    def parse(cls, data: bytes, version: int) -> "LeaderAndIsr":
+        doc = load(data)
+        return cls(doc["leader"], doc["leader_epoch"], tuple(doc.get("isr", ())), doc.get("controller_epoch", 0),
+                   version)
+
+
+def state(leader: int, leader_epoch: int, controller_epoch: int, isr=None) -> bytes:
+    """A state node's bytes (the ISR defaults to the leader alone)."""
+    if isr is None:
+        isr = [leader] if leader >= 0 else []
+    return LeaderAndIsr(leader, leader_epoch, tuple(isr), controller_epoch).to_json()
 
 
 # ---------------------------------------------------------------- consumer groups

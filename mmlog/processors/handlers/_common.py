@@ -1,11 +1,11 @@
-"""What several handlers share: exceptions as Kafka error codes, forwarding to the control plane."""
+"""What several handlers share: exceptions as Kafka error codes, the leader check, forwarding to the control plane."""
 
 from __future__ import annotations
 
 import logging
 
 from mmlog.ipc.control_channel import ControlUnavailable
-from mmlog.errors import CoordinatorNotAvailable, KafkaError
+from mmlog.errors import CoordinatorNotAvailable, FencedLeaderEpoch, KafkaError, NotLeaderOrFollower, UnknownLeaderEpoch
 from mmlog.processors.request import DEFERRED
 
 log = logging.getLogger("mmlog.processors.handlers")
@@ -19,6 +19,18 @@ def error_code(exc: BaseException) -> int:
         return exc.code
     log.error("unexpected error while handling a request", exc_info=exc)
     return UNKNOWN_SERVER_ERROR
+
+
+def check_leader(log, current_leader_epoch: int) -> None:
+    """Only the leader serves fetches, and only in the epoch the fetcher believes in (-1: any)."""
+    if not log.state.serves_clients():
+        raise NotLeaderOrFollower(f"{log.directory.name}: this broker is not its leader")
+    if current_leader_epoch >= 0:
+        epoch = log.replication().leader_epoch
+        if current_leader_epoch < epoch:
+            raise FencedLeaderEpoch(f"{log.directory.name}: epoch {current_leader_epoch} < ours, {epoch}")
+        if current_leader_epoch > epoch:
+            raise UnknownLeaderEpoch(f"{log.directory.name}: epoch {current_leader_epoch} > ours, {epoch}")
 
 
 COORDINATOR_NOT_AVAILABLE = CoordinatorNotAvailable.code

@@ -11,13 +11,22 @@ read replica -1 (any other value makes librdkafka skip the records).
 
 With less than min_bytes available the request parks in the purgatory until an
 append anywhere on the broker wakes it or max_wait_ms passes.
+
+Replication: a fetch with replica_id >= 0 is a follower's. It reads up to the log
+end (consumers stop at the high watermark), and its fetch offset is the follower's
+log end: recorded as its progress (first read of the request only), which may
+move the HW, and then parked acks=all produces are woken. Only the leader
+answers; a follower or a replica without a role answers NOT_LEADER_OR_FOLLOWER
+to consumers and followers alike. A current_leader_epoch older than ours is
+FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (-1 skips the check).
 """
 
 from __future__ import annotations
 
 import time
 
-from mmlog.processors.handlers._common import error_code
+from mmlog.errors import OffsetOutOfRange
+from mmlog.processors.handlers._common import check_leader, error_code
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import fetch as schema
 
@@ -27,7 +36,7 @@ WITH_FILES = True  # responses carry FileSlices: encode as parts, send with send
 
 def handle(ctx, request):
     body = request.body
-    response, available, failed = read(ctx, body)
+    response, available, failed = read(ctx, body, record=True)
     if available >= body.min_bytes or body.max_wait_ms <= 0 or failed:
         return response
     deadline = time.monotonic() + body.max_wait_ms / 1000
@@ -50,21 +59,28 @@ def _respond_now(ctx, request) -> None:
     request.respond(response, with_files=True)
 
 
-def read(ctx, body) -> tuple[object, int, bool]:
-    """Read every requested partition; return (response, bytes available, any error)."""
+def read(ctx, body, record: bool = False) -> tuple[object, int, bool]:
+    """Read every requested partition; return (response, bytes available, any error).
+
+    `record`: a follower's fetch offsets are its progress (the first read of a request)."""
     remaining = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
+    follower = body.replica_id if body.replica_id >= 0 else None
     first_with_data = True
     available = 0
-    failed = False
+    failed = hw_moved = False
     topics = []
     for topic in body.topics:
         partitions = []
         for part in topic.partitions:
             entry = _empty(part.partition)
+            log = None
             try:
                 log = ctx.manager.partition(topic.topic, part.partition)
+                check_leader(log, part.current_leader_epoch)
+                if follower is not None and record and log.record_follower_fetch(follower, part.fetch_offset):
+                    hw_moved |= log.maybe_advance_high_watermark()
                 limit = min(part.partition_max_bytes, remaining)
-                result = log.read(part.fetch_offset, max(limit, 0))
+                result = log.read(part.fetch_offset, max(limit, 0), upto_log_end=follower is not None)
                 records = result.slice
                 if records.size and (records.size > limit and not first_with_data or remaining <= 0):
                     records = None  # only the first partition with data may exceed its limit
@@ -79,9 +95,15 @@ def read(ctx, body) -> tuple[object, int, bool]:
                     first_with_data = False
             except Exception as exc:  # noqa: BLE001 - each partition answers for itself
                 entry["error_code"] = error_code(exc)
+                if follower is not None and log is not None and isinstance(exc, OffsetOutOfRange):
+                    # a follower ahead of us or behind our log start decides from these where to go
+                    entry.update(high_watermark=log.high_watermark, log_start_offset=log.log_start_offset,
+                                 last_stable_offset=log.log_end_offset)
                 failed = True
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
+    if hw_moved:
+        ctx.appended()  # acks=all produces parked here and in other processors check the new HW
     response = schema.RESPONSE(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
     return response, available, failed
 

@@ -6,10 +6,11 @@ v1+ means brokers only. Unknown topics are created through the control plane whe
 they exist. Leader epochs are reported as -1, which keeps clients from validating
 positions with OffsetForLeaderEpoch (KAFKA_INTEROP §3).
 
-Brokers and the controller come from the cluster view (`ipc/cluster_view.py`).
-A partition's leader is the broker it is assigned to (this one, standalone) when
-that broker is live; otherwise the partition answers LEADER_NOT_AVAILABLE with
-leader -1 and its broker in offline_replicas, and clients ask again later.
+Brokers, the controller and, in cluster mode, each partition's leader and ISR come
+from the cluster view (`ipc/cluster_view.py`); replicas from the topic catalogue.
+A partition without a live leader answers LEADER_NOT_AVAILABLE with leader -1,
+its dead replicas in offline_replicas, and clients ask again later. Standalone,
+every partition is led here alone.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def _response(ctx, names: list[str]):
         if info is None:
             out.append({"error_code": UnknownTopicOrPartition.code, "name": name, "partitions": []})
             continue
-        partitions = [_partition(p, info.leader(p, ctx.broker_id), view) for p in range(info.partitions)]
+        partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view) for p in range(info.partitions)]
         out.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
     return schema.RESPONSE(
         throttle_time_ms=0,
@@ -61,9 +62,12 @@ def _response(ctx, names: list[str]):
     )
 
 
-def _partition(index: int, node: int, view) -> dict:
-    if node in view.brokers:
-        return {"error_code": 0, "partition_index": index, "leader_id": node, "leader_epoch": -1,
-                "replica_nodes": [node], "isr_nodes": [node], "offline_replicas": []}
-    return {"error_code": LeaderNotAvailable.code, "partition_index": index, "leader_id": -1, "leader_epoch": -1,
-            "replica_nodes": [node], "isr_nodes": [], "offline_replicas": [node]}
+def _partition(topic: str, index: int, replicas: list[int], view) -> dict:
+    state = view.partition(topic, index)
+    leader, isr = (replicas[0], replicas) if state is None else (state[0], state[2])
+    offline = [r for r in replicas if r not in view.brokers]
+    entry = {"error_code": 0, "partition_index": index, "leader_id": leader, "leader_epoch": -1,
+             "replica_nodes": replicas, "isr_nodes": isr, "offline_replicas": offline}
+    if leader not in view.brokers:
+        entry.update(error_code=LeaderNotAvailable.code, leader_id=-1)
+    return entry

@@ -1,11 +1,14 @@
-"""OffsetForLeaderEpoch (23): one leader epoch per partition, so its end offset is the high watermark.
+"""OffsetForLeaderEpoch (23): where a leader epoch ended, from the leader's epoch cache.
 
-Clients only ask this after a seek to a position carrying an epoch (Metadata
-reports epoch -1, which turns the usual validation off); answering epoch 0 with
-the high watermark tells them the position is valid.
+A returning follower (or a deposed leader) asks the leader for the end offset of
+its own latest epoch and truncates what lies beyond (KIP-101/279, see
+`Partition.truncate_to_leader_epoch`); clients ask to validate a position. The
+answer is the largest epoch <= the one asked and the offset where the next one
+began (the log end for the current epoch), by Kafka's rules (`log/leader_epochs.py`).
+Only the leader answers, fenced by current_leader_epoch like a fetch.
 """
 
-from mmlog.processors.handlers._common import error_code
+from mmlog.processors.handlers._common import check_leader, error_code
 from mmlog.protocol.messages import offset_for_leader_epoch as schema
 
 API_KEY = schema.API_KEY
@@ -16,12 +19,13 @@ def handle(ctx, request):
     for topic in request.body.topics:
         results = []
         for part in topic.partitions:
-            entry = {"error_code": 0, "partition": part.partition, "leader_epoch": 0, "end_offset": -1}
+            entry = {"error_code": 0, "partition": part.partition, "leader_epoch": -1, "end_offset": -1}
             try:
-                entry["end_offset"] = ctx.manager.partition(topic.topic, part.partition).high_watermark
+                log = ctx.manager.partition(topic.topic, part.partition)
+                check_leader(log, part.current_leader_epoch)
+                entry["leader_epoch"], entry["end_offset"] = log.end_offset_for_epoch(part.leader_epoch)
             except Exception as exc:  # noqa: BLE001
                 entry["error_code"] = error_code(exc)
-                entry["leader_epoch"] = -1
             results.append(entry)
         topics.append({"topic": topic.topic, "partitions": results})
     return schema.RESPONSE(throttle_time_ms=0, topics=topics)

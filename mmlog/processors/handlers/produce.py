@@ -4,7 +4,17 @@ The records field is a writable view into the request frame: the log rewrites
 baseOffset in it and writes those same bytes to the segment, so a batch is never
 copied between the socket and the page cache. A batch is validated (length,
 magic, CRC-32C) before anything is written; every partition gets its own error.
-acks=0 sends no response at all; acks=-1 equals acks=1 with one replica.
+acks=0 sends no response at all.
+
+acks=-1 (all): with fewer in-sync replicas than min.insync.replicas a partition
+answers NOT_ENOUGH_REPLICAS and appends nothing. Otherwise the append is answered
+once the high watermark has passed its last offset (the followers hold it): at
+once when the ISR is the leader alone, else the request parks in the purgatory
+(`AwaitingReplicas`) and follower fetches that move the HW wake it. When the HW
+has passed it answers NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR meanwhile
+shrank below the minimum, NOT_LEADER_OR_FOLLOWER if leadership moved, and
+REQUEST_TIMED_OUT when the request's timeout_ms passes first. Responses stay in
+request order: the requests of a connection behind a parked one wait with it.
 
 Group commit. Pipelined Produce requests that arrived together on one connection
 are handled together (`handle_group`): each partition's batches, from every request
@@ -21,8 +31,18 @@ marker values: each answer patches its correlation id, partition, error code, ba
 offset and log start offset into a copy (1 µs instead of 4).
 """
 
-from mmlog.errors import InvalidRecord, InvalidRequiredAcks
+import time
+
+from mmlog.errors import (
+    InvalidRecord,
+    InvalidRequiredAcks,
+    NotEnoughReplicas,
+    NotEnoughReplicasAfterAppend,
+    NotLeaderOrFollower,
+    RequestTimedOut,
+)
 from mmlog.log import AppendInfo
+from mmlog.log.state import Role
 from mmlog.processors.handlers._common import error_code
 from mmlog.processors.request import NO_RESPONSE
 from mmlog.protocol import EncodeError, Placeholder, RequestHeader, encode_request_parts, encode_response
@@ -40,18 +60,21 @@ def handle(ctx, request):
 
 
 def parts(body) -> tuple:
-    """(acks, [(topic, [(partition, records)])]) of a decoded request body: what handle_group takes."""
-    return body.acks, [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in body.topic_data]
+    """(acks, [(topic, [(partition, records)])], timeout ms) of a decoded request body: what handle_group takes."""
+    return (body.acks, [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in body.topic_data],
+            body.timeout_ms)
 
 
 def handle_group(ctx, requests: list) -> list:
     """Answer Produce requests of one connection, in order: a response (a body, or a frame from the
-    template) or NO_RESPONSE each. A request is (header, acks, [(topic, [(partition, records)])])."""
+    template), NO_RESPONSE, or `AwaitingReplicas` each. A request is (header, acks, [(topic,
+    [(partition, records)])], timeout ms)."""
     answers = []  # per request: [(topic, [(partition, error code, base offset, log start offset, message)])]
-    pending: dict[tuple[str, int], list] = {}  # (topic, partition) -> [(records, results, slot)], in order
-    for _, acks, topics in requests:
+    waits = []  # per request: [(results, slot, partition log, offset the HW must reach)]
+    pending: dict[tuple[str, int], list] = {}  # (topic, partition) -> [(records, results, slot, waits)], in order
+    for _, acks, topics, _ in requests:
         valid_acks = acks in (0, 1, -1)
-        answer = []
+        answer, waiting = [], [] if acks == -1 else None
         for name, partitions in topics:
             results = []
             for index, records in partitions:
@@ -60,27 +83,136 @@ def handle_group(ctx, requests: list) -> list:
                 elif records is None or len(records) == 0:
                     results.append(_error(index, InvalidRecord("produce request without records")))
                 else:
-                    pending.setdefault((name, index), []).append((records, results, len(results)))
+                    pending.setdefault((name, index), []).append((records, results, len(results), waiting))
                     results.append(None)
             answer.append((name, results))
         answers.append(answer)
+        waits.append(waiting)
     appended = False
     for (name, index), items in pending.items():
         try:
-            outcomes = ctx.manager.partition(name, index).append_many(
-                [bytearray(records) if records.readonly else records for records, _, _ in items])
+            log = ctx.manager.partition(name, index)
+            items = _enough_replicas(log, index, items)
+            outcomes = log.append_many(
+                [bytearray(records) if records.readonly else records for records, _, _, _ in items]) if items else []
         except Exception as exc:  # noqa: BLE001 - each partition answers for itself
             outcomes = [exc] * len(items)
-        for (_, results, slot), outcome in zip(items, outcomes):
+        for (_, results, slot, waiting), outcome in zip(items, outcomes):
             if outcome.__class__ is AppendInfo:
                 results[slot] = (index, 0, outcome.base_offset, outcome.log_start_offset, None)
                 appended = True
+                if waiting is not None and log.high_watermark <= outcome.last_offset:
+                    waiting.append((results, slot, log, outcome.last_offset + 1))
             else:
                 results[slot] = _error(index, outcome)
     if appended:
         ctx.appended()
-    return [NO_RESPONSE if acks == 0 else _answer(header, answer)
-            for (header, acks, _), answer in zip(requests, answers)]
+    out = []
+    for (header, acks, _, timeout_ms), answer, waiting in zip(requests, answers, waits):
+        if waiting:
+            out.append(AwaitingReplicas(header, answer, waiting, time.monotonic() + max(timeout_ms, 0) / 1000))
+        else:
+            out.append(NO_RESPONSE if acks == 0 else _answer(header, answer))
+    return out
+
+
+def _enough_replicas(log, index: int, items: list) -> list:
+    """The items that may be appended: acks=all ones fail with NOT_ENOUGH_REPLICAS when the ISR is
+    smaller than min.insync.replicas (nothing appended for them)."""
+    if all(waiting is None for _, _, _, waiting in items):
+        return items
+    isr, needed = log.state.isr_size(), log.config.min_insync_replicas
+    if isr >= needed or not log.state.serves_clients():
+        return items
+    error = _error(index, NotEnoughReplicas(f"{isr} in-sync replicas, min.insync.replicas is {needed}"))
+    for _, results, slot, waiting in items:
+        if waiting is not None:
+            results[slot] = error
+    return [item for item in items if item[3] is None]
+
+
+class AwaitingReplicas:
+    """An acks=all Produce request appended and waiting for the HW to pass each partition's last offset."""
+
+    __slots__ = ("header", "answer", "waits", "deadline")
+
+    def __init__(self, header, answer, waits: list, deadline: float) -> None:
+        self.header = header
+        self.answer = answer
+        self.waits = waits
+        self.deadline = deadline
+
+    def settle(self, timed_out: bool = False) -> bool:
+        """Answer each partition that can be answered now; True when all of them are."""
+        for wait in list(self.waits):
+            results, slot, log, needed = wait
+            index = results[slot][0]
+            try:
+                if log.replication().role != _LEADER:
+                    results[slot] = _error(index, NotLeaderOrFollower("leadership moved before the followers had it"))
+                elif log.high_watermark >= needed:
+                    isr, minimum = log.state.isr_size(), log.config.min_insync_replicas
+                    if isr < minimum:
+                        results[slot] = _error(index, NotEnoughReplicasAfterAppend(
+                            f"appended, but the ISR shrank to {isr} (min.insync.replicas {minimum})"))
+                elif timed_out:
+                    results[slot] = _error(index, RequestTimedOut("the followers did not fetch it in timeout_ms"))
+                else:
+                    continue
+            except Exception as exc:  # noqa: BLE001 - deleted meanwhile, say
+                results[slot] = _error(index, exc)
+            self.waits.remove(wait)
+        return not self.waits
+
+    def response(self):
+        return _answer(self.header, self.answer)
+
+
+_LEADER = int(Role.LEADER)
+
+
+def respond_in_order(ctx, conn, results: list, respond) -> None:
+    """Answer a group's requests in order; from the first one still waiting for replicas on, park
+    them together in the purgatory (the connection reads no more requests until they are answered).
+    `results` is [(header, result)]; respond(header, result) answers one."""
+    queue = list(results)
+
+    def advance(timed_out: bool = False) -> bool:
+        while queue:
+            header, result = queue[0]
+            if result.__class__ is AwaitingReplicas:
+                if not result.settle(timed_out):
+                    return False
+                result = result.response()
+            queue.pop(0)
+            if result is NO_RESPONSE:
+                conn.done()
+            else:
+                respond(header, result)
+        return True
+
+    if advance():
+        return
+    conn.busy = True
+    deadline = max(r.deadline for _, r in queue if r.__class__ is AwaitingReplicas)
+    ctx.purgatory.park(_Parked(conn), deadline, lambda: _still(conn, advance), lambda: advance(timed_out=True))
+
+
+def _still(conn, advance) -> bool:
+    """A wake-up: answer what can be answered; True once nothing is left (unparked)."""
+    done = advance()
+    if not done:
+        conn.busy = True
+    return done
+
+
+class _Parked:
+    """What the purgatory needs of a parked request: its connection."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
 
 
 class RequestShape:
@@ -94,9 +226,11 @@ class RequestShape:
     1 µs instead of 3.5. Anything else (another topic, more partitions) is decoded as usual.
     """
 
-    __slots__ = ("template", "head", "version", "client_id", "acks", "name")
+    __slots__ = ("template", "head", "version", "client_id", "acks", "name", "timeout_ms")
 
-    def __init__(self, template: FrameTemplate, version: int, client_id, acks: int, name: str) -> None:
+    def __init__(self, template: FrameTemplate, version: int, client_id, acks: int, name: str,
+                 timeout_ms: int = 0) -> None:
+        self.timeout_ms = timeout_ms
         self.template = template
         self.head = template.size - template.skip  # bytes of a received frame before its records
         self.version = version
@@ -135,10 +269,10 @@ class RequestShape:
             template = FrameTemplate(head, [(I32, 8), (I32, mark), (I32, len(head) - 4)], skip=4)
         except (EncodeError, TemplateError):
             return None
-        return cls(template, version, client_id, acks, name)
+        return cls(template, version, client_id, acks, name, timeout_ms)
 
     def read(self, frame) -> tuple | None:
-        """(header, acks, topics) as handle_group takes it, or None if the frame is not of this shape."""
+        """(header, acks, topics, timeout ms) as handle_group takes it, or None if the frame is not of this shape."""
         head = self.head
         values = self.template.read(frame[:head])
         if values is None:
@@ -147,7 +281,7 @@ class RequestShape:
         if len(frame) != head + size or size < 0:
             return None
         return (RequestHeader(API_KEY, self.version, correlation_id, self.client_id), self.acks,
-                [(self.name, [(index, frame[head:])])])
+                [(self.name, [(index, frame[head:])])], self.timeout_ms)
 
 
 def _answer(header, topics):

@@ -1,0 +1,73 @@
+"""The replica fetcher process: one `SourceFetcher` thread per leader broker in the fetch plan.
+
+Forked by the supervisor in cluster mode and replaced if it dies (like a
+processor). It opens the log manager attached, as processors do, and appends
+through the partition lock, so nothing it does needs the main process: a
+follower's log end reaches the leader as the next fetch's offset, its HW comes
+in each answer. Its loop only watches the plan (`fetch_plan.py`) and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+
+from mmlog.log.manager import LogManager
+from mmlog.replication.fetch_plan import PlanReader
+from mmlog.replication.source import SourceFetcher
+
+log = logging.getLogger(__name__)
+
+PLAN_POLL_S = 0.05
+
+
+class ReplicaFetcher:
+    """The source threads, kept in line with the plan."""
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.me = config["broker.id"]
+        self.manager = LogManager(config.log_dirs, config.log_config(), owner=False, broker_id=self.me)
+        self.plan = PlanReader(config.log_dirs[0])
+        self.sources: dict[int, SourceFetcher] = {}
+        self.stopped = threading.Event()
+
+    def run(self) -> int:
+        while not self.stopped.wait(PLAN_POLL_S):
+            if self.plan.changed():
+                self._follow_plan()
+        for source in self.sources.values():
+            source.stop()
+        for source in self.sources.values():
+            source.join(timeout=5)
+        return 0
+
+    def _follow_plan(self) -> None:
+        self.manager.reload()
+        wanted = self.plan.sources
+        for leader_id in [b for b in self.sources if b not in wanted]:
+            self.sources.pop(leader_id).stop()
+        for leader_id, source in wanted.items():
+            fetcher = self.sources.get(leader_id)
+            if fetcher is None:
+                fetcher = self.sources[leader_id] = SourceFetcher(self.me, leader_id, self.manager, self.config)
+                fetcher.update(source.address, source.partitions)
+                fetcher.start()
+            else:
+                fetcher.update(source.address, source.partitions)
+        log.debug("following %d partitions on brokers %s", sum(len(s.partitions) for s in wanted.values()),
+                  sorted(wanted))
+
+
+def fetcher_main(config) -> int:
+    """The fetcher process's body (after fork): run until SIGTERM."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    fetcher = ReplicaFetcher(config)
+    signal.signal(signal.SIGTERM, lambda *_: fetcher.stopped.set())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD})
+    log.debug("replica fetcher ready (pid %d)", os.getpid())
+    return fetcher.run()
