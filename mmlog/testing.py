@@ -80,6 +80,10 @@ class EmbeddedBroker(_ScratchProcess):
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def broker_id(self) -> int:
+        return int(self.config.get("broker.id", 0))
+
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "mmlog", "broker", "--data-dir", str(self.data_dir),
                "--listen", self.bootstrap, "--processors", str(self.processors), "--exit-with-parent"]
@@ -138,6 +142,13 @@ class EmbeddedBroker(_ScratchProcess):
         except ProcessLookupError:
             pass
         self.proc.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP the broker and its children (a hung machine: its sockets stay open, nothing answers)."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
 
     def restart(self) -> "EmbeddedBroker":
         """Stop (if running) and start again on the same port and data directory."""

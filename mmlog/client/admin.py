@@ -31,6 +31,12 @@ class PartitionDescription:
     leader: int
     earliest: int
     latest: int
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
 
 
 @dataclass
@@ -87,11 +93,11 @@ class Admin:
     # ------------------------------------------------------------ topics
 
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, str] | None = None,
-                     replication_factor: int = 1) -> None:
+                     replication_factor: int = -1) -> None:
         """Create one topic (TopicAlreadyExists, InvalidTopic, InvalidConfig, ... on failure)."""
         self.create_topics({name: (partitions, config or {})}, replication_factor)
 
-    def create_topics(self, topics: dict[str, tuple[int, dict[str, str]]], replication_factor: int = 1) -> None:
+    def create_topics(self, topics: dict[str, tuple[int, dict[str, str]]], replication_factor: int = -1) -> None:
         body = self._request(self._controller(), create_topics.API_KEY, 4, create_topics.REQUEST(
             timeout_ms=int(self.timeout * 1000), validate_only=False, topics=[
                 {"name": name, "num_partitions": n, "replication_factor": replication_factor, "assignments": [],
@@ -118,7 +124,9 @@ class Admin:
         info = self.cluster.topic(name, allow_auto_create=False, wait=0)
         earliest = self.offsets(name, EARLIEST, offline=-1)
         latest = self.offsets(name, LATEST, offline=-1)
-        parts = [PartitionDescription(p, info.leaders[p], earliest[p], latest[p]) for p in range(info.partitions)]
+        parts = [PartitionDescription(p, info.leaders[p], earliest[p], latest[p],
+                                      info.replicas[p] if info.replicas else (), info.isr[p] if info.isr else ())
+                 for p in range(info.partitions)]
         config, overrides = self.topic_config(name)
         return TopicDescription(name, parts, config, overrides)
 

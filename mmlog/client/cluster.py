@@ -37,6 +37,8 @@ class TopicInfo:
     name: str
     leaders: tuple[int, ...]  # leader node id per partition (-1: none)
     error: int = 0
+    replicas: tuple[tuple[int, ...], ...] = ()  # per partition, as Metadata reports them
+    isr: tuple[tuple[int, ...], ...] = ()
 
     @property
     def partitions(self) -> int:
@@ -68,11 +70,12 @@ class Cluster:
             self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port) for b in body.brokers}
             self.cluster_id = body.cluster_id
             self.controller_id = body.controller_id
-            fresh = {
-                t.name: TopicInfo(t.name, tuple(p.leader_id for p in sorted(t.partitions, key=lambda p: p.partition_index)),
-                                  t.error_code)
-                for t in body.topics
-            }
+            fresh = {}
+            for t in body.topics:
+                parts = sorted(t.partitions, key=lambda p: p.partition_index)
+                fresh[t.name] = TopicInfo(t.name, tuple(p.leader_id for p in parts), t.error_code,
+                                          tuple(tuple(p.replica_nodes) for p in parts),
+                                          tuple(tuple(p.isr_nodes) for p in parts))
             if topics is None:
                 self.topics = fresh
             else:

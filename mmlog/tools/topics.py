@@ -1,6 +1,6 @@
 """Create, list, describe and delete topics.
 
-    mmlog topics create NAME --partitions N [--config KEY=VALUE ...]
+    mmlog topics create NAME --partitions N [--replication-factor R] [--config KEY=VALUE ...]
     mmlog topics list
     mmlog topics describe NAME
     mmlog topics delete NAME
@@ -21,6 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     create = command("create", help="create a topic")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=-1,
+                        help="replicas per partition (default: the broker's default.replication.factor)")
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     command("list", help="list topics and their partition counts")
     describe = command("describe", help="partitions, offsets and config of a topic")
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     with Admin(args.bootstrap, timeout=args.timeout) as admin:
         if args.action == "create":
-            admin.create_topic(args.name, args.partitions, _configs(args.config))
+            admin.create_topic(args.name, args.partitions, _configs(args.config), args.replication_factor)
             print(f"created topic {args.name} with {args.partitions} partition(s)")
         elif args.action == "list":
             for name, partitions in admin.list_topics().items():
@@ -50,10 +52,15 @@ def run(args: argparse.Namespace) -> int:
 def describe(topic) -> None:
     print(f"Topic: {topic.name}\tPartitions: {len(topic.partitions)}")
     for p in topic.partitions:
-        print(f"  partition {p.partition}\tleader {p.leader}\tearliest {p.earliest}\tlatest {p.latest}"
-              f"\trecords {p.latest - p.earliest}")
+        print(f"  partition {p.partition}\tleader {p.leader}\treplicas {_ids(p.replicas)}\tisr {_ids(p.isr)}"
+              f"\tearliest {p.earliest}\tlatest {p.latest}\trecords {p.latest - p.earliest}"
+              + ("\tunder-replicated" if p.under_replicated else ""))
     overrides = sorted(topic.overrides)
     print("  config overrides: " + (", ".join(f"{k}={topic.config[k]}" for k in overrides) or "none"))
+
+
+def _ids(nodes) -> str:
+    return ",".join(map(str, nodes)) or "-"
 
 
 def _configs(items: list[str]) -> dict[str, str]:

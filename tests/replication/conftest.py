@@ -1,0 +1,30 @@
+"""Three-broker clusters on a real ZooKeeper, with short replication timeouts set here."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.acceptor.zookeeper.conftest import cluster_broker, live_brokers, wait_for, zk, zk_connect, zookeeper  # noqa: F401
+
+# Short enough that failover tests take seconds, long enough for a loaded 2-core machine.
+REPLICATION = {
+    "replica.lag.time.max.ms": 2000,
+    "replica.fetch.wait.max.ms": 200,
+    "replica.fetch.backoff.ms": 100,
+    "replica.high.watermark.checkpoint.interval.ms": 500,
+    "leader.imbalance.check.interval.seconds": 1,
+}
+
+
+@pytest.fixture
+def replicated(tmp_path, zk_connect):  # noqa: F811
+    """Three brokers (ids 0, 1, 2) with replication timeouts for tests; every one stopped at the end."""
+    brokers = [cluster_broker(tmp_path, zk_connect, i, **REPLICATION) for i in range(3)]
+    try:
+        for b in brokers:
+            b.start()
+        wait_for(lambda: len(live_brokers(brokers[0].bootstrap)) == 3, what="three registered brokers")
+        yield brokers
+    finally:
+        for b in brokers:
+            b.stop()

@@ -1,0 +1,49 @@
+"""Replicated topics on three real brokers: placement, acks=all, followers' byte-identical copies."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmlog.client.admin import Admin
+from mmlog.client.consumer import Consumer
+from mmlog.client.producer import Producer
+from mmlog.errors import InvalidReplicationFactor
+from tests.replication.conftest import wait_for
+from tests.replication.replicas import log_bytes, partition_state
+
+
+def test_a_replicated_topic_puts_each_partition_on_three_brokers_and_leaders_spread(replicated):
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("spread", 6, replication_factor=3)
+    states = [wait_for(lambda p=p: (s := partition_state(replicated[1].bootstrap, "spread", p))[2] and s,
+                       what=f"partition {p}") for p in range(6)]
+    assert all(sorted(replicas) == [0, 1, 2] for _, replicas, _ in states)
+    assert sorted(leader for leader, _, _ in states) == [0, 0, 1, 1, 2, 2]
+    assert all(leader == replicas[0] for leader, replicas, _ in states)  # the preferred replica leads
+    for b in replicated:
+        assert all((b.data_dir / f"spread-{p}").is_dir() for p in range(6))
+
+
+def test_a_factor_above_the_live_brokers_is_refused_with_the_cause(replicated):
+    with Admin(replicated[0].bootstrap) as admin:
+        with pytest.raises(InvalidReplicationFactor, match="larger than the 3 available brokers"):
+            admin.create_topic("too-many", 1, replication_factor=4)
+
+
+def test_acks_all_records_are_on_every_replica_byte_for_byte(replicated):
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("copied", 1, {"min.insync.replicas": "2"}, replication_factor=3)
+    leader, replicas, _ = wait_for(lambda: (s := partition_state(replicated[0].bootstrap, "copied"))[0] >= 0 and s,
+                                   what="a leader")
+    with Producer(replicated[0].bootstrap, acks="all", linger_ms=1) as producer:
+        futures = [producer.send("copied", f"value-{i}".encode(), partition=0) for i in range(500)]
+        offsets = [f.get(timeout=30).offset for f in futures]
+    assert offsets == list(range(500))
+    by_id = {b.broker_id: b for b in replicated}
+    wait_for(lambda: len({log_bytes(by_id[r].data_dir, "copied") for r in replicas}) == 1,
+             what="identical replicas")
+    with Consumer(replicated[2].bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([("copied", 0)])
+        got = []
+        wait_for(lambda: got.extend(consumer.poll(0.5)) or len(got) >= 500, what="every record")
+    assert [r.value for r in got] == [f"value-{i}".encode() for i in range(500)]
