@@ -885,6 +885,9 @@ class Partition:
         """Remove every record at or after `offset` (a batch holding it goes whole)."""
         with self._writing() as s:
             if offset >= s.log_end:
+                # No record goes, but epochs that began there do (they hold nothing): Kafka's
+                # truncateFromEnd. A deposed leader's empty epoch would otherwise be asked about forever.
+                self.epochs.truncate_from_end(offset)
                 return
             if offset < s.log_start:
                 raise OffsetOutOfRange(f"cannot truncate to {offset}, below the log start {s.log_start}")

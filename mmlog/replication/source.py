@@ -141,6 +141,10 @@ class SourceFetcher(threading.Thread):
                              self.leader_id, wanted[key])
                     self._ready[key] = wanted[key]
                     del todo[key]
+        for key in todo:
+            log.warning("%s-%d: still diverging from broker %d after %d truncation rounds; trying again", *key,
+                        self.leader_id, MAX_TRUNCATION_ROUNDS)
+            self._held[key] = time.monotonic() + self.backoff
 
     def _end_offsets(self, asked: dict, wanted: dict) -> dict:
         by_topic: dict[str, list] = {}

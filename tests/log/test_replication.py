@@ -188,6 +188,25 @@ def test_a_deposed_leader_truncates_what_its_followers_never_copied(replicas):
     assert a.epochs.entries() == b.epochs.entries() == [(1, 0), (2, 6)]
 
 
+def test_a_leader_deposed_before_appending_in_its_epoch_drops_that_empty_epoch(replicas):
+    a, b, c = replicas[1], replicas[2], replicas[3]
+    lead(replicas, 1, 1)
+    a.append(tagged_batch("a", 2))
+    copy(a, b)
+    copy(a, c)
+    b.become_leader(2, REPLICAS, REPLICAS, 2)  # broker 2 leads epoch 2, appends nothing, and is deposed
+    c.become_leader(3, REPLICAS, REPLICAS, 3)
+    b.become_follower(3, 3, REPLICAS, REPLICAS, 3)
+    rounds = 0
+    while not b.truncate_to_leader_epoch(b.latest_epoch(), *c.end_offset_for_epoch(b.latest_epoch())):
+        rounds += 1
+        assert rounds < 3, "the empty epoch 2 is asked about forever"
+    assert b.log_end_offset == 2 and b.latest_epoch() == 1
+    c.append(tagged_batch("c", 1))
+    copy(c, b)
+    assert log_of(b) == log_of(c)
+
+
 def test_a_follower_behind_the_leaders_log_start_starts_again_there(replicas):
     follower = replicas[2]
     follower.become_follower(1, 0, REPLICAS, REPLICAS, 0)

@@ -1,0 +1,201 @@
+"""Leaders die, hang and come back under a steady acks=all load: nothing acknowledged is lost.
+
+Three real brokers on a real ZooKeeper, a topic with replication factor 3 and
+min.insync.replicas 2, and librdkafka (confluent-kafka) producing unique values
+with acks=all. Brokers are SIGKILLed (their whole process group), SIGSTOPped past
+the lag time and the session timeout, and restarted. At the end every value the
+producer saw acknowledged is read back at exactly its acknowledged offset, and
+the replicas' segment files are byte-identical.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import confluent_kafka
+import pytest
+
+from mmlog.client.admin import Admin
+from mmlog.client.consumer import Consumer
+from mmlog.client.producer import Producer
+from mmlog.errors import NotEnoughReplicas
+from tests.replication.conftest import wait_for
+from tests.replication.replicas import log_bytes, partition_state
+
+TOPIC = "failover"
+
+
+class SteadyProducer(threading.Thread):
+    """librdkafka with acks=all sending unique values at a steady rate; keeps what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int = 1000) -> None:
+        super().__init__(daemon=True)
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.producer = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False,
+            "message.timeout.ms": 120_000, "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
+        self.acked: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset)
+        self.errors: list = []
+        self.sent = 0
+        self._halt = threading.Event()
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked[msg.value()] = (msg.partition(), msg.offset())
+        else:
+            self.errors.append(err)
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            for _ in range(self.rate // 100):
+                value = b"v%08d" % self.sent
+                self.producer.produce(self.topic, value, partition=self.sent % self.partitions,
+                                      on_delivery=self._delivered)
+                self.sent += 1
+            self.producer.poll(0.01)
+        assert self.producer.flush(120) == 0
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(150)
+
+
+def leader_of(brokers, topic: str, partition: int = 0):
+    by_id = {b.broker_id: b for b in brokers}
+    live = [b for b in brokers if b.proc.poll() is None]
+    [leader] = wait_for(lambda: (s := partition_state(live[0].bootstrap, topic, partition))[0] in by_id and [s[0]],
+                        what=f"a leader of {topic}-{partition}")
+    return by_id[leader]
+
+
+def full_isr(brokers, topic: str, partitions: int) -> None:
+    wait_for(lambda: all(len(partition_state(brokers[0].bootstrap, topic, p)[2]) == 3 for p in range(partitions)),
+             timeout=40, what="every replica back in the ISR")
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, until: dict[int, int]) -> dict[int, list[bytes]]:
+    """Every record of each partition from offset 0 to `until[p]` (exclusive), by offset."""
+    got: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, p) for p in range(partitions)])
+        wait_for(lambda: [got[r.partition].__setitem__(r.offset, r.value) for r in consumer.poll(0.5)] is not None
+                 and all(len(got[p]) >= until[p] for p in range(partitions)), timeout=60, what="every record")
+    return got
+
+
+def check_replicas_identical(brokers, topic: str, partitions: int) -> None:
+    for p in range(partitions):
+        wait_for(lambda p=p: len({log_bytes(b.data_dir, topic, p) for b in brokers}) == 1, timeout=30,
+                 what=f"identical replicas of {topic}-{p}")
+
+
+def test_killed_and_hung_leaders_lose_no_acknowledged_record(replicated):
+    partitions = 3
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic(TOPIC, partitions, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(replicated, TOPIC, partitions)
+    producer = SteadyProducer(",".join(b.bootstrap for b in replicated), TOPIC, partitions)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.acked) > 500, what="a first acknowledged load")
+        for _ in range(3):
+            victim = leader_of(replicated, TOPIC, 0)
+            victim.kill()
+            time.sleep(1.5)
+            victim.start()
+            full_isr(replicated, TOPIC, partitions)
+            before = len(producer.acked)
+            wait_for(lambda: len(producer.acked) > before + 300, what="acks after the restart")
+        hung = leader_of(replicated, TOPIC, 1)
+        hung.pause()
+        time.sleep(4.5)  # past replica.lag.time.max.ms and the ZooKeeper session
+        hung.resume()
+        full_isr(replicated, TOPIC, partitions)
+        before = len(producer.acked)
+        wait_for(lambda: len(producer.acked) > before + 300, what="acks after the hung broker returned")
+    finally:
+        producer.stop()
+    assert not producer.errors
+    ends = {p: max(o for q, o in producer.acked.values() if q == p) + 1 for p in range(partitions)}
+    got = read_all(replicated[0].bootstrap, TOPIC, partitions, ends)
+    lost = [(v, p, o) for v, (p, o) in producer.acked.items() if got[p].get(o) != v]
+    assert not lost, f"{len(lost)} of {len(producer.acked)} acknowledged records not at their offsets: {lost[:5]}"
+    check_replicas_identical(replicated, TOPIC, partitions)
+
+
+def test_min_insync_replicas_refuses_acks_all_until_the_isr_refills(replicated):
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("min-isr", 1, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(replicated, "min-isr", 1)
+    leader = leader_of(replicated, "min-isr")
+    others = [b for b in replicated if b is not leader]
+    for b in others:
+        b.kill()
+    wait_for(lambda: partition_state(leader.bootstrap, "min-isr")[2] == (leader.broker_id,), timeout=30,
+             what="the ISR shrunk to the leader")
+    with Producer(leader.bootstrap, acks="all", retries=0) as producer:
+        with pytest.raises(NotEnoughReplicas):
+            producer.send("min-isr", b"refused", partition=0).result(20)
+    with Producer(leader.bootstrap, acks=1) as producer:
+        assert producer.send("min-isr", b"taken", partition=0).result(20).offset == 0
+    for b in others:
+        b.start()
+    full_isr(replicated, "min-isr", 1)
+    with Producer(leader.bootstrap, acks="all") as producer:
+        assert producer.send("min-isr", b"replicated", partition=0).result(20).offset == 1
+    check_replicas_identical(replicated, "min-isr", 1)
+
+
+def test_a_deposed_leader_truncates_what_its_followers_never_fetched(replicated):
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("diverge", 1, replication_factor=3)
+    full_isr(replicated, "diverge", 1)
+    with Producer(replicated[0].bootstrap, acks="all") as producer:
+        for i in range(10):
+            producer.send("diverge", b"both-%d" % i, partition=0)
+        producer.flush(20)
+    old = leader_of(replicated, "diverge")
+    followers = [b for b in replicated if b is not old]
+    for b in followers:
+        b.pause()  # they fetch nothing from here on
+    try:
+        time.sleep(0.5)  # their fetches parked at the leader expire empty (replica.fetch.wait.max.ms)
+        with Producer(old.bootstrap, acks=1) as producer:
+            for i in range(5):
+                producer.send("diverge", b"lost-%d" % i, partition=0).result(10)
+        old.kill()  # appended, acknowledged with acks=1, never replicated
+    finally:
+        for b in followers:
+            b.resume()
+    new = leader_of(followers, "diverge")
+    with Producer(new.bootstrap, acks="all") as producer:
+        for i in range(7):
+            producer.send("diverge", b"new-%d" % i, partition=0).result(30)
+    old.start()
+    full_isr(replicated, "diverge", 1)
+    check_replicas_identical(replicated, "diverge", 1)
+    got = read_all(old.bootstrap, "diverge", 1, {0: 17})[0]
+    assert [got[o] for o in range(17)] == [b"both-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(7)]
+
+
+def test_with_unclean_election_off_a_dead_isr_keeps_the_partition_offline_until_it_returns(replicated):
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("offline", 1, replication_factor=3)
+    full_isr(replicated, "offline", 1)
+    leader = leader_of(replicated, "offline")
+    others = [b for b in replicated if b is not leader]
+    for b in others:
+        b.kill()
+    wait_for(lambda: partition_state(leader.bootstrap, "offline")[2] == (leader.broker_id,), timeout=30,
+             what="the ISR shrunk to the leader")
+    with Producer(leader.bootstrap, acks="all") as producer:
+        assert producer.send("offline", b"only-on-the-leader", partition=0).result(20).offset == 0
+    leader.kill()
+    others[0].start()
+    time.sleep(5)  # the controller has seen the leader go: the partition must stay offline
+    assert partition_state(others[0].bootstrap, "offline")[0] == -1
+    leader.start()
+    assert leader_of([leader, others[0]], "offline") is leader
+    got = read_all(leader.bootstrap, "offline", 1, {0: 1})[0]
+    assert got[0] == b"only-on-the-leader"
