@@ -150,9 +150,25 @@ class DuplicateSequenceNumber(KafkaError):
     code = 46
 
 
+class InvalidProducerEpoch(KafkaError):
+    """A batch of an epoch older than its producer's current one (a fenced zombie)."""
+
+    code = 47
+
+
+class UnknownProducerId(KafkaError):
+    """No state for this producer id (new, or expired) and its batch does not start at sequence 0."""
+
+    code = 59
+
+
 class KafkaStorageError(KafkaError):
     code = 56
     retriable = True
+
+
+class ProducerFenced(KafkaError):
+    code = 90
 
 
 class GroupIdNotFound(KafkaError):

@@ -60,6 +60,7 @@ from mmlog.errors import (
     CorruptMessage,
     FencedLeaderEpoch,
     InvalidRecord,
+    KafkaError,
     KafkaStorageError,
     MessageTooLarge,
     NotLeaderOrFollower,
@@ -67,9 +68,10 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, recovery, retention
+from mmlog.log import compressed, producer_state, recovery, retention
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
+from mmlog.log.producer_state import NO_PRODUCER, ProducerState
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
 from mmlog.log.state import LEADER_EPOCH as _LEADER_EPOCH
@@ -81,6 +83,8 @@ from mmlog.protocol import records
 INT32_MAX = 2**31 - 1
 IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE = (int(op) for op in Op)  # plain ints: cheap on the append path
 LEADER, FOLLOWER = int(Role.LEADER), int(Role.FOLLOWER)
+# Kafka's producer.id.expiration.ms default: a producer silent this long is forgotten at the next snapshot.
+PRODUCER_EXPIRATION_MS = 24 * 3600 * 1000
 
 
 def now_ms() -> int:
@@ -146,6 +150,7 @@ class Partition:
         self.broker_id = broker_id
         self._follower_hw = 0  # the leader's HW as our last fetch saw it (followers)
         self.epochs = LeaderEpochCache(self.directory)
+        self.producers = ProducerState(self.directory)
         if recover:
             with self.lock:
                 self._load()
@@ -193,6 +198,7 @@ class Partition:
         known_hw = self.state.get("high_watermark") if not full else self._checkpoint_hw
         high_watermark = found.log_end if known_hw is None else min(known_hw, found.log_end)
         self.epochs.truncate_from_end(found.log_end)
+        producer_state.remove_snapshots_above(self.directory, found.log_end)
         self.recovered = True
         self.recovered_notes = found.truncated
         for seg in found.segments:
@@ -316,23 +322,30 @@ class Partition:
         """
         out: list = [None] * len(bufs)
         items = []  # (index in bufs, buf, headers) of the valid buffers
-        nbytes = nbatches = nrecords = 0
+        idempotent = False
         for i, buf in enumerate(bufs):
             try:
                 buf, headers = self._validate(buf)
+                if headers[0].producer_id != NO_PRODUCER:
+                    producer_state.check_single_batch(headers)
+                    idempotent = True
             except (CorruptMessage, InvalidRecord, MessageTooLarge, RecordListTooLarge) as exc:
                 out[i] = exc
                 continue
             items.append((i, buf, headers))
-            nbytes += len(buf)
-            nbatches += len(headers)
-            nrecords += _records(headers)
         if not items:
             return out
         snap = self._begin_write()
         try:
             if not self.state.serves_clients():
                 raise NotLeaderOrFollower(f"{self.directory.name}: not the leader here")
+            if idempotent:
+                items = self._check_producers(snap, items, out)
+                if not items:
+                    return out
+            nbytes = sum(len(buf) for _, buf, _ in items)
+            nbatches = sum(len(headers) for _, _, headers in items)
+            nrecords = sum(_records(headers) for _, _, headers in items)
             now = now_ms()
             # Appended together only if no append of the group, made alone, would roll first: the
             # group's totals cannot roll (they bound what each append would see, as long as the
@@ -346,9 +359,75 @@ class Partition:
                         snap = self._roll(snap)
                     self._append_locked(snap, [item], now, out)
                     snap = self.state.snapshot()
+        except BaseException:
+            self.producers.upto = -1  # checked against appends that may not have happened: reload
+            raise
         finally:
             self.lock.release()
         return out
+
+    # ------------------------------------------------------------ idempotent producers
+
+    def _check_producers(self, s: Snapshot, items: list, out: list) -> list:
+        """The items that may be appended, in order: a duplicate batch gets its first append's
+        offsets in `out`, a batch out of sequence or of a fenced epoch its error (producer_state.py).
+        Each accepted batch is applied at once, so the next one of the same producer sees it."""
+        self._catch_up_producers(s)
+        producers = self.producers
+        kept = []
+        next_offset = s.log_end
+        for item in items:
+            i, _, headers = item
+            h = headers[0]
+            if h.producer_id != NO_PRODUCER and not h.is_control:
+                last_seq = (h.base_sequence + h.last_offset_delta) % (1 << 31)
+                try:
+                    producers.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+                except producer_state.Duplicate as dup:
+                    out[i] = AppendInfo(dup.first_offset, dup.last_offset, s.log_start, 1, h.records_count)
+                    continue
+                except KafkaError as exc:
+                    out[i] = exc
+                    continue
+                producers.apply(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, next_offset,
+                                next_offset + h.last_offset_delta, h.max_timestamp)
+            next_offset += sum(x.last_offset_delta + 1 for x in headers)
+            kept.append(item)
+        producers.upto = next_offset
+        return kept
+
+    def _catch_up_producers(self, s: Snapshot) -> None:
+        """Under the lock: bring this process's producer state to the log end (producer_state.py)."""
+        producers = self.producers
+        if producers.generation != s.generation or not s.log_start <= producers.upto <= s.log_end:
+            producers.load(s.log_end, s.log_start, now_ms(), PRODUCER_EXPIRATION_MS)
+            producers.generation = s.generation
+        if producers.upto < s.log_end:
+            producers.apply_headers(self._stored_headers(s, producers.upto))
+            producers.upto = s.log_end
+
+    def _stored_headers(self, s: Snapshot, offset: int) -> Iterator:
+        """Headers of the stored batches from the one holding `offset` to the log end (61 bytes each)."""
+        self._sync(s)
+        for base in self._bases:
+            seg = self._segments[base]
+            active = base == s.active_base
+            end = s.active_size if active else seg.file_size()
+            if not active and self._next_base(base) <= offset:
+                continue
+            found = seg.find_batch(offset, s.index_entries if active else seg.offset_index.capacity, end)
+            pos = found[0] if found else end
+            fd = seg.file.fileno()
+            while pos + records.HEADER_SIZE <= end:
+                h = records.read_header(os.pread(fd, records.HEADER_SIZE, pos))
+                if h.base_offset >= s.log_end:
+                    return
+                yield h
+                pos += h.size
+
+    def _next_base(self, base: int) -> int:
+        i = bisect.bisect_right(self._bases, base)
+        return self._bases[i] if i < len(self._bases) else 1 << 62
 
     # ------------------------------------------------------------ replication
 
@@ -555,6 +634,7 @@ class Partition:
                               high_watermark=offset)
             for base in list(self._bases):
                 self._delete_segment(base)
+            producer_state.remove_snapshots_above(self.directory, -1)
             self.epochs.clear()
             self._recover(full=True)
             self._sync(self.state.snapshot())
@@ -678,7 +758,14 @@ class Partition:
             self._flush_locked()
 
     def _roll(self, s: Snapshot) -> Snapshot:
-        """Seal the active segment and start a new one at the log end (caller holds the lock)."""
+        """Seal the active segment and start a new one at the log end (caller holds the lock).
+
+        The producer state as of the new base is kept first (`<base>.snapshot`): a state ahead
+        of the log end (a group checked before this roll) is rebuilt to it."""
+        if self.producers.upto > s.log_end:
+            self.producers.generation = -1
+        self._catch_up_producers(s)
+        self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS)
         self.state.set_pending(ROLL)
         old = self._segments[s.active_base]
         old.make_inactive(s.index_entries, s.time_entries, s.max_timestamp, s.offset_of_max_ts)
@@ -856,6 +943,7 @@ class Partition:
         self.epochs.truncate_from_start(max(s.log_start, new_start))
         for base in doomed:
             self._delete_segment(base)
+        producer_state.remove_snapshots_below(self.directory, max(s.log_start, new_start))
         self.state.update(pending_op=IDLE)
         self.state.flush()
         self._sync(self.state.snapshot())
@@ -903,6 +991,7 @@ class Partition:
             # The epoch cache is trimmed by the recovery below (and again by any repair).
             self.state.set_pending(TRUNCATE)
             self.state.update(recovery_point=min(s.recovery_point, seg.base_offset))
+            producer_state.remove_snapshots_above(self.directory, offset)
             seg.truncate(cut)
             for base in reversed(self._bases[i + 1 :]):
                 self._delete_segment(base)

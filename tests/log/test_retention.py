@@ -80,6 +80,8 @@ def test_retention_by_time_deletes_old_segments_and_advances_the_log_start(open_
     assert sorted(os.listdir(p.directory)) == sorted(
         [".lock", "partition.state"] + [segment_file(p.directory, b, s).name for b in bases[3:]
                                        for s in (".log", ".index", ".timeindex")]
+        # producer state snapshots of each roll; of those before the log start only the newest stays
+        + [segment_file(p.directory, b, ".snapshot").name for b in bases[2:]]
     )
     with pytest.raises(OffsetOutOfRange):
         p.read(bases[3] - 1, 100)

@@ -199,3 +199,60 @@ def test_with_unclean_election_off_a_dead_isr_keeps_the_partition_offline_until_
     assert leader_of([leader, others[0]], "offline") is leader
     got = read_all(leader.bootstrap, "offline", 1, {0: 1})[0]
     assert got[0] == b"only-on-the-leader"
+
+
+def test_a_stopped_leader_hands_its_partitions_over_before_it_exits(replicated):
+    partitions = 3
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("handover", partitions, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(replicated, "handover", partitions)
+    producer = SteadyProducer(",".join(b.bootstrap for b in replicated), "handover", partitions)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.acked) > 300, what="a first acknowledged load")
+        leaving = leader_of(replicated, "handover", 0)
+        assert leaving.stop() == 0
+        handed = [line for line in leaving.log_lines if "controlled shutdown" in line]
+        assert handed and "0 partition" not in handed[0], handed
+        rest = [b for b in replicated if b is not leaving]
+        assert leader_of(rest, "handover", 0) is not leaving
+        before = len(producer.acked)
+        wait_for(lambda: len(producer.acked) > before + 300, what="acks from the new leaders")
+        leaving.start()
+        full_isr(replicated, "handover", partitions)
+    finally:
+        producer.stop()
+    assert not producer.errors  # librdkafka retried what the handover refused; nothing failed
+    ends = {p: max(o for q, o in producer.acked.values() if q == p) + 1 for p in range(partitions)}
+    got = read_all(replicated[0].bootstrap, "handover", partitions, ends)
+    assert all(got[p].get(o) == v for v, (p, o) in producer.acked.items())
+    check_replicas_identical(replicated, "handover", partitions)
+
+
+def test_kafka_python_produces_and_consumes_through_a_leader_change(replicated):
+    kafka = pytest.importorskip("kafka")
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("kp", 1, replication_factor=3)
+    full_isr(replicated, "kp", 1)
+    bootstrap = [b.bootstrap for b in replicated]
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20, retry_backoff_ms=200,
+                                   api_version=(2, 5), metadata_max_age_ms=1000)
+    try:
+        acked = {producer.send("kp", b"kp-%d" % i).get(30).offset: b"kp-%d" % i for i in range(50)}
+        leader_of(replicated, "kp").kill()
+        acked.update({producer.send("kp", b"kp-%d" % i).get(60).offset: b"kp-%d" % i for i in range(50, 100)})
+    finally:
+        producer.close(5)
+    live = [b for b in replicated if b.proc.poll() is None]
+    consumer = kafka.KafkaConsumer(bootstrap_servers=[b.bootstrap for b in live], auto_offset_reset="earliest",
+                                   api_version=(2, 5), consumer_timeout_ms=15000)
+    try:
+        consumer.assign([kafka.TopicPartition("kp", 0)])
+        got = {}
+        for msg in consumer:
+            got[msg.offset] = msg.value
+            if len(got) >= len(acked):
+                break
+    finally:
+        consumer.close()
+    assert all(got.get(o) == v for o, v in acked.items())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from mmlog.client.admin import Admin
@@ -22,6 +25,20 @@ def test_a_replicated_topic_puts_each_partition_on_three_brokers_and_leaders_spr
     assert all(leader == replicas[0] for leader, replicas, _ in states)  # the preferred replica leads
     for b in replicated:
         assert all((b.data_dir / f"spread-{p}").is_dir() for p in range(6))
+
+
+def test_topics_describe_shows_replicas_isr_and_under_replication(replicated):
+    made = _topics(replicated[0], "create", "described", "--partitions", "2", "--replication-factor", "3")
+    assert made.returncode == 0, made.stderr
+    wait_for(lambda: len(partition_state(replicated[0].bootstrap, "described", 1)[2]) == 3, what="full ISRs")
+    lines = _topics(replicated[1], "describe", "described").stdout.splitlines()
+    assert all("replicas " in line and "isr " in line for line in lines[1:3]), lines
+    assert not any("under-replicated" in line for line in lines), lines
+
+
+def _topics(broker, *args):
+    return subprocess.run([sys.executable, "-m", "mmlog", "topics", *args, "--bootstrap", broker.bootstrap,
+                           "--timeout", "10"], capture_output=True, text=True, timeout=60)
 
 
 def test_a_factor_above_the_live_brokers_is_refused_with_the_cause(replicated):

@@ -1,0 +1,69 @@
+"""The controller's election rules and the replica placement, as Kafka decides them (no ZooKeeper needed)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from mmlog.acceptor.zookeeper.assignment import assign_replicas
+from mmlog.acceptor.zookeeper.controller import decide
+from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
+from mmlog.errors import InvalidReplicationFactor
+
+REPLICAS = [1, 2, 3]
+
+
+def state(leader, epoch, isr):
+    return LeaderAndIsr(leader, epoch, tuple(isr), 1, version=4)
+
+
+def test_a_live_leader_stays_and_dead_followers_leave_the_isr():
+    assert decide(state(1, 5, [1, 2, 3]), REPLICAS, {1, 2, 3}, False, 7) is None
+    assert decide(state(1, 5, [1, 2, 3]), REPLICAS, {1, 3}, False, 7) == LeaderAndIsr(1, 5, (1, 3), 7)
+
+
+def test_a_dead_leader_is_replaced_by_the_first_live_isr_member_in_assignment_order():
+    assert decide(state(1, 5, [3, 2, 1]), REPLICAS, {2, 3}, False, 7) == LeaderAndIsr(2, 6, (3, 2), 7)
+    assert decide(state(1, 5, [1, 3]), REPLICAS, {2, 3}, False, 7) == LeaderAndIsr(3, 6, (3,), 7)
+
+
+def test_with_no_live_isr_member_the_partition_goes_offline_keeping_its_isr():
+    offline = decide(state(1, 5, [1]), REPLICAS, {2, 3}, False, 7)
+    assert offline == LeaderAndIsr(-1, 6, (1,), 7)
+    assert decide(offline, REPLICAS, {2, 3}, False, 7) is None  # stays offline while only non-ISR replicas live
+    assert decide(offline, REPLICAS, {1, 2, 3}, False, 8) == LeaderAndIsr(1, 7, (1,), 8)  # back with its ISR member
+
+
+def test_unclean_election_takes_the_first_live_replica():
+    assert decide(state(1, 5, [1]), REPLICAS, {2, 3}, True, 7) == LeaderAndIsr(2, 6, (2,), 7)
+
+
+def test_the_last_isr_member_is_never_removed():
+    assert decide(state(-1, 5, [1]), REPLICAS, {2}, False, 7) is None
+
+
+def test_preferred_leaders_come_back_only_when_in_sync():
+    assert decide(state(2, 5, [1, 2, 3]), REPLICAS, {1, 2, 3}, False, 7, preferred=True) == LeaderAndIsr(1, 6, (1, 2, 3), 7)
+    assert decide(state(2, 5, [2, 3]), REPLICAS, {1, 2, 3}, False, 7, preferred=True) is None
+    assert decide(state(2, 5, [1, 2, 3]), REPLICAS, {1, 2, 3}, False, 7) is None  # not asked: no move
+
+
+@pytest.mark.parametrize("brokers,partitions,factor", [(3, 6, 3), (5, 20, 3), (4, 7, 2), (3, 1, 1), (6, 60, 3)])
+def test_placement_spreads_leaders_and_replicas_and_never_doubles_a_broker(brokers, partitions, factor):
+    ids = list(range(10, 10 + brokers))
+    for seed in range(20):
+        placed = assign_replicas(ids, partitions, factor, random.Random(seed))
+        assert all(len(set(r)) == factor and set(r) <= set(ids) for r in placed)
+        leaders = Counter(r[0] for r in placed)
+        assert max(leaders.values()) - min(leaders.get(b, 0) for b in ids) <= 1
+        replicas = Counter(b for r in placed for b in r)
+        assert max(replicas.values()) - min(replicas.get(b, 0) for b in ids) <= factor
+
+
+def test_a_factor_above_the_brokers_names_the_cause():
+    with pytest.raises(InvalidReplicationFactor, match="larger than the 2 available brokers"):
+        assign_replicas([1, 2], 3, 3)
+    with pytest.raises(InvalidReplicationFactor, match="at least 1"):
+        assign_replicas([1, 2], 3, 0)

@@ -1,0 +1,126 @@
+"""What replication costs a producer: RF 1 acks=1, RF 3 acks=1 and RF 3 acks=all side by side.
+
+    python tools/bench_replication.py [--records N] [--rounds R] [--batch B] [--size BYTES]
+
+Three brokers (EmbeddedBroker, loopback, one processor each plus the replica
+fetcher) on one ZooKeeper, all on this machine. Per round and case (the cases
+interleaved, so a noisy machine treats them alike): librdkafka (confluent-kafka)
+sends N records of BYTES bytes to a fresh one-partition topic led by broker 0,
+in batches of B (`batch.num.messages`, linger 5 ms), and waits for every delivery
+report. Prints, per case, the median msg/s over the rounds and the p50/p99 of
+the produce latency (send to delivery report) of the median round, and each
+case's throughput as a ratio to RF 1 acks=1 measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import confluent_kafka
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mmlog.client.admin import Admin  # noqa: E402
+from mmlog.client.cluster import Cluster  # noqa: E402
+from mmlog.testing import EmbeddedBroker, ZooKeeperServer  # noqa: E402
+
+CASES = [("RF 1 acks=1", 1, "1"), ("RF 3 acks=1", 3, "1"), ("RF 3 acks=all", 3, "all")]
+
+
+def leader(bootstrap: str, topic: str) -> int:
+    meta = Cluster(bootstrap, timeout=5)
+    meta.refresh([topic], allow_auto_create=False)
+    info = meta.topics[topic]
+    return info.leaders[0] if len(info.isr[0]) == len(info.replicas[0]) else -1
+
+
+def make_topic(brokers, name: str, factor: int) -> None:
+    with Admin(brokers[0].bootstrap) as admin:
+        admin.create_topic(name, 1, replication_factor=factor)
+    deadline = time.monotonic() + 30
+    while leader(brokers[0].bootstrap, name) < 0:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{name}: no leader with a full ISR after 30 s")
+        time.sleep(0.1)
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int, batch: int, acks: str) -> tuple[float, np.ndarray]:
+    """(msg/s, latencies in ms) of n records through librdkafka."""
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.num.messages": batch,
+        "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
+    value = b"x" * size
+    sent = np.zeros(n)
+    done = np.zeros(n)
+    failures = []
+
+    def delivered(err, msg, i=None):
+        if err is not None:
+            failures.append(err)
+
+    start = time.perf_counter()
+    for i in range(n):
+        sent[i] = time.perf_counter()
+        while True:
+            try:
+                producer.produce(topic, value, partition=0,
+                                 on_delivery=lambda err, msg, i=i: (done.__setitem__(i, time.perf_counter()),
+                                                                    delivered(err, msg)))
+                break
+            except BufferError:
+                producer.poll(0.001)
+        if i % 1000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if failures:
+        raise SystemExit(f"{len(failures)} deliveries failed: {failures[0]}")
+    return n / elapsed, (done - sent) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--size", type=int, default=200)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-replication-"))
+    with ZooKeeperServer(work / "zk") as zk:
+        brokers = [EmbeddedBroker(work / f"broker-{i}", processors=1, config={
+            "zookeeper.connect": zk.connect + "/bench", "broker.id": i, "auto.leader.rebalance.enable": False,
+        }) for i in range(3)]
+        try:
+            for b in brokers:
+                b.start()
+            time.sleep(2)
+            results: dict[str, list[tuple[float, np.ndarray]]] = {name: [] for name, _, _ in CASES}
+            for r in range(args.rounds):
+                for name, factor, acks in CASES:
+                    topic = f"bench-{r}-{factor}-{acks}"
+                    make_topic(brokers, topic, factor)
+                    lead = brokers[leader(brokers[0].bootstrap, topic)]
+                    results[name].append(produce(lead.bootstrap, topic, args.records, args.size, args.batch, acks))
+                    print(f"round {r + 1} {name}: {results[name][-1][0]:,.0f} msg/s", flush=True)
+        finally:
+            for b in brokers:
+                b.stop()
+    base = statistics.median(rate for rate, _ in results[CASES[0][0]])
+    print(f"\n{args.records:,} records of {args.size} B, batch {args.batch}, librdkafka "
+          f"{confluent_kafka.version()[0]}, median of {args.rounds} rounds")
+    print(f"{'case':<16}{'msg/s':>12}{'MB/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'vs RF 1':>9}")
+    for name, _, _ in CASES:
+        rounds = sorted(results[name], key=lambda x: x[0])
+        rate, lat = rounds[len(rounds) // 2]
+        print(f"{name:<16}{rate:>12,.0f}{rate * args.size / 1e6:>8.1f}{np.percentile(lat, 50):>9.1f}"
+              f"{np.percentile(lat, 99):>9.1f}{rate / base:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()
