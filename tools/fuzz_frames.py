@@ -1,6 +1,7 @@
 """Fuzz the broker's framer and request decoder with mutants of real clients' request frames.
 
-    python tools/fuzz_frames.py --cases 120000 --seed 1 [--crashes DIR] [--batch 200]
+    python tools/fuzz_frames.py --cases 120000 --seed 1 [--crashes DIR] [--batch 200] [--all-apis]
+    python tools/fuzz_frames.py --replay DIR/crash-1.bin ...
 
 The corpus is tests/fixtures/client_frames (tools/capture_frames.py). A `Mutator` turns
 a captured frame into a case: the frame with its body mutated (bit flips, interesting
@@ -12,7 +13,9 @@ on its own connection, reading answers until the broker closes it or goes quiet.
 
 The command line starts a fresh broker (EmbeddedBroker, loopback, temp dir) and sends
 `--cases` cases in batches; after each batch the broker must still run with the same
-processor pids and answer ApiVersions on new connections. A batch that breaks that is
+processor pids, no process holding more than half its descriptor limit, and answer
+ApiVersions on new connections; a watchdog kills it if its processes together pass
+`--max-rss-mib`. A batch that breaks that is
 saved under `--crashes`, replayed case by case on a fresh broker to find the culprits,
 and each culprit is saved as ``crash-<n>.bin`` (the bytes sent on one connection) for
 `--replay`. Prints cases/s and the findings.
@@ -28,6 +31,7 @@ import socket
 import struct
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,8 +261,15 @@ def answers(address: tuple[str, int], timeout: float = 5.0) -> bool:
         return False
 
 
+def fd_usage(pid: int) -> tuple[int, int]:
+    """(open descriptors, soft limit) of a process."""
+    with open(f"/proc/{pid}/limits") as limits:
+        limit = next(int(line.split()[3]) for line in limits if line.startswith("Max open files"))
+    return len(os.listdir(f"/proc/{pid}/fd")), limit
+
+
 class Health:
-    """Whether a broker is as it was: running, the same processor pids, answering."""
+    """Whether a broker is as it was: running, the same processor pids, descriptors to spare, answering."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
@@ -275,68 +286,137 @@ class Health:
         pids = sorted(broker.processor_pids())
         if pids != self.pids:
             found.append(f"processor pids {self.pids} -> {pids}")
+        for pid in [broker.pid, *pids]:
+            try:
+                used, limit = fd_usage(pid)
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if used > limit // 2:  # a broker out of descriptors can neither accept nor create topics
+                found.append(f"pid {pid} holds {used} of its {limit} descriptors")
         address = ("127.0.0.1", broker.port)
         if not all(answers(address) for _ in range(probes)):  # connections are spread over the processors
             found.append("broker does not answer ApiVersions")
         return found
 
 
+def tree_rss(broker) -> int:
+    """Resident bytes of the broker's main process and its processors (shared pages counted in each)."""
+    total = 0
+    for pid in [broker.pid, *broker.processor_pids()]:
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                total += next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+        except (FileNotFoundError, StopIteration, ProcessLookupError):
+            pass
+    return total
+
+
+class Watchdog:
+    """Kills a broker whose processes grow past max_rss bytes (a mutant must not take the machine)."""
+
+    def __init__(self, broker, max_rss: int) -> None:
+        self.broker, self.max_rss = broker, max_rss
+        self.tripped: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            rss = tree_rss(self.broker)
+            if rss > self.max_rss:
+                self.tripped = f"RSS {rss >> 20} MiB above {self.max_rss >> 20} MiB: broker killed"
+                self.broker.kill()
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 # --- the command line ---------------------------------------------------------------------------
 
 def fresh_broker():
     from mmlog.testing import EmbeddedBroker
-    return EmbeddedBroker(processors=2, config={"connections.max.idle.ms": 10_000}).start()
+    return EmbeddedBroker(processors=2, config={"connections.max.idle.ms": 10_000,
+                                                "controlled.shutdown.timeout.ms": 5_000}).start()
 
 
-def replay(broker, cases: list[Case]) -> list[tuple[Case, list[str]]]:
-    """Send the cases one at a time; the ones after which the broker is not as it was, with why."""
-    health = Health(broker)
+class Target:
+    """The broker being fuzzed, with its health baseline and watchdog; `renew()` replaces a broken one."""
+
+    def __init__(self, max_rss: int) -> None:
+        self.max_rss = max_rss
+        self._start()
+
+    def _start(self) -> None:
+        self.broker = fresh_broker()
+        self.health = Health(self.broker)
+        self.watchdog = Watchdog(self.broker, self.max_rss)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.broker.port)
+
+    def problems(self, probes: int = 4) -> list[str]:
+        found = self.health.problems(probes)
+        return found + [self.watchdog.tripped] if self.watchdog.tripped else found
+
+    def renew(self) -> None:
+        """After a finding: a new broker unless this one still answers (its replaced processors as the baseline)."""
+        if self.watchdog.tripped or self.broker.proc.poll() is not None or not answers(self.address):
+            self.close()
+            self._start()
+        self.health.reset()
+
+    def close(self) -> None:
+        self.watchdog.close()
+        self.broker.__exit__(None, None, None)  # stop it and remove its temp data dir
+
+
+def replay(cases: list[Case], max_rss: int) -> list[tuple[Case, list[str]]]:
+    """Send the cases one at a time to a fresh broker; the ones after which it is not as it was, with why."""
+    target = Target(max_rss)
     culprits = []
-    for case in cases:
-        send_cases(("127.0.0.1", broker.port), [case], limit=2.0, quiet=0.5)
-        found = health.problems(probes=2)
-        if found:
-            culprits.append((case, found))
-            if broker.proc.poll() is not None:
-                broker.stop()
-                broker = fresh_broker()
-                health = Health(broker)
-            health.reset()
-    broker.stop()
+    try:
+        for case in cases:
+            send_cases(target.address, [case], limit=2.0, quiet=0.5)
+            found = target.problems(probes=2)
+            if found:
+                culprits.append((case, found))
+                target.renew()
+    finally:
+        target.close()
     return culprits
 
 
-def fuzz(cases: int, seed: int, crashes: Path, batch: int, parallel: int) -> dict:
-    corpus = load_corpus()
+def fuzz(cases: int, seed: int, crashes: Path, batch: int, parallel: int, excluded, max_rss: int) -> dict:
+    corpus = load_corpus(excluded=excluded)
     mutator = Mutator(seed)
-    broker = fresh_broker()
-    health = Health(broker)
+    target = Target(max_rss)
     started, done, findings, outcomes = time.monotonic(), 0, [], {}
     try:
         while done < cases:
             group = [mutator.case(corpus) for _ in range(min(batch, cases - done))]
-            for k, v in send_cases(("127.0.0.1", broker.port), group, parallel=parallel).items():
+            for k, v in send_cases(target.address, group, parallel=parallel).items():
                 outcomes[k] = outcomes.get(k, 0) + v
             done += len(group)
-            found = health.problems()
+            found = target.problems()
             if found:
-                log_tail = broker.log_lines[-40:]
+                log_tail = target.broker.log_lines[-40:]
                 print(f"after {done} cases: {'; '.join(found)}", flush=True)
-                findings += save_findings(crashes, group, found, log_tail)
-                if broker.proc.poll() is not None:
-                    broker = fresh_broker()
-                    health = Health(broker)
-                health.reset()
+                target.renew()
+                findings += save_findings(crashes, group, found, log_tail, max_rss)
             if done % (batch * 25) == 0:
                 elapsed = time.monotonic() - started
                 print(f"{done} cases, {done / elapsed:.0f} cases/s, {len(findings)} findings", flush=True)
     finally:
-        broker.stop()
+        target.close()
     elapsed = time.monotonic() - started
     return {"cases": done, "seconds": elapsed, "rate": done / elapsed, "findings": findings, "outcomes": outcomes}
 
 
-def save_findings(crashes: Path, group: list[Case], found: list[str], log_tail: list[str]) -> list[str]:
+def save_findings(crashes: Path, group: list[Case], found: list[str], log_tail: list[str], max_rss: int) -> list[str]:
     """Save a failing batch, find its culprits by replay on a fresh broker, save each as crash-<n>.bin."""
     crashes.mkdir(parents=True, exist_ok=True)
     n = len(list(crashes.glob("batch-*"))) + 1
@@ -347,7 +427,7 @@ def save_findings(crashes: Path, group: list[Case], found: list[str], log_tail: 
     (batch_dir / "cases.txt").write_text("".join(f"{i:04d} {c.how}\n" for i, c in enumerate(group)))
     (batch_dir / "broker.log").write_text("\n".join(log_tail) + "\n" + "\n".join(found) + "\n")
     saved = []
-    for case, why in replay(fresh_broker(), group):
+    for case, why in replay(group, max_rss):
         k = len(list(crashes.glob("crash-*.bin"))) + 1
         path = crashes / f"crash-{k}.bin"
         path.write_bytes(case.data)
@@ -367,14 +447,19 @@ def main(argv=None) -> int:
     parser.add_argument("--parallel", type=int, default=32, help="connections open at once")
     parser.add_argument("--crashes", type=Path, default=Path(tempfile.gettempdir()) / "mmlog-fuzz-crashes")
     parser.add_argument("--replay", type=Path, nargs="*", help="send these saved cases instead of fuzzing")
+    parser.add_argument("--all-apis", action="store_true",
+                        help=f"keep {', '.join(EXCLUDED_APIS.values())} in the corpus (see EXCLUDED_APIS)")
+    parser.add_argument("--max-rss-mib", type=int, default=1024, help="kill the broker above this (all processes)")
     args = parser.parse_args(argv)
+    max_rss = args.max_rss_mib << 20
     if args.replay:
-        culprits = replay(fresh_broker(), [Case(p.read_bytes(), str(p)) for p in args.replay])
+        culprits = replay([Case(p.read_bytes(), str(p)) for p in args.replay], max_rss)
         for case, why in culprits:
             print(f"{case.how}: {'; '.join(why)}")
         print(f"{len(culprits)} of {len(args.replay)} cases break the broker")
         return 1 if culprits else 0
-    result = fuzz(args.cases, args.seed, args.crashes, args.batch, args.parallel)
+    result = fuzz(args.cases, args.seed, args.crashes, args.batch, args.parallel,
+                  {} if args.all_apis else EXCLUDED_APIS, max_rss)
     print(f"{result['cases']} cases in {result['seconds']:.0f} s ({result['rate']:.0f} cases/s), seed {args.seed}; "
           f"connections: {result['outcomes']}")
     print(f"{len(result['findings'])} findings" + "".join(f"\n  {f}" for f in result["findings"]))
