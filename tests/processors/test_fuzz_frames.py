@@ -11,6 +11,7 @@ still work.
 
 import collections
 import os
+import signal
 import threading
 import time
 
@@ -173,3 +174,23 @@ def test_after_the_fuzzing_the_broker_serves_metadata_produce_and_fetch(broker, 
     assert Health(broker).problems() == []
     assert broker.stop() == 0  # and it still stops cleanly
 
+
+
+def test_the_health_check_sees_a_processor_die_and_a_broker_that_does_not_answer(tmp_path):
+    """The instrument of the fuzz test works: a replaced processor and a stopped broker are findings."""
+    with EmbeddedBroker(tmp_path, processors=2, config=CONFIG) as broker:
+        health = Health(broker)
+        assert health.problems() == []
+        os.kill(health.pids[0], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while len(broker.processor_pids()) < 2 or health.pids[0] in broker.processor_pids():
+            assert time.monotonic() < deadline, "the processor was not replaced"
+            time.sleep(0.05)
+        assert health.problems()[0].startswith("processor pids")
+        health.reset()
+        assert health.problems() == []
+        os.kill(broker.pid, signal.SIGSTOP)  # wedged: accepts nothing, answers nothing
+        try:
+            assert "broker does not answer ApiVersions" in health.problems(probes=1)
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)
