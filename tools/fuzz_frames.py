@@ -15,10 +15,10 @@ The command line starts a fresh broker (EmbeddedBroker, loopback, temp dir) and 
 `--cases` cases in batches; after each batch the broker must still run with the same
 processor pids, no process holding more than half its descriptor limit, and answer
 ApiVersions on new connections; a watchdog kills it if its processes together pass
-`--max-rss-mib`. A batch that breaks that is
-saved under `--crashes`, replayed case by case on a fresh broker to find the culprits,
-and each culprit is saved as ``crash-<n>.bin`` (the bytes sent on one connection) for
-`--replay`. Prints cases/s and the findings.
+`--max-rss-mib`. A batch that breaks that is saved under `--crashes`, replayed case by
+case on a fresh broker to find the culprits, and each culprit is saved as
+``crash-<n>.bin`` (the bytes sent on one connection) for `--replay`. Prints cases/s
+and the findings.
 """
 
 from __future__ import annotations
@@ -165,9 +165,12 @@ class Mutator:
         return Case(prefixed(bytes(body)), " ".join(steps))
 
     def wrong_size(self, frame: bytes) -> Case:
+        """The body under a size prefix that is off by a little, zero, negative, above the limit, or big
+        and legal (16 MiB, 100 MiB: the framer must not pay for bytes that never come)."""
         body = frame[4:]
         size = self.rng.choice((len(body) + self.rng.choice((-4, -1, 1, 2, 64)), 0, -1, -(2**31), 2**31 - 1,
-                                100 * 1024 * 1024 + 1, self.rng.randrange(len(body) + 1)))
+                                100 * 1024 * 1024 + 1, self.rng.randrange(len(body) + 1),
+                                1 << 24, 100 * 1024 * 1024))
         return Case(struct.pack(">i", size) + body, f"size={size}")
 
     def case(self, corpus: list[bytes]) -> Case:
