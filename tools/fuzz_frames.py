@@ -15,8 +15,8 @@ The command line starts a fresh broker (EmbeddedBroker, loopback, temp dir) and 
 `--cases` cases in batches; after each batch the broker must still run with the same
 processor pids, no process holding more than half its descriptor limit, and answer
 ApiVersions on new connections; a watchdog kills it if its processes together pass
-`--max-rss-mib`. A batch that breaks that is saved under `--crashes`, replayed case by
-case on a fresh broker to find the culprits, and each culprit is saved as
+`--max-rss-mib`. A batch that breaks that is saved under `--crashes` and replayed on a
+fresh broker (in chunks, then case by case) to find the culprits; each is saved as
 ``crash-<n>.bin`` (the bytes sent on one connection) for `--replay`. Prints cases/s
 and the findings.
 """
@@ -377,17 +377,25 @@ class Target:
         self.broker.__exit__(None, None, None)  # stop it and remove its temp data dir
 
 
-def replay(cases: list[Case], max_rss: int) -> list[tuple[Case, list[str]]]:
-    """Send the cases one at a time to a fresh broker; the ones after which it is not as it was, with why."""
+def replay(cases: list[Case], max_rss: int, chunk: int = 20) -> list[tuple[Case, list[str]]]:
+    """Send the cases to a fresh broker, `chunk` at a time, then one at a time those of a chunk after
+    which it was not as it was; return the single cases that break it, with why."""
     target = Target(max_rss)
     culprits = []
     try:
-        for case in cases:
-            send_cases(target.address, [case], limit=2.0, quiet=0.5)
-            found = target.problems(probes=2)
-            if found:
-                culprits.append((case, found))
+        for start in range(0, len(cases), chunk):
+            group = cases[start:start + chunk]
+            if len(group) > 1:
+                send_cases(target.address, group, limit=2.0, quiet=0.5)
+                if not target.problems(probes=2):
+                    continue
                 target.renew()
+            for case in group:
+                send_cases(target.address, [case], limit=2.0, quiet=0.5)
+                found = target.problems(probes=2)
+                if found:
+                    culprits.append((case, found))
+                    target.renew()
     finally:
         target.close()
     return culprits
