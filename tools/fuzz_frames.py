@@ -27,6 +27,7 @@ import argparse
 import os
 import random
 import selectors
+import shutil
 import socket
 import struct
 import sys
@@ -373,8 +374,14 @@ class Target:
         self.health.reset()
 
     def close(self) -> None:
+        """Stop the broker, wait for its processors to be gone too, and remove its temp data dir."""
         self.watchdog.close()
-        self.broker.__exit__(None, None, None)  # stop it and remove its temp data dir
+        pids = self.broker.processor_pids()
+        self.broker.stop(timeout=10)
+        deadline = time.monotonic() + 10
+        while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        shutil.rmtree(self.broker.data_dir, ignore_errors=True)
 
 
 def replay(cases: list[Case], max_rss: int, chunk: int = 20) -> list[tuple[Case, list[str]]]:
