@@ -1,0 +1,83 @@
+"""Idempotent producers for real: librdkafka with enable.idempotence through processor kills, and a raw replay."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import Counter
+
+import confluent_kafka
+
+from mmlog.protocol.messages import init_producer_id, metadata
+from mmlog.protocol.records import build_batch
+from mmlog.testing import EmbeddedBroker
+from tests.processors.test_bad_input import connect, produce_one
+from tests.processors.test_concurrent_producers import read_all
+
+
+def test_a_replayed_batch_gets_its_original_offset_and_is_stored_once(broker):
+    with connect(broker) as conn:
+        conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": "replayed"}]))  # auto-created
+        ids = conn.request(init_producer_id.API_KEY, 1, init_producer_id.REQUEST(
+            transactional_id=None, transaction_timeout_ms=60000))
+        batch = build_batch([(None, b"once")], producer_id=ids.producer_id, producer_epoch=ids.producer_epoch,
+                            base_sequence=0)
+        produce_one(conn, "replayed", 0, build_batch([(None, b"before")]))
+        first = produce_one(conn, "replayed", 0, bytearray(batch))
+        again = produce_one(conn, "replayed", 0, bytearray(batch))
+        gap = produce_one(conn, "replayed", 0, build_batch(
+            [(None, b"gap")], producer_id=ids.producer_id, producer_epoch=ids.producer_epoch, base_sequence=5))
+        values = [r.value for r in read_all(conn, "replayed")]
+    assert (first.error_code, again.error_code) == (0, 0)
+    assert first.base_offset == again.base_offset == 1
+    assert gap.error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert values == [b"before", b"once"]
+
+
+def test_librdkafka_with_idempotence_loses_and_repeats_nothing_while_processors_are_killed(tmp_path):
+    with EmbeddedBroker(tmp_path / "broker", processors=2) as broker:
+        producer = confluent_kafka.Producer({
+            "bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 2,
+            "message.timeout.ms": 60_000, "retry.backoff.ms": 50})
+        acked: list[bytes] = []
+        failed: list = []
+        stop = threading.Event()
+
+        def deliver(err, msg):
+            (failed if err else acked).append(err or msg.value())
+
+        def run():
+            i = 0
+            while not stop.is_set():
+                for _ in range(20):
+                    producer.produce("idempotent", b"value-%d" % i, partition=0, on_delivery=deliver)
+                    i += 1
+                producer.poll(0.002)
+            producer.flush(60)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        try:
+            for _ in range(6):
+                time.sleep(0.7)
+                before = broker.processor_pids()
+                os.kill(before[0], signal.SIGKILL)
+                deadline = time.monotonic() + 20
+                while before[0] in broker.processor_pids() or len(broker.processor_pids()) < 2:
+                    assert time.monotonic() < deadline, "the killed processor was not replaced"
+                    time.sleep(0.05)
+            time.sleep(0.7)
+        finally:
+            stop.set()
+            thread.join(90)
+        with connect(broker) as conn:
+            stored = [r.value for r in read_all(conn, "idempotent")]
+    assert not failed, failed[:3]
+    copies = Counter(stored)
+    assert len(acked) > 1000
+    assert not [v for v, n in copies.items() if n > 1], "duplicates in the log"
+    assert set(acked) <= set(copies), "acknowledged records missing"
+    order = [int(v.split(b"-")[1]) for v in stored]
+    assert order == sorted(order), "records out of the producer's order"
