@@ -113,7 +113,7 @@ def main() -> None:
                 b.stop()
     base = statistics.median(rate for rate, _ in results[CASES[0][0]])
     print(f"\n{args.records:,} records of {args.size} B, batch {args.batch}, librdkafka "
-          f"{confluent_kafka.version()[0]}, median of {args.rounds} rounds")
+          f"{confluent_kafka.libversion()[0]}, median of {args.rounds} rounds")
     print(f"{'case':<16}{'msg/s':>12}{'MB/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'vs RF 1':>9}")
     for name, _, _ in CASES:
         rounds = sorted(results[name], key=lambda x: x[0])
