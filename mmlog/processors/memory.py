@@ -76,8 +76,8 @@ class Allowance:
         got = self.pool.reserve(self.slot, refill, nbytes)
         if got == refill:
             self.credit = CHUNK
-        elif got:
-            self.pressure += got
+            return nbytes
+        self.pressure += got
         return got
 
 
