@@ -24,6 +24,7 @@ from mmlog.protocol import FrameReader
 
 MAX_PENDING_OUT = 8 << 20  # stop reading a client that does not read its responses
 MAX_QUEUED_FRAMES = 64  # pipelined requests buffered before we stop reading
+_PEER_GONE = (7, 8)  # TCP_CLOSE (reset), TCP_CLOSE_WAIT (the peer sent FIN): tcpi_state in linux/tcp.h
 
 
 class Connection:
@@ -88,6 +89,15 @@ class Connection:
             return False
         self.last_active = time.monotonic()
         return True
+
+    def peer_gone(self) -> bool:
+        """True if the peer closed or reset while we were not reading (a starved connection is not polled
+        for input, so its EOF would otherwise go unseen): the TCP state, one getsockopt."""
+        try:
+            state = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        except OSError:
+            return False  # not TCP (a Unix socket in tests)
+        return state in _PEER_GONE
 
     def next_request(self):
         """The next whole request frame, unless one is already in flight."""

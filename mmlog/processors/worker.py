@@ -54,7 +54,7 @@ BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor sto
 
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY = "handoff", "control", "wake", "signal", "memory"
-STARVED_BACKSTOP_S = 5.0  # retry starved connections at least this often, wake-up or not
+STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
 
 
 class Processor:
@@ -263,7 +263,8 @@ class Processor:
                 self._close(conn)
 
     def _reap_idle(self) -> None:
-        """Close idle connections (checked once a second), or every connection once shutdown times out."""
+        """Close idle connections, and starved ones whose peer left (checked once a second), or every
+        connection once shutdown times out."""
         now = time.monotonic()
         if self.stopping and now > self._stop_by:
             for conn in list(self.conns.values()):
@@ -274,6 +275,8 @@ class Processor:
         self._next_reap = now + 1.0
         for conn in [c for c in self.conns.values() if now - c.last_active > self.idle_s and not c.busy]:
             self._close(conn)
+        for conn in [c for c in self._starved if c.peer_gone()]:
+            self._close(conn)  # gave up waiting: its memory goes back now, not after the idle time
 
     # ------------------------------------------------------------ helpers
 
