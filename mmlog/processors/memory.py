@@ -92,14 +92,25 @@ class ConnectionBudget:
         self.held = 0
 
     def reserve(self, want: int, need: int) -> int:
+        allowance = self.allowance
+        if want == need and need <= allowance.credit and self.held + need <= self.limit:
+            # The common case inlined (a small frame paid from credit: need <= credit <= 2 chunks, so
+            # it is small): per request, a call less on each side is a third of the cost.
+            allowance.credit -= need
+            self.held += need
+            return need
         room = self.limit - self.held
         if want > room:
             return 0  # waits for this connection's own requests to finish (the processor retries then)
-        got = self.allowance.reserve(want, need if need <= room else 0)
+        got = allowance.reserve(want, need if need <= room else 0)
         self.held += got
         return got
 
     def release(self, nbytes: int) -> None:
-        if nbytes:
-            self.held -= nbytes
-            self.allowance.release(nbytes)
+        allowance = self.allowance
+        self.held -= nbytes
+        if nbytes <= allowance.small and not allowance.pressure and allowance.credit <= CHUNK:
+            allowance.credit += nbytes  # the common case inlined, as in reserve
+            allowance.releases += 1
+        elif nbytes:
+            allowance.release(nbytes)

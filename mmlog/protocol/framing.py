@@ -23,8 +23,10 @@ A frame too big for the staging buffer gets a buffer of its own, in one of two w
   a promise: the frame stays in staging until staging is full, then moves to a
   buffer twice the staging size that doubles each time it fills, capped at the
   declared size. A peer that declares 100 MiB and sends 3 KiB costs its staging
-  buffer and nothing more; a real 100 MiB frame costs about one extra copy of
-  itself (64 KiB + 128 KiB + ... < 100 MiB) on its way in.
+  buffer and nothing more. The buffer grows in place (realloc: large buffers are
+  remapped, not copied), so a view `get_buffer()` returned is valid only until
+  the next call; a real 100 MiB frame costs about what it does unbudgeted
+  (tools/bench_memory.py measures both).
 
 The budget is asked (`reserve(want, need)`) before each allocation a frame's bytes
 need: a complete small frame before it is copied out of staging (want = need =
@@ -80,6 +82,7 @@ class FrameReader:
         self._filled = 0  # bytes of _body received so far
         self._reserved = 0  # bytes the budget granted for _body (>= len(_body))
         self._starved = False
+        self._lent: memoryview | None = None  # the last view of _body that get_buffer returned (budgeted)
         self._frames: deque[memoryview] = deque()
         self._error: FrameSizeError | None = None
 
@@ -94,12 +97,12 @@ class FrameReader:
         if self._body is not None:
             if self._filled == len(self._body) and not self._grow():
                 return None
-            return memoryview(self._body)[self._filled:]
+            return self._lend()
         if len(self._staging) - self._end < self._min_recv:
             if self._big:
                 if not self._promote():
                     return None
-                return memoryview(self._body)[self._filled:]
+                return self._lend()
             if self._start > 0:
                 self._compact()
         return self._view[self._end:]
@@ -110,7 +113,7 @@ class FrameReader:
             self._filled += nbytes
             if self._filled == self._size:  # then len(_body) == _size == _reserved (if budgeted)
                 self._frames.append(memoryview(self._body))
-                self._body = None
+                self._body = self._lent = None
                 self._reserved = 0
             return
         self._end += nbytes
@@ -151,7 +154,7 @@ class FrameReader:
             if held:
                 budget.release(held)
         self._frames.clear()
-        self._body = None
+        self._body = self._lent = None
         self._reserved = self._filled = self._size = self._big = 0
         self._start = self._end = 0
         self._starved = False
@@ -221,6 +224,13 @@ class FrameReader:
             start = end = 0
         self._start, self._end = start, end
 
+    def _lend(self) -> memoryview:
+        """A view of the rest of the own buffer; budgeted, remembered so that growing can release it."""
+        view = memoryview(self._body)[self._filled:]
+        if self._budget is not None:
+            self._lent = view
+        return view
+
     def _start_own_buffer(self, start: int, end: int, size: int) -> int:
         """Give a frame too big for staging its own buffer of its whole size; return the new staging start."""
         self._body = bytearray(size)
@@ -253,9 +263,17 @@ class FrameReader:
                 self._starved = True
                 return False
             self._reserved += got
-        body = bytearray(capacity)
-        body[:self._filled] = self._body
-        self._body = body
+        if self._lent is not None:
+            self._lent.release()  # the view get_buffer lent into the full buffer: stale, and it pins the buffer
+            self._lent = None
+        try:
+            # In place: realloc moves a large buffer by remapping its pages (mremap), not by copying them,
+            # and bytes(n) comes from calloc, so the new part is written once. A copy costs twice the time.
+            self._body += bytes(capacity - len(self._body))
+        except BufferError:  # a view of the buffer is still held somewhere: copy instead
+            body = bytearray(capacity)
+            body[:self._filled] = self._body
+            self._body = body
         return True
 
     def _compact(self) -> None:

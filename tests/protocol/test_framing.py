@@ -1,6 +1,7 @@
 """The framer: any chunking of a stream yields the same frames; bad prefixes fail early."""
 
 import itertools
+import os
 import random
 import struct
 
@@ -264,3 +265,20 @@ def test_discard_gives_back_queued_and_partial_frames():
     assert reader.queued == 1 and budget.held > 100
     reader.discard()
     assert budget.held == 0 and not reader.partial and not reader.queued
+
+
+def test_a_grown_buffer_is_copied_when_the_caller_still_holds_a_view_of_it():
+    """get_buffer's view is valid until the next call; a caller that keeps a slice of it pins the buffer,
+    and the reader then grows by copying rather than failing."""
+    body = os.urandom(1 << 20)
+    budget = Ledger()
+    reader = FrameReader(buffer_size=1024, budget=budget)
+    kept, stream, pos = [], memoryview(frame(body)), 0
+    while pos < len(stream):
+        target = reader.get_buffer()
+        kept.append(target[:1])  # a slice outlives the call
+        n = min(len(target), 3000, len(stream) - pos)
+        target[:n] = stream[pos:pos + n]
+        reader.buffer_updated(n)
+        pos += n
+    assert bytes(reader.next_frame()) == body
