@@ -128,6 +128,7 @@ def main() -> None:
     parser.add_argument("--send", type=int, default=4, help="KiB each hostile socket sends")
     args = parser.parse_args()
 
+    # A fresh broker for each measurement: memory freed by one stays in the processes' heaps for the next.
     with EmbeddedBroker(processors=2) as broker:
         base_rss, base_pss = settle(broker)
         print(f"baseline                   RSS {base_rss / MiB:7.1f} MiB   PSS {base_pss / MiB:7.1f} MiB")
@@ -138,12 +139,13 @@ def main() -> None:
               f"PSS {(pss - base_pss) / args.idle / 1024:5.1f} KiB")
         for sock in idle:
             sock.close()
+    with EmbeddedBroker(processors=2) as broker:
         base_rss, base_pss = settle(broker)
         hostile = open_hostile(broker, args.hostile, args.declare * MiB, args.send * 1024)
         rss, pss = settle(broker)
         print(f"{args.hostile} sockets declaring {args.declare} MiB, sending {args.send} KiB: "
-              f"RSS {rss / MiB:7.1f} MiB (+{(rss - base_rss) / MiB:.1f})   "
-              f"PSS {pss / MiB:7.1f} MiB (+{(pss - base_pss) / MiB:.1f})")
+              f"RSS {base_rss / MiB:.1f} -> {rss / MiB:.1f} MiB (+{(rss - base_rss) / MiB:.1f})   "
+              f"PSS {base_pss / MiB:.1f} -> {pss / MiB:.1f} MiB (+{(pss - base_pss) / MiB:.1f})")
         for sock in hostile:
             sock.close()
 

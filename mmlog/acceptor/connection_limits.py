@@ -60,6 +60,8 @@ class ConnectionLimits:
 
     def admit(self, ip: str) -> int | None:
         """A ticket for a new connection from `ip`, or None when a limit refuses it."""
+        if ip.startswith("::ffff:") and "." in ip:
+            ip = ip[7:]  # an IPv4 client on a dual-stack listener counts as its IPv4 address
         if self._over(ip):
             self.collect()  # closes reported since the last collection may make room
             if self._over(ip):

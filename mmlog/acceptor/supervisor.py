@@ -79,6 +79,7 @@ class Supervisor:
         self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
         self.limits = ConnectionLimits(config, ConnectionTable(config["max.connections"]))
         self._next_collect = 0.0
+        self._pool_short = False
         self._next_refusal_log = 0.0
         self.workers: dict[int, Worker] = {}  # pid -> worker
         self._next = 0
@@ -167,11 +168,22 @@ class Supervisor:
                      self.limits.open, self.limits.max_total, self.limits.refused)
 
     def collect(self) -> None:
-        """Once a second, stop counting connections processors have closed (admit also does when it must)."""
+        """Once a second: stop counting connections processors have closed (admit also does when it must),
+        and say when the request memory pool runs short or recovers."""
         now = time.monotonic()
         if now >= self._next_collect:
             self._next_collect = now + 1.0
             self.limits.collect()
+            self._watch_pool()
+
+    def _watch_pool(self) -> None:
+        short = any(self.pool.waiting(slot) for slot in range(self.nprocs))
+        if short and not self._pool_short:
+            log.warning("request memory short: %d of %d bytes reserved (queued.max.request.bytes); processors "
+                        "stopped reading some connections until memory comes back", self.pool.used, self.pool.limit)
+        elif self._pool_short and not short:
+            log.info("request memory available again: %d of %d bytes reserved", self.pool.used, self.pool.limit)
+        self._pool_short = short
 
     def handle_signals(self) -> None:
         signals, self._signals = self._signals, []

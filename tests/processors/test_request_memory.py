@@ -172,6 +172,7 @@ def test_an_exhausted_pool_stops_reading_and_reading_resumes_when_memory_comes_b
             sender = threading.Thread(target=honest.sendall, args=(frame,), daemon=True)
             sender.start()
             assert read_frame(honest, timeout=3) is None  # unread: the pool has no room for it
+            assert any("request memory short" in line for line in broker.log_lines)
             held = broker_rss(broker) - before
             print(f"broker RSS {before / MiB:.0f} MiB -> +{held / MiB:.0f} MiB with the pool exhausted")
             assert held < (8 + 16) * MiB
@@ -186,6 +187,10 @@ def test_an_exhausted_pool_stops_reading_and_reading_resumes_when_memory_comes_b
         correlation_id, response = decode_response(produce.API_KEY, 8, body)
         assert correlation_id == 7 and response.responses[0].partition_responses[0].error_code == 0
         assert resumed_in < 5, f"resumed after {resumed_in:.1f} s: a lost wake-up, caught by the backstop"
+        deadline = time.monotonic() + 10
+        while not any("request memory available again" in line for line in broker.log_lines):
+            assert time.monotonic() < deadline, "the pool never recovered"
+            time.sleep(0.05)
         honest.close()
         # The pool is whole again: another full-size request goes straight through.
         with connect(broker) as conn:
