@@ -241,7 +241,8 @@ class Processor:
         if not self._starved:
             return
         now = time.monotonic()
-        if not (self._memory_woken or self.memory.releases != self._releases_seen or now >= self._next_backstop):
+        signalled = self._memory_woken or self.memory.releases != self._releases_seen
+        if not (signalled or now >= self._next_backstop):
             return
         self._memory_woken = False
         self._releases_seen = self.memory.releases
@@ -252,6 +253,8 @@ class Processor:
                 continue
             if conn.reader.resume():
                 self._starved.discard(conn)
+                if not signalled:
+                    log.warning("connection from %s resumed by the backstop: a memory wake-up was lost", conn.peer)
             if conn.reader.queued:
                 self._ready.add(conn)
             self._update_events(conn)

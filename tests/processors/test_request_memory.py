@@ -135,12 +135,13 @@ def produce_frame(topic: str, value_size: int, correlation_id: int = 7) -> bytes
     return bytes(encode_request(RequestHeader(produce.API_KEY, 8, correlation_id, "big"), request))
 
 
-def read_frame(sock, timeout) -> bytes | None:
-    """One response frame's body, or None if none starts arriving within timeout."""
-    if not select.select([sock], [], [], timeout)[0]:
+def read_frame(sock, timeout, reader=None) -> bytes | None:
+    """One response frame's body, or None if none starts arriving within timeout. Pass the same reader for
+    every frame of a socket: one receive may carry the start of the next frame."""
+    reader = reader or FrameReader()
+    if not reader.queued and not reader.partial and not select.select([sock], [], [], timeout)[0]:
         return None
     sock.settimeout(30)
-    reader = FrameReader()
     while not reader.queued:
         target = reader.get_buffer()
         n = sock.recv_into(target)
@@ -220,3 +221,30 @@ def test_the_pool_bounds_what_many_partly_sent_frames_take(tmp_path):
         with connect(broker) as conn:
             conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": "t"}], allow_auto_topic_creation=True))
             assert produce_one(conn, "t", 0, build_batch([(None, b"after")])).error_code == 0
+
+
+def test_every_reserved_byte_comes_back(tmp_path):
+    """Pool 8 MiB, frames up to 4 MiB: after a hundred connections that pipeline small requests, send big ones,
+    send acks=0 ones and drop half-sent frames, a full-size frame still fits. A leak of 40 KB per connection
+    would have filled the pool."""
+    config = {"socket.request.max.bytes": 4 * MiB, "queued.max.request.bytes": 8 * MiB,
+              "message.max.bytes": 4 * MiB}
+    with EmbeddedBroker(tmp_path / "data", processors=2, config=config) as broker:
+        with connect(broker) as conn:
+            conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": "leak"}],
+                                                              allow_auto_topic_creation=True))
+        small = produce_frame("leak", 100, correlation_id=1)
+        big = produce_frame("leak", 1 * MiB, correlation_id=2)
+        quiet = bytes(encode_request(RequestHeader(produce.API_KEY, 8, 3, "q"),
+                                     produce_request("leak", 0, build_batch([(None, b"q")]), acks=0)))
+        for i in range(100):
+            with open_socket(broker) as sock:
+                sock.sendall(small * 5 + quiet + big + small)
+                reader = FrameReader()
+                for _ in range(7):
+                    assert read_frame(sock, timeout=30, reader=reader) is not None
+                if i % 2:
+                    sock.sendall(struct.pack(">i", 3 * MiB) + bytes(MiB))  # dropped mid-frame
+        with connect(broker) as conn:
+            result = produce_one(conn, "leak", 0, build_batch([(None, os.urandom(4 * MiB - 1024))]))
+            assert result.error_code == 0
