@@ -1,14 +1,18 @@
 """Handing accepted sockets to processors over Unix SEQPACKET pairs with SCM_RIGHTS.
 
-The acceptor sends each accepted socket's descriptor as ancillary data; the
-processor receives a new descriptor for the same connection, and the acceptor
-closes its own. A SEQPACKET pair keeps each message whole and tells the processor
-(by EOF) when the acceptor has gone, which is its cue to shut down.
+The acceptor sends each accepted socket's descriptor as ancillary data, with the
+connection's ticket in the broker's connection table as the message (a uint32),
+so the processor can report the close; the processor receives a new descriptor
+for the same connection, and the acceptor closes its own. A SEQPACKET pair keeps
+each message whole and tells the processor (by EOF) when the acceptor has gone,
+which is its cue to shut down.
 """
 
 from __future__ import annotations
 
 import socket
+
+from mmlog.ipc.connection_table import TICKET
 
 
 def channel_pair() -> tuple[socket.socket, socket.socket]:
@@ -16,9 +20,9 @@ def channel_pair() -> tuple[socket.socket, socket.socket]:
     return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
 
-def hand_off(channel: socket.socket, conn: socket.socket) -> None:
-    """Pass conn to the processor at the other end of channel, then close our copy."""
-    try:
-        socket.send_fds(channel, [b"c"], [conn.fileno()])
-    finally:
-        conn.close()
+def hand_off(channel: socket.socket, conn: socket.socket, ticket: int) -> None:
+    """Pass conn to the processor at the other end of channel, then close our copy.
+
+    If it cannot be sent (the processor is backed up or gone: OSError), conn stays open for another."""
+    socket.send_fds(channel, [TICKET.pack(ticket)], [conn.fileno()])
+    conn.close()

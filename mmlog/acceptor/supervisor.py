@@ -3,9 +3,17 @@
 Its loop is a handful of verb-named steps (gunicorn's arbiter is the model):
 
     wait -> accept and hand off -> handle queued signals -> reap and replace processors
+         -> collect closed connections
 
 Signal handlers only queue the signal (the wakeup fd ends the wait); the loop
-dispatches `handle_<signal>`. The accept path never touches disk or ZooKeeper.
+dispatches `handle_<signal>`. The accept path never touches disk or ZooKeeper: it
+checks max.connections and max.connections.per.ip (`connection_limits`), closing a
+connection over either at once, and hands the rest off round-robin.
+
+Made before forking and shared with every processor: the wake board, the request
+memory pool (queued.max.request.bytes, `ipc/memory_pool.py`) and the connection
+table through which processors report closes (`ipc/connection_table.py`). A dead
+processor's share of both is taken back before its replacement starts.
 
 Pre-fork / post-fork: the supervisor forks processors holding the fork lock, so
 the control thread is between operations (no partition lock, no half-written
@@ -30,9 +38,12 @@ import threading
 import time
 from dataclasses import dataclass
 
+from mmlog.acceptor.connection_limits import ConnectionLimits
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.handoff import channel_pair, hand_off
 from mmlog.config.broker import BrokerConfig
+from mmlog.ipc.connection_table import ConnectionTable
+from mmlog.ipc.memory_pool import MemoryPool
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.processors.worker import BOOT_ERROR, processor_main
 from mmlog.replication.fetcher import fetcher_main
@@ -69,6 +80,11 @@ class Supervisor:
         self.fork_lock = fork_lock
         self.nprocs = config["num.network.threads"]
         self.board = WakeBoard(self.nprocs)
+        self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
+        self.limits = ConnectionLimits(config, ConnectionTable(config["max.connections"]))
+        self._next_collect = 0.0
+        self._pool_short = False
+        self._next_refusal_log = 0.0
         self.workers: dict[int, Worker] = {}  # pid -> worker
         self._next = 0
         self._signals: list[int] = []
@@ -97,6 +113,7 @@ class Supervisor:
                 self.wait()
                 self.handle_signals()
                 self.reap()
+                self.collect()
                 self.check_parent()
         except BrokerStopped as exc:
             log.error("stopping: %s", exc)
@@ -115,10 +132,10 @@ class Supervisor:
                     pass
 
     def accept(self, listener: socket.socket) -> None:
-        """Accept every pending connection and hand each to the next processor."""
+        """Accept every pending connection; close those over a limit, hand the others to the next processor."""
         while True:
             try:
-                conn, _ = listener.accept()
+                conn, address = listener.accept()
             except BlockingIOError:
                 return
             except OSError as exc:
@@ -126,19 +143,54 @@ class Supervisor:
                     log.warning("accept: %s", exc.strerror)
                     return
                 raise
-            self._hand_to_processor(conn)
+            ticket = self.limits.admit(address[0])
+            if ticket is None:
+                conn.close()
+                self._log_refusal(address[0])
+                continue
+            self._hand_to_processor(conn, ticket)
 
-    def _hand_to_processor(self, conn: socket.socket) -> None:
+    def _hand_to_processor(self, conn: socket.socket, ticket: int) -> None:
         workers = sorted(self.workers.values(), key=lambda w: w.slot)
         for _ in range(len(workers)):
             worker = workers[self._next % len(workers)]
             self._next += 1
             try:
-                hand_off(worker.handoff, conn)
-                return
-            except (BlockingIOError, OSError):
+                hand_off(worker.handoff, conn, ticket)
+            except OSError:
                 continue  # that processor is backed up or gone: try the next
+            self.limits.handed(ticket, worker.slot)
+            return
         conn.close()
+        self.limits.forget(ticket)
+
+    def _log_refusal(self, ip: str) -> None:
+        """One line a second at most: a client hammering a limit must not flood the log."""
+        now = time.monotonic()
+        if now >= self._next_refusal_log:
+            self._next_refusal_log = now + 1.0
+            limit = self.limits.overrides.get(ip, self.limits.per_ip)
+            log.info("refused a connection from %s: %d open from it (max.connections.per.ip %d), %d in all "
+                     "(max.connections %d); %d refused so far", ip, self.limits.by_ip.get(ip, 0), limit,
+                     self.limits.open, self.limits.max_total, self.limits.refused)
+
+    def collect(self) -> None:
+        """Once a second: stop counting connections processors have closed (admit also does when it must),
+        and say when the request memory pool runs short or recovers."""
+        now = time.monotonic()
+        if now >= self._next_collect:
+            self._next_collect = now + 1.0
+            self.limits.collect()
+            self._watch_pool()
+
+    def _watch_pool(self) -> None:
+        short = any(self.pool.waiting(slot) for slot in range(self.nprocs))
+        if short and not self._pool_short:
+            log.warning("request memory short: %d of %d bytes reserved (queued.max.request.bytes); processors "
+                        "stopped reading some connections until memory comes back", self.pool.used, self.pool.limit)
+        elif self._pool_short and not short:
+            log.info("request memory available again: %d of %d bytes reserved", self.pool.used, self.pool.limit)
+        self._pool_short = short
 
     def handle_signals(self) -> None:
         signals, self._signals = self._signals, []
@@ -179,6 +231,9 @@ class Supervisor:
                 continue
             worker.handoff.close()
             self.control.server.remove_channel(worker.control)
+            # Its connections and request memory died with it.
+            self.limits.reclaim(worker.slot)
+            self.pool.reclaim(worker.slot)
             code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 continue
@@ -231,7 +286,8 @@ class Supervisor:
                 for w in self.workers.values():
                     w.handoff.close()
                     w.control.close()
-                code = processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id)
+                code = processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id,
+                                      self.pool, self.limits.table)
             finally:
                 os._exit(code)
         handoff_child.close()

@@ -33,6 +33,26 @@ def _listener_ok(value: str) -> bool:
         return False
 
 
+def parse_connection_overrides(value: str) -> dict[str, int]:
+    """'10.0.0.1:50,client.example:5' -> {host: limit}; IPv6 hosts in [brackets] or bare (the last colon splits)."""
+    out = {}
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        host, colon, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not colon or not host or not count.strip().isdigit():
+            raise ValueError(f"bad override {item!r}: want HOST:N")
+        out[host] = int(count)
+    return out
+
+
+def _overrides_ok(value: str) -> bool:
+    try:
+        parse_connection_overrides(value)
+        return True
+    except ValueError:
+        return False
+
+
 BROKER_SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
@@ -73,6 +93,15 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame accepted.",
                 lambda v: v >= 1024, ">= 1024"),
         Setting("connections.max.idle.ms", int, 600_000, "Close connections idle this long.", lambda v: v > 0, "> 0"),
+        Setting("queued.max.request.bytes", int, 512 * 1024 * 1024, "Request bytes all processors may hold at "
+                "once (received, queued or being handled); past it they stop reading sockets.",
+                lambda v: v >= 1024, ">= socket.request.max.bytes"),
+        Setting("max.connections", int, 2**31 - 1, "Connections the broker keeps open at once; more are closed "
+                "on accept.", lambda v: v >= 0, ">= 0"),
+        Setting("max.connections.per.ip", int, 2**31 - 1, "Connections one client address may keep open; more "
+                "are closed on accept.", lambda v: v >= 0, ">= 0"),
+        Setting("max.connections.per.ip.overrides", str, "", "Per-address exceptions: HOST:N[,HOST:N...] "
+                "(names resolved at start).", _overrides_ok, "HOST:N list"),
         Setting("log.retention.check.interval.ms", int, 300_000, "How often retention runs.", lambda v: v > 0, "> 0"),
         Setting("log.flush.scheduler.interval.ms", int, 1000, "How often flush.ms and segment.ms are checked.",
                 lambda v: v > 0, "> 0"),
@@ -150,6 +179,10 @@ class BrokerConfig:
                 values[target] = values[alias] * scale if values[alias] >= 0 else -1
         if "log.dir" in raw and "log.dirs" not in raw:
             values["log.dirs"] = values["log.dir"]
+        if values["queued.max.request.bytes"] < values["socket.request.max.bytes"]:
+            # A frame of the largest size must fit in the pool, or its connection would wait forever.
+            raise ConfigError(f"queued.max.request.bytes ({values['queued.max.request.bytes']}) must be at least "
+                              f"socket.request.max.bytes ({values['socket.request.max.bytes']})")
         return cls(values)
 
     @property

@@ -6,6 +6,12 @@ order, as Kafka's SocketServer guarantees by muting the channel. Buffering is
 bounded: the framer rejects a frame above `socket.request.max.bytes` before
 buffering its body, and a connection whose unsent responses exceed
 `MAX_PENDING_OUT` is not read from until the client drains them.
+
+Request memory: the framer reserves every frame's bytes from the connection's
+budget (processors/memory.py) as they arrive, and a connection whose budget
+refuses is not read from (`starved`) until the processor finds memory for it.
+The connection gives a frame's bytes back when its request is done (response
+queued, or none due), and everything it holds when it closes.
 """
 
 from __future__ import annotations
@@ -18,15 +24,16 @@ from mmlog.protocol import FrameReader
 
 MAX_PENDING_OUT = 8 << 20  # stop reading a client that does not read its responses
 MAX_QUEUED_FRAMES = 64  # pipelined requests buffered before we stop reading
+_PEER_GONE = (7, 8)  # TCP_CLOSE (reset), TCP_CLOSE_WAIT (the peer sent FIN): tcpi_state in linux/tcp.h
 
 
 class Connection:
     """A client socket owned by this processor."""
 
     __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
-                 "produce_shape")
+                 "produce_shape", "budget", "in_flight", "ticket")
 
-    def __init__(self, sock: socket.socket, max_frame_size: int) -> None:
+    def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1) -> None:
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -38,7 +45,10 @@ class Connection:
             self.peer = sock.getpeername()
         except OSError:
             self.peer = None
-        self.reader = FrameReader(max_frame_size)
+        self.budget = budget
+        self.reader = FrameReader(max_frame_size, budget=budget)
+        self.in_flight = 0  # bytes of the frames taken and not yet answered
+        self.ticket = ticket  # its entry in the broker's connection table (ipc/connection_table.py)
         self.out = OutQueue()
         self.busy = False
         self.closing = False
@@ -48,7 +58,9 @@ class Connection:
         self.produce_shape = None  # the last one-partition Produce request's shape (handlers/produce.py)
 
     def wants_read(self) -> bool:
-        return not self.closing and self.out.pending < MAX_PENDING_OUT and self.reader.queued < MAX_QUEUED_FRAMES
+        reader = self.reader
+        return (not self.closing and self.out.pending < MAX_PENDING_OUT and reader.queued < MAX_QUEUED_FRAMES
+                and not reader.starved)
 
     def has_queued_requests(self) -> bool:
         return self.reader.queued > 0
@@ -56,12 +68,15 @@ class Connection:
     def fill(self) -> bool:
         """Receive what the socket has into the framer; False when the peer closed or failed.
 
-        Raises the framer's FrameSizeError on an oversize or negative length prefix.
+        Stops early, alive, when the framer is starved for memory. Raises the framer's
+        FrameSizeError on an oversize or negative length prefix.
         """
         reader = self.reader
         try:
             while True:
                 buf = reader.get_buffer()
+                if buf is None:
+                    break  # starved: recv_into an empty buffer would read as EOF
                 n = self.sock.recv_into(buf)
                 if n == 0:
                     return False
@@ -75,6 +90,15 @@ class Connection:
         self.last_active = time.monotonic()
         return True
 
+    def peer_gone(self) -> bool:
+        """True if the peer closed or reset while we were not reading (a starved connection is not polled
+        for input, so its EOF would otherwise go unseen): the TCP state, one getsockopt."""
+        try:
+            state = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        except OSError:
+            return False  # not TCP (a Unix socket in tests)
+        return state in _PEER_GONE
+
     def next_request(self):
         """The next whole request frame, unless one is already in flight."""
         if self.busy or self.closing:
@@ -82,6 +106,7 @@ class Connection:
         frame = self.reader.next_frame()
         if frame is not None:
             self.busy = True
+            self.in_flight += len(frame)
         return frame
 
     def take_queued(self, accept, limit: int) -> list:
@@ -94,6 +119,7 @@ class Connection:
             if frame is None or not accept(frame):
                 break
             taken.append(reader.next_frame())
+            self.in_flight += len(frame)
         return taken
 
     def queue(self, parts, has_files: bool = False) -> None:
@@ -102,10 +128,19 @@ class Connection:
             self._cork(True)
         self.out.push(parts)
         self.busy = False
+        self._release_in_flight()
 
     def done(self) -> None:
         """The request needs no response (Produce with acks=0)."""
         self.busy = False
+        self._release_in_flight()
+
+    def _release_in_flight(self) -> None:
+        # A group of pipelined requests (dispatch.handle_produce_group) is handled as one: its
+        # first answer comes after every frame of the group was used, and gives them all back.
+        if self.in_flight and self.budget is not None:
+            self.budget.release(self.in_flight)
+        self.in_flight = 0
 
     def flush(self) -> bool:
         """Write queued output; True when all is written. OSError if the peer is gone.
@@ -113,7 +148,10 @@ class Connection:
         The cork set when a response with file ranges was queued (so its header chunks
         and file ranges leave in full segments) comes off after the first attempt,
         finished or not: a response still queued waits on the peer's window anyway.
+        Sending counts as activity for connections.max.idle.ms, as receiving does: a
+        consumer whose long poll outlasted the idle time is not closed as it is answered.
         """
+        self.last_active = time.monotonic()
         try:
             return self.out.write(self.sock)
         finally:
@@ -131,6 +169,8 @@ class Connection:
         # A deferred response (a JoinGroup answered after the client left) then finds the connection
         # closing and is dropped, instead of being written to whatever socket reuses the fd.
         self.closing = True
+        self._release_in_flight()
+        self.reader.discard()
         try:
             self.sock.close()
         except OSError:

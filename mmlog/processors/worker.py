@@ -8,7 +8,15 @@ the compiled numba kernels and codecs, the wake board and its sockets.
 The loop is a list of named phases, each short:
 
     poll -> take new connections -> read -> handle requests -> expire long polls
-         -> write -> close
+         -> write -> resume starved connections -> close -> close idle connections
+
+Request memory comes from the broker's shared pool (`memory.Allowance`). A
+connection whose next bytes the pool (or its own cap) cannot cover is *starved*:
+taken out of the poll set for reading, and retried when memory may be back: after
+any release in this processor, or when the pool's eventfd for this slot fires
+(another processor released while we were marked waiting; see
+ipc/memory_pool.py for why no wake-up is lost). A retry every few seconds also
+runs, as a backstop that should never be the one to resume anything.
 
 A failure while serving one connection closes that connection only. SIGTERM stops
 taking connections and reading requests; requests already received are answered,
@@ -26,12 +34,15 @@ import socket
 import time
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
+from mmlog.ipc.connection_table import TICKET, ConnectionTable
 from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
+from mmlog.ipc.memory_pool import MemoryPool
 from mmlog.config.broker import BrokerConfig
 from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
+from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.request import CloseConnection
 from mmlog.ipc.wake_board import WakeBoard
@@ -42,14 +53,15 @@ log = logging.getLogger(__name__)
 BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor stops the broker
 
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-_HANDOFF, _CONTROL, _WAKE, _SIGNAL = "handoff", "control", "wake", "signal"
+_HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY = "handoff", "control", "wake", "signal", "memory"
+STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
 
 
 class Processor:
     """The state of one processor process (its slot, connections and shared views)."""
 
     def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                 board: WakeBoard, cluster_id: str) -> None:
+                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> None:
         self.slot = slot
         self.config = config
         self.broker_id = config["broker.id"]
@@ -60,6 +72,14 @@ class Processor:
         self.control = ControlClient(control)
         self.max_frame = config["socket.request.max.bytes"]
         self.idle_s = config["connections.max.idle.ms"] / 1000
+        self.pool = pool
+        self.table = table
+        self.memory = Allowance(pool, slot)
+        self.connection_limit = connection_limit(self.max_frame, pool.limit)
+        self._starved: set[Connection] = set()  # not read from until memory is found for them
+        self._releases_seen = 0
+        self._memory_woken = False
+        self._next_backstop = 0.0
         self.conns: dict[int, Connection] = {}
         self.purgatory = Purgatory(lambda n: board.set_parked(slot, n))
         self.advertised_versions = advertised_versions()  # the ApiVersions answer
@@ -82,6 +102,7 @@ class Processor:
         self.sel.register(self.handoff, READ, _HANDOFF)
         self.sel.register(self.control.sock, READ, _CONTROL)
         self.sel.register(self.board.fds[self.slot], READ, _WAKE)
+        self.sel.register(self.pool.fds[self.slot], READ, _MEMORY)
         self._sig_r, sig_w = os.pipe()
         os.set_blocking(sig_w, False)
         os.set_blocking(self._sig_r, False)
@@ -109,6 +130,7 @@ class Processor:
             self._handle_requests()
             self.purgatory.expire()
             self._write()
+            self._resume_starved()
             self._close_finished()
             self._reap_idle()
         return 0
@@ -133,6 +155,9 @@ class Processor:
                 self.purgatory.wake()
             elif kind is _SIGNAL:
                 self._on_signal()
+            elif kind is _MEMORY:
+                self.pool.drain(self.slot)
+                self._memory_woken = True
             else:
                 conn = kind
                 if mask & READ:
@@ -145,7 +170,7 @@ class Processor:
     def _take_connections(self) -> None:
         while True:
             try:
-                _, fds, _, _ = socket.recv_fds(self.handoff, 16, 64)
+                msg, fds, _, _ = socket.recv_fds(self.handoff, 16, 64)  # one message: a ticket and its socket
             except BlockingIOError:
                 return
             except OSError:
@@ -154,9 +179,11 @@ class Processor:
                 if not self.stopping:
                     self._begin_stop()  # the acceptor went away
                 return
+            ticket = TICKET.unpack(msg)[0] if len(msg) == TICKET.size else -1
             for fd in fds:
                 sock = socket.socket(fileno=fd)
-                conn = Connection(sock, self.max_frame)
+                budget = ConnectionBudget(self.memory, self.connection_limit)
+                conn = Connection(sock, self.max_frame, budget, ticket)
                 self.conns[conn.fd] = conn
                 self._update_events(conn)
 
@@ -169,6 +196,8 @@ class Processor:
         if not alive:
             self._close(conn)
             return
+        if conn.reader.starved:
+            self._starved.add(conn)  # the handle phase's event update stops reading it
         self._ready.add(conn)
 
     def _handle_requests(self) -> None:
@@ -207,6 +236,29 @@ class Processor:
                 self._ready.add(conn)
             self._update_events(conn)
 
+    def _resume_starved(self) -> None:
+        """Retry starved connections when memory may be back; read them again once it is."""
+        if not self._starved:
+            return
+        now = time.monotonic()
+        signalled = self._memory_woken or self.memory.releases != self._releases_seen
+        if not (signalled or now >= self._next_backstop):
+            return
+        self._memory_woken = False
+        self._releases_seen = self.memory.releases
+        self._next_backstop = now + STARVED_BACKSTOP_S
+        for conn in list(self._starved):
+            if self.conns.get(conn.fd) is not conn:
+                self._starved.discard(conn)
+                continue
+            if conn.reader.resume():
+                self._starved.discard(conn)
+                if not signalled:
+                    log.warning("connection from %s resumed by the backstop: a memory wake-up was lost", conn.peer)
+            if conn.reader.queued:
+                self._ready.add(conn)
+            self._update_events(conn)
+
     def _close_finished(self) -> None:
         if self._closing:
             for conn in [c for c in self._closing if not c.out or self.conns.get(c.fd) is not c]:
@@ -214,7 +266,8 @@ class Processor:
                 self._close(conn)
 
     def _reap_idle(self) -> None:
-        """Close idle connections (checked once a second), or every connection once shutdown times out."""
+        """Close idle connections, and starved ones whose peer left (checked once a second), or every
+        connection once shutdown times out."""
         now = time.monotonic()
         if self.stopping and now > self._stop_by:
             for conn in list(self.conns.values()):
@@ -225,6 +278,8 @@ class Processor:
         self._next_reap = now + 1.0
         for conn in [c for c in self.conns.values() if now - c.last_active > self.idle_s and not c.busy]:
             self._close(conn)
+        for conn in [c for c in self._starved if c.peer_gone()]:
+            self._close(conn)  # gave up waiting: its memory goes back now, not after the idle time
 
     # ------------------------------------------------------------ helpers
 
@@ -258,7 +313,10 @@ class Processor:
         if conn.events:
             self.sel.unregister(conn.sock)
         self.purgatory.drop_connection(conn)
-        conn.close()
+        self._starved.discard(conn)
+        conn.close()  # gives back its request memory
+        if conn.ticket >= 0:
+            self.table.closed(conn.ticket)  # the supervisor stops counting it
 
     def _on_control(self, mask: int) -> None:
         try:
@@ -299,10 +357,10 @@ class Processor:
 
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                   board: WakeBoard, cluster_id: str) -> int:
+                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> int:
     """Entry point in the forked child; returns the exit code."""
     try:
-        return Processor(slot, config, handoff, control, board, cluster_id).run()
+        return Processor(slot, config, handoff, control, board, cluster_id, pool, table).run()
     except Exception:  # noqa: BLE001
         log.exception("processor %d failed", slot)
         return 1

@@ -1,6 +1,7 @@
 """The framer: any chunking of a stream yields the same frames; bad prefixes fail early."""
 
 import itertools
+import os
 import random
 import struct
 
@@ -128,3 +129,156 @@ def test_frames_in_every_chunking_stop_at_a_bad_prefix():
             reader.feed(stream[:cut])
             reader.feed(stream[cut:])
         assert [bytes(f) for f in reader.pop_frames()] == [b"one", b"two"]
+
+
+# --- with a budget: big frames grow as their bytes arrive ---------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+class Ledger:
+    """A budget that grants everything up to `limit` bytes held, and remembers what it granted."""
+
+    def __init__(self, limit=1 << 62):
+        self.limit = limit
+        self.held = 0
+        self.peak = 0
+        self.calls = 0
+
+    def reserve(self, want, need):
+        self.calls += 1
+        assert 0 < want <= need
+        if self.held + want > self.limit:
+            return 0
+        self.held += want
+        self.peak = max(self.peak, self.held)
+        return want
+
+    def release(self, n):
+        self.held -= n
+        assert self.held >= 0
+
+
+def receive(reader, stream, sizes, budget):
+    """Feed `stream` through get_buffer/buffer_updated in receives of the given sizes (cycled), releasing
+    every frame as a consumer would once done with it."""
+    frames, pos, i = [], 0, 0
+    stream = memoryview(stream)
+    while pos < len(stream):
+        target = reader.get_buffer()
+        n = min(len(target), sizes[i % len(sizes)], len(stream) - pos)
+        i += 1
+        target[:n] = stream[pos:pos + n]
+        reader.buffer_updated(n)
+        pos += n
+        for f in reader.pop_frames():
+            frames.append(bytes(f))
+            budget.release(len(f))
+    return frames
+
+
+def test_a_budgeted_big_frame_is_assembled_across_many_receive_sizes():
+    rng = random.Random(11)
+    bodies = [rng.randbytes(rng.choice([0, 1, 100, 5000, 70_000, 300_000, 2_000_000])) for _ in range(40)]
+    stream = b"".join(map(frame, bodies))
+    for sizes in ([1_000_000], [4096], [1, 7, 65_536, 100_000, 3], [rng.randint(1, 200_000) for _ in range(50)]):
+        budget = Ledger()
+        reader = FrameReader(budget=budget)
+        assert receive(reader, stream, sizes, budget) == bodies
+        assert budget.held == 0 and not reader.partial  # every byte granted came back
+
+
+@settings(max_examples=300, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=3000), max_size=12),
+       sizes=st.lists(st.integers(1, 5000), min_size=1, max_size=20),
+       buffer_size=st.sampled_from([16, 64, 1024]))
+def test_any_chunking_yields_the_same_frames_with_a_budget(bodies, sizes, buffer_size):
+    budget = Ledger()
+    reader = FrameReader(buffer_size=buffer_size, budget=budget)
+    assert receive(reader, b"".join(map(frame, bodies)), sizes, budget) == bodies
+    assert budget.held == 0
+
+
+def test_a_declared_size_costs_nothing_until_bytes_arrive():
+    """100 MiB declared and 3 KiB sent: the frame waits in staging, nothing is reserved or allocated."""
+    budget = Ledger()
+    reader = FrameReader(budget=budget)
+    reader.feed(struct.pack(">i", 100 << 20) + b"x" * 3000)
+    assert budget.calls == 0 and reader.held == 0 and reader.partial
+    assert len(reader.get_buffer()) == 64 * 1024 - 3004  # still receiving into staging
+
+
+def test_a_big_frame_buffer_doubles_with_what_arrived():
+    budget = Ledger()
+    reader = FrameReader(budget=budget)
+    size = 100 << 20
+    reader.feed(struct.pack(">i", size))
+    received = 0
+    for step in (10_000, 70_000, 300_000, 1 << 20, 5 << 20, 40 << 20):
+        reader.feed(bytes(step))
+        received += step
+        # At most twice what arrived (and a staging buffer's worth more at the start).
+        assert budget.held <= 2 * max(received, 64 * 1024), (received, budget.held)
+        assert reader.held == budget.held
+    reader.feed(bytes(size - received))
+    assert len(reader.next_frame()) == size and budget.held == size
+
+
+def test_a_refused_reservation_starves_the_reader_until_resumed():
+    body = bytes(range(256)) * 2000  # 512,000 bytes: grows past a 300 KB limit
+    budget = Ledger(limit=300_000)
+    reader = FrameReader(buffer_size=1024, budget=budget)
+    stream = memoryview(frame(body) + frame(b"next"))
+    pos = 0
+    while (target := reader.get_buffer()) is not None:
+        n = min(len(target), len(stream) - pos)
+        target[:n] = stream[pos:pos + n]
+        reader.buffer_updated(n)
+        pos += n
+    assert reader.starved and not reader.queued and budget.held <= 300_000
+    assert reader.get_buffer() is None and not reader.resume()  # still nothing granted
+    budget.limit = 1 << 20
+    assert reader.resume() and not reader.starved
+    reader.feed(stream[pos:])
+    assert [bytes(f) for f in reader.pop_frames()] == [body, b"next"]
+    assert budget.held == len(body) + 4
+
+
+def test_a_complete_small_frame_waits_in_staging_for_its_reservation():
+    budget = Ledger(limit=5)
+    reader = FrameReader(budget=budget)
+    reader.feed(frame(b"abc") + frame(b"defgh") + frame(b"ij"))  # all staged; b"defgh" would pass the limit
+    assert [bytes(f) for f in reader.pop_frames()] == [b"abc"] and reader.starved
+    with pytest.raises(BufferError):
+        reader.feed(b"more")  # a starved reader takes no bytes
+    budget.release(3)
+    assert not reader.resume()  # b"defgh" got its memory; b"ij" now waits for b"defgh" to be released
+    assert [bytes(f) for f in reader.pop_frames()] == [b"defgh"] and reader.starved
+    budget.release(5)
+    assert reader.resume() and [bytes(f) for f in reader.pop_frames()] == [b"ij"]
+
+
+def test_discard_gives_back_queued_and_partial_frames():
+    budget = Ledger()
+    reader = FrameReader(buffer_size=1024, budget=budget)
+    reader.feed(frame(b"a" * 100) + frame(b"b" * 50_000)[:30_000])
+    assert reader.queued == 1 and budget.held > 100
+    reader.discard()
+    assert budget.held == 0 and not reader.partial and not reader.queued
+
+
+def test_a_grown_buffer_is_copied_when_the_caller_still_holds_a_view_of_it():
+    """get_buffer's view is valid until the next call; a caller that keeps a slice of it pins the buffer,
+    and the reader then grows by copying rather than failing."""
+    body = os.urandom(1 << 20)
+    budget = Ledger()
+    reader = FrameReader(buffer_size=1024, budget=budget)
+    kept, stream, pos = [], memoryview(frame(body)), 0
+    while pos < len(stream):
+        target = reader.get_buffer()
+        kept.append(target[:1])  # a slice outlives the call
+        n = min(len(target), 3000, len(stream) - pos)
+        target[:n] = stream[pos:pos + n]
+        reader.buffer_updated(n)
+        pos += n
+    assert bytes(reader.next_frame()) == body

@@ -1,0 +1,103 @@
+"""max.connections, max.connections.per.ip and its overrides: a connection over a limit is closed as soon as it
+is accepted; counts drop when connections close, or when the processor holding them dies."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.errors import KafkaError
+from mmlog.protocol.messages import api_versions
+from mmlog.testing import EmbeddedBroker
+
+
+def talk(broker) -> BrokerConnection:
+    """A connection that the broker answered (ApiVersions); ConnectionClosed if it refused it."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), timeout=10)
+    try:
+        conn.request(api_versions.API_KEY, 3, api_versions.REQUEST(client_software_name="t",
+                                                                  client_software_version="1"))
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def refused(broker) -> bool:
+    try:
+        talk(broker).close()
+        return False
+    except ConnectionClosed:
+        return True
+
+
+def eventually_accepted(broker, timeout=10) -> BrokerConnection:
+    """Counts drop when the processor notices the close: retry until it has."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return talk(broker)
+        except ConnectionClosed:
+            assert time.monotonic() < deadline, "the broker never counted the close"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def conns():
+    opened = []
+    yield opened
+    for conn in opened:
+        conn.close()
+
+
+def test_a_client_over_its_per_ip_limit_is_closed_at_once(tmp_path, conns):
+    with EmbeddedBroker(tmp_path / "data", config={"max.connections.per.ip": 3}) as broker:
+        conns += [talk(broker) for _ in range(3)]
+        started = time.monotonic()
+        assert refused(broker)
+        assert time.monotonic() - started < 2  # closed on accept, not after some timeout
+        deadline = time.monotonic() + 10
+        while not any("refused a connection from 127.0.0.1" in line for line in broker.log_lines):
+            assert time.monotonic() < deadline, "the refusal was not logged"
+            time.sleep(0.05)
+        conns.pop().close()
+        conns.append(eventually_accepted(broker))  # the count dropped with the close
+        assert refused(broker)
+
+
+def test_max_connections_caps_the_whole_broker(tmp_path, conns):
+    with EmbeddedBroker(tmp_path / "data", processors=2, config={"max.connections": 4}) as broker:
+        conns += [talk(broker) for _ in range(4)]  # over both processors
+        assert refused(broker)
+        for conn in conns[:2]:
+            conn.close()
+        del conns[:2]
+        conns += [eventually_accepted(broker), eventually_accepted(broker)]
+        assert refused(broker)
+
+
+def test_overrides_raise_or_lower_the_limit_for_named_hosts(tmp_path, conns):
+    config = {"max.connections.per.ip": 1, "max.connections.per.ip.overrides": "127.0.0.1:3,[::1]:9"}
+    with EmbeddedBroker(tmp_path / "data", config=config) as broker:
+        conns += [talk(broker) for _ in range(3)]
+        assert refused(broker)
+    config = {"max.connections.per.ip": 5, "max.connections.per.ip.overrides": "localhost:2"}  # a name, resolved at start
+    with EmbeddedBroker(tmp_path / "data2", config=config) as broker:
+        conns += [talk(broker) for _ in range(2)]
+        assert refused(broker)
+
+
+def test_connections_of_a_processor_that_died_stop_counting(tmp_path, conns):
+    with EmbeddedBroker(tmp_path / "data", processors=1, config={"max.connections": 2}) as broker:
+        conns += [talk(broker) for _ in range(2)]
+        assert refused(broker)
+        (victim,) = broker.processor_pids()
+        os.kill(victim, signal.SIGKILL)  # it reports nothing: the supervisor frees its tickets when it reaps it
+        conns.append(eventually_accepted(broker, timeout=30))  # the replacement processor serves it
+        for conn in conns[:2]:
+            with pytest.raises((ConnectionClosed, KafkaError, OSError)):
+                conn.request(api_versions.API_KEY, 3, api_versions.REQUEST(client_software_name="t",
+                                                                          client_software_version="1"))
