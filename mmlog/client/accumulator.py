@@ -52,7 +52,8 @@ def _nothing() -> None:
 class PartitionQueue:
     """The batches of one (topic, partition), from open to in flight."""
 
-    __slots__ = ("topic", "partition", "open", "closed", "inflight", "held", "node", "wire", "on_wait")
+    __slots__ = ("topic", "partition", "open", "closed", "inflight", "held", "node", "wire", "on_wait",
+                 "sequence_of", "next_sequence")
 
     def __init__(self, topic: str, partition: int, on_wait=None) -> None:
         self.topic = topic
@@ -64,6 +65,8 @@ class PartitionQueue:
         self.node = -1  # broker the in-flight batches went to
         self.wire = None  # the sender's request and answer templates for this partition
         self.on_wait = on_wait or _nothing  # called before a thread blocks on one of its batches
+        self.sequence_of = -1  # the producer id the sequence below counts for (idempotence)
+        self.next_sequence = 0  # the sequence of this partition's next new batch
 
     def __repr__(self) -> str:
         return (f"<PartitionQueue {self.topic}-{self.partition} open={self.open is not None} "
@@ -80,7 +83,7 @@ class ProducerBatch(BatchOutcome):
     """
 
     __slots__ = ("topic", "partition", "queue", "values", "keys", "headers", "stamps", "count", "size",
-                 "created", "data", "attempts", "retry_at", "last_error",
+                 "created", "data", "attempts", "retry_at", "last_error", "stamped",
                  "base_offset", "error", "resolved", "fired", "done", "done_at", "callbacks", "_event")
 
     def __init__(self, queue: PartitionQueue, created: float) -> None:
@@ -95,6 +98,7 @@ class ProducerBatch(BatchOutcome):
         self.size = 0
         self.created = created
         self.data = None
+        self.stamped = -1  # the producer id its data carries (idempotence; -1: none yet)
         self.attempts = 0
         self.retry_at = 0.0
         self.last_error: BaseException | None = None

@@ -91,7 +91,12 @@ class Producer:
 
     Parameters mirror the Java client's (`linger.ms`, `batch.size`, ...):
 
-    acks                 0 (no answer; offsets are -1), 1 (the leader wrote it), -1 / "all"
+    acks                 0 (no answer; offsets are -1), 1 (the leader wrote it), -1 / "all" (every
+                         in-sync replica has it; the default, as in Kafka 3 clients)
+    enable_idempotence   retries never duplicate a record (producer id and sequences; the broker
+                         answers a batch it already holds with its offsets). Default: on with
+                         acks="all" and max_in_flight <= 5, as in Kafka 3 clients; asking for it
+                         with acks other than "all" or more in flight is a ValueError
     linger_ms            how long a batch may wait for more records before it is sent
     batch_size           bytes per batch (estimated) before it closes
     max_batch_records    records per batch before it closes (None: no limit); for benchmarks
@@ -113,15 +118,18 @@ class Producer:
     compression_level    the codec's level (gzip 1-9, lz4 1-17, zstd -131072-22); None: its default
     """
 
-    def __init__(self, bootstrap: str = "127.0.0.1:9092", *, acks: int | str = 1, linger_ms: float = 5,
+    def __init__(self, bootstrap: str = "127.0.0.1:9092", *, acks: int | str = "all", linger_ms: float = 5,
                  batch_size: int = 16384, max_batch_records: int | None = None, partitioner="murmur2",
                  max_in_flight: int = 5, retries: int = 5, retry_backoff_ms: float = 100,
                  request_timeout_ms: float = 30000, delivery_timeout_ms: float = 120000,
                  max_block_ms: float | None = None, buffer_memory: int = 32 * 1024 * 1024,
                  max_request_size: int = 1048576, client_id: str = "mmlog", compression_type: str = "none",
-                 compression_level: int | None = None) -> None:
+                 compression_level: int | None = None, enable_idempotence: bool | None = None) -> None:
         if acks not in _ACKS:
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
+        if enable_idempotence and (_ACKS[acks] != -1 or not 1 <= max_in_flight <= 5):
+            raise ValueError("enable_idempotence needs acks='all' and max_in_flight <= 5 (Kafka's rule), "
+                             f"not acks={acks!r}, max_in_flight={max_in_flight!r}")
         for name, value, low in (("batch_size", batch_size, 1), ("max_in_flight", max_in_flight, 1),
                                  ("retries", retries, 0), ("buffer_memory", buffer_memory, 1),
                                  ("max_request_size", max_request_size, 1),
@@ -138,6 +146,8 @@ class Producer:
         self.bootstrap = bootstrap
         parse_bootstrap(bootstrap)  # ValueError now, not at the first send
         self.acks = _ACKS[acks]
+        self.idempotent = (self.acks == -1 and max_in_flight <= 5) if enable_idempotence is None \
+            else bool(enable_idempotence)
         self.linger = linger_ms / 1000
         self.batch_size = int(batch_size)
         self.max_batch_records = int(max_batch_records) if max_batch_records else 1 << 30

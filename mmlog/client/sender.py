@@ -39,6 +39,17 @@ with several gets `encode_request_parts` (the batches are never copied), and eve
 request of the step leaves in one sendmsg (`Channel.on_writable`). The usual answer
 to a one-batch request is read by a `FrameTemplate` (1 µs); any other by the codec.
 
+Idempotence (`enable_idempotence`, on by default with acks=all). Before its first
+send the producer gets a producer id (InitProducerId, from the I/O thread). A batch
+is stamped with the id, its epoch and its partition's next sequence when it is
+first sent (`records.set_producer`, CRC again), so sequences follow the order the
+partition's batches go out; a retry resends the same bytes, and the broker answers
+a batch it already has with its first offsets instead of appending it twice. A
+batch refused with OUT_OF_ORDER_SEQUENCE_NUMBER because an earlier one of its
+partition failed and waits to be retried is retried behind it. A batch that fails
+for good leaves a gap in its partition's sequence: the producer then takes a new
+producer id, and batches not yet acknowledged are stamped again from sequence 0.
+
 Ordering. A partition's batches are sent in order, all to one broker, and may be
 pipelined (several in flight on one connection); the broker appends the requests
 of a connection in order, so what a lost connection leaves appended is a prefix
@@ -61,15 +72,16 @@ import time
 
 from mmlog.client import encode
 from mmlog.client.channel import Channel
-from mmlog.client.connection import ConnectionClosed
+from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.futures import ProducerTimeout
 from mmlog.client.notifier import Notifier
-from mmlog.errors import (KafkaError, LeaderNotAvailable, NotLeaderOrFollower, RequestTimedOut,
-                          UnknownServerError, UnknownTopicOrPartition, error_for_code)
+from mmlog.errors import (KafkaError, LeaderNotAvailable, NotLeaderOrFollower, OutOfOrderSequenceNumber,
+                          RequestTimedOut, UnknownServerError, UnknownTopicOrPartition, error_for_code)
 from mmlog.protocol import (Placeholder, ProtocolError, RequestHeader, decode_response, encode_request_parts,
                             encode_response)
 from mmlog.protocol import compression
-from mmlog.protocol.messages import produce
+from mmlog.protocol.messages import init_producer_id, produce
+from mmlog.protocol.records import set_producer
 from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
 
 log = logging.getLogger("mmlog.producer")
@@ -118,6 +130,9 @@ class Sender:
         self.needs_io_thread = False
         self.blocking = False  # the I/O thread is connecting or fetching metadata (send() must not wait for it)
         self.closing = False
+        self.idempotent = p.idempotent
+        self.producer_id = self.producer_epoch = -1
+        self._producer_id_next = 0.0
 
     # ------------------------------------------------------------ the step
 
@@ -130,6 +145,13 @@ class Sender:
         if io_thread and self.metadata_needed and now >= self.metadata_next:
             self._refresh_metadata()
             now = time.monotonic()
+        if self.idempotent and self.producer_id < 0:
+            if io_thread and now >= self._producer_id_next:
+                self._init_producer_id()
+                now = time.monotonic()
+            if self.producer_id < 0:
+                self.needs_io_thread = True
+                return min(max(self._producer_id_next, now + 0.001), self._plan(now))
         ready, due = self._collect(now)
         for node, queues in ready.items():
             channel = self._channel(node, now, io_thread)
@@ -246,6 +268,36 @@ class Sender:
             if info is not None and info.error == 0 and info.partitions:
                 self.acc.learn(topic, info.leaders, self.cluster.brokers)
 
+    def _init_producer_id(self) -> None:
+        """Idempotence: a producer id and epoch from any broker (I/O thread; bounded blocking)."""
+        candidates = [(b.host, b.port) for b in self.cluster.brokers.values()] + self.cluster.bootstrap
+        self.blocking = True
+        try:
+            for host, port in candidates:
+                try:
+                    with BrokerConnection(host, port, client_id=self.client_id, timeout=2.0,
+                                          connect_timeout=1.0) as conn:
+                        body = conn.request(init_producer_id.API_KEY, 1, init_producer_id.REQUEST(
+                            transactional_id=None, transaction_timeout_ms=60_000))
+                except (ConnectionClosed, KafkaError, OSError, ProtocolError) as exc:
+                    log.debug("msg=init_producer_id_failed broker=%s:%s error=%r", host, port, exc)
+                    continue
+                if body.error_code == 0:
+                    self.producer_id, self.producer_epoch = body.producer_id, body.producer_epoch
+                    log.debug("msg=producer_id id=%d epoch=%d", self.producer_id, self.producer_epoch)
+                    return
+        finally:
+            self.blocking = False
+        self._producer_id_next = time.monotonic() + self.retry_backoff
+
+    def _stamp(self, queue, batch) -> None:
+        """Idempotence: the producer id, epoch and the partition's next sequence into a batch's header."""
+        if queue.sequence_of != self.producer_id:
+            queue.sequence_of, queue.next_sequence = self.producer_id, 0
+        set_producer(batch.data, self.producer_id, self.producer_epoch, queue.next_sequence)
+        batch.stamped = self.producer_id
+        queue.next_sequence = (queue.next_sequence + batch.count) & 0x7FFFFFFF
+
     def _collect(self, now: float) -> tuple[dict, float]:
         """The partitions with a batch to send now, per leader; and when a lingering batch is due."""
         acc = self.acc
@@ -318,6 +370,8 @@ class Sender:
                 if batches and size + len(data) > self.max_request_size:
                     more.append(queue)
                     continue
+                if self.idempotent and batch.stamped != self.producer_id:
+                    self._stamp(queue, batch)
                 queue.closed.popleft()
                 queue.inflight.append(batch)
                 queue.node = channel.node_id
@@ -572,13 +626,18 @@ class Sender:
         _pop_inflight(queue, batch)
         batch.last_error = exc
         now = time.monotonic()
-        retriable = getattr(exc, "retriable", False)
+        retriable = getattr(exc, "retriable", False) or (
+            self.idempotent and isinstance(exc, OutOfOrderSequenceNumber) and bool(queue.held))  # behind a retry
         if retriable and batch.attempts <= self.retries and now < batch.created + self.delivery_timeout:
             queue.held.append(batch)
             log.debug("msg=retry topic=%s partition=%d attempt=%d error=%r", batch.topic, batch.partition,
                       batch.attempts, exc)
         else:
             self._resolve(batch, -1, exc)
+            if self.idempotent and batch.stamped == self.producer_id >= 0:
+                # Its partition's sequence has a gap now: a new producer id, sequences from 0.
+                log.warning("msg=new_producer_id reason=%r", exc)
+                self.producer_id = -1
         if queue.held and not queue.inflight:
             held, queue.held = queue.held, []
             held[0].retry_at = now + self.retry_backoff

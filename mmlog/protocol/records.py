@@ -332,6 +332,18 @@ def set_leader_epoch(buf, epoch: int, pos: int = 0) -> None:
     _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH, epoch)
 
 
+_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence: contiguous at PRODUCER_ID
+
+
+def set_producer(buf, producer_id: int, producer_epoch: int, base_sequence: int, pos: int = 0) -> None:
+    """Stamp an idempotent producer's id, epoch and first sequence into the batch at pos (inside the
+    CRC, which is computed again: a client does this once, when the batch is first sent)."""
+    _PRODUCER.pack_into(buf, pos + PRODUCER_ID, producer_id, producer_epoch, base_sequence)
+    (length,) = _I32.unpack_from(buf, pos + BATCH_LENGTH)
+    struct.pack_into(">I", buf, pos + CRC_OFFSET,
+                     crc32c(memoryview(buf)[pos + CRC_START: pos + LOG_OVERHEAD + length]))
+
+
 def iter_batches(buf, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
     """Yield (position, header) of each whole batch; stop at a partial tail."""
     while len(buf) - pos >= LOG_OVERHEAD:
