@@ -1,4 +1,4 @@
-"""What replication costs a producer: RF 1 acks=1, RF 3 acks=1 and RF 3 acks=all side by side.
+"""What replication and idempotence cost a producer: RF 1 acks=1, RF 3 acks=1, RF 3 acks=all, RF 3 acks=all idempotent.
 
     python tools/bench_replication.py [--records N] [--rounds R] [--batch B] [--size BYTES]
 
@@ -30,7 +30,8 @@ from mmlog.client.admin import Admin  # noqa: E402
 from mmlog.client.cluster import Cluster  # noqa: E402
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer  # noqa: E402
 
-CASES = [("RF 1 acks=1", 1, "1"), ("RF 3 acks=1", 3, "1"), ("RF 3 acks=all", 3, "all")]
+CASES = [("RF 1 acks=1", 1, "1", False), ("RF 3 acks=1", 3, "1", False), ("RF 3 acks=all", 3, "all", False),
+         ("RF 3 idempotent", 3, "all", True)]
 
 
 def leader(bootstrap: str, topic: str) -> int:
@@ -50,11 +51,12 @@ def make_topic(brokers, name: str, factor: int) -> None:
         time.sleep(0.1)
 
 
-def produce(bootstrap: str, topic: str, n: int, size: int, batch: int, acks: str) -> tuple[float, np.ndarray]:
+def produce(bootstrap: str, topic: str, n: int, size: int, batch: int, acks: str,
+            idempotent: bool) -> tuple[float, np.ndarray]:
     """(msg/s, latencies in ms) of n records through librdkafka."""
     producer = confluent_kafka.Producer({
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.num.messages": batch,
-        "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
+        "queue.buffering.max.messages": 1_000_000, "enable.idempotence": idempotent})
     value = b"x" * size
     sent = np.zeros(n)
     done = np.zeros(n)
@@ -100,13 +102,14 @@ def main() -> None:
             for b in brokers:
                 b.start()
             time.sleep(2)
-            results: dict[str, list[tuple[float, np.ndarray]]] = {name: [] for name, _, _ in CASES}
+            results: dict[str, list[tuple[float, np.ndarray]]] = {name: [] for name, *_ in CASES}
             for r in range(args.rounds):
-                for name, factor, acks in CASES:
-                    topic = f"bench-{r}-{factor}-{acks}"
+                for c, (name, factor, acks, idempotent) in enumerate(CASES):
+                    topic = f"bench-{r}-{c}"
                     make_topic(brokers, topic, factor)
                     lead = brokers[leader(brokers[0].bootstrap, topic)]
-                    results[name].append(produce(lead.bootstrap, topic, args.records, args.size, args.batch, acks))
+                    results[name].append(produce(lead.bootstrap, topic, args.records, args.size, args.batch, acks,
+                                                 idempotent))
                     print(f"round {r + 1} {name}: {results[name][-1][0]:,.0f} msg/s", flush=True)
         finally:
             for b in brokers:
@@ -115,11 +118,14 @@ def main() -> None:
     print(f"\n{args.records:,} records of {args.size} B, batch {args.batch}, librdkafka "
           f"{confluent_kafka.libversion()[0]}, median of {args.rounds} rounds")
     print(f"{'case':<16}{'msg/s':>12}{'MB/s':>8}{'p50 ms':>9}{'p99 ms':>9}{'vs RF 1':>9}")
-    for name, _, _ in CASES:
+    for name, *_ in CASES:
         rounds = sorted(results[name], key=lambda x: x[0])
         rate, lat = rounds[len(rounds) // 2]
         print(f"{name:<16}{rate:>12,.0f}{rate * args.size / 1e6:>8.1f}{np.percentile(lat, 50):>9.1f}"
               f"{np.percentile(lat, 99):>9.1f}{rate / base:>9.2f}")
+    plain = statistics.median(rate for rate, _ in results["RF 3 acks=all"])
+    fenced = statistics.median(rate for rate, _ in results["RF 3 idempotent"])
+    print(f"idempotence on / off at RF 3 acks=all: {fenced / plain:.2f}")
 
 
 if __name__ == "__main__":

@@ -114,3 +114,13 @@ def test_plain_producers_pay_nothing_and_mix_with_idempotent_ones(open_partition
     p.append(batch(0))
     p.append(rec.build_batch([(None, b"plain")]))
     assert p.append(batch(0)).base_offset == 1
+
+
+def test_a_clean_close_keeps_the_state_at_the_log_end(open_partition, partition_dir):
+    p = open_partition()
+    p.append(batch(0))
+    p.append(batch(2))
+    p.close(clean=True)
+    assert snapshot_offsets(partition_dir) == [4]
+    again = open_partition()
+    assert again.append(batch(2)).base_offset == 2  # known from the snapshot alone

@@ -29,11 +29,11 @@ TOPIC = "failover"
 class SteadyProducer(threading.Thread):
     """librdkafka with acks=all sending unique values at a steady rate; keeps what was acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int = 1000) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: int = 1000, idempotent: bool = False) -> None:
         super().__init__(daemon=True)
         self.topic, self.partitions, self.rate = topic, partitions, rate
         self.producer = confluent_kafka.Producer({
-            "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": False,
+            "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": idempotent,
             "message.timeout.ms": 120_000, "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
         self.acked: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset)
         self.errors: list = []
@@ -256,3 +256,31 @@ def test_kafka_python_produces_and_consumes_through_a_leader_change(replicated):
     finally:
         consumer.close()
     assert all(got.get(o) == v for o, v in acked.items())
+
+
+def test_an_idempotent_producer_through_leader_changes_leaves_no_duplicate(replicated):
+    """Producer state is copied with the batches: a new leader recognises a retry of a batch the old one took."""
+    partitions = 2
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("exactly", partitions, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(replicated, "exactly", partitions)
+    producer = SteadyProducer(",".join(b.bootstrap for b in replicated), "exactly", partitions, idempotent=True)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.acked) > 500, what="a first acknowledged load")
+        for _ in range(2):
+            victim = leader_of(replicated, "exactly", 0)
+            victim.kill()
+            time.sleep(1.5)
+            victim.start()
+            full_isr(replicated, "exactly", partitions)
+            before = len(producer.acked)
+            wait_for(lambda: len(producer.acked) > before + 300, what="acks after the restart")
+    finally:
+        producer.stop()
+    assert not producer.errors
+    ends = {p: max(o for q, o in producer.acked.values() if q == p) + 1 for p in range(partitions)}
+    got = read_all(replicated[0].bootstrap, "exactly", partitions, ends)
+    assert all(got[p].get(o) == v for v, (p, o) in producer.acked.items())
+    stored = [v for p in range(partitions) for v in got[p].values()]
+    assert len(stored) == len(set(stored)), "a record stored twice"
