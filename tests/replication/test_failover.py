@@ -10,6 +10,7 @@ the replicas' segment files are byte-identical.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 
@@ -284,3 +285,29 @@ def test_an_idempotent_producer_through_leader_changes_leaves_no_duplicate(repli
     assert all(got[p].get(o) == v for v, (p, o) in producer.acked.items())
     stored = [v for p in range(partitions) for v in got[p].values()]
     assert len(stored) == len(set(stored)), "a record stored twice"
+
+
+def test_kcat_lists_replicas_and_isr_and_produces_through_a_leader_change(replicated):
+    from tests.interop.conftest import require
+
+    kcat = require("kcat")
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("kcat-rf3", 1, replication_factor=3)
+    full_isr(replicated, "kcat-rf3", 1)
+    listing = subprocess.run([kcat, "-L", "-b", replicated[1].bootstrap, "-t", "kcat-rf3"], capture_output=True,
+                             text=True, check=True, timeout=60).stdout
+    line = next(x for x in listing.splitlines() if "partition 0" in x)  # partition 0, leader 1, replicas: 1,2,0, isrs: ...
+    replicas = line.split("replicas: ")[1].split(",")
+    isrs = line.split("isrs: ")[1].split(",")
+    assert sorted(int(r.split()[0]) for r in replicas[:3]) == [0, 1, 2] and len(isrs) == 3, line
+    brokers = ",".join(b.bootstrap for b in replicated)
+    subprocess.run([kcat, "-P", "-b", brokers, "-t", "kcat-rf3", "-p", "0", "-X", "acks=all"],
+                   input="".join(f"before-{i}\n" for i in range(100)), text=True, check=True, timeout=60)
+    leader_of(replicated, "kcat-rf3").kill()
+    subprocess.run([kcat, "-P", "-b", brokers, "-t", "kcat-rf3", "-p", "0", "-X", "acks=all",
+                    "-X", "message.timeout.ms=60000"],
+                   input="".join(f"after-{i}\n" for i in range(100)), text=True, check=True, timeout=90)
+    live = ",".join(b.bootstrap for b in replicated if b.proc.poll() is None)
+    out = subprocess.run([kcat, "-C", "-b", live, "-t", "kcat-rf3", "-p", "0", "-o", "beginning", "-e"],
+                         capture_output=True, text=True, check=True, timeout=90).stdout.splitlines()
+    assert out == [f"before-{i}" for i in range(100)] + [f"after-{i}" for i in range(100)]
