@@ -103,8 +103,12 @@ EXPECT = {
         lambda out, err: out.startswith("Group: reporting\tState: Empty") and "Total lag: 0" in out,
     "mmlog perf consume --topic bench --api bulk":
         lambda out, err: out.startswith(f"consumed (bulk): {RECORDS_CAP + 1:,} records"),  # + perf's warm-up record
-    "mmlog topics create events --partitions 6 --bootstrap 127.0.0.1:9093":
+    "mmlog topics create events --partitions 6 --replication-factor 3 --config min.insync.replicas=2 "
+    "--bootstrap 127.0.0.1:9093":
         lambda out, err: out == "created topic events with 6 partition(s)\n",
+    "mmlog topics describe events --bootstrap 127.0.0.1:9092":  # six partitions, each on all three brokers
+        lambda out, err: len([x for x in out.splitlines() if "replicas " in x and len(
+            x.split("replicas ")[1].split()[0].split(",")) == 3]) == 6,
     "mmlog dump-log PATH...":  # the test broker's clicks partitions, which hold the two records produced above
         lambda out, err: out.splitlines()[-1].startswith("Summary: ") and ", 2 records, " in out.splitlines()[-1],
 }
@@ -134,7 +138,7 @@ def readme(tmp_path):
 
 def test_every_mmlog_command_in_the_readme_runs_as_written(readme):
     checked = readme.run(README.read_text())
-    assert "mmlog topics create events --partitions 6 --bootstrap 127.0.0.1:9093" in checked
+    assert "mmlog topics describe events --bootstrap 127.0.0.1:9092" in checked
     assert set(EXPECT) <= checked, f"expectations for commands no longer in the README: {set(EXPECT) - checked}"
 
 
