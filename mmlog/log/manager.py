@@ -241,12 +241,8 @@ class LogManager:
         checkpoint_hw = self._checkpoints(directory.parent).get((topic, partition)) if self.owner else None
         part = Partition(directory, self.config_for(topic), recover=self.owner, checkpoint_hw=checkpoint_hw,
                          broker_id=self.broker_id or 0)
-        if self.owner:
-            info = self._topics[topic]
-            if info.assignment is None:
-                self._lead_alone(part)
-            else:  # whatever role it had before a restart is stale until the control plane says
-                part.stop_serving(info.assignment[partition])
+        if self.owner and self._topics[topic].assignment is None:
+            self._lead_alone(part)
         return part
 
     def _lead_alone(self, part: Partition) -> None:
@@ -312,6 +308,8 @@ class LogManager:
             for p in info.hosted(self.broker_id):
                 part = self.partition(name, p)
                 notes += part.recovered_notes
+                if info.assignment is not None:  # the role it had before the restart is stale until the
+                    part.stop_serving(info.assignment[p])  # control plane applies ZooKeeper's state
         return notes
 
     def partitions(self) -> Iterator[tuple[str, int, Partition]]:

@@ -64,3 +64,19 @@ def test_acks_all_records_are_on_every_replica_byte_for_byte(replicated):
         got = []
         wait_for(lambda: got.extend(consumer.poll(0.5)) or len(got) >= 500, what="every record")
     assert [r.value for r in got] == [f"value-{i}".encode() for i in range(500)]
+
+
+def test_followers_refuse_consumers_and_producers_so_clients_follow_the_leader(replicated):
+    from tests.processors.test_bad_input import connect, fetch_one, produce_one
+    from mmlog.protocol.records import build_batch
+
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("leader-only", 1, replication_factor=3)
+    leader, replicas, _ = wait_for(lambda: (s := partition_state(replicated[0].bootstrap, "leader-only"))[2]
+                                   and len(s[2]) == 3 and s, what="a full ISR")
+    follower = next(b for b in replicated if b.broker_id != leader)
+    with connect(follower) as conn:
+        assert fetch_one(conn, "leader-only", 0, 0).error_code == 6  # NOT_LEADER_OR_FOLLOWER
+        assert produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 6
+    with connect(next(b for b in replicated if b.broker_id == leader)) as conn:
+        assert produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 0
