@@ -311,3 +311,30 @@ def test_kcat_lists_replicas_and_isr_and_produces_through_a_leader_change(replic
     out = subprocess.run([kcat, "-C", "-b", live, "-t", "kcat-rf3", "-p", "0", "-o", "beginning", "-e"],
                          capture_output=True, text=True, check=True, timeout=90).stdout.splitlines()
     assert out == [f"before-{i}" for i in range(100)] + [f"after-{i}" for i in range(100)]
+
+
+def test_acks_all_answers_request_timed_out_when_followers_do_not_fetch_within_timeout_ms(replicated):
+    from mmlog.protocol.messages import produce
+    from mmlog.protocol.records import build_batch
+    from tests.processors.test_bad_input import connect
+
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("slow-isr", 1, replication_factor=3)
+    full_isr(replicated, "slow-isr", 1)
+    leader = leader_of(replicated, "slow-isr")
+    followers = [b for b in replicated if b is not leader]
+    for b in followers:
+        b.pause()  # hung, but still in the ISR for replica.lag.time.max.ms
+    try:
+        with connect(leader) as conn:
+            started = time.monotonic()
+            body = conn.request(produce.API_KEY, 8, produce.REQUEST(acks=-1, timeout_ms=300, topic_data=[
+                {"name": "slow-isr", "partition_data": [{"index": 0, "records": build_batch([(None, b"x")])}]}]))
+            waited = time.monotonic() - started
+    finally:
+        for b in followers:
+            b.resume()
+    answer = body.responses[0].partition_responses[0]
+    assert answer.error_code == 7 and 0.25 < waited < 1.5  # REQUEST_TIMED_OUT after timeout_ms
+    full_isr(replicated, "slow-isr", 1)
+    check_replicas_identical(replicated, "slow-isr", 1)  # appended all the same: the followers copy it

@@ -80,3 +80,26 @@ def test_followers_refuse_consumers_and_producers_so_clients_follow_the_leader(r
         assert produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 6
     with connect(next(b for b in replicated if b.broker_id == leader)) as conn:
         assert produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 0
+
+
+def test_confluent_and_kafka_python_admin_clients_see_replicas_and_isr(replicated):
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("seen", 2, replication_factor=3)
+    wait_for(lambda: all(len(partition_state(replicated[0].bootstrap, "seen", p)[2]) == 3 for p in range(2)),
+             what="full ISRs")
+    client = AdminClient({"bootstrap.servers": replicated[2].bootstrap})
+    described = client.describe_topics(TopicCollection(["seen"]))["seen"].result(30)
+    for p in described.partitions:
+        assert sorted(n.id for n in p.replicas) == [0, 1, 2] and sorted(n.id for n in p.isr) == [0, 1, 2]
+        assert p.leader.id == p.replicas[0].id
+    kafka = pytest.importorskip("kafka")
+    kp = kafka.KafkaAdminClient(bootstrap_servers=replicated[1].bootstrap, api_version=(2, 5))
+    try:
+        [topic] = kp.describe_topics(["seen"])
+    finally:
+        kp.close()
+    assert all(sorted(p["replica_nodes"]) == [0, 1, 2] and sorted(p["isr_nodes"]) == [0, 1, 2]
+               for p in topic["partitions"]), topic
