@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # How long one auto-creation step may keep the control thread (then it queues the next step
 # behind the work that arrived meanwhile). One topic is created per step at least.
-AUTO_CREATE_STEP_S = 0.02
+AUTO_CREATE_STEP_S = 0.01
 
 
 @dataclass
@@ -208,12 +208,12 @@ class ControlPlane:
             self.run_soon(self._auto_create_step)
 
     def _auto_create_step(self) -> None:
-        """Create queued topics for about AUTO_CREATE_STEP_S (one catalogue write), answer the requests
-        whose topics all exist, and queue the next step behind whatever arrived meanwhile."""
+        """Create queued topics for about AUTO_CREATE_STEP_S (at least one), then write the catalogue
+        beside this thread; the answers and the next step follow, behind whatever arrived meanwhile."""
         deadline = time.monotonic() + AUTO_CREATE_STEP_S
         done = []
         tried = 0
-        with self.manager.one_catalogue_write():
+        with self.manager.one_catalogue_write(write_at_end=False):
             while self._auto_queue and (not tried or time.monotonic() < deadline):
                 tried += 1
                 job = self._auto_queue[0]
@@ -230,10 +230,26 @@ class ControlPlane:
                     self._auto_creating.discard(name)
                 if not job.names:
                     done.append(self._auto_queue.popleft())
-        for job in done:  # after the catalogue write: the processors reload it and find the topics
+        # The catalogue write waits on an fsync (up to ~100 ms on a busy disk): a thread of its own
+        # makes it, under the manager's lock, while this thread goes on answering heartbeats; the
+        # answers and the next step come back here once it is written. Forking meanwhile is safe:
+        # a processor never uses the main process's manager or the file being written.
+        def write() -> None:
+            try:
+                self.manager.write_pending_catalogue()
+            except Exception:  # noqa: BLE001 - the next write carries these topics too
+                log.exception("writing the topic catalogue failed")
+            finally:
+                self.run_soon(lambda: self._auto_created(done))
+
+        threading.Thread(target=write, name="catalogue-writer", daemon=True).start()
+
+    def _auto_created(self, done: list[_AutoCreation]) -> None:
+        """The catalogue is written: answer (the processors reload it and find the topics), go on."""
+        for job in done:
             job.reply(job.deferred)
         if self._auto_queue:
-            self.run_soon(self._auto_create_step)
+            self._auto_create_step()
 
     def delete_topics(self, names, reply) -> None:
         results = []

@@ -33,8 +33,8 @@ After `load()` the owner needs a partition only for housekeeping and role change
 a closed one is reopened attached (no recovery, no role reset) on its next use.
 Closing one the processors still write to never marks it clean: only `close(clean=
 True)` at the broker's stop does, opening each closed partition again to flush it.
-Housekeeping skips a closed partition while nothing can be due (a roll or flush
-not before the time recorded when it was closed), and the high watermark
+Housekeeping skips a partition, open or closed, while nothing can be due (a roll
+or flush not before the time recorded when it last looked), and the high watermark
 checkpoint keeps a closed partition's HW as it was at close (lower is safe: a
 restart that needs it never exposes more than was committed).
 """
@@ -171,19 +171,26 @@ class LogManager:
         self._catalogue_stamp = file_stamp(self.catalogue_path)
 
     @contextmanager
-    def one_catalogue_write(self):
+    def one_catalogue_write(self, write_at_end: bool = True):
         """Topics created or deleted inside are written to the catalogue once, at the end (owner only):
         auto-creation makes topics in small steps, and a catalogue of thousands of topics costs
-        milliseconds to write. Other processes see them all at once, after."""
+        milliseconds to write (and an fsync). Other processes see them all at once, after. With
+        write_at_end false the write waits for `write_pending_catalogue` (or the next change)."""
         with self._lock:
             self._defer_save += 1
             try:
                 yield
             finally:
                 self._defer_save -= 1
-                if not self._defer_save and self._save_pending:
-                    self._save_pending = False
-                    self._save()
+                if write_at_end:
+                    self.write_pending_catalogue()
+
+    def write_pending_catalogue(self) -> None:
+        """Write the catalogue if changes inside `one_catalogue_write` are not written yet."""
+        with self._lock:
+            if not self._defer_save and self._save_pending:
+                self._save_pending = False
+                self._save()
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
@@ -239,6 +246,7 @@ class LogManager:
                         self._lead_alone(part)
                     else:
                         part.stop_serving(info.assignment[p])
+                    self._remember_due((name, p), part, part.snapshot())
                     self._evict()
                 self._topics[name] = info
                 self._save()
@@ -338,7 +346,6 @@ class LogManager:
                 raise UnknownTopicOrPartition(f"{topic}-{partition} has no directory")
             part = Partition(directory, self.config_for(topic), recover=False, broker_id=self.broker_id or 0)
             self._closed_hw.pop(key, None)
-            self._not_due.pop(key, None)
             return part
         if directory is None:
             if not self.owner:
@@ -371,8 +378,13 @@ class LogManager:
             snap = part.snapshot()
         except Exception:  # noqa: BLE001 - deleted or torn: housekeeping opens it next time
             return
-        now = int(time.time() * 1000)
         self._closed_hw[key] = snap.high_watermark
+        self._remember_due(key, part, snap)
+
+    def _remember_due(self, key: tuple[str, int], part: Partition, snap) -> None:
+        """The earliest times a roll and a flush of the partition can be due: rolled_at_ms and
+        flushed_at_ms only move forward, and an empty active segment gets its first batch from now on."""
+        now = int(time.time() * 1000)
         no_roll = (snap.rolled_at_ms if snap.active_size else now) + part.config.segment_ms
         self._not_due[key] = (no_roll, snap.flushed_at_ms + part.config.flush_ms)
 
@@ -485,21 +497,32 @@ class LogManager:
         return sum(part.apply_retention() for _, _, part in self.partitions(keys))
 
     def flush_due(self, keys=None) -> int:
-        return sum(part.maybe_flush() for _, _, part in self.partitions(self._maybe_due(1, keys)))
+        """fsync partitions whose flush.ms has passed (the housekeeping timer)."""
+        return self._due(1, keys, Partition.maybe_flush)
 
     def roll_due(self, keys=None) -> int:
-        return sum(part.maybe_roll() for _, _, part in self.partitions(self._maybe_due(0, keys)))
+        """Roll partitions whose active segment is older than segment.ms (the housekeeping timer)."""
+        return self._due(0, keys, Partition.maybe_roll)
 
-    def _maybe_due(self, which: int, keys=None) -> list[tuple[str, int]]:
-        """The partitions a roll (which=0) or flush (1) may be due in: open ones, and closed ones whose
-        recorded earliest time has come."""
+    def _due(self, which: int, keys, work) -> int:
+        """Run work (a roll: which=0, a flush: 1) on the partitions where it may be due, and remember
+        for each one the earliest time it can next be due: a timer pass over thousands of partitions
+        then looks at the few whose time has come, and never opens a closed one before."""
         now = int(time.time() * 1000)
-        out = []
+        candidates = []
         for key in self.hosted() if keys is None else keys:
-            bounds = self._not_due.get(key) if key not in self._partitions else None
+            bounds = self._not_due.get(key)
             if bounds is None or bounds[which] <= now:
-                out.append(key)
-        return out
+                candidates.append(key)
+        done = 0
+        for key, part in ((k, p) for *k, p in self.partitions(candidates)):
+            key = tuple(key)
+            done += work(part)
+            try:
+                self._remember_due(key, part, part.snapshot())
+            except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to remember
+                continue
+        return done
 
     def close(self, clean: bool | None = None) -> None:
         """Close every partition. The owner's clean close (at the broker's stop, after the processors)
