@@ -11,20 +11,46 @@ expiry every `offsets.retention.check.interval.ms`, and the coordinator's sessio
 and rebalance timers. Everything runs on the one control thread, holding the fork
 lock, so the supervisor never forks while a handler holds a partition lock or is
 half way through a catalogue write.
+
+Limits (`limits.py`) are checked before anything is created. Auto-creation asked
+for by Metadata is budgeted (`auto.create.topics.max.per.request`, `.max.per.second`)
+and made in steps of about `AUTO_CREATE_STEP_S` each, one catalogue write per step,
+queued behind whatever else the control thread has to do: group heartbeats keep
+being answered in milliseconds while thousands of topics are created. A name past
+the budget, or already being created for another request, is answered
+LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created) and the client
+asks again.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
+from dataclasses import dataclass
 
 from mmlog.ipc.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
+from mmlog.acceptor.limits import PartitionLimits, TokenBucket
 from mmlog.config.broker import BrokerConfig
-from mmlog.errors import InvalidRequest, KafkaError
+from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
+
+# How long one auto-creation step may keep the control thread (then it queues the next step
+# behind the work that arrived meanwhile). One topic is created per step at least.
+AUTO_CREATE_STEP_S = 0.01
+
+
+@dataclass
+class _AutoCreation:
+    """One Metadata request's topics to auto-create, answered once all are made."""
+
+    names: deque
+    deferred: list[str]
+    reply: object
 
 
 class ControlPlane:
@@ -36,6 +62,10 @@ class ControlPlane:
         self.manager = manager
         self.store = store
         self.fork_lock = fork_lock
+        self.limits = PartitionLimits(config)
+        self._auto_budget = TokenBucket(config["auto.create.topics.max.per.second"])
+        self._auto_queue: deque[_AutoCreation] = deque()
+        self._auto_creating: set[str] = set()
         self.server = ControlServer({
             "create_topics": self._locked(self.create_topics),
             "auto_create_topics": self._locked(self.auto_create_topics),
@@ -126,7 +156,10 @@ class ControlPlane:
     # ------------------------------------------------------------ ops
 
     def create_topics(self, args, reply) -> None:
+        """CreateTopics: each topic checked against the limits (the request's running total of partitions
+        included) before anything is made, then made all or nothing; validate_only makes nothing."""
         results = []
+        requested = 0
         for spec in args["topics"]:
             name = spec["name"]
             try:
@@ -138,26 +171,85 @@ class ControlPlane:
                 factor = spec["replication_factor"]
                 if factor == -1:
                     factor = self.config["default.replication.factor"]
+                self.limits.check_topic(name, partitions, requested)
                 configs = {k: v for k, v in spec["configs"].items() if v is not None}
-                self.store.create_topic(self.manager, name, partitions, configs, args["validate_only"], factor)
+                self.store.create_topic(self.manager, name, partitions, configs, args["validate_only"], factor,
+                                        limits=self.limits)
+                requested += partitions
                 if not args["validate_only"]:
                     log.info("created topic %s with %d partitions", name, partitions)
                 results.append((name, 0, None))
             except KafkaError as exc:
+                if not isinstance(exc, TopicAlreadyExists):
+                    log.info("not creating topic %r: %s", name, exc)
                 results.append((name, exc.code, str(exc)))
         reply(results)
 
     def auto_create_topics(self, names, reply) -> None:
-        for name in names:
-            if name in self.manager.topics():
+        """Metadata's unknown topics: create those the budget allows, in steps; reply with the names left
+        for later (past the budget, or being created for another request) once the others exist."""
+        topics = self.manager.topics()
+        wanted, deferred = [], []
+        for name in dict.fromkeys(names):
+            if name in topics:
                 continue
+            (deferred if name in self._auto_creating else wanted).append(name)
+        cap = self.config["auto.create.topics.max.per.request"]
+        deferred += wanted[cap:]
+        wanted = wanted[:cap]
+        granted = self._auto_budget.take(len(wanted))
+        deferred += wanted[granted:]
+        if not granted:
+            reply(deferred)
+            return
+        self._auto_creating.update(wanted[:granted])
+        self._auto_queue.append(_AutoCreation(deque(wanted[:granted]), deferred, reply))
+        if len(self._auto_queue) == 1:
+            self.run_soon(self._auto_create_step)
+
+    def _auto_create_step(self) -> None:
+        """Create queued topics for about AUTO_CREATE_STEP_S (at least one), then write the catalogue
+        beside this thread; the answers and the next step follow, behind whatever arrived meanwhile."""
+        deadline = time.monotonic() + AUTO_CREATE_STEP_S
+        done = []
+        tried = 0
+        with self.manager.one_catalogue_write(write_at_end=False):
+            while self._auto_queue and (not tried or time.monotonic() < deadline):
+                tried += 1
+                job = self._auto_queue[0]
+                name = job.names.popleft()
+                try:
+                    if name not in self.manager.topics():
+                        self.store.create_topic(self.manager, name, self.config["num.partitions"], {},
+                                                replication_factor=self.config["default.replication.factor"],
+                                                limits=self.limits)
+                        log.info("auto-created topic %s", name)
+                except KafkaError as exc:
+                    log.info("not auto-creating %r: %s", name, exc)
+                finally:
+                    self._auto_creating.discard(name)
+                if not job.names:
+                    done.append(self._auto_queue.popleft())
+        # The catalogue write waits on an fsync (up to ~100 ms on a busy disk): a thread of its own
+        # makes it, under the manager's lock, while this thread goes on answering heartbeats; the
+        # answers and the next step come back here once it is written. Forking meanwhile is safe:
+        # a processor never uses the main process's manager or the file being written.
+        def write() -> None:
             try:
-                self.store.create_topic(self.manager, name, self.config["num.partitions"], {},
-                                        replication_factor=self.config["default.replication.factor"])
-                log.info("auto-created topic %s", name)
-            except KafkaError as exc:
-                log.info("not auto-creating %r: %s", name, exc)
-        reply(None)
+                self.manager.write_pending_catalogue()
+            except Exception:  # noqa: BLE001 - the next write carries these topics too
+                log.exception("writing the topic catalogue failed")
+            finally:
+                self.run_soon(lambda: self._auto_created(done))
+
+        threading.Thread(target=write, name="catalogue-writer", daemon=True).start()
+
+    def _auto_created(self, done: list[_AutoCreation]) -> None:
+        """The catalogue is written: answer (the processors reload it and find the topics), go on."""
+        for job in done:
+            job.reply(job.deferred)
+        if self._auto_queue:
+            self._auto_create_step()
 
     def delete_topics(self, names, reply) -> None:
         results = []

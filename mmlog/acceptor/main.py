@@ -69,6 +69,20 @@ def raise_descriptor_limit() -> tuple[int, int]:
     return soft, hard
 
 
+# Descriptors an open partition holds in the main process: partition.state and each
+# index are mmap-ed (Python's mmap keeps a duplicate of the descriptor), so one segment
+# costs 8 with the lock (measured: docs/robustness.md, "Descriptors").
+DESCRIPTORS_PER_PARTITION = 8
+
+
+def default_max_open_partitions() -> int:
+    """log.max.open.partitions when 0: half the descriptor limit, at a one-segment partition's cost."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(8, soft // 2 // DESCRIPTORS_PER_PARTITION)
+
+
 def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     """Run a broker until it is told to stop; return the process exit code."""
     before, after = raise_descriptor_limit()
@@ -92,12 +106,13 @@ def open_store(config: BrokerConfig):
 
 
 def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
-    manager = LogManager(config.log_dirs, config.log_config(), broker_id=config["broker.id"])
+    max_open = config["log.max.open.partitions"] or default_max_open_partitions()
+    manager = LogManager(config.log_dirs, config.log_config(), broker_id=config["broker.id"], max_open=max_open)
     for note in manager.load():
         log.warning("recovered: %s", note)
     store.check_catalogue(manager)
-    opened = [part for _, _, part in manager.partitions()]
-    log.info("loaded partitions=%d recovered=%d", len(opened), sum(p.recovered for p in opened))
+    log.info("loaded partitions=%d recovered=%d open=%d max_open=%d", manager.loaded, manager.recovered,
+             manager.open_count(), max_open)
     sockets = [listener.bind(host, port) for host, port in config.listeners]
     config = config.with_port(sockets[0].getsockname()[1])
     fork_lock = threading.Lock()

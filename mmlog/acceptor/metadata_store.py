@@ -21,6 +21,7 @@ from pathlib import Path
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.acceptor.coordinator.offset_log import OffsetLog
 from mmlog.acceptor.coordinator.offsets import OffsetStore
+from mmlog.acceptor.limits import PartitionLimits, hosted_replicas
 from mmlog.config.settings import ConfigError, parse_properties
 from mmlog.errors import InvalidReplicationFactor, TopicAlreadyExists
 from mmlog.log.files import atomic_write
@@ -106,16 +107,22 @@ class EmbeddedStore:
         ClusterView.standalone(me).write(self.dir)
 
     def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
-                     validate_only: bool = False, replication_factor: int = 1) -> None:
+                     validate_only: bool = False, replication_factor: int = 1,
+                     limits: PartitionLimits | None = None) -> None:
+        """Check everything (the partition count against `limits` first), then create, all or nothing."""
+        if limits is not None:
+            limits.check_topic(name, partitions)
         if replication_factor != 1:
             raise InvalidReplicationFactor(f"replication factor {replication_factor} larger than the 1 available "
                                            "broker (a standalone broker keeps one replica per partition)")
-        if validate_only:
-            manager.validate_topic(name, partitions, configs)
-            if name in manager.topics():
-                raise TopicAlreadyExists(f"topic {name!r} already exists")
-            return
-        manager.create_topic(name, partitions, configs)
+        manager.validate_topic(name, partitions, configs)
+        if name in manager.topics():
+            raise TopicAlreadyExists(f"topic {name!r} already exists")
+        if limits is not None:
+            me = manager.broker_id or 0
+            limits.check_hosting(name, hosted_replicas(manager.topics(), me), partitions, None, me)
+        if not validate_only:
+            manager.create_topic(name, partitions, configs)
 
     def delete_topic(self, manager: LogManager, name: str) -> None:
         manager.delete_topic(name)

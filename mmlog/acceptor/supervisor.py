@@ -20,7 +20,13 @@ the control thread is between operations (no partition lock, no half-written
 file). Each child closes the parent's ends of the channels and runs
 `processor_main`; a child that cannot boot exits with `BOOT_ERROR`, which stops
 the broker rather than respawning it forever. A processor that dies otherwise is
-replaced in its slot (same wake-board slot, new channels).
+replaced in its slot (same wake-board slot, new channels) after a backoff of its
+slot's own: RESTART_BACKOFF_MIN_S after the first death, doubling with each death
+in a row up to RESTART_BACKOFF_MAX_S, and back to the minimum once a processor of
+the slot has stayed up STABLE_AFTER_S. A processor that keeps dying of the same
+fault is thus not restarted into it in a tight loop, yet the broker never gives up
+while it can serve: the other slots go on, and every restart is logged with its
+backoff. Connections are handed only to live processors.
 
 In cluster mode the supervisor also forks the replica fetcher
 (`mmlog/replication/fetcher.py`) and replaces it the same way when it dies.
@@ -50,8 +56,10 @@ from mmlog.replication.fetcher import fetcher_main
 
 log = logging.getLogger("mmlog.broker")
 
-CRASH_WINDOW_S = 10.0
-MAX_CRASHES_IN_WINDOW = 10
+RESTART_BACKOFF_MIN_S = 0.1
+RESTART_BACKOFF_MAX_S = 30.0
+STABLE_AFTER_S = 60.0  # a process up this long resets its slot's backoff
+FETCHER = "fetcher"  # the replica fetcher's backoff slot
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 
 
@@ -65,7 +73,27 @@ class Worker:
 
 
 class BrokerStopped(Exception):
-    """The broker has to stop with an error (processors cannot boot, or crash in a loop)."""
+    """The broker has to stop with an error (processors cannot boot)."""
+
+
+class Backoff:
+    """Per-slot restart delays: doubling with each death in a row, reset by a long enough life."""
+
+    def __init__(self, low: float = RESTART_BACKOFF_MIN_S, high: float = RESTART_BACKOFF_MAX_S,
+                 stable_after: float = STABLE_AFTER_S) -> None:
+        self.low, self.high, self.stable_after = low, high, stable_after
+        self._next: dict = {}  # slot -> the delay its next death gets
+        self.deaths: dict = {}  # slot -> deaths in a row
+
+    def died(self, slot, lived: float) -> float:
+        """A process of `slot` died after `lived` seconds: how long to wait before restarting it."""
+        if lived >= self.stable_after:
+            self._next.pop(slot, None)
+            self.deaths.pop(slot, None)
+        delay = self._next.get(slot, self.low)
+        self._next[slot] = min(delay * 2, self.high)
+        self.deaths[slot] = self.deaths.get(slot, 0) + 1
+        return delay
 
 
 class Supervisor:
@@ -88,8 +116,10 @@ class Supervisor:
         self.workers: dict[int, Worker] = {}  # pid -> worker
         self._next = 0
         self._signals: list[int] = []
-        self._crashes: list[float] = []
+        self.backoff = Backoff()
+        self._restarts: dict = {}  # slot (or FETCHER) -> monotonic time to restart it
         self.fetcher_pid: int | None = None
+        self._fetcher_started = 0.0
         self.stopping = False
         # A broker started by a test or tool stops when that process is gone (reparented).
         self._parent = os.getppid() if exit_with_parent else None
@@ -114,6 +144,7 @@ class Supervisor:
                 self.handle_signals()
                 self.reap()
                 self.collect()
+                self.restart_due()
                 self.check_parent()
         except BrokerStopped as exc:
             log.error("stopping: %s", exc)
@@ -122,7 +153,10 @@ class Supervisor:
         return 0
 
     def wait(self) -> None:
-        for key, _ in self.sel.select(1.0):
+        timeout = 1.0
+        if self._restarts:
+            timeout = min(timeout, max(0.0, min(self._restarts.values()) - time.monotonic()))
+        for key, _ in self.sel.select(timeout):
             if key.data == "listener":
                 self.accept(key.fileobj)
             else:
@@ -239,24 +273,35 @@ class Supervisor:
                 continue
             if code == BOOT_ERROR:
                 raise BrokerStopped(f"processor {worker.slot} could not boot")
-            log.warning("processor %d (pid %d) died with %s; replacing it", worker.slot, pid, _describe(code))
-            self._count_crash()
-            self.spawn(worker.slot)
+            delay = self._schedule_restart(worker.slot, worker.started)
+            log.warning("processor %d (pid %d) died with %s; replacing it in %.1f s (death %d in a row)",
+                        worker.slot, pid, _describe(code), delay, self.backoff.deaths[worker.slot])
 
     def _fetcher_died(self, pid: int, status: int) -> None:
         self.fetcher_pid = None
         if self.stopping:
             return
-        log.warning("replica fetcher (pid %d) died with %s; replacing it", pid,
-                    _describe(os.waitstatus_to_exitcode(status)))
-        self._count_crash()
-        self.spawn_fetcher()
+        delay = self._schedule_restart(FETCHER, self._fetcher_started)
+        log.warning("replica fetcher (pid %d) died with %s; replacing it in %.1f s (death %d in a row)", pid,
+                    _describe(os.waitstatus_to_exitcode(status)), delay, self.backoff.deaths[FETCHER])
 
-    def _count_crash(self) -> None:
+    def _schedule_restart(self, slot, started: float) -> float:
         now = time.monotonic()
-        self._crashes = [t for t in self._crashes if now - t < CRASH_WINDOW_S] + [now]
-        if len(self._crashes) > MAX_CRASHES_IN_WINDOW:
-            raise BrokerStopped(f"{len(self._crashes)} processor crashes in {CRASH_WINDOW_S:.0f} s")
+        delay = self.backoff.died(slot, now - started)
+        self._restarts[slot] = now + delay
+        return delay
+
+    def restart_due(self) -> None:
+        """Restart the processors (and the fetcher) whose backoff has passed."""
+        now = time.monotonic()
+        for slot, due in sorted(self._restarts.items(), key=lambda item: item[1]):
+            if due > now or self.stopping:
+                continue
+            del self._restarts[slot]
+            if slot == FETCHER:
+                self.spawn_fetcher()
+            else:
+                self.spawn(slot)
 
     # ------------------------------------------------------------ processes
 
@@ -299,6 +344,7 @@ class Supervisor:
     def spawn_fetcher(self) -> None:
         """Fork the replica fetcher process."""
         self.fetcher_pid = self._fork(lambda: fetcher_main(self.config))
+        self._fetcher_started = time.monotonic()
 
     def _fork(self, body) -> int:
         """Fork a child that runs body() and exits with its code (with the processors' pre-fork rules)."""

@@ -84,6 +84,20 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("leader.imbalance.check.interval.seconds", int, 300, "How often the controller checks "
                 "preferred leaders.", lambda v: v > 0, "> 0"),
         Setting("auto.create.topics.enable", bool, True, "Create a topic when a client asks for an unknown one."),
+        Setting("auto.create.topics.max.per.request", int, 100, "Unknown topics one Metadata request may "
+                "auto-create; the rest answer LEADER_NOT_AVAILABLE and are created when asked again (mmlog).",
+                lambda v: v >= 1, ">= 1"),
+        Setting("auto.create.topics.max.per.second", int, 100, "Topics auto-created per second, over all "
+                "clients (a token bucket holding one second's worth); the rest answer LEADER_NOT_AVAILABLE "
+                "(mmlog).", lambda v: v >= 1, ">= 1"),
+        Setting("max.partitions.per.request", int, 10_000, "Partitions one CreateTopics request (or one "
+                "auto-created topic) may create: larger counts are refused before anything is allocated "
+                "(mmlog).", lambda v: v >= 1, ">= 1"),
+        Setting("max.partitions.per.broker", int, 100_000, "Replicas one broker may host: a topic that would "
+                "take any broker past it is refused with POLICY_VIOLATION (mmlog).", lambda v: v >= 1, ">= 1"),
+        Setting("log.max.open.partitions", int, 0, "Partitions the main process keeps open after start-up "
+                "(the least recently used ones are closed and reopened on use); 0 sizes it from the "
+                "descriptor limit (mmlog).", lambda v: v == 0 or v >= 8, "0 or >= 8"),
         Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
         Setting("zookeeper.connect", str, "", "ZooKeeper host:port[,...][/chroot]; empty runs standalone."),
         Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a broker that stops "

@@ -15,9 +15,28 @@ NOT_LEADER_OR_FOLLOWER. A standalone broker's topics have no assignment: every
 partition is here, led alone. A replica in cluster mode is created without a role
 (appends refused) until the control plane applies its partition state.
 
+Creating a topic is all or nothing: its partitions' directories are made first,
+then the catalogue names it. If making any of them fails (a full disk, no
+descriptor left), every partition the creation made is closed and removed, the
+catalogue is unchanged, and the caller gets `KafkaStorageError` naming the cause; a
+crash half way leaves directories of a topic the catalogue does not name, which
+`load()` removes.
+
 Deleting a topic removes it from the catalogue first, then marks each partition
 deleted (every process sees that through the partition state) and removes its
 directory; a crash in between leaves directories that `load()` removes.
+
+Descriptors (owner): an open partition holds about eight descriptors (state page,
+lock, and per segment the log and both indexes, each mmap holding a duplicate), so
+the owner keeps at most `max_open` partitions open, least recently used first out.
+After `load()` the owner needs a partition only for housekeeping and role changes;
+a closed one is reopened attached (no recovery, no role reset) on its next use.
+Closing one the processors still write to never marks it clean: only `close(clean=
+True)` at the broker's stop does, opening each closed partition again to flush it.
+Housekeeping skips a partition, open or closed, while nothing can be due (a roll
+or flush not before the time recorded when it last looked), and the high watermark
+checkpoint keeps a closed partition's HW as it was at close (lower is safe: a
+restart that needs it never exposes more than was committed).
 """
 
 from __future__ import annotations
@@ -27,7 +46,10 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
+from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -37,6 +59,7 @@ from mmlog.errors import (
     InvalidConfig,
     InvalidPartitions,
     InvalidTopic,
+    KafkaStorageError,
     NotLeaderOrFollower,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
@@ -92,15 +115,23 @@ class LogManager:
     """Topics and their partition logs across one or more data directories."""
 
     def __init__(self, log_dirs: list[Path] | Path, defaults: LogConfig | None = None, *, owner: bool = True,
-                 broker_id: int | None = None) -> None:
+                 broker_id: int | None = None, max_open: int | None = None) -> None:
+        """`max_open` (owner only): partitions kept open at once after load (None: no limit)."""
         self.log_dirs = [Path(d) for d in (log_dirs if isinstance(log_dirs, list) else [log_dirs])]
         self.defaults = defaults or LogConfig()
         self.owner = owner
         self.broker_id = broker_id
+        self.max_open = max(2, max_open) if owner and max_open else None
         self._topics: dict[str, TopicInfo] = {}
-        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._partitions: OrderedDict[tuple[str, int], Partition] = OrderedDict()  # least recently used first
+        self._known: set[tuple[str, int]] = set()  # opened with recovery (or created) by this owner
+        self._closed_hw: dict[tuple[str, int], int] = {}  # HW of a closed partition when it was closed
+        self._not_due: dict[tuple[str, int], tuple[int, int]] = {}  # closed: (no roll, no flush) before these ms
+        self.loaded = self.recovered = 0  # partitions load() opened, and how many of them it had to recover
         self._lock = threading.RLock()
         self._catalogue_stamp: tuple[int, int, int] | None = None
+        self._defer_save = 0
+        self._save_pending = False
         if owner:
             for d in self.log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
@@ -132,9 +163,34 @@ class LogManager:
             self._catalogue_stamp = stamp
 
     def _save(self) -> None:
+        if self._defer_save:
+            self._save_pending = True
+            return
         data = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self._topics.items())}}
-        atomic_write(self.catalogue_path, json.dumps(data, indent=1).encode())
+        atomic_write(self.catalogue_path, json.dumps(data, separators=(",", ":")).encode())
         self._catalogue_stamp = file_stamp(self.catalogue_path)
+
+    @contextmanager
+    def one_catalogue_write(self, write_at_end: bool = True):
+        """Topics created or deleted inside are written to the catalogue once, at the end (owner only):
+        auto-creation makes topics in small steps, and a catalogue of thousands of topics costs
+        milliseconds to write (and an fsync). Other processes see them all at once, after. With
+        write_at_end false the write waits for `write_pending_catalogue` (or the next change)."""
+        with self._lock:
+            self._defer_save += 1
+            try:
+                yield
+            finally:
+                self._defer_save -= 1
+                if write_at_end:
+                    self.write_pending_catalogue()
+
+    def write_pending_catalogue(self) -> None:
+        """Write the catalogue if changes inside `one_catalogue_write` are not written yet."""
+        with self._lock:
+            if not self._defer_save and self._save_pending:
+                self._save_pending = False
+                self._save()
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
@@ -167,7 +223,7 @@ class LogManager:
 
     def create_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None, *,
                      assignment: list[int] | None = None, topic_id: str | None = None) -> TopicInfo:
-        """Create a topic and the directories of its partitions that live here."""
+        """Create a topic and the directories of its partitions that live here: all or nothing."""
         self._require_owner()
         overrides = self.validate_topic(name, partitions, config)
         log_config = LogConfig.from_props(overrides, self.defaults)
@@ -175,16 +231,52 @@ class LogManager:
             if name in self._topics:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             info = TopicInfo(name, partitions, overrides, topic_id or uuid.uuid4().hex, assignment)
-            for p in info.hosted(self.broker_id):
-                part = self._partitions[(name, p)] = Partition(self._place(name, p), log_config,
-                                                               broker_id=self.broker_id or 0)
-                if assignment is None:
-                    self._lead_alone(part)
-                else:
-                    part.stop_serving(info.assignment[p])
-            self._topics[name] = info
-            self._save()
+            hosted = info.hosted(self.broker_id)
+            made: list[Path] = []
+            counts = self._dir_counts() if len(self.log_dirs) > 1 else None
+            p = -1
+            try:
+                for p in hosted:
+                    directory = self._place(name, p, counts)
+                    made.append(directory)
+                    part = Partition(directory, log_config, broker_id=self.broker_id or 0)
+                    self._partitions[(name, p)] = part
+                    self._known.add((name, p))
+                    if assignment is None:
+                        self._lead_alone(part)
+                    else:
+                        part.stop_serving(info.assignment[p])
+                    self._remember_due((name, p), part, part.snapshot())
+                    self._evict()
+                self._topics[name] = info
+                self._save()
+            except BaseException as exc:
+                # Crash point: directories made but not yet named by the catalogue are removed by load().
+                self._topics.pop(name, None)
+                self._undo_create(name, made)
+                if isinstance(exc, OSError):
+                    raise KafkaStorageError(f"cannot create topic {name!r}: partition {p} of {partitions}: "
+                                            f"{exc.strerror or exc}; nothing was created") from exc
+                raise
             return info
+
+    def _undo_create(self, name: str, made: list[Path]) -> None:
+        """Close and remove every partition a failed creation made (descriptors first, then files)."""
+        for key in [k for k in self._partitions if k[0] == name]:
+            try:
+                self._partitions.pop(key).close(clean=False)
+            except Exception:  # noqa: BLE001 - half made: whatever is open goes with the directory
+                pass
+        self._forget(name)
+        for directory in made:
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _forget(self, name: str) -> None:
+        """Drop what the owner remembers of a topic's closed partitions."""
+        self._known = {k for k in self._known if k[0] != name}
+        for table in (self._closed_hw, self._not_due):
+            for key in [k for k in table if k[0] == name]:
+                del table[key]
 
     def delete_topic(self, name: str) -> None:
         self._require_owner()
@@ -193,8 +285,14 @@ class LogManager:
             del self._topics[name]
             self._save()
             for p in info.hosted(self.broker_id):
-                part = self._partitions.pop((name, p), None) or self._open(name, p)
+                part = self._partitions.pop((name, p), None)
+                if part is None:
+                    try:
+                        part = self._open(name, p, info)
+                    except UnknownTopicOrPartition:
+                        continue  # never made here (a creation cut short)
                 part.delete()
+            self._forget(name)
 
     def alter_topic_config(self, name: str, config: Mapping[str, str]) -> None:
         """Replace a topic's overrides; open partitions pick the new config up at once here."""
@@ -210,6 +308,8 @@ class LogManager:
             for (topic, _), part in self._partitions.items():
                 if topic == name:
                     part.config = log_config
+            for key in [k for k in self._not_due if k[0] == name]:
+                del self._not_due[key]  # closed ones: housekeeping looks at them again, with the new config
 
     def _require_owner(self) -> None:
         if not self.owner:
@@ -218,9 +318,14 @@ class LogManager:
     # ------------------------------------------------------------ partitions
 
     def partition(self, topic: str, partition: int) -> Partition:
-        """The open partition log (opened on first use)."""
-        part = self._partitions.get((topic, partition))
+        """The open partition log (opened on first use; in the owner, maybe closing the least recently used)."""
+        key = (topic, partition)
+        part = self._partitions.get(key)
         if part is not None:
+            if self.max_open is not None:
+                with self._lock:
+                    if key in self._partitions:
+                        self._partitions.move_to_end(key)
             return part
         info = self.topic(topic)
         if not 0 <= partition < info.partitions:
@@ -228,22 +333,64 @@ class LogManager:
         if self.broker_id is not None and self.broker_id not in (replicas := info.replicas(partition, self.broker_id)):
             raise NotLeaderOrFollower(f"{topic}-{partition} lives on brokers {replicas}")
         with self._lock:
-            part = self._partitions.get((topic, partition)) or self._open(topic, partition)
-            self._partitions[(topic, partition)] = part
+            part = self._partitions.get(key) or self._open(topic, partition, info)
+            self._partitions[key] = part
+            self._evict()
             return part
 
-    def _open(self, topic: str, partition: int) -> Partition:
+    def _open(self, topic: str, partition: int, info: TopicInfo) -> Partition:
+        key = (topic, partition)
         directory = self._find(topic, partition)
+        if self.owner and key in self._known:  # closed to save descriptors: attach again, as it was
+            if directory is None:
+                raise UnknownTopicOrPartition(f"{topic}-{partition} has no directory")
+            part = Partition(directory, self.config_for(topic), recover=False, broker_id=self.broker_id or 0)
+            self._closed_hw.pop(key, None)
+            return part
         if directory is None:
             if not self.owner:
                 raise UnknownTopicOrPartition(f"{topic}-{partition} has no directory yet")
             directory = self._place(topic, partition)
-        checkpoint_hw = self._checkpoints(directory.parent).get((topic, partition)) if self.owner else None
+        checkpoint_hw = self._checkpoints(directory.parent).get(key) if self.owner else None
         part = Partition(directory, self.config_for(topic), recover=self.owner, checkpoint_hw=checkpoint_hw,
                          broker_id=self.broker_id or 0)
-        if self.owner and self._topics[topic].assignment is None:
-            self._lead_alone(part)
+        if self.owner:
+            self._known.add(key)
+            if info.assignment is None:
+                self._lead_alone(part)
+            else:  # whatever role it had before a restart is stale until the control plane says
+                part.stop_serving(info.assignment[partition])
         return part
+
+    def _evict(self) -> None:
+        """Close least recently used partitions past max_open (never marking them clean: processors
+        may still be appending). Caller holds the lock."""
+        if self.max_open is None:
+            return
+        while len(self._partitions) > self.max_open:
+            key, part = self._partitions.popitem(last=False)
+            self._note_closed(key, part)
+            part.close(clean=False)
+
+    def _note_closed(self, key: tuple[str, int], part: Partition) -> None:
+        """What housekeeping needs of a partition while it is closed (see the module docstring)."""
+        try:
+            snap = part.snapshot()
+        except Exception:  # noqa: BLE001 - deleted or torn: housekeeping opens it next time
+            return
+        self._closed_hw[key] = snap.high_watermark
+        self._remember_due(key, part, snap)
+
+    def _remember_due(self, key: tuple[str, int], part: Partition, snap) -> None:
+        """The earliest times a roll and a flush of the partition can be due: rolled_at_ms and
+        flushed_at_ms only move forward, and an empty active segment gets its first batch from now on."""
+        now = int(time.time() * 1000)
+        no_roll = (snap.rolled_at_ms if snap.active_size else now) + part.config.segment_ms
+        self._not_due[key] = (no_roll, snap.flushed_at_ms + part.config.flush_ms)
+
+    def open_count(self) -> int:
+        """Partitions open in this process now."""
+        return len(self._partitions)
 
     def _lead_alone(self, part: Partition) -> None:
         """A standalone partition: this broker leads it in epoch 0 with an ISR of itself (HW = LEO)."""
@@ -260,15 +407,20 @@ class LogManager:
             cache[log_dir] = offset_checkpoint.read(log_dir / offset_checkpoint.HIGH_WATERMARKS)
         return cache[log_dir]
 
-    def checkpoint_high_watermarks(self) -> None:
-        """Write each log dir's replication-offset-checkpoint from the open partitions (owner only)."""
+    def checkpoint_high_watermarks(self, closed_hw: dict | None = None) -> None:
+        """Write each log dir's replication-offset-checkpoint (owner only): open partitions' HWs, and
+        closed ones' as they were at close (`closed_hw`, default the manager's own record)."""
         self._require_owner()
+        closed_hw = self._closed_hw if closed_hw is None else closed_hw
         per_dir: dict[Path, dict] = {d: {} for d in self.log_dirs}
         for (topic, p), part in list(self._partitions.items()):
             try:
                 per_dir.setdefault(part.directory.parent, {})[topic, p] = part.high_watermark
             except UnknownTopicOrPartition:
                 continue  # deleted meanwhile
+        for (topic, p), hw in list(closed_hw.items()):
+            if (topic, p) not in self._partitions and (directory := self._find(topic, p)) is not None:
+                per_dir.setdefault(directory.parent, {})[topic, p] = hw
         for log_dir, entries in per_dir.items():
             offset_checkpoint.write(log_dir / offset_checkpoint.HIGH_WATERMARKS, entries)
 
@@ -279,13 +431,21 @@ class LogManager:
                 return candidate
         return None
 
-    def _place(self, topic: str, partition: int) -> Path:
-        """Existing directory of a partition, or a new one in the emptiest data dir."""
+    def _place(self, topic: str, partition: int, counts: dict[Path, int] | None = None) -> Path:
+        """Existing directory of a partition, or a new one in the emptiest data dir (`counts`: directories
+        per data dir, counted once by the caller and kept up to date here)."""
         found = self._find(topic, partition)
         if found is not None:
             return found
-        counts = {d: sum(1 for e in os.scandir(d) if e.is_dir()) for d in self.log_dirs}
-        return min(self.log_dirs, key=lambda d: counts[d]) / f"{topic}-{partition}"
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0] / f"{topic}-{partition}"
+        counts = self._dir_counts() if counts is None else counts
+        emptiest = min(self.log_dirs, key=lambda d: counts[d])
+        counts[emptiest] += 1
+        return emptiest / f"{topic}-{partition}"
+
+    def _dir_counts(self) -> dict[Path, int]:
+        return {d: sum(1 for e in os.scandir(d) if e.is_dir()) for d in self.log_dirs}
 
     def load(self) -> list[str]:
         """Owner start-up: open (recovering as needed) every partition of the catalogue.
@@ -304,33 +464,89 @@ class LogManager:
                 m = _PARTITION_DIR.match(entry.name)
                 if m and m["topic"] not in self._topics:
                     shutil.rmtree(entry.path, ignore_errors=True)  # a deletion cut short
+        self.loaded = self.recovered = 0
         for name, info in self._topics.items():
             for p in info.hosted(self.broker_id):
                 part = self.partition(name, p)
                 notes += part.recovered_notes
-                if info.assignment is not None:  # the role it had before the restart is stale until the
-                    part.stop_serving(info.assignment[p])  # control plane applies ZooKeeper's state
+                self.loaded += 1
+                self.recovered += part.recovered
         return notes
 
-    def partitions(self) -> Iterator[tuple[str, int, Partition]]:
-        for (topic, p), part in list(self._partitions.items()):
+    def hosted(self) -> list[tuple[str, int]]:
+        """Every partition of the catalogue with a replica here."""
+        return [(name, p) for name, info in list(self._topics.items()) for p in info.hosted(self.broker_id)]
+
+    def partitions(self, keys=None) -> Iterator[tuple[str, int, Partition]]:
+        """The partitions open here; in the owner every hosted one (or those of `keys`), opened in turn
+        (each stays valid for the caller's step: the least recently used are the ones closed)."""
+        if not self.owner:
+            for (topic, p), part in list(self._partitions.items()):
+                yield topic, p, part
+            return
+        for topic, p in self.hosted() if keys is None else keys:
+            try:
+                part = self.partition(topic, p)
+            except (UnknownTopicOrPartition, NotLeaderOrFollower):
+                continue  # deleted meanwhile
             yield topic, p, part
 
     # ------------------------------------------------------------ housekeeping
 
-    def apply_retention(self) -> int:
-        return sum(part.apply_retention() for _, _, part in self.partitions())
+    def apply_retention(self, keys=None) -> int:
+        return sum(part.apply_retention() for _, _, part in self.partitions(keys))
 
-    def flush_due(self) -> int:
-        return sum(part.maybe_flush() for _, _, part in self.partitions())
+    def flush_due(self, keys=None) -> int:
+        """fsync partitions whose flush.ms has passed (the housekeeping timer)."""
+        return self._due(1, keys, Partition.maybe_flush)
 
-    def roll_due(self) -> int:
-        return sum(part.maybe_roll() for _, _, part in self.partitions())
+    def roll_due(self, keys=None) -> int:
+        """Roll partitions whose active segment is older than segment.ms (the housekeeping timer)."""
+        return self._due(0, keys, Partition.maybe_roll)
+
+    def _due(self, which: int, keys, work) -> int:
+        """Run work (a roll: which=0, a flush: 1) on the partitions where it may be due, and remember
+        for each one the earliest time it can next be due: a timer pass over thousands of partitions
+        then looks at the few whose time has come, and never opens a closed one before."""
+        now = int(time.time() * 1000)
+        candidates = []
+        for key in self.hosted() if keys is None else keys:
+            bounds = self._not_due.get(key)
+            if bounds is None or bounds[which] <= now:
+                candidates.append(key)
+        done = 0
+        for key, part in ((k, p) for *k, p in self.partitions(candidates)):
+            key = tuple(key)
+            done += work(part)
+            try:
+                self._remember_due(key, part, part.snapshot())
+            except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to remember
+                continue
+        return done
 
     def close(self, clean: bool | None = None) -> None:
-        if self.owner and (clean or clean is None):
-            self.checkpoint_high_watermarks()
+        """Close every partition. The owner's clean close (at the broker's stop, after the processors)
+        flushes and marks every hosted partition clean, opening closed ones again one at a time."""
         with self._lock:
+            if self.owner and (clean or clean is None):
+                hws = {}
+                for key in self.hosted():
+                    part = self._partitions.pop(key, None)
+                    if part is None:
+                        try:
+                            part = self._open(*key, self._topics[key[0]])
+                        except (UnknownTopicOrPartition, OSError):
+                            continue  # gone, or cannot be opened: recovered at the next start instead
+                    try:
+                        hws[key] = part.high_watermark
+                    except UnknownTopicOrPartition:
+                        pass
+                    part.close(True)
+                for part in self._partitions.values():  # not hosted (none expected): closed as they are
+                    part.close(clean=False)
+                self._partitions.clear()
+                self.checkpoint_high_watermarks(hws)
+                return
             for part in self._partitions.values():
                 part.close(clean)
             self._partitions.clear()

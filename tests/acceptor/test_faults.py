@@ -1,6 +1,7 @@
 """Killed processes: nothing acknowledged is lost, and the broker keeps (or comes back to) serving."""
 
 import os
+import re
 import signal
 import threading
 import time
@@ -154,19 +155,36 @@ def test_an_unknown_or_invalid_setting_is_a_one_line_start_up_error(tmp_path, ba
     assert len(lines) == 1 and lines[0].startswith("mmlog: error:")
 
 
-def test_processors_that_keep_dying_stop_the_broker_with_a_clear_message(tmp_path):
+def test_a_processor_that_keeps_dying_is_restarted_ever_more_slowly_and_the_broker_keeps_serving(tmp_path):
     broker = EmbeddedBroker(tmp_path / "data", processors=1).start()
     try:
+        restarts = re.compile(r"processor 0 \(pid \d+\) died with signal SIGKILL; replacing it in "
+                              r"(?P<delay>[\d.]+) s \(death (?P<n>\d+) in a row\)")
         deadline = time.monotonic() + 60
-        while broker.proc.poll() is None:
-            assert time.monotonic() < deadline, "the broker kept respawning"
+        while len([line for line in broker.log_lines if restarts.search(line)]) < 6:
+            assert time.monotonic() < deadline, "the processor was not restarted six times"
+            assert broker.proc.poll() is None, "the broker gave up"
             for pid in broker.processor_pids():
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-            time.sleep(0.05)
-        assert broker.proc.returncode == 1
-        assert any("stopping:" in line and "processor crashes" in line for line in broker.log_lines)
+            time.sleep(0.02)
+        found = [restarts.search(line) for line in broker.log_lines if restarts.search(line)]
+        assert [float(m["delay"]) for m in found[:6]] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]
+        assert [int(m["n"]) for m in found[:6]] == [1, 2, 3, 4, 5, 6]
+        # Left alone, the slot comes back after its backoff and the broker serves as before.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                create(broker, "after")
+                with connect(broker) as conn:
+                    assert produce_one(conn, "after", 0, build_batch([(None, b"x")])).error_code == 0
+                break
+            except (ConnectionClosed, KafkaError, OSError, AssertionError):
+                assert time.monotonic() < deadline, "the broker did not serve again"
+                time.sleep(0.2)
+        assert broker.proc.poll() is None
+        assert broker.stop() == 0
     finally:
         broker.stop()

@@ -46,6 +46,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
+from mmlog.acceptor.limits import PartitionLimits, hosted_replicas
 from mmlog.acceptor.metadata_store import ClusterError, load_meta, new_cluster_id, stored_cluster_id
 from mmlog.acceptor.zookeeper import paths, session
 from mmlog.acceptor.zookeeper.assignment import assign_replicas
@@ -329,15 +330,44 @@ class ZooKeeperStore:
             self.control.topic_deleted(name)
 
     def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
-                     validate_only: bool = False, replication_factor: int = 1) -> None:
+                     validate_only: bool = False, replication_factor: int = 1,
+                     limits: PartitionLimits | None = None) -> None:
+        """Check everything (the partition count first, before any allocation), create our replicas, then
+        write ZooKeeper; a failure of either leaves neither (all or nothing)."""
+        if limits is not None:
+            limits.check_topic(name, partitions)
         overrides = manager.validate_topic(name, partitions, configs)
         live = sorted(self.view.brokers) or [self.broker_id]
         replicas = assign_replicas(live, partitions, replication_factor)
+        if limits is not None:
+            limits.check_hosting(name, hosted_replicas(manager.topics(), self.broker_id), partitions, replicas,
+                                 self.broker_id)
+        if self.zk.exists(paths.topic(name)):
+            if not validate_only:
+                self.sync_topics()  # made through another broker: have it here too before answering
+            raise TopicAlreadyExists(f"topic {name!r} already exists")
         if validate_only:
-            if self.zk.exists(paths.topic(name)):
-                raise TopicAlreadyExists(f"topic {name!r} already exists")
             return
+        if name in manager.topics():
+            self.sync_topics()  # deleted in ZooKeeper, our watch not run yet: drop it first
         topic_id = uuid.uuid4().hex
+        # Our replicas first: if making them fails, the manager has removed what it made and ZooKeeper
+        # never heard of the topic. A crash between the two leaves a local topic ZooKeeper does not
+        # name, which sync_topics drops at the next start.
+        manager.create_topic(name, partitions, overrides, assignment=replicas, topic_id=topic_id)
+        try:
+            self._write_topic(name, overrides, replicas, topic_id)
+        except TopicAlreadyExists:
+            manager.delete_topic(name)
+            self.sync_topics()  # another broker made it meanwhile: have its topic here before answering
+            raise
+        except BaseException:
+            manager.delete_topic(name)
+            raise
+        self.states.track(name, topic_id, partitions)
+
+    def _write_topic(self, name: str, overrides: dict, replicas: list[list[int]], topic_id: str) -> None:
+        """The config, the assignment and every partition state in one transaction."""
         tx = self.zk.transaction()
         tx.create(paths.topic_config(name), paths.dump({"version": 1, "config": overrides}))
         tx.create(paths.topic(name), paths.assignment(replicas, topic_id))
@@ -348,14 +378,10 @@ class ZooKeeperStore:
                       LeaderAndIsr(nodes[0], 0, tuple(nodes), self._controller_epoch).to_json())
         results = tx.commit()
         if any(isinstance(r, NodeExistsError) for r in results):
-            self.sync_topics()  # another broker made it: have it here too before answering
-            raise TopicAlreadyExists(f"topic {name!r} already exists")
+            raise TopicAlreadyExists(f"topic {name!r} already exists")  # another broker made it meanwhile
         failed = [r for r in results if isinstance(r, Exception)]
         if failed:
             raise failed[0]
-        if name not in manager.topics():
-            manager.create_topic(name, partitions, overrides, assignment=replicas, topic_id=topic_id)
-            self.states.track(name, topic_id, partitions)
 
     def delete_topic(self, manager: LogManager, name: str) -> None:
         try:

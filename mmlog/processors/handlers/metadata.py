@@ -3,7 +3,9 @@
 A null topic list (v1+) or an empty one in v0 means every topic; an empty list in
 v1+ means brokers only. Unknown topics are created through the control plane when
 `auto.create.topics.enable` is on and the client allows it (v4+), and answered once
-they exist. Leader epochs are reported as -1, which keeps clients from validating
+they exist; at most `auto.create.topics.max.per.request` of them are sent there, and
+those past it or past the control plane's per-second budget answer
+LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created): clients ask again. Leader epochs are reported as -1, which keeps clients from validating
 positions with OffsetForLeaderEpoch (KAFKA_INTEROP §3).
 
 Brokers, the controller and, in cluster mode, each partition's leader and ISR come
@@ -29,26 +31,31 @@ def handle(ctx, request):
         names = sorted(ctx.manager.topics())
     else:
         names = [t.name for t in body.topics]
-    missing = [n for n in names if n not in ctx.manager.topics()]
+    missing = list(dict.fromkeys(n for n in names if n not in ctx.manager.topics()))
     may_create = ctx.config["auto.create.topics.enable"] and (request.version < 4 or body.allow_auto_topic_creation)
     if missing and may_create:
+        cap = ctx.config["auto.create.topics.max.per.request"]
+        asked, later = missing[:cap], missing[cap:]
+
         def created(ok, value):
             ctx.manager.reload()
-            request.respond(_response(ctx, names))
+            request.respond(_response(ctx, names, set(later) | set(value if ok and value else ())))
 
-        ctx.control.call("auto_create_topics", missing, created)
+        ctx.control.call("auto_create_topics", asked, created)
         return DEFERRED
     return _response(ctx, names)
 
 
-def _response(ctx, names: list[str]):
+def _response(ctx, names: list[str], pending: set[str] = frozenset()):
+    """`pending`: unknown topics to be created when asked again (LEADER_NOT_AVAILABLE)."""
     view = ctx.views.current()
     topics = ctx.manager.topics()
     out = []
     for name in names:
         info = topics.get(name)
         if info is None:
-            out.append({"error_code": UnknownTopicOrPartition.code, "name": name, "partitions": []})
+            code = LeaderNotAvailable.code if name in pending else UnknownTopicOrPartition.code
+            out.append({"error_code": code, "name": name, "partitions": []})
             continue
         partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view) for p in range(info.partitions)]
         out.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
