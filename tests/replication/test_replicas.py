@@ -75,11 +75,13 @@ def test_followers_refuse_consumers_and_producers_so_clients_follow_the_leader(r
     leader, replicas, _ = wait_for(lambda: (s := partition_state(replicated[0].bootstrap, "leader-only"))[2]
                                    and len(s[2]) == 3 and s, what="a full ISR")
     follower = next(b for b in replicated if b.broker_id != leader)
-    with connect(follower) as conn:
-        assert fetch_one(conn, "leader-only", 0, 0).error_code == 6  # NOT_LEADER_OR_FOLLOWER
+    with connect(follower) as conn:  # once it has the topic (a moment after ZooKeeper does): NOT_LEADER_OR_FOLLOWER
+        wait_for(lambda: fetch_one(conn, "leader-only", 0, 0).error_code == 6, what="the follower's answer")
         assert produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 6
-    with connect(next(b for b in replicated if b.broker_id == leader)) as conn:
-        assert produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 0
+    lead = next(b for b in replicated if b.broker_id == leader)
+    with connect(lead) as conn:  # Metadata may say so before the leader has applied its state: clients retry
+        wait_for(lambda: produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 0,
+                 what="the leader taking the record")
 
 
 def test_confluent_and_kafka_python_admin_clients_see_replicas_and_isr(replicated):
