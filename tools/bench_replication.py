@@ -100,12 +100,25 @@ def produce_mmlog(bootstrap: str, topic: str, n: int, size: int, batch: int, ide
     return n / (time.perf_counter() - start), np.array([])
 
 
+def awaited(bootstrap: str, topic: str, sends: int, size: int, batch: int) -> np.ndarray:
+    """Latencies (ms) of acks=all batches sent one at a time and awaited: the replication round trip."""
+    with Producer(bootstrap, acks="all", linger_ms=0) as producer:
+        producer.send_many(topic, [b"x" * size] * batch, partition=0).result(30)  # warm-up
+        out = []
+        for _ in range(sends):
+            start = time.perf_counter()
+            producer.send_many(topic, [b"x" * size] * batch, partition=0).result(30)
+            out.append((time.perf_counter() - start) * 1000)
+    return np.array(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--awaited", type=int, default=200, help="batches sent one at a time, per factor")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-replication-"))
     with ZooKeeperServer(work / "zk") as zk:
@@ -133,6 +146,11 @@ def main() -> None:
                         results[name].append(produce(lead.bootstrap, topic, args.records, args.size, args.batch,
                                                      acks, idempotent))
                     print(f"round {r + 1} {name}: {results[name][-1][0]:,.0f} msg/s", flush=True)
+            round_trips = {}
+            for factor in (1, 3):
+                make_topic(brokers, f"awaited-{factor}", factor)
+                lead = brokers[leader(brokers[0].bootstrap, f"awaited-{factor}")]
+                round_trips[factor] = awaited(lead.bootstrap, f"awaited-{factor}", args.awaited, args.size, args.batch)
         finally:
             for b in brokers:
                 b.stop()
@@ -145,6 +163,9 @@ def main() -> None:
         rate, lat = rounds[len(rounds) // 2]
         p50, p99 = (f"{np.percentile(lat, q):>9.1f}" for q in (50, 99)) if len(lat) else (f"{'-':>9}", f"{'-':>9}")
         print(f"{name:<16}{rate:>12,.0f}{rate * args.size / 1e6:>8.1f}{p50}{p99}{rate / base:>9.2f}")
+    for factor, lat in round_trips.items():
+        print(f"one acks=all batch of {args.batch} at a time, RF {factor}: p50 {np.percentile(lat, 50):.2f} ms, "
+              f"p99 {np.percentile(lat, 99):.2f} ms")
     plain = statistics.median(rate for rate, _ in results["mmlog idem off"])
     fenced = statistics.median(rate for rate, _ in results["mmlog idem on"])
     print(f"idempotence on / off (mmlog's Producer, RF 3 acks=all): {fenced / plain:.2f}")
