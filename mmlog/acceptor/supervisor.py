@@ -309,32 +309,14 @@ class Supervisor:
         """Fork the processor of a slot."""
         handoff_parent, handoff_child = channel_pair()
         control_parent, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        # Signals stay blocked across the fork until the child has its own handlers: a
-        # SIGTERM that arrives while it boots then waits for it instead of running the
-        # parent's handler in the child and being lost.
-        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
-        try:
-            with self.fork_lock:
-                pid = os.fork()
-        except BaseException:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-            raise
-        if pid:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-        else:  # ------------------------------------------------ the child
-            code = BOOT_ERROR
-            try:
-                handoff_parent.close()
-                control_parent.close()
-                for sock in self.listeners:
-                    sock.close()
-                for w in self.workers.values():
-                    w.handoff.close()
-                    w.control.close()
-                code = processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id,
-                                      self.pool, self.limits.table)
-            finally:
-                os._exit(code)
+
+        def child() -> int:
+            handoff_parent.close()
+            control_parent.close()
+            return processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id,
+                                  self.pool, self.limits.table)
+
+        pid = self._fork(child)
         handoff_child.close()
         control_child.close()
         handoff_parent.setblocking(False)
@@ -347,7 +329,11 @@ class Supervisor:
         self._fetcher_started = time.monotonic()
 
     def _fork(self, body) -> int:
-        """Fork a child that runs body() and exits with its code (with the processors' pre-fork rules)."""
+        """Fork a child that closes the parent's sockets, runs body() and exits with its code
+        (BOOT_ERROR if it raised); returns the child's pid in the parent."""
+        # Signals stay blocked across the fork until the child has its own handlers: a
+        # SIGTERM that arrives while it boots then waits for it instead of running the
+        # parent's handler in the child and being lost.
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
             with self.fork_lock:
@@ -358,7 +344,7 @@ class Supervisor:
         if pid:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
             return pid
-        code = BOOT_ERROR
+        code = BOOT_ERROR  # ------------------------------------------------ the child
         try:
             for sock in self.listeners:
                 sock.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.acceptor.zookeeper.conftest import cluster_broker, live_brokers, wait_for, zk, zk_connect, zookeeper  # noqa: F401
+from tests.acceptor.zookeeper.conftest import three_brokers, wait_for, zk, zk_connect, zookeeper  # noqa: F401
 
 # Short enough that failover tests take seconds, long enough for a loaded 2-core machine.
 REPLICATION = {
@@ -18,13 +18,6 @@ REPLICATION = {
 
 @pytest.fixture
 def replicated(tmp_path, zk_connect):  # noqa: F811
-    """Three brokers (ids 0, 1, 2) with replication timeouts for tests; every one stopped at the end."""
-    brokers = [cluster_broker(tmp_path, zk_connect, i, **REPLICATION) for i in range(3)]
-    try:
-        for b in brokers:
-            b.start()
-        wait_for(lambda: len(live_brokers(brokers[0].bootstrap)) == 3, what="three registered brokers")
+    """Three brokers (ids 0, 1, 2) with replication timeouts for tests."""
+    with three_brokers(tmp_path, zk_connect, **REPLICATION) as brokers:
         yield brokers
-    finally:
-        for b in brokers:
-            b.stop()

@@ -75,6 +75,32 @@ def full_isr(brokers, topic: str, partitions: int) -> None:
              timeout=40, what="every replica back in the ISR")
 
 
+def leave_leader_alone(brokers, topic: str):
+    """Create a one-partition RF 3 topic, kill both followers, wait for the ISR to shrink; (leader, the dead)."""
+    with Admin(brokers[0].bootstrap) as admin:
+        admin.create_topic(topic, 1, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(brokers, topic, 1)
+    leader = leader_of(brokers, topic)
+    others = [b for b in brokers if b is not leader]
+    for b in others:
+        b.kill()
+    wait_for(lambda: partition_state(leader.bootstrap, topic)[2] == (leader.broker_id,), timeout=30,
+             what="the ISR shrunk to the leader")
+    return leader, others
+
+
+def kill_leaders_under_load(brokers, topic: str, partitions: int, producer: "SteadyProducer", times: int) -> None:
+    """SIGKILL the leader of partition 0 `times` times, restarting it each time, while the producer runs."""
+    for _ in range(times):
+        victim = leader_of(brokers, topic, 0)
+        victim.kill()
+        time.sleep(1.5)
+        victim.start()
+        full_isr(brokers, topic, partitions)
+        before = len(producer.acked)
+        wait_for(lambda: len(producer.acked) > before + 300, what="acks after the restart")
+
+
 def read_all(bootstrap: str, topic: str, partitions: int, until: dict[int, int]) -> dict[int, list[bytes]]:
     """Every record of each partition from offset 0 to `until[p]` (exclusive), by offset."""
     got: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
@@ -100,14 +126,7 @@ def test_killed_and_hung_leaders_lose_no_acknowledged_record(replicated):
     producer.start()
     try:
         wait_for(lambda: len(producer.acked) > 500, what="a first acknowledged load")
-        for _ in range(3):
-            victim = leader_of(replicated, TOPIC, 0)
-            victim.kill()
-            time.sleep(1.5)
-            victim.start()
-            full_isr(replicated, TOPIC, partitions)
-            before = len(producer.acked)
-            wait_for(lambda: len(producer.acked) > before + 300, what="acks after the restart")
+        kill_leaders_under_load(replicated, TOPIC, partitions, producer, times=3)
         hung = leader_of(replicated, TOPIC, 1)
         hung.pause()
         time.sleep(4.5)  # past replica.lag.time.max.ms and the ZooKeeper session
@@ -126,15 +145,7 @@ def test_killed_and_hung_leaders_lose_no_acknowledged_record(replicated):
 
 
 def test_min_insync_replicas_refuses_acks_all_until_the_isr_refills(replicated):
-    with Admin(replicated[0].bootstrap) as admin:
-        admin.create_topic("min-isr", 1, {"min.insync.replicas": "2"}, replication_factor=3)
-    full_isr(replicated, "min-isr", 1)
-    leader = leader_of(replicated, "min-isr")
-    others = [b for b in replicated if b is not leader]
-    for b in others:
-        b.kill()
-    wait_for(lambda: partition_state(leader.bootstrap, "min-isr")[2] == (leader.broker_id,), timeout=30,
-             what="the ISR shrunk to the leader")
+    leader, others = leave_leader_alone(replicated, "min-isr")
     with Producer(leader.bootstrap, acks="all", retries=0) as producer:
         with pytest.raises(NotEnoughReplicas):
             producer.send("min-isr", b"refused", partition=0).result(20)
@@ -181,16 +192,8 @@ def test_a_deposed_leader_truncates_what_its_followers_never_fetched(replicated)
 
 
 def test_with_unclean_election_off_a_dead_isr_keeps_the_partition_offline_until_it_returns(replicated):
-    with Admin(replicated[0].bootstrap) as admin:
-        admin.create_topic("offline", 1, replication_factor=3)
-    full_isr(replicated, "offline", 1)
-    leader = leader_of(replicated, "offline")
-    others = [b for b in replicated if b is not leader]
-    for b in others:
-        b.kill()
-    wait_for(lambda: partition_state(leader.bootstrap, "offline")[2] == (leader.broker_id,), timeout=30,
-             what="the ISR shrunk to the leader")
-    with Producer(leader.bootstrap, acks="all") as producer:
+    leader, others = leave_leader_alone(replicated, "offline")
+    with Producer(leader.bootstrap, acks=1) as producer:  # min ISR 2 refuses acks=all: the leader alone holds it
         assert producer.send("offline", b"only-on-the-leader", partition=0).result(20).offset == 0
     leader.kill()
     others[0].start()
@@ -269,14 +272,7 @@ def test_an_idempotent_producer_through_leader_changes_leaves_no_duplicate(repli
     producer.start()
     try:
         wait_for(lambda: len(producer.acked) > 500, what="a first acknowledged load")
-        for _ in range(2):
-            victim = leader_of(replicated, "exactly", 0)
-            victim.kill()
-            time.sleep(1.5)
-            victim.start()
-            full_isr(replicated, "exactly", partitions)
-            before = len(producer.acked)
-            wait_for(lambda: len(producer.acked) > before + 300, what="acks after the restart")
+        kill_leaders_under_load(replicated, "exactly", partitions, producer, times=2)
     finally:
         producer.stop()
     assert not producer.errors

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 
@@ -42,10 +43,10 @@ def cluster_broker(tmp_path, zk_connect: str, broker_id: int, **config) -> Embed
         "group.initial.rebalance.delay.ms": 0, **config})
 
 
-@pytest.fixture
-def cluster(tmp_path, zk_connect):
-    """Three brokers (ids 0, 1, 2) on one ZooKeeper chroot; every one is stopped at the end."""
-    brokers = [cluster_broker(tmp_path, zk_connect, i) for i in range(3)]
+@contextlib.contextmanager
+def three_brokers(tmp_path, zk_connect: str, **config):
+    """Brokers 0, 1 and 2 on one ZooKeeper chroot, registered; every one is stopped at the end."""
+    brokers = [cluster_broker(tmp_path, zk_connect, i, **config) for i in range(3)]
     try:
         for b in brokers:
             b.start()
@@ -54,6 +55,13 @@ def cluster(tmp_path, zk_connect):
     finally:
         for b in brokers:
             b.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path, zk_connect):
+    """Three brokers (ids 0, 1, 2) on one ZooKeeper chroot."""
+    with three_brokers(tmp_path, zk_connect) as brokers:
+        yield brokers
 
 
 def live_brokers(bootstrap: str) -> dict[int, object]:
