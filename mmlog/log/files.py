@@ -64,15 +64,18 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write a small file so that a crash leaves either the old or the new content."""
+def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write a small file so that a crash leaves either the old or the new content (and, with sync,
+    the new content once this returns)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def file_stamp(path: Path) -> tuple[int, int, int] | None:

@@ -92,8 +92,9 @@ class LeaderEpochCache:
 
     # ------------------------------------------------------------ changing (under the partition lock)
 
-    def assign(self, epoch: int, start: int) -> bool:
-        """Record that `epoch` starts at `start` if it is newer than every epoch here; True if it was."""
+    def assign(self, epoch: int, start: int, sync: bool = True) -> bool:
+        """Record that `epoch` starts at `start` if it is newer than every epoch here; True if it was.
+        (sync=False: the caller's durability argument covers losing the write, see Partition.fresh.)"""
         self.reload()
         if self._epochs and epoch <= self._epochs[-1]:
             return False
@@ -103,7 +104,7 @@ class LeaderEpochCache:
             del self._epochs[keep:], self._starts[keep:]
         self._epochs.append(epoch)
         self._starts.append(start)
-        self._save()
+        self._save(sync)
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -130,8 +131,8 @@ class LeaderEpochCache:
             self._epochs, self._starts = [], []
             self._save()
 
-    def _save(self) -> None:
-        atomic_write(self.path, format_entries(zip(self._epochs, self._starts)).encode())
+    def _save(self, sync: bool = True) -> None:
+        atomic_write(self.path, format_entries(zip(self._epochs, self._starts)).encode(), sync)
         self._stamp = file_stamp(self.path)
 
 

@@ -133,6 +133,11 @@ class Partition:
         """
         self.directory = Path(directory)
         self.config = config or LogConfig()
+        # A partition this open creates holds nothing anyone was told is stored, so its new files need
+        # not reach the disk now (a topic creation waits on no fsync per partition): after a crash before
+        # they do, the next open finds a missing or partial directory and recovery makes it again, empty.
+        # What says the topic exists is the catalogue, written durably after its partitions.
+        self.fresh = recover and not self.directory.exists()
         if recover:
             self.directory.mkdir(parents=True, exist_ok=True)
         elif not (self.directory / "partition.state").exists():
@@ -166,7 +171,7 @@ class Partition:
             self.state.update(clean=0, generation=s.generation + 1)
             self.state.flush()
             return
-        self._recover(full=s is None or s.generation == 0)
+        self._recover(full=s is None or s.generation == 0, sync=not self.fresh)
 
     def _clean_files_ok(self, s: Snapshot) -> bool:
         """After a clean close the state is the truth, if the files still agree with it."""
@@ -185,7 +190,7 @@ class Partition:
             os.truncate(active_log, s.active_size)
         return True
 
-    def _recover(self, full: bool = False) -> None:
+    def _recover(self, full: bool = False, sync: bool = True) -> None:
         """Run recovery (caller holds the lock) and publish its result as the new state."""
         if self.state.is_torn():
             self.state.reset_seq()
@@ -193,7 +198,7 @@ class Partition:
         log_start = self.state.get("log_start")
         recovery_point = 0 if full else self.state.get("recovery_point")
         self._close_segments()
-        found = recovery.recover(self.directory, self.config, log_start, recovery_point)
+        found = recovery.recover(self.directory, self.config, log_start, recovery_point, sync)
         # Never expose more than was committed: the HW the state page (or the checkpoint) held.
         known_hw = self.state.get("high_watermark") if not full else self._checkpoint_hw
         high_watermark = found.log_end if known_hw is None else min(known_hw, found.log_end)
@@ -223,7 +228,8 @@ class Partition:
             deleted=0,
             pending_op=IDLE,
         )
-        self.state.flush()
+        if sync:
+            self.state.flush()
 
     # ------------------------------------------------------------ the segment cache
 
@@ -447,7 +453,7 @@ class Partition:
         leader_id = self.broker_id if leader_id is None else leader_id
         with self._writing() as s:
             rep = self.state.replication()
-            self.epochs.assign(epoch, s.log_end)
+            self.epochs.assign(epoch, s.log_end, sync=not (self.fresh and s.log_end == 0 and epoch == 0))
             if not (rep.role == LEADER and rep.leader_epoch == epoch):
                 for i in range(len(replicas)):
                     self.state.set_follower(i, -1, 0, now, -1)

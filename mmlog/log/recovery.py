@@ -60,8 +60,10 @@ def remove_leftovers(directory: Path) -> None:
             os.unlink(directory / name)
 
 
-def recover(directory: Path, config: LogConfig, log_start: int, recovery_point: int) -> Recovered:
-    """Validate from the segment holding recovery_point on; return the valid segments."""
+def recover(directory: Path, config: LogConfig, log_start: int, recovery_point: int,
+            sync: bool = True) -> Recovered:
+    """Validate from the segment holding recovery_point on; return the valid segments (synced to
+    disk unless `sync` is false: a partition created by this open, see Partition.fresh)."""
     directory = Path(directory)
     remove_leftovers(directory)
     bases = _drop_below_start(directory, segment_bases(directory), log_start)
@@ -104,8 +106,9 @@ def recover(directory: Path, config: LogConfig, log_start: int, recovery_point: 
             segment.make_inactive(scanned.index_entries, scanned.time_entries, scanned.max_timestamp,
                                   scanned.offset_of_max_ts)
     segments = [segment for segment, _ in kept]
-    active.flush()
-    fsync_dir(directory)
+    if sync:
+        active.flush()
+        fsync_dir(directory)
     for line in notes:
         log.warning("recovery: %s", line)
     return Recovered(
