@@ -324,6 +324,8 @@ class ZooKeeperStore:
 
     def _drop_local(self, name: str) -> None:
         self.states.untrack(name)
+        if self.replicas is not None:
+            self.replicas.forget(name)
         self.manager.delete_topic(name)
         log.info("topic %s deleted", name)
         if self.control is not None:

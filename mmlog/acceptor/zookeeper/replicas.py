@@ -53,6 +53,10 @@ class ReplicaManager:
         self.wake = wake  # wakes the processors' parked requests (acks=all, follower fetches)
         self._plan: bytes | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
+        # What the roles are, kept here so that timers visit only the partitions they concern (the main
+        # process may keep few partitions open: log.max.open.partitions).
+        self.led: set[tuple[str, int]] = set()
+        self.followed: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
 
     # ------------------------------------------------------------ roles
 
@@ -74,11 +78,27 @@ class ReplicaManager:
             self.write_plan()
             self.wake()
 
+    def _note_role(self, topic: str, p: int, state: LeaderAndIsr) -> None:
+        key = (topic, p)
+        self.led.discard(key)
+        self.followed.pop(key, None)
+        if state.leader == self.me:
+            self.led.add(key)
+        elif state.leader >= 0:
+            self.followed[key] = (state.leader, state.leader_epoch)
+
+    def forget(self, topic: str) -> None:
+        """A topic was deleted: its partitions have no role here any more."""
+        self.led = {k for k in self.led if k[0] != topic}
+        self.followed = {k: v for k, v in self.followed.items() if k[0] != topic}
+        self.write_plan()
+
     def _apply_one(self, topic: str, p: int, replicas: list[int], state: LeaderAndIsr) -> bool:
         part = self.manager.partition(topic, p)
         rep = part.replication()
         if state.leader_epoch < rep.leader_epoch:
             return False  # an older state than the one applied (a re-read raced the watch)
+        self._note_role(topic, p, state)
         if state.leader == self.me:
             if rep.role != LEADER or rep.leader_epoch != state.leader_epoch:
                 part.become_leader(state.leader_epoch, replicas, state.isr, state.version, leader_id=self.me)
@@ -109,7 +129,7 @@ class ReplicaManager:
         """Shrink or expand the ISR of every partition we lead; returns how many changed."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         changed = 0
-        for topic, p, part in self.manager.partitions():
+        for topic, p, part in self.manager.partitions(sorted(self.led)):
             try:
                 rep = part.replication()
                 if rep.role != LEADER or len(rep.replicas) < 2:
@@ -160,14 +180,7 @@ class ReplicaManager:
         """Publish the partitions we follow and their leaders' addresses (if it changed)."""
         if brokers is not None:
             self._brokers = {b.node_id: (b.host, b.port) for b in brokers.values()}
-        followed = []
-        for topic, p, part in self.manager.partitions():
-            try:
-                rep = part.replication()
-            except KafkaError:
-                continue
-            if rep.role == FOLLOWER:
-                followed.append([topic, p, rep.leader_id, rep.leader_epoch])
+        followed = [[topic, p, leader, epoch] for (topic, p), (leader, epoch) in self.followed.items()]
         plan = fetch_plan.encode(self._brokers, followed)
         if plan != self._plan:
             fetch_plan.write(self.manager.log_dirs[0], plan)
@@ -178,7 +191,7 @@ class ReplicaManager:
     def leave(self, live) -> int:
         """Move our leaderships to live ISR members and leave every ISR; returns the states written."""
         written = 0
-        for topic, p, part in self.manager.partitions():
+        for topic, p in sorted(self.led | self.followed.keys()):
             state = self.states.get(topic, p)
             if state is None or self.me not in state.isr:
                 continue
