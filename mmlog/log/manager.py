@@ -132,6 +132,11 @@ class LogManager:
         self._catalogue_stamp: tuple[int, int, int] | None = None
         self._defer_save = 0
         self._save_pending = False
+        # Catalogue writes: each snapshot of the topics gets a version under _lock, and is written under
+        # _write_lock alone (lock order: _lock, then _write_lock), so a writer thread's fsync never holds
+        # up the control thread's creations; a version older than the one on disk is not written.
+        self._write_lock = threading.Lock()
+        self._version = self._written = 0
         if owner:
             for d in self.log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
@@ -145,7 +150,11 @@ class LogManager:
         return self.log_dirs[0] / CATALOGUE
 
     def reload(self) -> None:
-        """Read the catalogue again if it changed (attached processes call this on a miss)."""
+        """Read the catalogue again if it changed (attached processes call this on a miss). The owner reads
+        it once, at start: after that it is the catalogue's only writer, and its memory is ahead of the file
+        while a write is pending."""
+        if self.owner and self._written_or_read:
+            return
         stamp = file_stamp(self.catalogue_path)
         if stamp is None or stamp == self._catalogue_stamp:
             return
@@ -163,12 +172,30 @@ class LogManager:
             self._catalogue_stamp = stamp
 
     def _save(self) -> None:
+        """Write the catalogue now (caller holds _lock), or mark it pending inside one_catalogue_write."""
         if self._defer_save:
             self._save_pending = True
             return
+        self._write(self._snapshot_catalogue())
+
+    def _snapshot_catalogue(self) -> tuple[int, bytes]:
+        """(version, bytes) of the catalogue as it is now (caller holds _lock)."""
+        self._version += 1
         data = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self._topics.items())}}
-        atomic_write(self.catalogue_path, json.dumps(data, separators=(",", ":")).encode())
-        self._catalogue_stamp = file_stamp(self.catalogue_path)
+        return self._version, json.dumps(data, separators=(",", ":")).encode()
+
+    def _write(self, snapshot: tuple[int, bytes]) -> None:
+        version, data = snapshot
+        with self._write_lock:
+            if version <= self._written:
+                return  # a newer catalogue is already on disk
+            atomic_write(self.catalogue_path, data)
+            self._written = version
+            self._catalogue_stamp = file_stamp(self.catalogue_path)
+
+    @property
+    def _written_or_read(self) -> bool:
+        return self._written > 0 or self._catalogue_stamp is not None
 
     @contextmanager
     def one_catalogue_write(self, write_at_end: bool = True):
@@ -186,11 +213,14 @@ class LogManager:
                     self.write_pending_catalogue()
 
     def write_pending_catalogue(self) -> None:
-        """Write the catalogue if changes inside `one_catalogue_write` are not written yet."""
+        """Write the catalogue if changes inside `one_catalogue_write` are not written yet; the write (and
+        its fsync) happens outside the manager's lock, so creations go on meanwhile."""
         with self._lock:
-            if not self._defer_save and self._save_pending:
-                self._save_pending = False
-                self._save()
+            if self._defer_save or not self._save_pending:
+                return
+            self._save_pending = False
+            snapshot = self._snapshot_catalogue()
+        self._write(snapshot)
 
     def topics(self) -> dict[str, TopicInfo]:
         return dict(self._topics)
