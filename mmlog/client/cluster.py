@@ -84,6 +84,11 @@ class Cluster:
     def _request_metadata(self, topics, allow_auto_create, timeout: float):
         request = metadata.REQUEST(topics=None if topics is None else [{"name": t} for t in topics],
                                    allow_auto_topic_creation=allow_auto_create)
+        return self.request_any(metadata.API_KEY, METADATA_VERSION, request, timeout)
+
+    def request_any(self, api_key: int, version: int, request, timeout: float):
+        """The answer of the first broker that gives one (known brokers, then the bootstrap list), trying
+        until `timeout` passes (ConnectionClosed then)."""
         candidates = [(b.host, b.port) for b in self.brokers.values()] + self.bootstrap
         deadline = time.monotonic() + timeout
         last: BaseException | None = None
@@ -93,7 +98,7 @@ class Cluster:
                     with BrokerConnection(host, port, client_id=self.client_id,
                                           timeout=max(1.0, min(10.0, deadline - time.monotonic())),
                                           connect_timeout=max(0.5, min(5.0, deadline - time.monotonic()))) as conn:
-                        return conn.request(metadata.API_KEY, METADATA_VERSION, request)
+                        return conn.request(api_key, version, request)
                 except (ConnectionClosed, KafkaError, OSError, ProtocolError) as exc:
                     last = exc  # ProtocolError: something that is not a broker listens there
                 if time.monotonic() >= deadline:

@@ -72,7 +72,7 @@ import time
 
 from mmlog.client import encode
 from mmlog.client.channel import Channel
-from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.client.connection import ConnectionClosed
 from mmlog.client.futures import ProducerTimeout
 from mmlog.client.notifier import Notifier
 from mmlog.errors import (KafkaError, LeaderNotAvailable, NotLeaderOrFollower, OutOfOrderSequenceNumber,
@@ -270,22 +270,17 @@ class Sender:
 
     def _init_producer_id(self) -> None:
         """Idempotence: a producer id and epoch from any broker (I/O thread; bounded blocking)."""
-        candidates = [(b.host, b.port) for b in self.cluster.brokers.values()] + self.cluster.bootstrap
         self.blocking = True
         try:
-            for host, port in candidates:
-                try:
-                    with BrokerConnection(host, port, client_id=self.client_id, timeout=2.0,
-                                          connect_timeout=1.0) as conn:
-                        body = conn.request(init_producer_id.API_KEY, 1, init_producer_id.REQUEST(
-                            transactional_id=None, transaction_timeout_ms=60_000))
-                except (ConnectionClosed, KafkaError, OSError, ProtocolError) as exc:
-                    log.debug("msg=init_producer_id_failed broker=%s:%s error=%r", host, port, exc)
-                    continue
-                if body.error_code == 0:
-                    self.producer_id, self.producer_epoch = body.producer_id, body.producer_epoch
-                    log.debug("msg=producer_id id=%d epoch=%d", self.producer_id, self.producer_epoch)
-                    return
+            body = self.cluster.request_any(init_producer_id.API_KEY, 1, init_producer_id.REQUEST(
+                transactional_id=None, transaction_timeout_ms=60_000), self.cluster.timeout)
+            if body.error_code == 0:
+                self.producer_id, self.producer_epoch = body.producer_id, body.producer_epoch
+                log.debug("msg=producer_id id=%d epoch=%d", self.producer_id, self.producer_epoch)
+                return
+            log.debug("msg=init_producer_id_failed error_code=%d", body.error_code)
+        except (ConnectionClosed, KafkaError) as exc:
+            log.debug("msg=init_producer_id_failed error=%r", exc)
         finally:
             self.blocking = False
         self._producer_id_next = time.monotonic() + self.retry_backoff

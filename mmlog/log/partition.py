@@ -329,6 +329,7 @@ class Partition:
         out: list = [None] * len(bufs)
         items = []  # (index in bufs, buf, headers) of the valid buffers
         idempotent = False
+        nbytes = nbatches = nrecords = 0
         for i, buf in enumerate(bufs):
             try:
                 buf, headers = self._validate(buf)
@@ -339,6 +340,9 @@ class Partition:
                 out[i] = exc
                 continue
             items.append((i, buf, headers))
+            nbytes += len(buf)
+            nbatches += len(headers)
+            nrecords += _records(headers)
         if not items:
             return out
         snap = self._begin_write()
@@ -346,12 +350,14 @@ class Partition:
             if not self.state.serves_clients():
                 raise NotLeaderOrFollower(f"{self.directory.name}: not the leader here")
             if idempotent:
-                items = self._check_producers(snap, items, out)
-                if not items:
-                    return out
-            nbytes = sum(len(buf) for _, buf, _ in items)
-            nbatches = sum(len(headers) for _, _, headers in items)
-            nrecords = sum(_records(headers) for _, _, headers in items)
+                kept = self._check_producers(snap, items, out)
+                if len(kept) < len(items):  # duplicates and refusals are not appended
+                    items = kept
+                    if not items:
+                        return out
+                    nbytes = sum(len(buf) for _, buf, _ in items)
+                    nbatches = sum(len(headers) for _, _, headers in items)
+                    nrecords = sum(_records(headers) for _, _, headers in items)
             now = now_ms()
             # Appended together only if no append of the group, made alone, would roll first: the
             # group's totals cannot roll (they bound what each append would see, as long as the
@@ -386,18 +392,15 @@ class Partition:
             i, _, headers = item
             h = headers[0]
             if h.producer_id != NO_PRODUCER and not h.is_control:
-                last_seq = (h.base_sequence + h.last_offset_delta) % (1 << 31)
                 try:
-                    producers.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+                    producers.append(h, next_offset)
                 except producer_state.Duplicate as dup:
                     out[i] = AppendInfo(dup.first_offset, dup.last_offset, s.log_start, 1, h.records_count)
                     continue
                 except KafkaError as exc:
                     out[i] = exc
                     continue
-                producers.apply(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, next_offset,
-                                next_offset + h.last_offset_delta, h.max_timestamp)
-            next_offset += sum(x.last_offset_delta + 1 for x in headers)
+            next_offset += _records(headers)
             kept.append(item)
         producers.upto = next_offset
         return kept

@@ -130,17 +130,21 @@ class ProducerState:
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
         self.upto = max(self.upto, last_offset + 1)
 
-    def apply_headers(self, headers, base: int | None = None) -> None:
-        """Apply stored batch headers in log order (their own base offsets, or consecutive from `base`)."""
+    def append(self, h, first_offset: int) -> None:
+        """An idempotent producer's batch (its header) about to be appended at first_offset: check it
+        (Duplicate or the leader's error) and, if it may go, apply it."""
+        last_seq = _last_sequence(h)
+        self.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+        self.apply(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, first_offset,
+                   first_offset + h.last_offset_delta, h.max_timestamp)
+
+    def apply_headers(self, headers) -> None:
+        """Apply stored batch headers, in log order."""
         for h in headers:
-            first = h.base_offset if base is None else base
-            last = first + h.last_offset_delta
             if h.producer_id != NO_PRODUCER and not h.is_control:
-                self.apply(h.producer_id, h.producer_epoch, h.base_sequence,
-                           (h.base_sequence + h.last_offset_delta) % _SEQ_WRAP, first, last, h.max_timestamp)
-            self.upto = last + 1
-            if base is not None:
-                base = last + 1
+                self.apply(h.producer_id, h.producer_epoch, h.base_sequence, _last_sequence(h), h.base_offset,
+                           h.last_offset, h.max_timestamp)
+            self.upto = h.next_offset
 
     # ------------------------------------------------------------ snapshots
 
@@ -167,6 +171,11 @@ class ProducerState:
     def _expire(self, now_ms: int, expiration_ms: int) -> None:
         for pid in [p for p, e in self.producers.items() if now_ms - e.last_timestamp > expiration_ms]:
             del self.producers[pid]
+
+
+def _last_sequence(h) -> int:
+    """The sequence of a batch's last record (sequences wrap at 2^31)."""
+    return (h.base_sequence + h.last_offset_delta) % _SEQ_WRAP
 
 
 def remove_snapshots_above(directory: Path, offset: int) -> None:

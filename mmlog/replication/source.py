@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import logging
 import socket
-import struct
 import threading
 import time
 
 from mmlog.errors import KafkaError, OffsetOutOfRange
 from mmlog.log.leader_epochs import UNDEFINED
 from mmlog.log.state import Role
-from mmlog.protocol import ProtocolError, RequestHeader, decode_response, encode_request
+from mmlog.protocol import FrameReader, ProtocolError, RequestHeader, decode_response, encode_request
 from mmlog.protocol.messages import fetch, offset_for_leader_epoch
 from mmlog.protocol.records import iter_batches
 
@@ -40,7 +39,6 @@ FETCH_VERSION = 11  # replica_id and current_leader_epoch, before fetch sessions
 EPOCH_VERSION = 3  # OffsetsForLeaderEpoch with replica_id
 MAX_TRUNCATION_ROUNDS = 32
 FOLLOWER = int(Role.FOLLOWER)
-_SIZE = struct.Struct(">i")
 
 
 class SourceFetcher(threading.Thread):
@@ -62,6 +60,7 @@ class SourceFetcher(threading.Thread):
         self._changed = threading.Event()
         self._stopped = False
         self._sock: socket.socket | None = None
+        self._reader: FrameReader | None = None  # the connection's framer, made with it
         self._correlation = 0
 
     # ------------------------------------------------------------ from the plan
@@ -225,6 +224,7 @@ class SourceFetcher(threading.Thread):
     def _exchange(self, api_key: int, version: int, body):
         if self._sock is None:
             self._sock = socket.create_connection(self.address, timeout=10)
+            self._reader = FrameReader()
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock.settimeout(self.wait_ms / 1000 + 30)
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
@@ -235,21 +235,15 @@ class SourceFetcher(threading.Thread):
             raise ProtocolError(f"correlation id {correlation}, expected {self._correlation}")
         return response
 
-    def _receive(self) -> bytearray:
-        size = _SIZE.unpack(self._read_exactly(4))[0]
-        if size < 0:
-            raise ProtocolError(f"negative frame size {size}")
-        return self._read_exactly(size)
-
-    def _read_exactly(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view, got = memoryview(buf), 0
-        while got < n:
-            k = self._sock.recv_into(view[got:])
-            if k == 0:
+    def _receive(self):
+        """The next response frame, through the same sans-IO framer the broker reads requests with."""
+        reader = self._reader
+        while (frame := reader.next_frame()) is None:
+            n = self._sock.recv_into(reader.get_buffer())
+            if n == 0:
                 raise ConnectionError("the leader closed the connection")
-            got += k
-        return buf
+            reader.buffer_updated(n)
+        return frame
 
     def _close(self) -> None:
         if self._sock is not None:

@@ -42,7 +42,6 @@ from mmlog.errors import (
     RequestTimedOut,
 )
 from mmlog.log import AppendInfo
-from mmlog.log.state import Role
 from mmlog.processors.handlers._common import error_code
 from mmlog.processors.request import NO_RESPONSE
 from mmlog.protocol import EncodeError, Placeholder, RequestHeader, encode_request_parts, encode_response
@@ -148,7 +147,7 @@ class AwaitingReplicas:
             results, slot, log, needed = wait
             index = results[slot][0]
             try:
-                if log.replication().role != _LEADER:
+                if not log.state.serves_clients():
                     results[slot] = _error(index, NotLeaderOrFollower("leadership moved before the followers had it"))
                 elif log.high_watermark >= needed:
                     isr, minimum = log.state.isr_size(), log.config.min_insync_replicas
@@ -168,9 +167,6 @@ class AwaitingReplicas:
         return _answer(self.header, self.answer)
 
 
-_LEADER = int(Role.LEADER)
-
-
 def respond_in_order(ctx, conn, results: list, respond) -> None:
     """Answer a group's requests in order; from the first one still waiting for replicas on, park
     them together in the purgatory (the connection reads no more requests until they are answered).
@@ -178,10 +174,12 @@ def respond_in_order(ctx, conn, results: list, respond) -> None:
     queue = list(results)
 
     def advance(timed_out: bool = False) -> bool:
+        """Answer what can be answered; True once nothing is left (the purgatory then unparks it)."""
         while queue:
             header, result = queue[0]
             if result.__class__ is AwaitingReplicas:
                 if not result.settle(timed_out):
+                    conn.busy = True  # a response queued before it freed the connection: not yet
                     return False
                 result = result.response()
             queue.pop(0)
@@ -191,19 +189,9 @@ def respond_in_order(ctx, conn, results: list, respond) -> None:
                 respond(header, result)
         return True
 
-    if advance():
-        return
-    conn.busy = True
-    deadline = max(r.deadline for _, r in queue if r.__class__ is AwaitingReplicas)
-    ctx.purgatory.park(_Parked(conn), deadline, lambda: _still(conn, advance), lambda: advance(timed_out=True))
-
-
-def _still(conn, advance) -> bool:
-    """A wake-up: answer what can be answered; True once nothing is left (unparked)."""
-    done = advance()
-    if not done:
-        conn.busy = True
-    return done
+    if not advance():
+        deadline = max(r.deadline for _, r in queue if r.__class__ is AwaitingReplicas)
+        ctx.purgatory.park(_Parked(conn), deadline, advance, lambda: advance(timed_out=True))
 
 
 class _Parked:
