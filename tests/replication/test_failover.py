@@ -312,13 +312,16 @@ def test_kcat_lists_replicas_and_isr_and_produces_through_a_leader_change(replic
 def test_acks_all_answers_request_timed_out_when_followers_do_not_fetch_within_timeout_ms(replicated):
     from mmlog.protocol.messages import produce
     from mmlog.protocol.records import build_batch
-    from tests.processors.test_bad_input import connect
+    from tests.processors.test_bad_input import connect, produce_one
 
     with Admin(replicated[0].bootstrap) as admin:
         admin.create_topic("slow-isr", 1, replication_factor=3)
     full_isr(replicated, "slow-isr", 1)
     leader = leader_of(replicated, "slow-isr")
     followers = [b for b in replicated if b is not leader]
+    with connect(leader) as conn:  # Metadata may name the leader before it has the topic: clients retry
+        wait_for(lambda: produce_one(conn, "slow-isr", 0, build_batch([(None, b"first")])).error_code == 0,
+                 what="the leader taking a record")
     for b in followers:
         b.pause()  # hung, but still in the ISR for replica.lag.time.max.ms
     try:
