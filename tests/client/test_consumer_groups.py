@@ -210,7 +210,9 @@ def test_on_assign_and_on_revoke_get_the_right_partitions(broker):
     b = member(broker, group, client_id="b")
     b.subscribe([topic], **callbacks("b"))
     wait_for(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, poll=[a, b], what="a 2-2 share")
-    assert events[1:] == [("a", "revoke", [0, 1, 2, 3]), ("a", "assign", [0, 1]), ("b", "assign", [2, 3])]
+    # Each member's callbacks come in its own order; a and b poll independently, so they interleave freely.
+    assert [e for e in events[1:] if e[0] == "a"] == [("a", "revoke", [0, 1, 2, 3]), ("a", "assign", [0, 1])]
+    assert [e for e in events[1:] if e[0] == "b"] == [("b", "assign", [2, 3])]
 
     del events[:]
     b.close()  # revokes (commit, callback) and leaves: a gets everything at once, no session timeout

@@ -23,8 +23,9 @@ def test_a_replicated_topic_puts_each_partition_on_three_brokers_and_leaders_spr
     assert all(sorted(replicas) == [0, 1, 2] for _, replicas, _ in states)
     assert sorted(leader for leader, _, _ in states) == [0, 0, 1, 1, 2, 2]
     assert all(leader == replicas[0] for leader, replicas, _ in states)  # the preferred replica leads
-    for b in replicated:
-        assert all((b.data_dir / f"spread-{p}").is_dir() for p in range(6))
+    for b in replicated:  # each broker creates its replicas' directories when it applies its roles
+        wait_for(lambda b=b: all((b.data_dir / f"spread-{p}").is_dir() for p in range(6)),
+                 what=f"broker {b.broker_id}'s six partition directories")
 
 
 def test_topics_describe_shows_replicas_isr_and_under_replication(replicated):
