@@ -16,7 +16,7 @@ from ..schema import Message
 from . import (api_versions, create_topics, delete_topics, describe_configs, describe_groups,
                fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_fetch,
-               offset_for_leader_epoch, produce, sync_group)
+               offset_for_leader_epoch, produce, sync_group, write_txn_markers)
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ APIS: dict[int, Api] = {api.key: api for api in map(_api, [
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator,
     join_group, heartbeat, leave_group, sync_group, describe_groups, list_groups,
     api_versions, create_topics, delete_topics, init_producer_id, offset_for_leader_epoch,
-    describe_configs,
+    describe_configs, write_txn_markers,
 ])}
 
 
