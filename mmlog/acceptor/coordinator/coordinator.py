@@ -89,6 +89,8 @@ from mmlog.acceptor.coordinator.offsets import (
     OffsetDelete,
     OffsetStore,
     TopicDelete,
+    TxnOffsetCommit,
+    TxnOffsetEnd,
 )
 from mmlog import errors
 
@@ -180,6 +182,8 @@ class GroupCoordinator:
             "leave_group": self._owned(self.leave_group, lambda a: {"error_code": NOT_COORDINATOR, "members": []}),
             "offset_commit": self._owned(self.offset_commit, commit_refusal),
             "offset_fetch": self._owned(self.offset_fetch, fetch_refusal),
+            "txn_offset_commit": self._owned(self.txn_offset_commit, commit_refusal),
+            "txn_offsets_end": self._owned(self.txn_offsets_end, lambda a: {"error_code": NOT_COORDINATOR}),
             "list_groups": self.list_groups,
             "describe_groups": self.describe_groups,
         }
@@ -625,7 +629,47 @@ class GroupCoordinator:
             self._expire_later(group, member, member.session_timeout_ms)
         self._store_offsets(group_id, topics, reply)
 
-    def _store_offsets(self, group_id: str, topics: list, reply: Reply) -> None:
+    def txn_offset_commit(self, args: dict, reply: Reply) -> None:
+        """TxnOffsetCommit: offsets held pending for the producer until its transaction's marker. Kafka's
+        checks: a dead group is not available; a named member must be in the group, a generation current."""
+        group_id, member_id, generation = args["group_id"], args["member_id"], args["generation_id"]
+        topics, pid = args["topics"], args["producer_id"]
+        group = self.groups.get(group_id)
+        code = NONE
+        if group is not None and group.is_(DEAD):
+            code = COORDINATOR_NOT_AVAILABLE
+        elif member_id and (group is None or member_id not in group.members):
+            code = UNKNOWN_MEMBER_ID
+        elif generation >= 0 and (group is None or generation != group.generation):
+            code = ILLEGAL_GENERATION
+        if code != NONE:
+            reply({"topics": [{"name": t, "partitions": [{"partition_index": p[0], "error_code": code} for p in ps]}
+                              for t, ps in topics]})
+            return
+        self._store_offsets(group_id, topics, reply, lambda t, p, offset, epoch, metadata, now: TxnOffsetCommit(
+            group_id, pid, t, p, offset, epoch, metadata, now))
+
+    def txn_offsets_end(self, args: dict, reply: Reply) -> None:
+        """A transaction's marker for this group: its pending offsets become committed (or are dropped)."""
+        group_id, pid, commit = args["group_id"], args["producer_id"], args["commit"]
+
+        def done(exc: BaseException | None) -> None:
+            if exc is not None:
+                log.error("group %s: cannot end the offsets of producer %d: %s", group_id, pid, exc)
+            elif commit and group_id not in self.groups and self.store.table.group_offsets(group_id):
+                self.groups[group_id] = Group(group_id)
+            reply({"error_code": COORDINATOR_NOT_AVAILABLE if exc else NONE})
+
+        if not self.store.table.pending_offsets(group_id, pid):
+            reply({"error_code": NONE})  # a marker sent again, or a transaction without offsets here
+            return
+        self.store.write([TxnOffsetEnd(group_id, pid, commit)], done)
+
+    def _store_offsets(self, group_id: str, topics: list, reply: Reply, record=None) -> None:
+        """Write the offsets that can be stored (record(topic, partition, offset, epoch, metadata, now)
+        makes each record, an OffsetCommit by default) and answer each partition."""
+        record = record or (lambda t, p, offset, epoch, metadata, now: OffsetCommit(group_id, t, p, offset, epoch,
+                                                                                    metadata, now))
         now_ms = int(time.time() * 1000)
         codes: dict[tuple[str, int], int] = {}
         records = []
@@ -638,7 +682,7 @@ class GroupCoordinator:
                     codes[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
                 else:
                     codes[(topic, partition)] = NONE
-                    records.append(OffsetCommit(group_id, topic, partition, offset, epoch, metadata or "", now_ms))
+                    records.append(record(topic, partition, offset, epoch, metadata or "", now_ms))
 
         def done(exc: BaseException | None) -> None:
             if exc is not None:

@@ -22,6 +22,8 @@ is a uint16 byte count and UTF-8, str32 the same with a uint32 count:
     type 3 TopicDelete   topic str16
     type 4 GroupMeta     group str16, protocol_type str16, generation int32
     type 5 GroupDelete   group str16
+    type 6 TxnOffsetCommit  producer_id int64, then a whole type 1 record (type byte included)
+    type 7 TxnOffsetEnd  group str16, producer_id int64, commit int8
 
 Reading folds the records of every valid frame into an `OffsetTable` in file
 order, so a later record wins (a commit after a TopicDelete of a re-created
@@ -86,6 +88,8 @@ from mmlog.acceptor.coordinator.offsets import (
     OffsetStore,
     Record,
     TopicDelete,
+    TxnOffsetCommit,
+    TxnOffsetEnd,
 )
 from mmlog.log.files import fsync_dir
 
@@ -103,7 +107,9 @@ _U32 = struct.Struct(">I")
 _OFFSET_TAIL = struct.Struct(">iqiq")  # partition, offset, leader_epoch, commit_ms
 _I32 = struct.Struct(">i")
 
-T_OFFSET, T_OFFSET_DELETE, T_TOPIC_DELETE, T_GROUP, T_GROUP_DELETE = 1, 2, 3, 4, 5
+T_OFFSET, T_OFFSET_DELETE, T_TOPIC_DELETE, T_GROUP, T_GROUP_DELETE, T_TXN_OFFSET, T_TXN_END = 1, 2, 3, 4, 5, 6, 7
+_PID = struct.Struct(">q")
+_PID_RESULT = struct.Struct(">qb")
 
 
 class CorruptFrame(ValueError):
@@ -126,7 +132,16 @@ def _str16(out: bytearray, text: str) -> None:
 
 def encode_record(out: bytearray, r: Record) -> None:
     """Append one record's bytes."""
-    if isinstance(r, OffsetCommit):
+    if isinstance(r, TxnOffsetCommit):  # the producer id, then an OffsetCommit's fields
+        out.append(T_TXN_OFFSET)
+        out += _PID.pack(r.producer_id)
+        encode_record(out, OffsetCommit(r.group, r.topic, r.partition, r.offset, r.leader_epoch, r.metadata,
+                                        r.commit_ms))
+    elif isinstance(r, TxnOffsetEnd):
+        out.append(T_TXN_END)
+        _str16(out, r.group)
+        out += _PID_RESULT.pack(r.producer_id, int(r.commit))
+    elif isinstance(r, OffsetCommit):
         out.append(T_OFFSET)
         _str16(out, r.group)
         _str16(out, r.topic)
@@ -183,7 +198,20 @@ def decode_records(body: memoryview) -> list[Record]:
         while pos < end:
             kind = body[pos]
             pos += 1
-            if kind == T_OFFSET:
+            pid = None
+            if kind == T_TXN_OFFSET:
+                (pid,) = _PID.unpack_from(body, pos)
+                pos += _PID.size
+                if pos >= end or body[pos] != T_OFFSET:
+                    raise CorruptFrame("a transactional offset without its offset record")
+                kind = body[pos]
+                pos += 1
+            if kind == T_TXN_END:
+                group = str16()
+                pid, commit = _PID_RESULT.unpack_from(body, pos)
+                pos += _PID_RESULT.size
+                out.append(TxnOffsetEnd(group, pid, bool(commit)))
+            elif kind == T_OFFSET:
                 group, topic = str16(), str16()
                 partition, offset, epoch, commit_ms = _OFFSET_TAIL.unpack_from(body, pos)
                 pos += _OFFSET_TAIL.size
@@ -193,7 +221,10 @@ def decode_records(body: memoryview) -> list[Record]:
                     raise CorruptFrame("metadata runs past the frame")
                 metadata = bytes(body[pos:pos + n]).decode()
                 pos += n
-                out.append(OffsetCommit(group, topic, partition, offset, epoch, metadata, commit_ms))
+                if pid is None:
+                    out.append(OffsetCommit(group, topic, partition, offset, epoch, metadata, commit_ms))
+                else:
+                    out.append(TxnOffsetCommit(group, pid, topic, partition, offset, epoch, metadata, commit_ms))
             elif kind == T_OFFSET_DELETE:
                 group, topic = str16(), str16()
                 (partition,) = _I32.unpack_from(body, pos)

@@ -9,6 +9,14 @@ compacted):
     TopicDelete(topic)                          every group's offsets of a deleted topic
     GroupMeta(group, protocol_type, generation) a group's generation, so it never repeats
     GroupDelete(group)                          an empty group without offsets, removed
+    TxnOffsetCommit(group, producer_id, topic, partition, offset, ...)
+                                                an offset committed inside a transaction: pending
+    TxnOffsetEnd(group, producer_id, commit)    the transaction's marker: its pending offsets
+                                                become committed, or are dropped
+
+Pending offsets are kept per group and producer until their marker comes (the
+transaction coordinator sends it once the transaction is decided); OffsetFetch
+sees only committed ones.
 
 `OffsetTable` is the state those records fold into: replaying a stream from the
 start rebuilds it, and `records()` gives back the shortest stream that rebuilds
@@ -61,7 +69,24 @@ class GroupDelete(NamedTuple):
     group: str
 
 
-Record = OffsetCommit | OffsetDelete | TopicDelete | GroupMeta | GroupDelete
+class TxnOffsetCommit(NamedTuple):
+    group: str
+    producer_id: int
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_ms: int
+
+
+class TxnOffsetEnd(NamedTuple):
+    group: str
+    producer_id: int
+    commit: bool
+
+
+Record = OffsetCommit | OffsetDelete | TopicDelete | GroupMeta | GroupDelete | TxnOffsetCommit | TxnOffsetEnd
 
 
 class Committed(NamedTuple):
@@ -88,6 +113,8 @@ class OffsetTable:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[tuple[str, int], Committed]] = {}
         self.groups: dict[str, GroupMeta] = {}
+        # group -> producer id -> {(topic, partition): offset}: committed by a transaction not yet decided
+        self.pending: dict[str, dict[int, dict[tuple[str, int], Committed]]] = {}
         self.live_bytes = 0
 
     def apply(self, record: Record) -> None:
@@ -107,15 +134,32 @@ class OffsetTable:
             for group, table in list(self.offsets.items()):
                 for topic, partition in [k for k in table if k[0] == record.topic]:
                     self._drop(group, topic, partition)
+            for producers in self.pending.values():
+                for entries in producers.values():
+                    for key in [k for k in entries if k[0] == record.topic]:
+                        del entries[key]
         elif isinstance(record, GroupMeta):
             old = self.groups.get(record.group)
             if old is not None:
                 self.live_bytes -= _GROUP_FIXED + len(old.group) + len(old.protocol_type)
             self.groups[record.group] = record
             self.live_bytes += _GROUP_FIXED + len(record.group) + len(record.protocol_type)
+        elif isinstance(record, TxnOffsetCommit):
+            entry = Committed(record.offset, record.leader_epoch, record.metadata, record.commit_ms)
+            producers = self.pending.setdefault(record.group, {})
+            producers.setdefault(record.producer_id, {})[(record.topic, record.partition)] = entry
+        elif isinstance(record, TxnOffsetEnd):
+            entries = self.pending.get(record.group, {}).pop(record.producer_id, {})
+            if not self.pending.get(record.group, True):
+                del self.pending[record.group]
+            if record.commit:
+                for (topic, partition), c in entries.items():
+                    self.apply(OffsetCommit(record.group, topic, partition, c.offset, c.leader_epoch, c.metadata,
+                                            c.commit_ms))
         elif isinstance(record, GroupDelete):
             for topic, partition in list(self.offsets.get(record.group, ())):
                 self._drop(record.group, topic, partition)
+            self.pending.pop(record.group, None)
             old = self.groups.pop(record.group, None)
             if old is not None:
                 self.live_bytes -= _GROUP_FIXED + len(old.group) + len(old.protocol_type)
@@ -139,7 +183,10 @@ class OffsetTable:
         return self.offsets.get(group, {})
 
     def group_ids(self) -> set[str]:
-        return set(self.offsets) | set(self.groups)
+        return set(self.offsets) | set(self.groups) | set(self.pending)
+
+    def pending_offsets(self, group: str, producer_id: int) -> dict[tuple[str, int], Committed]:
+        return self.pending.get(group, {}).get(producer_id, {})
 
     def records(self) -> Iterator[Record]:
         """The shortest record stream that rebuilds this table (for compaction)."""
@@ -147,6 +194,11 @@ class OffsetTable:
         for group, table in self.offsets.items():
             for (topic, partition), c in table.items():
                 yield OffsetCommit(group, topic, partition, c.offset, c.leader_epoch, c.metadata, c.commit_ms)
+        for group, producers in self.pending.items():
+            for pid, entries in producers.items():
+                for (topic, partition), c in entries.items():
+                    yield TxnOffsetCommit(group, pid, topic, partition, c.offset, c.leader_epoch, c.metadata,
+                                          c.commit_ms)
 
 
 Done = Callable[[BaseException | None], None]

@@ -32,6 +32,8 @@ from mmlog.acceptor.coordinator.offsets import (
     OffsetStore,
     Record,
     TopicDelete,
+    TxnOffsetCommit,
+    TxnOffsetEnd,
 )
 from mmlog.acceptor.zookeeper import paths
 
@@ -90,9 +92,25 @@ class ZooKeeperOffsetStore(OffsetStore):
                     continue
                 records.append(OffsetCommit(group_id, topic, int(child), doc["offset"], doc["leader_epoch"],
                                             doc["metadata"], doc["commit_ms"]))
+        records += self._pending_records(group_id)
         for r in records:
             self.table.apply(r)
         self.loaded.add(group_id)
+
+    def _pending_records(self, group_id: str) -> list[Record]:
+        """The offsets of the group's undecided transactions."""
+        try:
+            producers = self.zk.get_children(paths.group_pending(group_id))
+        except NoNodeError:
+            return []
+        out: list[Record] = []
+        for pid in producers:
+            try:
+                doc = paths.load(self.zk.get(paths.group_pending_producer(group_id, int(pid)))[0])
+            except NoNodeError:
+                continue
+            out += [TxnOffsetCommit(group_id, int(pid), *entry) for entry in doc["offsets"]]
+        return out
 
     def unload_group(self, group_id: str) -> None:
         """Forget a group this broker no longer coordinates (its nodes stay in ZooKeeper)."""
@@ -144,8 +162,15 @@ class ZooKeeperOffsetStore(OffsetStore):
     def _plan(self, records: Sequence[Record]) -> list[Callable]:
         """The transaction's operations; deletions of whole subtrees are done here, synchronously."""
         plan: list[Callable] = []
+        pending: dict[tuple[str, int], dict] = {}  # (group, producer id) -> its pending offsets after `records`
         for r in records:
-            if isinstance(r, OffsetCommit):
+            if isinstance(r, TxnOffsetCommit):
+                key = (r.group, r.producer_id)
+                entries = pending.setdefault(key, dict(self.table.pending_offsets(*key)))
+                entries[(r.topic, r.partition)] = (r.offset, r.leader_epoch, r.metadata, r.commit_ms)
+            elif isinstance(r, TxnOffsetEnd):
+                plan += self._plan_end(r)
+            elif isinstance(r, OffsetCommit):
                 self._ensure_parent(paths.group_topic(r.group, r.topic))
                 path, data = paths.group_offset(r.group, r.topic, r.partition), _offset_doc(r)
                 if self.table.get(r.group, r.topic, r.partition) is None:
@@ -170,6 +195,32 @@ class ZooKeeperOffsetStore(OffsetStore):
             elif isinstance(r, GroupDelete):
                 self.zk.delete(paths.group(r.group), recursive=True)
                 self.unload_group(r.group)
+        for (group, pid), entries in pending.items():
+            self._ensure_parent(paths.group_pending(group))
+            path, data = paths.group_pending_producer(group, pid), _pending_doc(entries)
+            if self.table.pending_offsets(group, pid):
+                plan.append(lambda tx, path=path, data=data: tx.set_data(path, data))
+            else:
+                plan.append(lambda tx, path=path, data=data: tx.create(path, data))
+        return plan
+
+    def _plan_end(self, r: TxnOffsetEnd) -> list[Callable]:
+        """A transaction's marker: its pending node goes, and on commit its offsets are written."""
+        entries = self.table.pending_offsets(r.group, r.producer_id)
+        if not entries:
+            return []
+        plan: list[Callable] = []
+        if r.commit:
+            for (topic, partition), c in entries.items():
+                self._ensure_parent(paths.group_topic(r.group, topic))
+                path = paths.group_offset(r.group, topic, partition)
+                data = _offset_doc(OffsetCommit(r.group, topic, partition, c.offset, c.leader_epoch, c.metadata,
+                                                c.commit_ms))
+                exists = self.table.get(r.group, topic, partition) is not None
+                plan.append(lambda tx, path=path, data=data, exists=exists:
+                            tx.set_data(path, data) if exists else tx.create(path, data))
+        path = paths.group_pending_producer(r.group, r.producer_id)
+        plan.append(lambda tx, path=path: tx.delete(path))
         return plan
 
     def _ensure_parent(self, path: str) -> None:
@@ -190,13 +241,35 @@ class ZooKeeperOffsetStore(OffsetStore):
                         self.zk.delete(paths.group_offset(r.group, r.topic, r.partition))
                     except NoNodeError:
                         pass
+                elif isinstance(r, (TxnOffsetCommit, TxnOffsetEnd)):
+                    self._transactional_one_by_one(r)
         except Exception as exc:  # noqa: BLE001
             done(exc)
             return
         self._applied(records, done)
 
+    def _transactional_one_by_one(self, r) -> None:
+        """A pending offset upserted into its producer's node, or a marker applied node by node."""
+        if isinstance(r, TxnOffsetCommit):
+            entries = dict(self.table.pending_offsets(r.group, r.producer_id))
+            entries[(r.topic, r.partition)] = (r.offset, r.leader_epoch, r.metadata, r.commit_ms)
+            _upsert(self.zk, paths.group_pending_producer(r.group, r.producer_id), _pending_doc(entries))
+            return
+        if r.commit:
+            for (topic, partition), c in self.table.pending_offsets(r.group, r.producer_id).items():
+                _upsert(self.zk, paths.group_offset(r.group, topic, partition), _offset_doc(OffsetCommit(
+                    r.group, topic, partition, c.offset, c.leader_epoch, c.metadata, c.commit_ms)))
+        try:
+            self.zk.delete(paths.group_pending_producer(r.group, r.producer_id))
+        except NoNodeError:
+            pass
+
     def close(self) -> None:
         """The ZooKeeper session belongs to the cluster store, which closes it."""
+
+
+def _pending_doc(entries: dict) -> bytes:
+    return paths.dump({"offsets": [[t, p, *(tuple(c))] for (t, p), c in sorted(entries.items())]})
 
 
 def _offset_doc(r: OffsetCommit) -> bytes:

@@ -10,6 +10,9 @@
     /latest_producer_id_block                     {"version":1,"broker":id,"block_start":S,"block_end":E}
     /consumers/<group>/offsets/<topic>/<p>        {"offset":...,"leader_epoch":...,"metadata":...,"commit_ms":...}
     /consumers/<group>/generation                 {"protocol_type":...,"generation":N}
+    /consumers/<group>/pending/<producer id>      {"offsets":[[topic,p,offset,leader_epoch,metadata,commit_ms],...]}
+
+The pending nodes hold offsets committed inside a transaction not yet decided.
 
 The last two are the paper's offset registry. Group ids are free text, so they
 are percent-encoded into one path component; topic names are already legal.
@@ -157,3 +160,11 @@ def group_offset(group_id: str, topic_name: str, p: int) -> str:
 
 def group_generation(group_id: str) -> str:
     return f"{group(group_id)}/generation"
+
+
+def group_pending(group_id: str) -> str:
+    return f"{group(group_id)}/pending"
+
+
+def group_pending_producer(group_id: str, producer_id: int) -> str:
+    return f"{group(group_id)}/pending/{producer_id}"

@@ -33,6 +33,7 @@ from mmlog.processors.handlers import (
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
 )
 
 HANDLERS = {
@@ -45,6 +46,7 @@ HANDLERS = {
         list_groups, describe_groups,
         # the transaction coordinator's (forwarded to the control plane)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
+        txn_offset_commit,
     )
 }
 

@@ -26,6 +26,8 @@ from mmlog.acceptor.coordinator.offsets import (
     OffsetDelete,
     OffsetTable,
     TopicDelete,
+    TxnOffsetCommit,
+    TxnOffsetEnd,
 )
 
 ALL_KINDS = [
@@ -221,4 +223,21 @@ def test_a_mostly_dead_file_is_compacted_at_load(tmp_path):
     assert any("compacted" in n for n in notes)
     assert os.path.getsize(tmp_path / FILE_NAME) < big / 10
     assert again.table.get("g", "t", 0).offset == 499
+    again.close()
+
+
+def test_transactional_offsets_stay_pending_until_their_marker_and_survive_a_reopen(tmp_path):
+    store = opened(tmp_path)
+    write(store, [OffsetCommit("g", "t", 0, 5, -1, "", 1)])
+    write(store, [TxnOffsetCommit("g", 7, "t", 0, 50, -1, "txn", 2), TxnOffsetCommit("g", 8, "t", 1, 80, -1, "", 2)])
+    assert store.table.get("g", "t", 0).offset == 5  # not visible before the marker
+    store.close()
+    store = opened(tmp_path)  # pending offsets are as durable as committed ones
+    assert store.table.pending_offsets("g", 7) == {("t", 0): Committed(50, -1, "txn", 2)}
+    write(store, [TxnOffsetEnd("g", 7, True), TxnOffsetEnd("g", 8, False)])
+    assert store.table.get("g", "t", 0) == Committed(50, -1, "txn", 2)
+    assert store.table.get("g", "t", 1) is None and store.table.pending == {}
+    store.close()
+    again = opened(tmp_path)
+    assert again.table.get("g", "t", 0).offset == 50 and again.table.pending == {}
     again.close()

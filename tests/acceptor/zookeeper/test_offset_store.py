@@ -6,7 +6,8 @@ import queue
 
 import pytest
 
-from mmlog.acceptor.coordinator.offsets import GroupMeta, OffsetCommit, OffsetDelete, TopicDelete
+from mmlog.acceptor.coordinator.offsets import (GroupMeta, OffsetCommit, OffsetDelete, TopicDelete, TxnOffsetCommit,
+                                                TxnOffsetEnd)
 from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore
 from mmlog.acceptor.zookeeper.session import connect
 
@@ -115,3 +116,19 @@ def test_a_write_while_zookeeper_is_away_fails_at_once_and_changes_nothing(tmp_p
         finally:
             zk.stop()
             zk.close()
+
+
+def test_transactional_offsets_are_pending_in_zookeeper_until_their_marker(stores):
+    a, a_tasks = stores()
+    b, b_tasks = stores()
+    assert write(a, a_tasks, [commit("txg", "t", 0, 1)]) is None
+    assert write(a, a_tasks, [TxnOffsetCommit("txg", 9, "t", 0, 40, -1, "", 5),
+                              TxnOffsetCommit("txg", 9, "t", 1, 41, -1, "", 5)]) is None
+    assert write(a, a_tasks, [TxnOffsetCommit("txg", 9, "t", 1, 42, -1, "", 6)]) is None  # the node rewritten
+    b.load_group("txg")  # another coordinator takes the group over mid-transaction
+    assert b.table.get("txg", "t", 0).offset == 1
+    assert {k: c.offset for k, c in b.table.pending_offsets("txg", 9).items()} == {("t", 0): 40, ("t", 1): 42}
+    assert write(b, b_tasks, [TxnOffsetEnd("txg", 9, True)]) is None
+    a.load_group("txg")
+    assert a.table.get("txg", "t", 0).offset == 40 and a.table.get("txg", "t", 1).offset == 42
+    assert a.table.pending == {}

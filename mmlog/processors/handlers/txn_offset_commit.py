@@ -1,0 +1,33 @@
+"""TxnOffsetCommit (28): offsets committed inside a transaction; forwarded to the group coordinator,
+which keeps them pending until the transaction's marker (`send_offsets_to_transaction`)."""
+
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
+from mmlog.protocol.messages import txn_offset_commit as schema
+
+API_KEY = schema.API_KEY
+FENCED_SINCE = 3
+
+
+def handle(ctx, request):
+    body = request.body
+    version = request.header.api_version
+    topics = [(t.name, [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+                        for p in t.partitions]) for t in body.topics]
+    translate = fenced_for(version, FENCED_SINCE)
+    args = {"transactional_id": body.transactional_id, "group_id": body.group_id, "producer_id": body.producer_id,
+            "producer_epoch": body.producer_epoch, "topics": topics,
+            # generation and member arrive with v3 (KIP-447); before that the coordinator cannot check them
+            "generation_id": body.generation_id if version >= 3 else -1,
+            "member_id": body.member_id if version >= 3 else "",
+            "group_instance_id": body.group_instance_id if version >= 3 else None}
+
+    def respond(value):
+        for t in value["topics"]:
+            for p in t["partitions"]:
+                p["error_code"] = translate(p["error_code"])
+        return schema.RESPONSE(throttle_time_ms=0, **value)
+
+    return forward(ctx, request, "txn_offset_commit", args, respond,
+                   lambda: {"topics": [{"name": t, "partitions": [
+                       {"partition_index": p[0], "error_code": COORDINATOR_NOT_AVAILABLE} for p in ps]}
+                       for t, ps in topics]})
