@@ -224,20 +224,6 @@ class UnknownLeaderEpoch(KafkaError):
     retriable = True
 
 
-BY_CODE: dict[int, type[KafkaError]] = {
-    cls.code: cls for cls in KafkaError.__subclasses__()
-}
-
-
-def error_for_code(code: int, message: str = "") -> KafkaError:
-    """Return the typed exception for a Kafka error code (UnknownServerError if unknown)."""
-    cls = BY_CODE.get(code)
-    if cls is None:
-        return UnknownServerError(f"error code {code}: {message}".rstrip(": "))
-    return cls(message)
-
-
-
 # ------------------------------------------------------------ transactions (the coordinator's answers)
 
 
@@ -280,3 +266,16 @@ class OperationNotAttempted(KafkaError):
 
 class TransactionalIdNotFound(KafkaError):
     code = 105
+
+
+BY_CODE: dict[int, type[KafkaError]] = {
+    cls.code: cls for cls in KafkaError.__subclasses__()
+}
+
+
+def error_for_code(code: int, message: str = "") -> KafkaError:
+    """Return the typed exception for a Kafka error code (UnknownServerError if unknown)."""
+    cls = BY_CODE.get(code)
+    if cls is None:
+        return UnknownServerError(f"error code {code}: {message}".rstrip(": "))
+    return cls(message)

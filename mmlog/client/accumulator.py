@@ -65,7 +65,7 @@ class PartitionQueue:
         self.node = -1  # broker the in-flight batches went to
         self.wire = None  # the sender's request and answer templates for this partition
         self.on_wait = on_wait or _nothing  # called before a thread blocks on one of its batches
-        self.sequence_of = -1  # the producer id the sequence below counts for (idempotence)
+        self.sequence_of = None  # the (producer id, epoch) the sequence below counts for (idempotence)
         self.next_sequence = 0  # the sequence of this partition's next new batch
 
     def __repr__(self) -> str:
@@ -98,7 +98,7 @@ class ProducerBatch(BatchOutcome):
         self.size = 0
         self.created = created
         self.data = None
-        self.stamped = -1  # the producer id its data carries (idempotence; -1: none yet)
+        self.stamped = None  # the (producer id, epoch) its data carries (idempotence; None: none yet)
         self.attempts = 0
         self.retry_at = 0.0
         self.last_error: BaseException | None = None

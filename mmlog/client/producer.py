@@ -58,6 +58,7 @@ from mmlog.client.connection import ConnectionClosed, parse_bootstrap
 from mmlog.client.futures import BulkFuture, BulkMetadata, ProducerTimeout, RecordFuture, RecordMetadata
 from mmlog.client.partitioner import resolve as resolve_partitioner
 from mmlog.client.sender import INF, Sender
+from mmlog.client.transactions import ABORTABLE, IN_TRANSACTION, TransactionError, TransactionManager
 from mmlog.errors import KafkaError, MessageTooLarge, UnknownTopicOrPartition
 from mmlog.protocol import compression
 
@@ -124,7 +125,12 @@ class Producer:
                  request_timeout_ms: float = 30000, delivery_timeout_ms: float = 120000,
                  max_block_ms: float | None = None, buffer_memory: int = 32 * 1024 * 1024,
                  max_request_size: int = 1048576, client_id: str = "mmlog", compression_type: str = "none",
-                 compression_level: int | None = None, enable_idempotence: bool | None = None) -> None:
+                 compression_level: int | None = None, enable_idempotence: bool | None = None,
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60_000) -> None:
+        if transactional_id is not None and (enable_idempotence is False or _ACKS.get(acks) != -1):
+            raise ValueError("a transactional producer is idempotent: it needs acks='all' and enable_idempotence")
+        if transactional_id is not None:
+            enable_idempotence = True
         if acks not in _ACKS:
             raise ValueError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
         if enable_idempotence and (_ACKS[acks] != -1 or not 1 <= max_in_flight <= 5):
@@ -168,6 +174,8 @@ class Producer:
                                       partition_counts=self._partition_counts,
                                       max_record_size=self.max_request_size)
         self._acc.on_close = self._kick
+        self._txn = None if transactional_id is None else TransactionManager(
+            self._cluster, transactional_id, transaction_timeout_ms, self.retry_backoff, self.request_timeout)
         self._completions: collections.deque = collections.deque()
         self._callback_lock = threading.Lock()
         self._io_lock = threading.Lock()
@@ -192,6 +200,8 @@ class Producer:
         epoch (default now). callback(metadata, exc) runs once the record is acknowledged
         or has failed.
         """
+        if self._txn is not None and self._txn.state != IN_TRANSACTION:
+            self._txn.begin_check("send()")
         if value.__class__ is bytes and key is None and headers is None and callback is None and timestamp is None \
                 and self.linger and not self._closed:
             future = self._acc.try_append(topic, partition, value, _time_ns() // 1_000_000)
@@ -247,6 +257,8 @@ class Producer:
         """
         if self._closed:
             raise ProducerClosed("send_many() on a closed producer")
+        if self._txn is not None and self._txn.state != IN_TRANSACTION:
+            self._txn.begin_check("send_many()")
         values = _column(values, "values", null_column=True)
         n = len(values)
         keys = _column(keys, "keys") if keys is not None else None
@@ -376,6 +388,52 @@ class Producer:
             with acc.lock:
                 acc.flushing -= 1
 
+    # ------------------------------------------------------------ transactions (transactional_id set)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get this transactional id's producer id and epoch, fencing any older producer of the id and
+        aborting the transaction it left open. Call once, before the first transaction."""
+        pid, epoch = self._transactions().init(self.max_block if timeout is None else timeout)
+        with self._io_lock:
+            self._sender.producer_id, self._sender.producer_epoch = pid, epoch
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what is sent until commit or abort is committed or aborted as one."""
+        self._transactions().begin()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_id, timeout: float | None = None) -> None:
+        """Commit consumer positions ({(topic, partition): next offset to read}) with the transaction:
+        a consume-transform-produce loop's input and output become visible together. `group_id` is the
+        consumer group's id (or a consumer, whose group id is used)."""
+        group = getattr(group_id, "group_id", group_id)
+        self._transactions().send_offsets(offsets, group, self.max_block if timeout is None else timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit: read_committed consumers see the transaction's records from now on.
+        Raises if a record of the transaction failed (abort it then)."""
+        txn = self._transactions()
+        deadline = _monotonic() + (self.delivery_timeout if timeout is None else timeout)
+        self.flush(max(0.0, deadline - _monotonic()))
+        txn.end(True, max(0.0, deadline - _monotonic()))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort: the transaction's records stay in the log, but read_committed consumers never see them."""
+        txn = self._transactions()
+        deadline = _monotonic() + (self.delivery_timeout if timeout is None else timeout)
+        try:
+            self.flush(max(0.0, deadline - _monotonic()))
+        except ProducerTimeout:
+            pass  # what is still in flight is aborted with the rest
+        failed = txn.state == ABORTABLE
+        txn.end(False, max(0.0, deadline - _monotonic()))
+        if failed:  # a batch lost inside the transaction left a gap in a sequence: start the next epoch
+            self.init_transactions(max(0.0, deadline - _monotonic()))
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise TransactionError("transactions need Producer(transactional_id=...)")
+        return self._txn
+
     def close(self, timeout: float | None = None) -> None:
         """Flush (up to `timeout` seconds), then stop the I/O thread; what is left fails."""
         if self._closed and not self._thread.is_alive():
@@ -394,6 +452,8 @@ class Producer:
                 log.warning("msg=producer_thread_still_running")
                 return
             self._sender.close()
+            if self._txn is not None:
+                self._txn.close()
 
     def __enter__(self) -> "Producer":
         return self

@@ -131,6 +131,7 @@ class Sender:
         self.blocking = False  # the I/O thread is connecting or fetching metadata (send() must not wait for it)
         self.closing = False
         self.idempotent = p.idempotent
+        self.txn = p._txn  # a transactional producer's TransactionManager (its producer id comes from it)
         self.producer_id = self.producer_epoch = -1
         self._producer_id_next = 0.0
 
@@ -146,6 +147,8 @@ class Sender:
             self._refresh_metadata()
             now = time.monotonic()
         if self.idempotent and self.producer_id < 0:
+            if self.txn is not None:
+                return self._plan(now)  # init_transactions() has not given it one yet
             if io_thread and now >= self._producer_id_next:
                 self._init_producer_id()
                 now = time.monotonic()
@@ -153,6 +156,8 @@ class Sender:
                 self.needs_io_thread = True
                 return min(max(self._producer_id_next, now + 0.001), self._plan(now))
         ready, due = self._collect(now)
+        if self.txn is not None and ready:
+            ready = self._in_transaction(ready, io_thread)
         for node, queues in ready.items():
             channel = self._channel(node, now, io_thread)
             if channel is None:
@@ -285,12 +290,39 @@ class Sender:
             self.blocking = False
         self._producer_id_next = time.monotonic() + self.retry_backoff
 
+    def _in_transaction(self, ready: dict, io_thread: bool) -> dict:
+        """The queues whose partitions are in the transaction: new ones are added first (AddPartitionsToTxn,
+        on the I/O thread); those that cannot be added yet wait, and fail if the coordinator refuses."""
+        txn = self.txn
+        new = {(q.topic, q.partition) for queues in ready.values() for q in queues} - txn.added
+        if new and io_thread:
+            self.blocking = True
+            try:
+                txn.add_partitions(new, self.request_timeout)
+            except KafkaError as exc:
+                log.debug("msg=add_partitions_failed error=%r", exc)
+                txn.fail(exc)
+                for queues in ready.values():
+                    for queue in queues:
+                        if (queue.topic, queue.partition) in new:
+                            for batch in list(queue.closed):
+                                self._resolve(batch, -1, exc)
+                            queue.closed.clear()
+            finally:
+                self.blocking = False
+        elif new:
+            self.needs_io_thread = True
+        return {node: kept for node, queues in ready.items()
+                if (kept := [q for q in queues if (q.topic, q.partition) in txn.added])}
+
     def _stamp(self, queue, batch) -> None:
-        """Idempotence: the producer id, epoch and the partition's next sequence into a batch's header."""
-        if queue.sequence_of != self.producer_id:
-            queue.sequence_of, queue.next_sequence = self.producer_id, 0
-        set_producer(batch.data, self.producer_id, self.producer_epoch, queue.next_sequence)
-        batch.stamped = self.producer_id
+        """Idempotence: the producer id, epoch and the partition's next sequence into a batch's header
+        (sequences start at 0 for each producer id and epoch)."""
+        if queue.sequence_of != (self.producer_id, self.producer_epoch):
+            queue.sequence_of, queue.next_sequence = (self.producer_id, self.producer_epoch), 0
+        set_producer(batch.data, self.producer_id, self.producer_epoch, queue.next_sequence,
+                     transactional=self.txn is not None)
+        batch.stamped = (self.producer_id, self.producer_epoch)
         queue.next_sequence = (queue.next_sequence + batch.count) & 0x7FFFFFFF
 
     def _collect(self, now: float) -> tuple[dict, float]:
@@ -365,7 +397,7 @@ class Sender:
                 if batches and size + len(data) > self.max_request_size:
                     more.append(queue)
                     continue
-                if self.idempotent and batch.stamped != self.producer_id:
+                if self.idempotent and batch.stamped != (self.producer_id, self.producer_epoch):
                     self._stamp(queue, batch)
                 queue.closed.popleft()
                 queue.inflight.append(batch)
@@ -629,7 +661,9 @@ class Sender:
                       batch.attempts, exc)
         else:
             self._resolve(batch, -1, exc)
-            if self.idempotent and batch.stamped == self.producer_id >= 0:
+            if self.txn is not None:
+                self.txn.fail(exc)  # the transaction can only abort now (the abort starts a new epoch)
+            elif self.idempotent and self.producer_id >= 0 and batch.stamped == (self.producer_id, self.producer_epoch):
                 # Its partition's sequence has a gap now: a new producer id, sequences from 0.
                 log.warning("msg=new_producer_id reason=%r", exc)
                 self.producer_id = -1

@@ -66,6 +66,7 @@ CONTROL_BIT = 0x20
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
 
 
 class BatchHeader(NamedTuple):
@@ -335,10 +336,15 @@ def set_leader_epoch(buf, epoch: int, pos: int = 0) -> None:
 _PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence: contiguous at PRODUCER_ID
 
 
-def set_producer(buf, producer_id: int, producer_epoch: int, base_sequence: int, pos: int = 0) -> None:
-    """Stamp an idempotent producer's id, epoch and first sequence into the batch at pos (inside the
-    CRC, which is computed again: a client does this once, when the batch is first sent)."""
+def set_producer(buf, producer_id: int, producer_epoch: int, base_sequence: int, pos: int = 0, *,
+                 transactional: bool = False) -> None:
+    """Stamp an idempotent producer's id, epoch and first sequence into the batch at pos, and the
+    transactional bit if asked (inside the CRC, which is computed again: a client does this once,
+    when the batch is first sent)."""
     _PRODUCER.pack_into(buf, pos + PRODUCER_ID, producer_id, producer_epoch, base_sequence)
+    if transactional:
+        (attributes,) = _I16.unpack_from(buf, pos + ATTRIBUTES)
+        _I16.pack_into(buf, pos + ATTRIBUTES, attributes | TRANSACTIONAL_BIT)
     (length,) = _I32.unpack_from(buf, pos + BATCH_LENGTH)
     struct.pack_into(">I", buf, pos + CRC_OFFSET,
                      crc32c(memoryview(buf)[pos + CRC_START: pos + LOG_OVERHEAD + length]))
