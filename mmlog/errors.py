@@ -156,6 +156,18 @@ class InvalidProducerEpoch(KafkaError):
     code = 47
 
 
+class InvalidTxnState(KafkaError):
+    """A producer wrote a non-transactional batch while its transaction on the partition is open."""
+
+    code = 48
+
+
+class TransactionCoordinatorFenced(KafkaError):
+    """A transaction marker from a coordinator epoch older than one already seen for the producer."""
+
+    code = 52
+
+
 class UnknownProducerId(KafkaError):
     """No state for this producer id (new, or expired) and its batch does not start at sequence 0."""
 
