@@ -86,6 +86,7 @@ ADVERTISED = {
     10: ("FindCoordinator", 0, 2, 3), 11: ("JoinGroup", 0, 5, 6), 14: ("SyncGroup", 0, 3, 4),
     12: ("Heartbeat", 0, 3, 4), 13: ("LeaveGroup", 0, 3, 4), 8: ("OffsetCommit", 2, 7, 8),
     9: ("OffsetFetch", 1, 5, 6), 16: ("ListGroups", 0, 2, 3), 15: ("DescribeGroups", 0, 4, 5),
+    27: ("WriteTxnMarkers", 0, 1, 1),
 }
 
 
