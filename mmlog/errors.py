@@ -156,18 +156,6 @@ class InvalidProducerEpoch(KafkaError):
     code = 47
 
 
-class InvalidTxnState(KafkaError):
-    """A producer wrote a non-transactional batch while its transaction on the partition is open."""
-
-    code = 48
-
-
-class TransactionCoordinatorFenced(KafkaError):
-    """A transaction marker from a coordinator epoch older than one already seen for the producer."""
-
-    code = 52
-
-
 class UnknownProducerId(KafkaError):
     """No state for this producer id (new, or expired) and its batch does not start at sequence 0."""
 
@@ -248,3 +236,48 @@ def error_for_code(code: int, message: str = "") -> KafkaError:
         return UnknownServerError(f"error code {code}: {message}".rstrip(": "))
     return cls(message)
 
+
+
+# ------------------------------------------------------------ transactions (the coordinator's answers)
+
+
+class InvalidTxnState(KafkaError):
+    """The request does not fit the transaction's state (commit of an aborted one, end of none; a
+    non-transactional batch from a producer whose transaction on the partition is open)."""
+
+    code = 48
+
+
+class InvalidProducerIdMapping(KafkaError):
+    """The producer id is not the one the coordinator gave this transactional id."""
+
+    code = 49
+
+
+class InvalidTransactionTimeout(KafkaError):
+    """transaction.timeout.ms above the broker's transaction.max.timeout.ms (or not positive)."""
+
+    code = 50
+
+
+class ConcurrentTransactions(KafkaError):
+    """The previous transaction of this transactional id is still being completed: retry."""
+
+    code = 51
+    retriable = True
+
+
+class TransactionCoordinatorFenced(KafkaError):
+    """A marker from a coordinator older than the partition has seen (a deposed coordinator)."""
+
+    code = 52
+
+
+class OperationNotAttempted(KafkaError):
+    """Another part of the same request failed, so this one was not tried."""
+
+    code = 55
+
+
+class TransactionalIdNotFound(KafkaError):
+    code = 105

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from mmlog.ipc.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
+from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
 from mmlog.config.broker import BrokerConfig
 from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists
@@ -77,6 +78,8 @@ class ControlPlane:
         for note in self.coordinator.load():
             log.warning("recovered: %s", note)
         self.server.handlers.update({op: self._locked(fn) for op, fn in self.coordinator.ops().items()})
+        self.transactions = TransactionCoordinator(config, manager, store, self._call_later, self.run_soon)
+        self.server.handlers.update({op: self._locked(fn) for op, fn in self.transactions.ops().items()})
 
     def _locked(self, fn):
         def run(args, reply):
@@ -125,6 +128,7 @@ class ControlPlane:
                     "offset expiry")
         for interval_ms, fn, name in self.store.timers():
             self._every(interval_ms, fn, name)
+        self.transactions.start()
 
     def set_wake(self, wake) -> None:
         """How the control thread wakes the processors' parked requests (the supervisor's wake board)."""
@@ -151,6 +155,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         self.server.stop()
+        self.transactions.stop()
         self.coordinator.close()
 
     # ------------------------------------------------------------ ops

@@ -78,6 +78,7 @@ class EmbeddedStore:
         self.cluster_id = load_meta(self.dir, broker_id, cluster_id)
         self._next_id = 0
         self._block_end = 0
+        self.me: Endpoint | None = None
 
     def next_producer_id(self) -> int:
         if self._next_id >= self._block_end:
@@ -102,9 +103,19 @@ class EmbeddedStore:
             raise ClusterError(f"data dir holds topics of a ZooKeeper cluster ({', '.join(spread[:3])}); "
                              "start the broker with zookeeper.connect")
 
+    clustered = False
+
     def start(self, control, me: Endpoint) -> None:
         """Publish the view: this broker alone, its own controller and every group's coordinator."""
+        self.me = me
         ClusterView.standalone(me).write(self.dir)
+
+    def live_brokers(self) -> int:
+        return 1
+
+    def marker_address(self, topic: str, partition: int) -> tuple[str, int]:
+        """Where a transaction marker for a partition (or a group) goes: here, the only broker."""
+        return self.me.host, self.me.port
 
     def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
                      validate_only: bool = False, replication_factor: int = 1,

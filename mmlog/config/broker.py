@@ -136,6 +136,23 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 lambda v: v > 0, "> 0"),
         Setting("offset.metadata.max.bytes", int, 4096, "Largest metadata string an offset commit may carry.",
                 lambda v: v >= 0, ">= 0"),
+        Setting("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state (fixed once "
+                "the topic exists).", lambda v: 1 <= v <= 1000, "1 .. 1000"),
+        Setting("transaction.state.log.replication.factor", int, 3, "Replicas of __transaction_state in cluster "
+                "mode (standalone: 1); the topic is made once this many brokers are live.", lambda v: 1 <= v <= 8,
+                "1 .. 8"),
+        Setting("transaction.state.log.min.isr", int, 2, "min.insync.replicas of __transaction_state.",
+                lambda v: v >= 1, ">= 1"),
+        Setting("transaction.state.log.segment.bytes", int, 100 << 20, "Segment size of __transaction_state.",
+                lambda v: v >= 1 << 14, ">= 16384"),
+        Setting("transaction.max.timeout.ms", int, 900_000, "Largest transaction.timeout.ms a producer may ask for.",
+                lambda v: v > 0, "> 0"),
+        Setting("transactional.id.expiration.ms", int, 604_800_000, "A transactional id idle this long is "
+                "forgotten.", lambda v: v > 0, "> 0"),
+        Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10_000, "How often "
+                "transactions past their timeout are looked for and aborted.", lambda v: v > 0, "> 0"),
+        Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000, "How often "
+                "expired transactional ids are removed.", lambda v: v > 0, "> 0"),
     ]
 }
 # Broker-level topic defaults, named as Kafka names them.

@@ -26,6 +26,7 @@ from pathlib import Path
 from mmlog.log.files import atomic_write, file_stamp
 
 FILE_NAME = "cluster.json"
+TRANSACTION_STATE = "__transaction_state"
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,14 @@ class ClusterView:
         key = group_id.encode()
         return max(self.brokers, key=lambda node: (_weight(key, node), node))
 
+    def transaction_coordinator(self, transactional_id: str, partitions: int, me: int) -> int:
+        """The broker that coordinates a transactional id: the leader of its `__transaction_state`
+        partition (standalone, `me`); -1 while that partition has no live leader."""
+        if not self.partitions:
+            return me
+        state = self.partition(TRANSACTION_STATE, transaction_partition(transactional_id, partitions))
+        return state[0] if state and state[0] in self.brokers else -1
+
     def to_json(self) -> bytes:
         return json.dumps({
             "controller": self.controller_id, "partitions": self.partitions,
@@ -78,6 +87,18 @@ class ClusterView:
 
     def write(self, directory: Path) -> None:
         atomic_write(Path(directory) / FILE_NAME, self.to_json())
+
+
+def transaction_partition(transactional_id: str, partitions: int) -> int:
+    """The `__transaction_state` partition of an id: Kafka's abs(String.hashCode) % partitions, so
+    the same ids land on the same partition numbers as in a Kafka cluster of that size."""
+    raw = transactional_id.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(raw), 2):
+        h = (31 * h + int.from_bytes(raw[i:i + 2], "big")) & 0xFFFFFFFF
+    if h & 0x80000000:
+        h -= 1 << 32
+    return (0 if h == -(1 << 31) else abs(h)) % partitions  # Kafka's Utils.abs
 
 
 def _weight(key: bytes, node: int) -> bytes:

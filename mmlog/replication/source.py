@@ -22,16 +22,16 @@ connection is made again after the back-off.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 
 from mmlog.errors import KafkaError, OffsetOutOfRange
 from mmlog.log.leader_epochs import UNDEFINED
 from mmlog.log.state import Role
-from mmlog.protocol import FrameReader, ProtocolError, RequestHeader, decode_response, encode_request
+from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import fetch, offset_for_leader_epoch
 from mmlog.protocol.records import iter_batches
+from mmlog.replication.peer import PeerConnection
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +59,7 @@ class SourceFetcher(threading.Thread):
         self._lock = threading.Lock()
         self._changed = threading.Event()
         self._stopped = False
-        self._sock: socket.socket | None = None
-        self._reader: FrameReader | None = None  # the connection's framer, made with it
-        self._correlation = 0
+        self._peer: PeerConnection | None = None
 
     # ------------------------------------------------------------ from the plan
 
@@ -222,36 +220,14 @@ class SourceFetcher(threading.Thread):
     # ------------------------------------------------------------ the connection
 
     def _exchange(self, api_key: int, version: int, body):
-        if self._sock is None:
-            self._sock = socket.create_connection(self.address, timeout=10)
-            self._reader = FrameReader()
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock.settimeout(self.wait_ms / 1000 + 30)
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        frame = encode_request(RequestHeader(api_key, version, self._correlation, f"replica-{self.me}"), body)
-        self._sock.sendall(frame)
-        correlation, response = decode_response(api_key, version, self._receive())
-        if correlation != self._correlation:
-            raise ProtocolError(f"correlation id {correlation}, expected {self._correlation}")
-        return response
-
-    def _receive(self):
-        """The next response frame, through the same sans-IO framer the broker reads requests with."""
-        reader = self._reader
-        while (frame := reader.next_frame()) is None:
-            n = self._sock.recv_into(reader.get_buffer())
-            if n == 0:
-                raise ConnectionError("the leader closed the connection")
-            reader.buffer_updated(n)
-        return frame
+        if self._peer is None:
+            self._peer = PeerConnection(self.address, f"replica-{self.me}")
+        return self._peer.request(api_key, version, body, self.wait_ms / 1000 + 30)
 
     def _close(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-            self._sock = None
+        if self._peer is not None:
+            self._peer.close()
+            self._peer = None
 
 
 def _follows(part, epoch: int) -> bool:

@@ -86,8 +86,11 @@ ADVERTISED = {
     10: ("FindCoordinator", 0, 2, 3), 11: ("JoinGroup", 0, 5, 6), 14: ("SyncGroup", 0, 3, 4),
     12: ("Heartbeat", 0, 3, 4), 13: ("LeaveGroup", 0, 3, 4), 8: ("OffsetCommit", 2, 7, 8),
     9: ("OffsetFetch", 1, 5, 6), 16: ("ListGroups", 0, 2, 3), 15: ("DescribeGroups", 0, 4, 5),
-    27: ("WriteTxnMarkers", 0, 1, 1),
+    24: ("AddPartitionsToTxn", 0, 2, 3), 25: ("AddOffsetsToTxn", 0, 2, 3), 26: ("EndTxn", 0, 2, 3),
+    27: ("WriteTxnMarkers", 0, 0, 1), 28: ("TxnOffsetCommit", 0, 2, 3),
+    65: ("DescribeTransactions", 0, 0, 0), 66: ("ListTransactions", 0, 1, 0),
 }
+FLEXIBLE_ONLY = {"DescribeTransactions", "ListTransactions"}  # Kafka made them flexible from their first version
 
 
 def test_registry_matches_the_interop_table():
@@ -103,8 +106,8 @@ def test_request_and_response_agree_on_versions():
         assert api.request.api_key == api.response.api_key == api.key
 
 
-def test_only_api_versions_v3_is_flexible_among_what_we_speak():
-    flexible = [(api.name, v) for api, v in every_api_version() if api.is_flexible(v)]
+def test_only_api_versions_v3_and_flexible_only_apis_are_flexible_among_what_we_speak():
+    flexible = [(api.name, v) for api, v in every_api_version() if api.is_flexible(v) and api.name not in FLEXIBLE_ONLY]
     assert flexible == [("ApiVersions", 3)]
 
 

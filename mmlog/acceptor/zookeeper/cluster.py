@@ -289,6 +289,23 @@ class ZooKeeperStore:
     def owns_group(self, group_id: str) -> bool:
         return self.view.coordinator_for(group_id) == self.broker_id
 
+    clustered = True
+
+    def live_brokers(self) -> int:
+        return len(self.view.brokers)
+
+    def marker_address(self, topic: str, partition: int) -> tuple[str, int] | None:
+        """Where a transaction marker goes: the partition's leader, or for a group entry
+        (`__consumer_offsets/<group>`) the group's coordinator; None while there is none."""
+        group = topic.partition("/")[2] if topic.startswith("__consumer_offsets/") else None
+        if group is not None:
+            node = self.view.coordinator_for(group)
+        else:
+            state = self.view.partition(topic, partition)
+            node = state[0] if state else -1
+        b = self.view.brokers.get(node)
+        return None if b is None else (b.host, b.port)
+
     # ------------------------------------------------------------ topics
 
     def sync_topics(self) -> None:

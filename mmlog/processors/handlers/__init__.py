@@ -9,11 +9,15 @@ feature off instead of failing when they use it.
 
 from mmlog.protocol import supported_versions
 from mmlog.processors.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_topics,
     delete_topics,
     describe_configs,
     describe_groups,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -22,6 +26,7 @@ from mmlog.processors.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_fetch,
@@ -39,6 +44,8 @@ HANDLERS = {
         # the group coordinator's APIs (all but FindCoordinator are served by the control plane)
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups,
+        # the transaction coordinator's (forwarded to the control plane)
+        add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
     )
 }
 

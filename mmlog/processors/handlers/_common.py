@@ -71,3 +71,16 @@ def member_args(request, instance_id_since: int, **more) -> dict:
         "group_instance_id": body.group_instance_id if request.version >= instance_id_since else None,
         **more,
     }
+
+
+PRODUCER_FENCED, INVALID_PRODUCER_EPOCH = 90, 47
+
+
+def fenced_for(version: int, since: int):
+    """Kafka answers PRODUCER_FENCED (KIP-588) only from the version of each transaction API that
+    knows it (`since`); older versions get INVALID_PRODUCER_EPOCH, which their clients handle alike."""
+
+    def translate(code: int) -> int:
+        return INVALID_PRODUCER_EPOCH if code == PRODUCER_FENCED and version < since else code
+
+    return translate

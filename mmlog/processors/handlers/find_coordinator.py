@@ -1,14 +1,20 @@
-"""FindCoordinator (10): the live broker that coordinates a group.
+"""FindCoordinator (10): the live broker that coordinates a group or a transactional id.
 
-Answered in the processor from the cluster view (`ipc/cluster_view.py`:
-rendezvous hashing over live brokers; standalone, this broker), with the same
-node id, host and port as Metadata: librdkafka opens a separate connection to the
-coordinator, so they must match. Transactions are not supported, so a
-transaction coordinator is not available.
+Answered in the processor from the cluster view (`ipc/cluster_view.py`), with the
+same node id, host and port as Metadata (librdkafka opens a separate connection to
+the coordinator, so they must match):
+
+- a group's coordinator by rendezvous hashing over live brokers (standalone: this broker);
+- a transactional id's coordinator is the leader of its `__transaction_state`
+  partition. The first lookup makes that topic (through the control plane, as
+  Kafka does); until it exists and has a leader the answer is
+  COORDINATOR_NOT_AVAILABLE, and the client asks again.
 """
 
-from mmlog.errors import InvalidRequest
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE
+from mmlog.errors import InvalidRequest, UnknownTopicOrPartition
+from mmlog.ipc.cluster_view import TRANSACTION_STATE
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import find_coordinator as schema
 
 API_KEY = schema.API_KEY
@@ -16,17 +22,45 @@ GROUP, TRANSACTION = 0, 1
 
 
 def handle(ctx, request):
-    key_type = request.body.key_type
+    key_type, key = request.body.key_type, request.body.key
     if key_type == GROUP:
-        view = ctx.views.current()
-        node = view.coordinator_for(request.body.key)
-        if node >= 0:
-            b = view.brokers[node]
-            return schema.RESPONSE(throttle_time_ms=0, error_code=0, error_message=None,
-                                   node_id=b.node_id, host=b.host, port=b.port)
-        code, message = COORDINATOR_NOT_AVAILABLE, "no live broker"
-    elif key_type == TRANSACTION:
-        code, message = COORDINATOR_NOT_AVAILABLE, "transactions are not supported"
-    else:
-        code, message = InvalidRequest.code, f"unknown key type {key_type}"
+        return _answer(ctx, ctx.views.current().coordinator_for(key), "no live broker")
+    if key_type != TRANSACTION:
+        return _refuse(InvalidRequest.code, f"unknown key type {key_type}")
+    if not key:
+        return _refuse(InvalidRequest.code, "empty transactional id")
+    if _state_topic(ctx) is not None:
+        return _transaction(ctx, key)
+    forward(ctx, request, "txn_find_coordinator", None,
+            lambda value: _transaction(ctx, key) if value["error_code"] == 0 else _refuse(
+                value["error_code"], value.get("error_message") or f"{TRANSACTION_STATE} is being created"),
+            lambda: {"error_code": COORDINATOR_NOT_AVAILABLE})
+    return DEFERRED
+
+
+def _state_topic(ctx):
+    """`__transaction_state`'s catalogue entry (re-read once if this process has not seen it yet)."""
+    try:
+        return ctx.manager.topic(TRANSACTION_STATE)
+    except UnknownTopicOrPartition:
+        return None
+
+
+def _transaction(ctx, key: str):
+    info = _state_topic(ctx)
+    if info is None:
+        return _refuse(COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE} is being created")
+    node = ctx.views.current().transaction_coordinator(key, info.partitions, ctx.broker_id)
+    return _answer(ctx, node, f"{TRANSACTION_STATE} has no leader for this transactional id")
+
+
+def _answer(ctx, node: int, why: str):
+    b = ctx.views.current().brokers.get(node)
+    if b is None:
+        return _refuse(COORDINATOR_NOT_AVAILABLE, why)
+    return schema.RESPONSE(throttle_time_ms=0, error_code=0, error_message=None, node_id=b.node_id, host=b.host,
+                           port=b.port)
+
+
+def _refuse(code: int, message: str):
     return schema.RESPONSE(throttle_time_ms=0, error_code=code, error_message=message, node_id=-1, host="", port=-1)

@@ -1,27 +1,35 @@
-"""InitProducerId (22): a producer id for idempotent producers.
+"""InitProducerId (22): a producer id and epoch, for idempotent and transactional producers.
 
-Ids come from the control plane so they are unique across processors (and
-restarts). Sequence checking is not done yet; the id and epoch are stored in the
-batches unchanged. Transactions are not supported: a transactional id is refused.
+Without a transactional id the id comes from the control plane's block of ids
+(unique across processors, brokers and restarts), epoch 0. With one, the
+transaction coordinator answers (`acceptor/transactions/`): the same producer id
+at the next epoch, which fences the previous producer of that transactional id.
 """
 
 from mmlog.errors import KafkaError
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import init_producer_id as schema
 
 API_KEY = schema.API_KEY
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+FENCED_SINCE = 4
 
 
 def handle(ctx, request):
-    if request.body.transactional_id:
-        return schema.RESPONSE(error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+    body = request.body
+    if body.transactional_id:
+        translate = fenced_for(request.header.api_version, FENCED_SINCE)
+        return forward(ctx, request, "txn_init_producer_id",
+                       {"transactional_id": body.transactional_id,
+                        "transaction_timeout_ms": body.transaction_timeout_ms},
+                       lambda v: schema.RESPONSE(throttle_time_ms=0, **dict(v, error_code=translate(v["error_code"]))),
+                       lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1})
 
     def done(ok, value):
         if ok:
             request.respond(schema.RESPONSE(error_code=0, producer_id=value, producer_epoch=0))
         else:
-            code = value.code if isinstance(value, KafkaError) else 15  # COORDINATOR_NOT_AVAILABLE
+            code = value.code if isinstance(value, KafkaError) else COORDINATOR_NOT_AVAILABLE
             request.respond(schema.RESPONSE(error_code=code, producer_id=-1, producer_epoch=-1))
 
     ctx.control.call("next_producer_id", None, done)

@@ -13,10 +13,11 @@ from types import ModuleType
 
 from ..errors import UnsupportedVersionError
 from ..schema import Message
-from . import (api_versions, create_topics, delete_topics, describe_configs, describe_groups,
+from . import (add_offsets_to_txn, add_partitions_to_txn, api_versions, create_topics, delete_topics, describe_configs, describe_groups,
                fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_fetch,
-               offset_for_leader_epoch, produce, sync_group, write_txn_markers)
+               offset_for_leader_epoch, produce, sync_group, write_txn_markers,
+               end_txn, txn_offset_commit, describe_transactions, list_transactions)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ APIS: dict[int, Api] = {api.key: api for api in map(_api, [
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator,
     join_group, heartbeat, leave_group, sync_group, describe_groups, list_groups,
     api_versions, create_topics, delete_topics, init_producer_id, offset_for_leader_epoch,
-    describe_configs, write_txn_markers,
+    describe_configs, write_txn_markers, add_partitions_to_txn, add_offsets_to_txn, end_txn,
+    txn_offset_commit, describe_transactions, list_transactions,
 ])}
 
 

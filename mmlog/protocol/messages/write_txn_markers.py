@@ -8,7 +8,7 @@ or abort) for the producer to each named partition. Clients never send it.
 from ..schema import Field, Message
 
 API_KEY = 27
-VERSIONS = "0-1"
+VERSIONS = "0"
 FLEXIBLE = "1+"
 
 REQUEST = Message("WriteTxnMarkersRequest", API_KEY, VERSIONS, FLEXIBLE, [

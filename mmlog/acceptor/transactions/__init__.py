@@ -1,0 +1,1 @@
+"""The transaction coordinator (Kafka's transactional ids, `__transaction_state`, markers)."""

@@ -1,0 +1,62 @@
+"""A blocking request/response connection from this broker to another (or to itself).
+
+What the replica fetcher and the transaction coordinator's marker sender share:
+one socket, opened on first use, one request at a time, responses read through the
+same sans-IO framer the broker reads requests with. Any error leaves it closed;
+the next request opens it again.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from mmlog.protocol import FrameReader, ProtocolError, RequestHeader, decode_response, encode_request
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+class PeerConnection:
+    """Requests to one broker address, one at a time (not thread-safe: one user thread)."""
+
+    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+        self.address = address
+        self.client_id = client_id
+        self._sock: socket.socket | None = None
+        self._reader: FrameReader | None = None
+        self._correlation = 0
+
+    def request(self, api_key: int, version: int, body, timeout: float):
+        """Send one request and wait at most `timeout` s for its response body."""
+        try:
+            if self._sock is None:
+                self._sock = socket.create_connection(self.address, timeout=CONNECT_TIMEOUT_S)
+                self._reader = FrameReader()
+                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock.settimeout(timeout)
+            self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+            self._sock.sendall(encode_request(RequestHeader(api_key, version, self._correlation, self.client_id),
+                                              body))
+            correlation, response = decode_response(api_key, version, self._receive())
+            if correlation != self._correlation:
+                raise ProtocolError(f"correlation id {correlation}, expected {self._correlation}")
+            return response
+        except BaseException:
+            self.close()
+            raise
+
+    def _receive(self):
+        reader = self._reader
+        while (frame := reader.next_frame()) is None:
+            n = self._sock.recv_into(reader.get_buffer())
+            if n == 0:
+                raise ConnectionError(f"broker {self.address[0]}:{self.address[1]} closed the connection")
+            reader.buffer_updated(n)
+        return frame
+
+    def close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None

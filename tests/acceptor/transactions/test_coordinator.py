@@ -1,0 +1,136 @@
+"""The transaction coordinator through the wire, on a real broker: ids, epochs, fencing, states, restarts.
+
+Markers and what consumers see of a transaction are in tests/interop/test_transactions.py; these
+requests are what a transactional client sends to its coordinator, one at a time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from mmlog.protocol.messages import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
+                                     find_coordinator, init_producer_id, list_transactions, metadata)
+from mmlog.testing import EmbeddedBroker
+from tests.processors.test_bad_input import connect
+
+CONFIG = {"transaction.state.log.num.partitions": 3, "transaction.max.timeout.ms": 120_000}
+INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 47, 48, 49
+INVALID_TRANSACTION_TIMEOUT, UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED = 50, 3, 55, 90
+
+
+@pytest.fixture
+def txn_broker(tmp_path):
+    with EmbeddedBroker(tmp_path / "b", processors=2, config=CONFIG) as broker:
+        yield broker
+
+
+def init(conn, txn_id, timeout_ms=60_000):
+    assert conn.request(find_coordinator.API_KEY, 2, key=txn_id, key_type=1).error_code == 0
+    return conn.request(init_producer_id.API_KEY, 1, transactional_id=txn_id, transaction_timeout_ms=timeout_ms)
+
+
+def add(conn, txn_id, ids, topics, version=1):
+    r = conn.request(add_partitions_to_txn.API_KEY, version, v3_and_below_transactional_id=txn_id,
+                     v3_and_below_producer_id=ids.producer_id, v3_and_below_producer_epoch=ids.producer_epoch,
+                     v3_and_below_topics=[{"name": t, "partitions": ps} for t, ps in topics])
+    return {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below
+            for p in t.results_by_partition}
+
+
+def end(conn, txn_id, ids, commit, version=1):
+    return conn.request(end_txn.API_KEY, version, transactional_id=txn_id, producer_id=ids.producer_id,
+                        producer_epoch=ids.producer_epoch, committed=commit).error_code
+
+
+def describe(conn, txn_id):
+    return conn.request(describe_transactions.API_KEY, 0, transactional_ids=[txn_id]).transaction_states[0]
+
+
+def make_topic(conn, name):
+    conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": name}]))  # auto-created
+
+
+def test_init_producer_id_gives_a_transactional_id_one_producer_id_and_bumps_its_epoch(txn_broker):
+    with connect(txn_broker) as conn:
+        first = init(conn, "app-1")
+        again = init(conn, "app-1")
+        other = init(conn, "app-2")
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (0, first.producer_id, 1)
+    assert other.producer_id != first.producer_id
+
+
+def test_a_timeout_above_the_broker_maximum_is_refused(txn_broker):
+    with connect(txn_broker) as conn:
+        assert init(conn, "slow", timeout_ms=120_001).error_code == INVALID_TRANSACTION_TIMEOUT
+        assert init(conn, "slow", timeout_ms=120_000).error_code == 0
+
+
+def test_partitions_join_the_transaction_and_describe_shows_them(txn_broker):
+    with connect(txn_broker) as conn:
+        make_topic(conn, "orders")
+        ids = init(conn, "adder")
+        assert add(conn, "adder", ids, [("orders", [0])]) == {("orders", 0): 0}
+        state = describe(conn, "adder")
+        listed = conn.request(list_transactions.API_KEY, 0, state_filters=["Ongoing"], producer_id_filters=[])
+    assert (state.error_code, state.transaction_state, state.producer_id) == (0, "Ongoing", ids.producer_id)
+    assert [(t.topic, list(t.partitions)) for t in state.topics] == [("orders", [0])]
+    assert [t.transactional_id for t in listed.transaction_states] == ["adder"]
+
+
+def test_an_unknown_partition_fails_alone_and_the_rest_is_not_attempted(txn_broker):
+    with connect(txn_broker) as conn:
+        make_topic(conn, "known")
+        ids = init(conn, "partly")
+        codes = add(conn, "partly", ids, [("known", [0]), ("missing-topic", [0])])
+        state = describe(conn, "partly")
+    assert codes == {("known", 0): OPERATION_NOT_ATTEMPTED, ("missing-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    assert state.transaction_state == "Empty"
+
+
+def test_a_fenced_producer_is_told_so_in_the_error_its_request_version_knows(txn_broker):
+    with connect(txn_broker) as conn:
+        make_topic(conn, "fenced")
+        old = init(conn, "zombie")
+        new = init(conn, "zombie")
+        assert new.producer_epoch == old.producer_epoch + 1
+        assert add(conn, "zombie", old, [("fenced", [0])], version=1) == {("fenced", 0): INVALID_PRODUCER_EPOCH}
+        assert add(conn, "zombie", old, [("fenced", [0])], version=2) == {("fenced", 0): PRODUCER_FENCED}
+        assert end(conn, "zombie", old, True, version=2) == PRODUCER_FENCED
+        wrong = type(old)(error_code=0, producer_id=old.producer_id + 1000, producer_epoch=new.producer_epoch)
+        assert end(conn, "zombie", wrong, True) == INVALID_PRODUCER_ID_MAPPING
+
+
+def test_ending_a_transaction_that_was_never_begun_is_an_invalid_state(txn_broker):
+    with connect(txn_broker) as conn:
+        ids = init(conn, "idle")
+        assert end(conn, "idle", ids, True) == INVALID_TXN_STATE
+
+
+def test_add_offsets_puts_a_group_in_the_transaction(txn_broker):
+    with connect(txn_broker) as conn:
+        ids = init(conn, "offsets")
+        r = conn.request(add_offsets_to_txn.API_KEY, 1, transactional_id="offsets", producer_id=ids.producer_id,
+                         producer_epoch=ids.producer_epoch, group_id="readers")
+        state = describe(conn, "offsets")
+    assert (r.error_code, state.transaction_state) == (0, "Ongoing")
+
+
+def test_the_coordinator_state_survives_a_restart_from_the_transaction_log(tmp_path):
+    with EmbeddedBroker(tmp_path / "b", processors=1, config=CONFIG) as broker:
+        with connect(broker) as conn:
+            make_topic(conn, "kept")
+            ids = init(conn, "durable")
+            assert add(conn, "durable", ids, [("kept", [0])]) == {("kept", 0): 0}
+    with EmbeddedBroker(tmp_path / "b", processors=1, config=CONFIG) as broker:
+        with connect(broker) as conn:
+            deadline = time.monotonic() + 10
+            while (state := describe(conn, "durable")).error_code and time.monotonic() < deadline:
+                time.sleep(0.05)  # the coordinator loads the partition on its next ownership check
+            again = init(conn, "durable")
+    assert (state.transaction_state, state.producer_id, state.producer_epoch) == ("Ongoing", ids.producer_id, 0)
+    assert [(t.topic, list(t.partitions)) for t in state.topics] == [("kept", [0])]
+    # The open transaction of the old producer is being aborted: the new one is asked to retry.
+    assert again.error_code == 51  # CONCURRENT_TRANSACTIONS
