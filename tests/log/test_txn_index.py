@@ -32,7 +32,7 @@ def test_collect_keeps_what_overlaps_and_stops_at_a_last_stable_offset_past_the_
 def test_truncation_keeps_the_entries_whose_marker_is_below_the_offset(tmp_path):
     for i in range(3):
         txn_index.append(tmp_path, 0, AbortedTxn(i, 10 * i, 10 * i + 5, 10 * i + 6))
-    txn_index.truncate(tmp_path, 0, 15)
+    txn_index.truncate(tmp_path, 0, 16)  # markers at 5, 15, 25: the log keeps offsets 0-15
     assert [t.producer_id for t in txn_index.read(tmp_path, 0)] == [0, 1]
     assert txn_index.last_abort(tmp_path, [0]) == 15
 
