@@ -228,7 +228,8 @@ class UnknownLeaderEpoch(KafkaError):
 
 
 class InvalidTxnState(KafkaError):
-    """The request does not fit the transaction's state (commit of an aborted one, end of none)."""
+    """The request does not fit the transaction's state (commit of an aborted one, end of none; a
+    non-transactional batch from a producer whose transaction on the partition is open)."""
 
     code = 48
 

@@ -26,8 +26,9 @@ import numpy as np
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+TXNINDEX_SUFFIX = ".txnindex"  # only segments with an aborted transaction have one (txn_index.py)
 DELETED_SUFFIX = ".deleted"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 
 
 def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:

@@ -35,6 +35,18 @@ same bytes) and takes min(leader's HW, its LEO) as its HW. The leader epoch cach
 leader's answer for its latest epoch before it fetches (`truncate_to`), which trims
 the cache and clamps the HW too.
 
+Transactions (docs/transactions.md). A transactional producer's batches open its
+transaction on the partition; a transaction marker (`append_marker`, the leader's
+answer to WriteTxnMarkers) ends it. The producer state (`producer_state.py`) tracks
+the open transactions; every append that holds a transactional or control batch
+publishes, in the same seqlocked store, the first undecided offset, and for a marker
+the decided transaction (state.py: the last stable offset, LSO, is min(HW, first
+unstable offset)), and writes an aborted transaction to its segment's transaction
+index (`txn_index.py`) before publishing. A follower does the same for the batches it
+copies, so its LSO and indexes match the leader's. `read(committed=True)` stops at the
+LSO; `aborted_transactions` answers what a read_committed fetch must drop. Recovery
+rebuilds the indexes of the rescanned segments and the transaction slots from the log.
+
 Crash points of replication's steps: a role change is one seqlocked publish (and,
 for a new leader, one atomic rewrite of the epoch cache before it); a follower's
 append has the crash points of any append, and its HW moves after (a crash between
@@ -68,7 +80,7 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, producer_state, recovery, retention
+from mmlog.log import compressed, producer_state, recovery, retention, txn_index
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
@@ -77,7 +89,7 @@ from mmlog.log.segment import FileSlice, Segment
 from mmlog.log.state import LEADER_EPOCH as _LEADER_EPOCH
 from mmlog.log.state import N_ISR as _N_ISR
 from mmlog.log.state import ROLE as _ROLE
-from mmlog.log.state import FollowerProgress, Op, PartitionState, Replication, Role, Snapshot, TornState
+from mmlog.log.state import TXN_LAYOUT_V1, FollowerProgress, Op, PartitionState, Replication, Role, Snapshot, TornState
 from mmlog.protocol import records
 
 INT32_MAX = 2**31 - 1
@@ -85,6 +97,7 @@ IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE = (int(op) for op in Op)  # plain 
 LEADER, FOLLOWER = int(Role.LEADER), int(Role.FOLLOWER)
 # Kafka's producer.id.expiration.ms default: a producer silent this long is forgotten at the next snapshot.
 PRODUCER_EXPIRATION_MS = 24 * 3600 * 1000
+_TXN_BITS = records.TRANSACTIONAL_BIT | records.CONTROL_BIT  # batches that open or end transactions
 
 
 def now_ms() -> int:
@@ -116,6 +129,9 @@ class LogRead:
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
+    upper_bound: int = -1  # every record in the slice is below it (for aborted_transactions)
+    last_abort: int = -1  # the newest abort marker's offset (-1: none): fetches above it skip the index
 
 
 class Partition:
@@ -169,6 +185,11 @@ class Partition:
         clean = s is not None and s.clean and not s.pending_op and not s.deleted and self._clean_files_ok(s)
         if clean:
             self.state.update(clean=0, generation=s.generation + 1)
+            if s.txn_layout != TXN_LAYOUT_V1:  # a page from before transactions: fill its slots in
+                s = self.state.snapshot()
+                self._catch_up_producers(s)
+                self.state.publish_transactions(self.producers.first_undecided(),
+                                                txn_index.last_abort(self.directory, segment_bases(self.directory)), ())
             self.state.flush()
             return
         self._recover(full=s is None or s.generation == 0, sync=not self.fresh)
@@ -228,10 +249,46 @@ class Partition:
             deleted=0,
             pending_op=IDLE,
         )
+        self._recover_transactions(found.scanned_from, sync)
         if sync:
             self.state.flush()
 
-    # ------------------------------------------------------------ the segment cache
+    def _recover_transactions(self, scanned_from: int, sync: bool) -> None:
+        """After recovery (lock held): rebuild the transaction indexes of the segments from
+        scanned_from on, cut the others' to the log end, and publish the transaction slots,
+        all from the producer state replayed from the newest snapshot at or below scanned_from."""
+        s = self.state.snapshot()
+        self._sync(s)
+        directory = self.directory
+        for base in self._bases:
+            if base >= scanned_from:
+                txn_index.reset(directory, base)
+            else:
+                txn_index.truncate(directory, base, s.log_end)
+        producers = self.producers
+        producers.load(scanned_from, s.log_start, now_ms(), PRODUCER_EXPIRATION_MS)
+        hw = s.high_watermark
+        decided = []  # (first, marker) of transactions whose marker the HW has not passed
+        touched = set()
+
+        def on_complete(done) -> None:
+            if done.last_offset >= hw:
+                decided.append((done.first_offset, done.last_offset))
+            if done.aborted and done.last_offset >= scanned_from:
+                base = self._bases[bisect.bisect_right(self._bases, done.last_offset) - 1]
+                txn_index.append(directory, base, txn_index.AbortedTxn(
+                    done.producer_id, done.first_offset, done.last_offset, producers.stable_after(done)))
+                touched.add(base)
+
+        if producers.upto < s.log_end:
+            producers.apply_batches(self._stored_batches(s, producers.upto), on_complete)
+        producers.upto = s.log_end
+        producers.generation = s.generation
+        if sync:
+            for base in touched:
+                txn_index.flush(directory, base)
+        self.state.publish_transactions(producers.first_undecided(), txn_index.last_abort(directory, self._bases),
+                                        decided)
 
     def snapshot(self) -> Snapshot:
         """The current state, with this process's segment list brought up to date."""
@@ -333,6 +390,7 @@ class Partition:
         for i, buf in enumerate(bufs):
             try:
                 buf, headers = self._validate(buf)
+                producer_state.check_client_batches(headers)
                 if headers[0].producer_id != NO_PRODUCER:
                     producer_state.check_single_batch(headers)
                     idempotent = True
@@ -368,7 +426,8 @@ class Partition:
             else:  # a roll inside the group (once a segment): one append at a time, as alone
                 for item in items:
                     if self._should_roll(snap, len(item[1]), len(item[2]), _records(item[2]), now):
-                        snap = self._roll(snap)
+                        snap = self._roll(snap)  # the producer state is then as of the roll: each
+                        # transactional append after it brings the state along (_write_locked)
                     self._append_locked(snap, [item], now, out)
                     snap = self.state.snapshot()
         except BaseException:
@@ -412,11 +471,12 @@ class Partition:
             producers.load(s.log_end, s.log_start, now_ms(), PRODUCER_EXPIRATION_MS)
             producers.generation = s.generation
         if producers.upto < s.log_end:
-            producers.apply_headers(self._stored_headers(s, producers.upto))
+            producers.apply_batches(self._stored_batches(s, producers.upto))
             producers.upto = s.log_end
 
-    def _stored_headers(self, s: Snapshot, offset: int) -> Iterator:
-        """Headers of the stored batches from the one holding `offset` to the log end (61 bytes each)."""
+    def _stored_batches(self, s: Snapshot, offset: int) -> Iterator:
+        """(header, transaction marker or None) of the stored batches from the one holding `offset` to
+        the log end: 61 bytes read each, the whole batch for a control one (about 80 bytes)."""
         self._sync(s)
         for base in self._bases:
             seg = self._segments[base]
@@ -431,8 +491,52 @@ class Partition:
                 h = records.read_header(os.pread(fd, records.HEADER_SIZE, pos))
                 if h.base_offset >= s.log_end:
                     return
-                yield h
+                yield h, (records.read_end_txn_marker(os.pread(fd, h.size, pos)) if h.is_control else None)
                 pos += h.size
+
+    # ------------------------------------------------------------ transactions
+
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> AppendInfo:
+        """Leader: end producer_id's transaction here with a marker (a control batch; Kafka's
+        WriteTxnMarkers append). Raises NotLeaderOrFollower off the leader, INVALID_PRODUCER_EPOCH
+        or TRANSACTION_COORDINATOR_FENCED for a stale marker (producer_state.py). A marker for a
+        producer with no open transaction here is appended all the same and ends nothing."""
+        buf = records.build_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+        header = records.read_header(buf)
+        snap = self._begin_write()
+        try:
+            if not self.state.serves_clients():
+                raise NotLeaderOrFollower(f"{self.directory.name}: not the leader here")
+            self._catch_up_producers(snap)
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            now = now_ms()
+            if self._should_roll(snap, len(buf), 1, 1, now):
+                snap = self._roll(snap)
+            out: list = [None]
+            self._append_locked(snap, [(0, buf, [header])], now, out)
+            return out[0]
+        finally:
+            self.lock.release()
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list:
+        """The aborted transactions (txn_index.AbortedTxn) overlapping [fetch_offset, upper_bound):
+        the transaction indexes from the segment holding fetch_offset on, until one says no later
+        abort can reach below the bound (Kafka's collectAbortedTransactions)."""
+        snap = self.snapshot()
+        if fetch_offset > snap.last_abort:
+            return []
+        bases = self._bases
+        found = []
+        for base in bases[max(bisect.bisect_right(bases, fetch_offset) - 1, 0):]:
+            txns, complete = txn_index.collect(txn_index.read(self.directory, base), fetch_offset, upper_bound)
+            found += txns
+            if complete:
+                break
+        return found
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.snapshot().last_stable_offset
 
     def _next_base(self, base: int) -> int:
         i = bisect.bisect_right(self._bases, base)
@@ -695,6 +799,7 @@ class Partition:
         except OSError as exc:
             if self.state.get("pending_op") == APPEND:
                 self.state.set_pending(IDLE)
+            self.producers.upto = -1  # it may hold batches that were not published: reload
             raise KafkaStorageError(f"{self.directory.name}: {exc.strerror or exc}") from exc
 
     def _write_locked(self, s: Snapshot, items: list, now: int, out: list, copy: bool = False) -> None:
@@ -720,6 +825,8 @@ class Partition:
         interval = self.config.index_interval_bytes
         at = pos  # file position of the batch at hand
         count = 0
+        producer_batches = []  # (offset, header, buf, position) of producers' batches
+        txn = False  # whether any opens or ends a transaction
         for i, buf, headers in items:
             first = next_offset
             batch_pos = 0
@@ -729,6 +836,10 @@ class Partition:
                     set_base_offset(buf, next_offset, batch_pos)
                     if epoch is not None:
                         set_epoch(buf, epoch, batch_pos)
+                if h.producer_id != NO_PRODUCER:
+                    producer_batches.append((next_offset, h, buf, batch_pos))
+                    if h.attributes & _TXN_BITS:
+                        txn = True
                 last = next_offset + h.last_offset_delta
                 if h.max_timestamp > max_ts:
                     max_ts, off_max = h.max_timestamp, last
@@ -752,6 +863,10 @@ class Partition:
             active.write_at(pos, items[0][1])
         else:
             active.write_all_at(pos, [buf for _, buf, _ in items])
+        undecided = last_abort = None
+        decided = ()
+        if txn:
+            undecided, last_abort, decided = self._apply_transactions(s, producer_batches, next_offset)
         unflushed = s.unflushed + count
         if copy:
             high_watermark = min(self._follower_hw, next_offset)
@@ -761,10 +876,45 @@ class Partition:
             high_watermark = next_offset
         self.state.publish_append(
             next_offset, high_watermark, at, idx_n, time_n, max_ts, off_max, since,
-            s.rolled_at_ms if s.active_size else now, unflushed,
+            s.rolled_at_ms if s.active_size else now, unflushed, undecided, last_abort, decided,
         )
         if unflushed >= self.config.flush_messages or now - s.flushed_at_ms >= self.config.flush_ms:
             self._flush_locked()
+
+    def _apply_transactions(self, s: Snapshot, batches: list, next_offset: int) -> tuple:
+        """Before an append that opens or ends transactions is published (lock held, bytes written):
+        bring the producer state to its end, write the aborted transactions its markers end to the
+        active segment's index, and return (first undecided offset, newest abort marker or None,
+        [(first offset, marker offset)] decided) for the publish.
+
+        The state is already there when the leader's checks applied the batches (`_check_producers`);
+        otherwise (a follower's copy, a marker, a group split by a roll) it is caught up to the log
+        end and these batches are applied to it. A failure leaves no index entry behind and makes
+        the next append reload the state."""
+        producers = self.producers
+        decided, last_abort, written = [], None, None
+        try:
+            if producers.upto != next_offset:
+                if producers.upto != s.log_end or producers.generation != s.generation:
+                    self._catch_up_producers(s)
+                for offset, h, buf, pos in batches:
+                    marker = records.read_end_txn_marker(buf, pos) if h.is_control else None
+                    done = producers.apply_batch(h, offset, marker)
+                    if done is None:
+                        continue
+                    decided.append((done.first_offset, done.last_offset))
+                    if done.aborted:
+                        size = txn_index.append(self.directory, s.active_base, txn_index.AbortedTxn(
+                            done.producer_id, done.first_offset, done.last_offset, producers.stable_after(done)))
+                        written = size if written is None else written
+                        last_abort = done.last_offset
+                producers.upto = next_offset
+        except BaseException:
+            producers.upto = -1
+            if written is not None:
+                txn_index.cut(self.directory, s.active_base, written)
+            raise
+        return producers.first_undecided(), last_abort, decided
 
     def _roll(self, s: Snapshot) -> Snapshot:
         """Seal the active segment and start a new one at the log end (caller holds the lock).
@@ -812,19 +962,21 @@ class Partition:
 
     # ------------------------------------------------------------ reading
 
-    def read(self, offset: int, max_bytes: int, *, upto_log_end: bool = False) -> LogRead:
+    def read(self, offset: int, max_bytes: int, *, upto_log_end: bool = False, committed: bool = False) -> LogRead:
         """Bytes from the batch holding `offset` on, at most max_bytes but the first batch whole.
 
         Raises OffsetOutOfRange below the log start or above the log end. A consumer's read
-        stops at the high watermark (a follower's, `upto_log_end`, at the log end): from there
-        the slice is empty, as Kafka answers a consumer whose position a new leader's HW has
-        not reached yet. A slice stays within one segment.
+        stops at the high watermark (a read_committed one's, `committed`, at the last stable
+        offset; a follower's, `upto_log_end`, at the log end): from there the slice is empty,
+        as Kafka answers a consumer whose position a new leader's HW has not reached yet. A
+        slice stays within one segment.
         """
         snap = self.snapshot()
         if offset < snap.log_start or offset > snap.log_end:
             raise OffsetOutOfRange(f"offset {offset} outside [{snap.log_start}, {snap.log_end}] of "
                                    f"{self.directory.name}")
-        limit = snap.log_end if upto_log_end else snap.high_watermark
+        lso = snap.last_stable_offset
+        limit = snap.log_end if upto_log_end else lso if committed else snap.high_watermark
         if offset < self._bases[0]:
             # Retention elsewhere deleted segments after our snapshot and before _sync listed them.
             raise OffsetOutOfRange(f"offset {offset} is below the log start of {self.directory.name}")
@@ -840,16 +992,19 @@ class Partition:
                 if limit < snap.log_end:  # a consumer behind the log end: the bytes stop at the HW's batch
                     end = self._position_of(seg, limit, entries, end)
                 size = min(end - pos, max(max_bytes, first))
-                return LogRead(FileSlice(seg.file, pos, size), snap.high_watermark, snap.log_start, snap.log_end)
+                upper = min(limit, self._bases[i + 1]) if i + 1 < len(self._bases) else limit
+                return LogRead(FileSlice(seg.file, pos, size), snap.high_watermark, snap.log_start, snap.log_end,
+                               lso, upper, snap.last_abort)
             i += 1
         empty = FileSlice(self._segments[snap.active_base].file, snap.active_size, 0)
-        return LogRead(empty, snap.high_watermark, snap.log_start, snap.log_end)
+        return LogRead(empty, snap.high_watermark, snap.log_start, snap.log_end, lso, offset, snap.last_abort)
 
     @staticmethod
     def _position_of(seg: Segment, offset: int, entries: int, end: int) -> int:
         """File position where the batch starting at `offset` begins in seg (end if it is past seg).
 
-        The HW always falls on a batch boundary: it is some replica's log end."""
+        The HW always falls on a batch boundary: it is some replica's log end; so does the LSO:
+        a transaction's first offset is a batch's base offset."""
         if offset < seg.base_offset:
             return 0
         found = seg.find_batch(offset, entries, end)
@@ -920,6 +1075,8 @@ class Partition:
         for base in self._bases:
             if base >= first:
                 self._segments[base].flush()
+                if s.last_abort >= base:
+                    txn_index.flush(self.directory, base)
         self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
         self.state.flush()
 

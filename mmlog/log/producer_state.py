@@ -29,6 +29,32 @@ below the log end and reads the batches after it. Snapshots above a truncation
 point are removed with it; snapshots below the log start go with their
 segments, except the newest of them. Followers get the same state from the
 batches they copy, so a new leader checks sequences as the old one did.
+
+Transactions (Kafka's ProducerAppendInfo). A transactional producer's first
+transactional batch on the partition opens its transaction there: the entry keeps
+that batch's first offset (`txn_first`, Kafka's currentTxnFirstOffset) until a
+transaction marker (a control batch, `records.build_end_txn_marker`) of the producer
+ends it, and `ongoing` maps each producer with an open transaction to that offset:
+the smallest of them is the first undecided offset, which bounds the last stable
+offset. Rules, as Kafka's:
+
+- a non-transactional batch of a producer whose transaction is open is
+  INVALID_TXN_STATE; a transactional batch after a marker starts a new transaction;
+- a marker of an epoch older than the producer's is INVALID_PRODUCER_EPOCH, one of a
+  coordinator epoch older than the last marker's TRANSACTION_COORDINATOR_FENCED;
+  a marker may bump the epoch (the coordinator aborting a fenced producer's
+  transaction); a marker for a producer with no open transaction ends nothing;
+- replayed batches (recovery, catching up, a follower's copies) are applied without
+  checks: they were checked when first appended;
+- a producer with an open transaction never expires.
+
+A marker that ends a transaction yields a `Completed` (producer id, first offset,
+marker offset, aborted); the partition writes aborted ones to the transaction index
+(`txn_index.py`).
+
+Snapshot format v2 (`MMLOGPS2`) adds each producer's coordinator epoch and open
+transaction's first offset; a v1 snapshot (`MMLOGPS1`, written before transactions
+existed here) still loads, with no open transaction and no coordinator epoch.
 """
 
 from __future__ import annotations
@@ -38,13 +64,16 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from mmlog.errors import (
     InvalidProducerEpoch,
     InvalidRecord,
+    InvalidTxnState,
     OutOfOrderSequenceNumber,
+    TransactionCoordinatorFenced,
     UnknownProducerId,
 )
 from mmlog.log.files import atomic_write
@@ -53,8 +82,11 @@ SUFFIX = ".snapshot"
 MAX_CACHED = 5  # batches remembered per producer: Kafka's max.in.flight for idempotence
 NO_PRODUCER = -1
 _SEQ_WRAP = 1 << 31
-_MAGIC = b"MMLOGPS1"
-_ROW = 4 + 4 * MAX_CACHED  # pid, epoch, last timestamp, n, then (first seq, last seq, first offset, last offset) each
+_TXN_BITS = 0x30  # transactional | control (records.TRANSACTIONAL_BIT | records.CONTROL_BIT)
+_MAGIC_V1 = b"MMLOGPS1"
+_MAGIC = b"MMLOGPS2"
+_ROW_V1 = 4 + 4 * MAX_CACHED  # pid, epoch, last timestamp, n, then (first seq, last seq, first offset, last offset) each
+_ROW = 6 + 4 * MAX_CACHED  # v2: pid, epoch, last timestamp, n, coordinator epoch, txn first offset, then the batches
 
 
 @dataclass
@@ -64,9 +96,26 @@ class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of the last transaction marker
+    txn_first: int = -1  # first offset of its open transaction here (-1: none)
 
     def last_seq(self) -> int:
         return self.batches[-1][1] if self.batches else -1
+
+    def set_epoch(self, epoch: int) -> None:
+        """A new epoch forgets the old one's batches (its open transaction stays, as Kafka's)."""
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches.clear()
+
+
+class Completed(NamedTuple):
+    """A transaction a marker ended: its producer, first offset, the marker's offset, and how it ended."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
 
 
 class Duplicate(Exception):
@@ -93,8 +142,19 @@ class ProducerState:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.upto = -1  # -1: not loaded
         self.generation = -1
+
+    def first_undecided(self) -> int:
+        """The first offset of the oldest open transaction (-1: none open)."""
+        return min(self.ongoing.values()) if self.ongoing else -1
+
+    def stable_after(self, completed: Completed) -> int:
+        """The last stable offset once `completed` is decided (Kafka's lastStableOffset(completedTxn)):
+        the first offset of another producer's open transaction, else just past the marker."""
+        others = [first for pid, first in self.ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
 
     # ------------------------------------------------------------ checking and applying
 
@@ -121,29 +181,91 @@ class ProducerState:
             raise OutOfOrderSequenceNumber(f"producer {pid} epoch {epoch}: sequence {first_seq}, expected {expected}")
 
     def apply(self, pid: int, epoch: int, first_seq: int, last_seq: int, first_offset: int, last_offset: int,
-              timestamp: int) -> None:
-        """A batch of an idempotent producer is in the log at [first_offset, last_offset]."""
+              timestamp: int, transactional: bool = False) -> None:
+        """A batch of an idempotent producer is in the log at [first_offset, last_offset]; a
+        transactional one opens the producer's transaction if none is open."""
         entry = self.producers.get(pid)
-        if entry is None or epoch != entry.epoch:
+        if entry is None:
             entry = self.producers[pid] = ProducerEntry(epoch)
+        else:
+            entry.set_epoch(epoch)
         entry.batches.append((first_seq, last_seq, first_offset, last_offset))
         entry.last_timestamp = max(entry.last_timestamp, timestamp)
+        if transactional and entry.txn_first < 0:
+            entry.txn_first = self.ongoing[pid] = first_offset
         self.upto = max(self.upto, last_offset + 1)
 
     def append(self, h, first_offset: int) -> None:
         """An idempotent producer's batch (its header) about to be appended at first_offset: check it
         (Duplicate or the leader's error) and, if it may go, apply it."""
         last_seq = _last_sequence(h)
-        self.check(h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
-        self.apply(h.producer_id, h.producer_epoch, h.base_sequence, last_seq, first_offset,
-                   first_offset + h.last_offset_delta, h.max_timestamp)
+        pid = h.producer_id
+        self.check(pid, h.producer_epoch, h.base_sequence, last_seq)
+        transactional = h.is_transactional
+        entry = self.producers.get(pid)
+        if entry is not None and entry.txn_first >= 0 and not transactional:
+            raise InvalidTxnState(f"producer {pid} wrote a non-transactional batch while its transaction "
+                                  f"(from offset {entry.txn_first}) is open")
+        self.apply(pid, h.producer_epoch, h.base_sequence, last_seq, first_offset,
+                   first_offset + h.last_offset_delta, h.max_timestamp, transactional)
 
-    def apply_headers(self, headers) -> None:
-        """Apply stored batch headers, in log order."""
-        for h in headers:
-            if h.producer_id != NO_PRODUCER and not h.is_control:
-                self.apply(h.producer_id, h.producer_epoch, h.base_sequence, _last_sequence(h), h.base_offset,
-                           h.last_offset, h.max_timestamp)
+    def check_marker(self, pid: int, epoch: int, coordinator_epoch: int) -> None:
+        """Raise the error a leader answers for a marker it must not append (Kafka's
+        checkProducerEpoch and checkCoordinatorEpoch); return if it may go."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise InvalidProducerEpoch(f"marker for producer {pid} of epoch {epoch}, older than its current "
+                                       f"epoch {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFenced(f"marker for producer {pid} from coordinator epoch "
+                                               f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
+
+    def apply_marker(self, pid: int, epoch: int, marker, offset: int, timestamp: int) -> Completed | None:
+        """A transaction marker (records.EndTxnMarker) of producer pid is in the log at `offset`: its
+        open transaction, if any, ends (returned as Completed)."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(epoch)
+        completed = None
+        if entry.txn_first >= 0:
+            completed = Completed(pid, entry.txn_first, offset, not marker.commit)
+        entry.set_epoch(epoch)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = timestamp
+        entry.txn_first = -1
+        self.ongoing.pop(pid, None)
+        self.upto = max(self.upto, offset + 1)
+        return completed
+
+    def append_marker(self, pid: int, epoch: int, marker, offset: int, timestamp: int) -> Completed | None:
+        """A marker about to be appended at `offset`: check it (the leader's error) and apply it."""
+        self.check_marker(pid, epoch, marker.coordinator_epoch)
+        return self.apply_marker(pid, epoch, marker, offset, timestamp)
+
+    def apply_batch(self, h, base_offset: int, marker=None) -> Completed | None:
+        """Apply one batch in the log at base_offset (no checks: it was checked when first appended).
+        A control batch needs its records.EndTxnMarker (None: not a transaction marker); a marker
+        that ends a transaction returns it."""
+        pid = h.producer_id
+        if pid == NO_PRODUCER:
+            return None
+        if not h.is_control:
+            self.apply(pid, h.producer_epoch, h.base_sequence, _last_sequence(h), base_offset,
+                       base_offset + h.last_offset_delta, h.max_timestamp, h.is_transactional)
+            return None
+        if marker is None:
+            return None
+        return self.apply_marker(pid, h.producer_epoch, marker, base_offset, h.max_timestamp)
+
+    def apply_batches(self, batches, on_complete: Callable[[Completed], None] | None = None) -> None:
+        """Apply stored batches, (header, marker or None) in log order; each transaction a marker
+        ends goes to on_complete."""
+        for h, marker in batches:
+            done = self.apply_batch(h, h.base_offset, marker)
+            if done is not None and on_complete is not None:
+                on_complete(done)
             self.upto = h.next_offset
 
     # ------------------------------------------------------------ snapshots
@@ -151,12 +273,15 @@ class ProducerState:
     def load(self, log_end: int, log_start: int, now_ms: int, expiration_ms: int) -> int:
         """Reset to the newest snapshot at or below log_end (empty at log_start if none); returns its offset."""
         self.producers = {}
+        self.ongoing = {}
         offsets = [o for o in snapshot_offsets(self.directory) if o <= log_end]
         for offset in reversed(offsets):
             try:
-                self.producers = _decode(snapshot_path(self.directory, offset).read_bytes())
+                producers = _decode(snapshot_path(self.directory, offset).read_bytes())
             except (OSError, ValueError):
                 continue  # a damaged snapshot: an older one, or the log from its start, serves
+            self.producers = producers
+            self.ongoing = {pid: e.txn_first for pid, e in producers.items() if e.txn_first >= 0}
             self._expire(now_ms, expiration_ms)
             self.upto = offset
             return offset
@@ -169,7 +294,8 @@ class ProducerState:
         atomic_write(snapshot_path(self.directory, offset), _encode(self.producers))
 
     def _expire(self, now_ms: int, expiration_ms: int) -> None:
-        for pid in [p for p, e in self.producers.items() if now_ms - e.last_timestamp > expiration_ms]:
+        for pid in [p for p, e in self.producers.items()
+                    if e.txn_first < 0 and now_ms - e.last_timestamp > expiration_ms]:
             del self.producers[pid]
 
 
@@ -194,33 +320,50 @@ def remove_snapshots_below(directory: Path, log_start: int) -> None:
 
 # ---------------------------------------------------------------- the snapshot file
 #
-#   "MMLOGPS1", int64 count, then count rows of _ROW int64 (little-endian):
-#   pid, epoch, last timestamp, n batches, then n × (first seq, last seq, first offset, last offset)
+#   "MMLOGPS2", int64 count, then count rows of _ROW int64 (little-endian):
+#   pid, epoch, last timestamp, n batches, coordinator epoch, open transaction's first offset (-1: none),
+#   then n × (first seq, last seq, first offset, last offset)
+#   ("MMLOGPS1", before transactions: the same rows without the two transaction slots)
 
 
 def _encode(producers: dict[int, ProducerEntry]) -> bytes:
     rows = np.full((len(producers), _ROW), -1, dtype="<i8")
     for i, (pid, e) in enumerate(sorted(producers.items())):
-        rows[i, :4] = (pid, e.epoch, e.last_timestamp, len(e.batches))
+        rows[i, :6] = (pid, e.epoch, e.last_timestamp, len(e.batches), e.coordinator_epoch, e.txn_first)
         for j, batch in enumerate(e.batches):
-            rows[i, 4 + 4 * j: 8 + 4 * j] = batch
+            rows[i, 6 + 4 * j: 10 + 4 * j] = batch
     return _MAGIC + struct.pack("<q", len(producers)) + rows.tobytes()
 
 
 def _decode(data: bytes) -> dict[int, ProducerEntry]:
-    if data[:8] != _MAGIC or len(data) < 16:
+    magic = data[:8]
+    if magic not in (_MAGIC, _MAGIC_V1) or len(data) < 16:
         raise ValueError("not a producer state snapshot")
+    width, first_batch = (_ROW, 6) if magic == _MAGIC else (_ROW_V1, 4)
     (count,) = struct.unpack_from("<q", data, 8)
-    if count < 0 or len(data) != 16 + count * _ROW * 8:
+    if count < 0 or len(data) != 16 + count * width * 8:
         raise ValueError("torn producer state snapshot")
-    rows = np.frombuffer(data, dtype="<i8", offset=16).reshape(count, _ROW).tolist()
+    rows = np.frombuffer(data, dtype="<i8", offset=16).reshape(count, width).tolist()
     out = {}
     for row in rows:
         entry = ProducerEntry(row[1], last_timestamp=row[2])
+        if magic == _MAGIC:
+            entry.coordinator_epoch, entry.txn_first = row[4], row[5]
         for j in range(row[3]):
-            entry.batches.append(tuple(row[4 + 4 * j: 8 + 4 * j]))
+            entry.batches.append(tuple(row[first_batch + 4 * j: first_batch + 4 + 4 * j]))
         out[row[0]] = entry
     return out
+
+
+def check_client_batches(headers) -> None:
+    """What Kafka refuses in a client's produce (INVALID_RECORD): control batches (only a leader
+    writes transaction markers) and a transactional batch without a producer id."""
+    for h in headers:
+        if h.attributes & _TXN_BITS:
+            if h.is_control:
+                raise InvalidRecord("clients may not write control batches")
+            if h.producer_id == NO_PRODUCER:
+                raise InvalidRecord("a transactional batch needs a producer id")
 
 
 def check_single_batch(headers) -> None:

@@ -12,6 +12,10 @@ byte, which covers a torn tail, garbage appended after the last batch, a flipped
 byte and a bad length alike, and every later segment is deleted: nothing after a
 hole can be trusted, and nothing after it was acknowledged as durable.
 
+Transaction indexes (`txn_index.py`) are not touched here: an index depends on
+the producer state at its segment's base, which the partition rebuilds after this
+(`Partition._recover`), from `scanned_from` on.
+
 Crash during recovery itself: it only truncates files and deletes whole later
 segments, each step leaving a valid prefix, and the state is published last, so
 running it again from the start is always safe.
@@ -47,6 +51,7 @@ class Recovered:
     offset_of_max_ts: int
     since_index: int
     truncated: list[str] = field(default_factory=list)  # one line per repaired file, for the log
+    scanned_from: int = 0  # base of the first segment rescanned (its transaction index is rebuilt from it on)
 
     @property
     def active(self) -> Segment:
@@ -122,6 +127,7 @@ def recover(directory: Path, config: LogConfig, log_start: int, recovery_point: 
         offset_of_max_ts=result.offset_of_max_ts,
         since_index=result.since_index,
         truncated=notes,
+        scanned_from=min(segment.base_offset for segment, scanned in kept if scanned is not None),
     )
 
 

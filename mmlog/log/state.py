@@ -24,9 +24,26 @@ Layout: a 4 KiB file `partition.state` of native-endian int64 slots:
    17 ROLLED_AT_MS      wall-clock ms when the active segment got its first batch
    18 UNFLUSHED         messages appended since the last fsync
    19 PENDING_OP        what the lock holder is doing (see Op); 0 when idle
+   20 FIRST_UNSTABLE    the offset the last stable offset may not pass (-1: none); see below
+   21 FIRST_UNDECIDED   first offset of the oldest open transaction at the log end (-1: none)
+   22 LAST_ABORT        offset of the newest abort marker in the transaction index (-1: none)
+   23 TXN_LAYOUT        TXN_LAYOUT_V1 once slots 20-22 and 96.. are kept (older pages: 0)
 
-An append changes exactly slots 9-19, which is why they sit together: it
+An append changes exactly slots 9-22, which is why they sit together: it
 publishes them with one slice store (`publish_append`).
+
+Transactions (Kafka's firstUnstableOffset). The last stable offset (LSO), how far
+read_committed consumers may read, is min(HW, FIRST_UNSTABLE): readers compute it
+from one snapshot (`Snapshot.last_stable_offset`). An offset is unstable while the
+transaction holding it is open, and also after its marker is appended until the HW
+passes the marker (Kafka's unreplicated transactions: the outcome is not durable
+yet). So the writer keeps, at slot 96 on, the transactions whose marker is at or above
+the HW: slot 96 holds their count, then (first offset, marker offset) pairs. Every
+store that moves the HW, the first undecided offset or the log start recomputes
+FIRST_UNSTABLE = max(log start, min(FIRST_UNDECIDED, first offsets of the pairs whose
+marker is >= HW)) and drops the other pairs, inside the same seqlocked update. When
+the pairs run out of room the two oldest merge (the smaller first offset, the larger
+marker): the LSO then waits a little longer, never less. Only writers read the pairs.
 
 The replication region (slots 32-53) says what this broker is for the partition,
 as the control plane last applied it from the cluster's partition state:
@@ -78,8 +95,13 @@ MAGIC = int.from_bytes(b"MMLOGST1", "little", signed=True)
 
 (MAGIC_SLOT, SEQ, GENERATION, LOG_START, ACTIVE_BASE, RECOVERY_POINT, FLUSHED_AT_MS, CLEAN, DELETED,
  LOG_END, HIGH_WATERMARK, ACTIVE_SIZE, INDEX_ENTRIES, TIME_ENTRIES, MAX_TIMESTAMP, OFFSET_OF_MAX_TS,
- SINCE_INDEX, ROLLED_AT_MS, UNFLUSHED, PENDING_OP) = range(20)
-FIRST, LAST = GENERATION, PENDING_OP
+ SINCE_INDEX, ROLLED_AT_MS, UNFLUSHED, PENDING_OP, FIRST_UNSTABLE, FIRST_UNDECIDED, LAST_ABORT,
+ TXN_LAYOUT) = range(24)
+FIRST, LAST = GENERATION, TXN_LAYOUT
+TXN_LAYOUT_V1 = 1
+# Transactions decided but not yet below the HW (see the module docstring).
+UNREPLICATED = 96
+MAX_UNREPLICATED = (STATE_SIZE // 8 - UNREPLICATED - 1) // 2
 
 # The replication region and the follower progress rows (see the module docstring).
 ROLE, LEADER_ID, LEADER_EPOCH, ISR_VERSION, N_REPLICAS, N_ISR = range(32, 38)
@@ -95,9 +117,14 @@ _NAMES = {
     LOG_END: "log_end", HIGH_WATERMARK: "high_watermark", ACTIVE_SIZE: "active_size",
     INDEX_ENTRIES: "index_entries", TIME_ENTRIES: "time_entries", MAX_TIMESTAMP: "max_timestamp",
     OFFSET_OF_MAX_TS: "offset_of_max_ts", SINCE_INDEX: "since_index", ROLLED_AT_MS: "rolled_at_ms",
-    UNFLUSHED: "unflushed", PENDING_OP: "pending_op",
+    UNFLUSHED: "unflushed", PENDING_OP: "pending_op", FIRST_UNSTABLE: "first_unstable",
+    FIRST_UNDECIDED: "first_undecided", LAST_ABORT: "last_abort", TXN_LAYOUT: "txn_layout",
 }
 _SLOT = {name: slot for slot, name in _NAMES.items()}
+
+
+# Stores that move the first unstable offset.
+_TXN_INPUTS = frozenset({"high_watermark", "first_undecided", "log_start"})
 
 
 class Op(enum.IntEnum):
@@ -162,6 +189,16 @@ class Snapshot(NamedTuple):
     rolled_at_ms: int
     unflushed: int
     pending_op: int
+    first_unstable: int
+    first_undecided: int
+    last_abort: int
+    txn_layout: int
+
+    @property
+    def last_stable_offset(self) -> int:
+        """How far read_committed consumers may read: min(HW, first unstable offset)."""
+        fu = self.first_unstable
+        return fu if 0 <= fu < self.high_watermark else self.high_watermark
 
 
 _make_snapshot = Snapshot._make
@@ -184,8 +221,9 @@ class PartitionState:
             self.file.close()
             raise
         self._slots = self.file.view
-        if self._slots[MAGIC_SLOT] == 0:
-            self._slots[MAGIC_SLOT] = MAGIC  # a new partition: every slot starts at 0
+        if self._slots[MAGIC_SLOT] == 0:  # a new partition: every slot starts at 0, but no transaction is -1
+            self._slots[FIRST_UNSTABLE : TXN_LAYOUT + 1] = (-1, -1, -1, TXN_LAYOUT_V1)
+            self._slots[MAGIC_SLOT] = MAGIC
         elif self._slots[MAGIC_SLOT] != MAGIC:
             raise ValueError(f"{self.file.path}: not a partition state file")
 
@@ -278,19 +316,81 @@ class PartitionState:
         slots[SEQ] = seq + 1 | 1  # odd: readers retry
         for name, value in values.items():
             slots[_SLOT[name]] = value
+        if not _TXN_INPUTS.isdisjoint(values) and slots[TXN_LAYOUT] == TXN_LAYOUT_V1:
+            slots[FIRST_UNSTABLE] = self._first_unstable(int(slots[HIGH_WATERMARK]), int(slots[FIRST_UNDECIDED]),
+                                                         int(slots[LOG_START]))
         slots[SEQ] = seq + 2 & ~1
 
     def publish_append(self, log_end: int, high_watermark: int, active_size: int, index_entries: int,
                        time_entries: int, max_timestamp: int, offset_of_max_ts: int, since_index: int,
-                       rolled_at_ms: int, unflushed: int) -> None:
-        """Publish an append: slots LOG_END..PENDING_OP in one store, PENDING_OP back to idle."""
+                       rolled_at_ms: int, unflushed: int, first_undecided: int | None = None,
+                       last_abort: int | None = None, decided=()) -> None:
+        """Publish an append: slots LOG_END..LAST_ABORT in one store, PENDING_OP back to idle.
+
+        first_undecided / last_abort: the transaction slots after it (None: unchanged);
+        decided: (first offset, marker offset) of the transactions its markers ended."""
         slots = self._slots
         seq = int(slots[SEQ])
         slots[SEQ] = seq + 1 | 1
-        slots[LOG_END : PENDING_OP + 1] = (log_end, high_watermark, active_size, index_entries, time_entries,
+        undecided = int(slots[FIRST_UNDECIDED]) if first_undecided is None else first_undecided
+        aborted = int(slots[LAST_ABORT]) if last_abort is None else last_abort
+        if decided:
+            self._add_unreplicated(decided)
+        if undecided < 0 and not slots[UNREPLICATED]:
+            unstable = -1  # the common case: no transaction anywhere near
+        else:
+            unstable = self._first_unstable(high_watermark, undecided, int(slots[LOG_START]))
+        slots[LOG_END : LAST_ABORT + 1] = (log_end, high_watermark, active_size, index_entries, time_entries,
                                            max_timestamp, offset_of_max_ts, since_index, rolled_at_ms,
-                                           unflushed, 0)
+                                           unflushed, 0, unstable, undecided, aborted)
         slots[SEQ] = seq + 2 & ~1
+
+    # ------------------------------------------------------------ transactions (writers only)
+
+    def unreplicated(self) -> list[tuple[int, int]]:
+        """The (first offset, marker offset) pairs of decided transactions not yet below the HW."""
+        n = int(self._slots[UNREPLICATED])
+        return [tuple(p) for p in self._slots[UNREPLICATED + 1: UNREPLICATED + 1 + 2 * n].reshape(n, 2).tolist()]
+
+    def publish_transactions(self, first_undecided: int, last_abort: int, unreplicated) -> None:
+        """Replace the transaction slots wholesale (recovery, truncation, an upgraded page)."""
+        slots = self._slots
+        seq = int(slots[SEQ])
+        slots[SEQ] = seq + 1 | 1
+        slots[UNREPLICATED] = 0
+        self._add_unreplicated(unreplicated)
+        slots[FIRST_UNDECIDED] = first_undecided
+        slots[LAST_ABORT] = last_abort
+        slots[TXN_LAYOUT] = TXN_LAYOUT_V1
+        slots[FIRST_UNSTABLE] = self._first_unstable(int(slots[HIGH_WATERMARK]), first_undecided, int(slots[LOG_START]))
+        slots[SEQ] = seq + 2 & ~1
+
+    def _add_unreplicated(self, pairs) -> None:
+        slots = self._slots
+        current = self.unreplicated() + [tuple(p) for p in pairs]
+        while len(current) > MAX_UNREPLICATED:  # merge the two oldest: the LSO only waits longer
+            (f1, m1), (f2, m2) = current[0], current[1]
+            current[:2] = [(min(f1, f2), max(m1, m2))]
+        self._store_unreplicated(current)
+
+    def _store_unreplicated(self, pairs: list) -> None:
+        slots = self._slots
+        if pairs:
+            slots[UNREPLICATED + 1: UNREPLICATED + 1 + 2 * len(pairs)] = [v for p in pairs for v in p]
+        slots[UNREPLICATED] = len(pairs)
+
+    def _first_unstable(self, high_watermark: int, first_undecided: int, log_start: int) -> int:
+        """FIRST_UNSTABLE for this HW (drops the pairs the HW has passed); caller holds the seqlock odd."""
+        pairs = self.unreplicated()
+        if pairs:
+            kept = [p for p in pairs if p[1] >= high_watermark]
+            if len(kept) != len(pairs):
+                self._store_unreplicated(kept)
+            pairs = kept
+        firsts = [f for f, _ in pairs]
+        if first_undecided >= 0:
+            firsts.append(first_undecided)
+        return max(min(firsts), log_start) if firsts else -1
 
     def set_pending(self, op: int) -> None:
         """Mark the start of a multi-step operation (readers ignore this slot)."""

@@ -108,6 +108,10 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_BIT)
 
     @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
     def timestamp_type(self) -> int:
         """0 = CreateTime, 1 = LogAppendTime."""
         return 1 if self.attributes & TIMESTAMP_TYPE_BIT else 0
@@ -220,11 +224,13 @@ def build_batch(
     base_sequence: int = -1,
     partition_leader_epoch: int = 0,
     compression: int = 0,
+    transactional: bool = False,
 ) -> bytearray:
     """Build one v2 batch from records (Record objects or (key, value[, headers]) tuples).
 
     Records without a timestamp get the batch's base timestamp (now, by default).
-    `compression` is a codec id (compression.py: 1 gzip, 2 snappy, 3 lz4, 4 zstd).
+    `compression` is a codec id (compression.py: 1 gzip, 2 snappy, 3 lz4, 4 zstd);
+    `transactional` sets attribute bit 4 (a transactional producer's batch).
     """
     recs = [r if isinstance(r, Record) else Record(r[1], r[0], list(r[2]) if len(r) > 2 else []) for r in records]
     if not recs:
@@ -246,7 +252,7 @@ def build_batch(
         body,
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
-        attributes=compression,
+        attributes=compression | (TRANSACTIONAL_BIT if transactional else 0),
         last_offset_delta=len(recs) - 1,
         base_timestamp=base_timestamp,
         max_timestamp=max(stamps),
@@ -255,6 +261,69 @@ def build_batch(
         base_sequence=base_sequence,
         records_count=len(recs),
     )
+
+
+# ---------------------------------------------------------------- transaction markers
+#
+# A transaction marker is a control batch (attributes: transactional | control) of one
+# record, written by a partition leader when the transaction coordinator ends a
+# transaction (`ControlRecordType.java`, `EndTransactionMarker.java`):
+#   key   = version int16 (0), type int16 (0 abort, 1 commit)
+#   value = version int16 (0), coordinator epoch int32
+# Its producer id and epoch are the transaction's; its base sequence is -1.
+
+ABORT, COMMIT = 0, 1
+_CONTROL_KEY = struct.Struct(">hh")
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+class EndTxnMarker(NamedTuple):
+    """What a transaction marker says: commit or abort, and by which coordinator epoch."""
+
+    commit: bool
+    coordinator_epoch: int
+
+
+def build_end_txn_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, *,
+                         timestamp: int | None = None, base_offset: int = 0,
+                         partition_leader_epoch: int = -1) -> bytearray:
+    """The control batch that ends producer_id's transaction on a partition."""
+    ts = int(time.time() * 1000) if timestamp is None else timestamp
+    body = bytearray()
+    encode_record(body, 0, 0, _CONTROL_KEY.pack(0, COMMIT if commit else ABORT),
+                  _MARKER_VALUE.pack(0, coordinator_epoch))
+    return _assemble(body, base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+                     attributes=TRANSACTIONAL_BIT | CONTROL_BIT, last_offset_delta=0, base_timestamp=ts,
+                     max_timestamp=ts, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=-1,
+                     records_count=1)
+
+
+def read_end_txn_marker(buf, pos: int = 0) -> EndTxnMarker | None:
+    """The marker in the control batch at pos; None for a control batch that is not a transaction
+    marker (another control type, or no record left). CorruptMessage if its record does not parse."""
+    h = read_header(buf, pos)
+    if not h.records_count:
+        return None
+    body = memoryview(buf)[pos + HEADER_SIZE: pos + h.size]
+    data = decompress(h.compression, body) if h.compression else body
+    try:
+        _, p = read_varint(data, 0)  # record length
+        p += 1  # attributes
+        _, p = read_varint(data, p)  # timestamp delta
+        _, p = read_varint(data, p)  # offset delta
+        key, p = _read_nullable(data, p)
+        value, p = _read_nullable(data, p)
+        if key is None or len(key) < 4:
+            raise CorruptMessage("control record without a key")
+        _, kind = _CONTROL_KEY.unpack_from(key)
+        if kind not in (ABORT, COMMIT):
+            return None
+        if value is None or len(value) < 6:
+            raise CorruptMessage("transaction marker without its value")
+        _, coordinator_epoch = _MARKER_VALUE.unpack_from(value)
+    except (IndexError, struct.error) as exc:
+        raise CorruptMessage(f"unreadable control record: {exc}") from None
+    return EndTxnMarker(kind == COMMIT, coordinator_epoch)
 
 
 def _assemble(body: bytes | bytearray, **h) -> bytearray:

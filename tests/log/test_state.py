@@ -16,7 +16,7 @@ def test_a_new_state_page_is_4_kib_of_zeros_but_the_magic(tmp_path):
     s = PartitionState(tmp_path)
     assert os.path.getsize(tmp_path / st.STATE_FILE) == st.STATE_SIZE
     assert s.is_new and not s.is_torn()
-    assert tuple(s.snapshot()) == (0,) * 18
+    assert tuple(s.snapshot()) == (0,) * 18 + (-1, -1, -1, st.TXN_LAYOUT_V1)
     s.flush()
     assert (tmp_path / st.STATE_FILE).read_bytes()[:8] == b"MMLOGST1"
     s.close()
@@ -54,7 +54,7 @@ def test_publish_append_stores_the_append_slots_and_clears_the_pending_op(tmp_pa
     s.publish_append(20, 20, 900, 2, 1, 1234, 19, 100, 777, 15)
     snap = s.snapshot()
     assert (snap.generation, snap.log_start, snap.active_base) == (3, 5, 5)
-    assert tuple(snap)[snap._fields.index("log_end") :] == (20, 20, 900, 2, 1, 1234, 19, 100, 777, 15, 0)
+    assert tuple(snap)[snap._fields.index("log_end") :] == (20, 20, 900, 2, 1, 1234, 19, 100, 777, 15, 0, -1, -1, -1, 1)
     assert not s.is_torn() and s.file.view[st.SEQ] % 2 == 0
     s.close()
 

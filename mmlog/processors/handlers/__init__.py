@@ -34,13 +34,14 @@ from mmlog.processors.handlers import (
     produce,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 
 HANDLERS = {
     module.API_KEY: module
     for module in (
         api_versions, create_topics, delete_topics, describe_configs, fetch, init_producer_id,
-        list_offsets, metadata, offset_for_leader_epoch, produce,
+        list_offsets, metadata, offset_for_leader_epoch, produce, write_txn_markers,
         # the group coordinator's APIs (all but FindCoordinator are served by the control plane)
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups,

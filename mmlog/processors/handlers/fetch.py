@@ -6,11 +6,22 @@ request). Each partition's records are a `FileSlice` that the codec leaves as a
 placeholder and the connection sends with os.sendfile. The first batch of the
 first partition with data is always whole (KIP-74); after that, partitions stop
 at partition_max_bytes and the response at max_bytes, possibly mid-batch, which
-clients accept. high watermark = last stable offset (no transactions), preferred
-read replica -1 (any other value makes librdkafka skip the records).
+clients accept. Preferred read replica -1 (any other value makes librdkafka skip
+the records).
+
+Isolation (Kafka's FetchIsolation). isolation_level 0 (read_uncommitted) reads up
+to the high watermark; 1 (read_committed) up to the last stable offset (LSO: the
+first offset of a transaction not yet decided and replicated, `state.py`), and
+gets with its records the aborted transactions that overlap them (producer id,
+first offset; from the transaction indexes, `Partition.aborted_transactions`) so
+that it drops their records. Either way the bytes are the same file slice, only
+its end moves; last_stable_offset is reported truthfully to both. A read_uncommitted
+consumer, as in Kafka, gets a null aborted_transactions.
 
 With less than min_bytes available the request parks in the purgatory until an
-append anywhere on the broker wakes it or max_wait_ms passes.
+append anywhere on the broker wakes it or max_wait_ms passes. A transaction marker
+is such an append (WriteTxnMarkers wakes the purgatory), so a read_committed fetch
+waiting at the LSO sees the transaction's records as soon as it is decided.
 
 Replication: a fetch with replica_id >= 0 is a follower's. It reads up to the log
 end (consumers stop at the high watermark), and its fetch offset is the follower's
@@ -31,6 +42,7 @@ from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import fetch as schema
 
 API_KEY = schema.API_KEY
+READ_COMMITTED = 1
 WITH_FILES = True  # responses carry FileSlices: encode as parts, send with sendfile
 
 
@@ -65,6 +77,7 @@ def read(ctx, body, record: bool = False) -> tuple[object, int, bool]:
     `record`: a follower's fetch offsets are its progress (the first read of a request)."""
     remaining = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
     follower = body.replica_id if body.replica_id >= 0 else None
+    committed = follower is None and body.isolation_level == READ_COMMITTED
     first_with_data = True
     available = 0
     failed = hw_moved = False
@@ -80,15 +93,22 @@ def read(ctx, body, record: bool = False) -> tuple[object, int, bool]:
                 if follower is not None and record and log.record_follower_fetch(follower, part.fetch_offset):
                     hw_moved |= log.maybe_advance_high_watermark()
                 limit = min(part.partition_max_bytes, remaining)
-                result = log.read(part.fetch_offset, max(limit, 0), upto_log_end=follower is not None)
+                result = log.read(part.fetch_offset, max(limit, 0), upto_log_end=follower is not None,
+                                  committed=committed)
                 records = result.slice
                 if records.size and (records.size > limit and not first_with_data or remaining <= 0):
                     records = None  # only the first partition with data may exceed its limit
                 entry.update(
-                    high_watermark=result.high_watermark, last_stable_offset=result.high_watermark,
+                    high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
                     log_start_offset=result.log_start_offset,
                 )
+                if committed:
+                    entry["aborted_transactions"] = []
                 if records is not None and records.size:
+                    if committed and part.fetch_offset <= result.last_abort:
+                        entry["aborted_transactions"] = [
+                            {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                            for txn in log.aborted_transactions(part.fetch_offset, result.upper_bound)]
                     entry["records"] = records
                     remaining -= records.size
                     available += records.size
@@ -111,5 +131,5 @@ def read(ctx, body, record: bool = False) -> tuple[object, int, bool]:
 def _empty(partition: int) -> dict:
     return {
         "partition_index": partition, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
-        "log_start_offset": -1, "aborted_transactions": [], "preferred_read_replica": -1, "records": b"",
+        "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b"",
     }

@@ -1,14 +1,19 @@
-"""ListOffsets (2): earliest (-2), latest (-1) or first offset at a timestamp, per partition."""
+"""ListOffsets (2): earliest (-2), latest (-1) or first offset at a timestamp, per partition.
+
+Latest is the high watermark, or under isolation_level 1 (read_committed, v2+) the last
+stable offset: where a read_committed consumer's reads end (Kafka's ListOffsets)."""
 
 from mmlog.processors.handlers._common import error_code
 from mmlog.protocol.messages import list_offsets as schema
 
 API_KEY = schema.API_KEY
+READ_COMMITTED = 1
 LATEST = -1
 EARLIEST = -2
 
 
 def handle(ctx, request):
+    committed = request.body.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.body.topics:
         results = []
@@ -18,7 +23,7 @@ def handle(ctx, request):
             try:
                 log = ctx.manager.partition(topic.name, part.partition_index)
                 if part.timestamp == LATEST:
-                    entry["offset"] = log.high_watermark
+                    entry["offset"] = log.last_stable_offset if committed else log.high_watermark
                 elif part.timestamp == EARLIEST:
                     entry["offset"] = log.log_start_offset
                 else:

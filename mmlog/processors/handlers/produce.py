@@ -115,15 +115,28 @@ def handle_group(ctx, requests: list) -> list:
     return out
 
 
+def check_enough_replicas(log) -> None:
+    """NOT_ENOUGH_REPLICAS for an acks=all append to a partition whose ISR is below min.insync.replicas."""
+    isr, needed = log.state.isr_size(), log.config.min_insync_replicas
+    if isr < needed and log.state.serves_clients():
+        raise NotEnoughReplicas(f"{isr} in-sync replicas, min.insync.replicas is {needed}")
+
+
+def result_error(index: int, exc) -> tuple:
+    """A partition's failed result, as AwaitingReplicas keeps results."""
+    return _error(index, exc)
+
+
 def _enough_replicas(log, index: int, items: list) -> list:
     """The items that may be appended: acks=all ones fail with NOT_ENOUGH_REPLICAS when the ISR is
     smaller than min.insync.replicas (nothing appended for them)."""
     if all(waiting is None for _, _, _, waiting in items):
         return items
-    isr, needed = log.state.isr_size(), log.config.min_insync_replicas
-    if isr >= needed or not log.state.serves_clients():
+    try:
+        check_enough_replicas(log)
         return items
-    error = _error(index, NotEnoughReplicas(f"{isr} in-sync replicas, min.insync.replicas is {needed}"))
+    except NotEnoughReplicas as exc:
+        error = _error(index, exc)
     for _, results, slot, waiting in items:
         if waiting is not None:
             results[slot] = error
@@ -131,15 +144,21 @@ def _enough_replicas(log, index: int, items: list) -> list:
 
 
 class AwaitingReplicas:
-    """An acks=all Produce request appended and waiting for the HW to pass each partition's last offset."""
+    """A request appended with acks=all and waiting for the HW to pass each partition's last offset:
+    a Produce, or a WriteTxnMarkers (whose `build` makes its own response from the same results).
 
-    __slots__ = ("header", "answer", "waits", "deadline")
+    `answer` holds the per-partition results, (partition, error code, base offset, log start
+    offset, message) tuples, in lists that `waits` points into: (results, slot, partition log,
+    offset the HW must reach)."""
 
-    def __init__(self, header, answer, waits: list, deadline: float) -> None:
+    __slots__ = ("header", "answer", "waits", "deadline", "build")
+
+    def __init__(self, header, answer, waits: list, deadline: float, build=None) -> None:
         self.header = header
         self.answer = answer
         self.waits = waits
         self.deadline = deadline
+        self.build = build or _answer
 
     def settle(self, timed_out: bool = False) -> bool:
         """Answer each partition that can be answered now; True when all of them are."""
@@ -164,7 +183,7 @@ class AwaitingReplicas:
         return not self.waits
 
     def response(self):
-        return _answer(self.header, self.answer)
+        return self.build(self.header, self.answer)
 
 
 def respond_in_order(ctx, conn, results: list, respond) -> None:
