@@ -112,7 +112,7 @@ class TransactionManager:
             codes = {p.partition_error_code for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
             return max(codes - {0}, default=0, key=lambda c: c != 55)  # OPERATION_NOT_ATTEMPTED last
 
-        self._call(TRANSACTION, self.transactional_id, add_partitions_to_txn.API_KEY, 1, add_partitions_to_txn.REQUEST(
+        self._call(TRANSACTION, self.transactional_id, add_partitions_to_txn.API_KEY, 2, add_partitions_to_txn.REQUEST(
             v3_and_below_transactional_id=self.transactional_id, v3_and_below_producer_id=self.producer_id,
             v3_and_below_producer_epoch=self.producer_epoch,
             v3_and_below_topics=[{"name": t, "partitions": ps} for t, ps in topics.items()]), timeout, code)
@@ -123,7 +123,7 @@ class TransactionManager:
         coordinator, then TxnOffsetCommit at the group's coordinator (pending until the commit)."""
         self._check_in_transaction("send_offsets_to_transaction()")
         deadline = time.monotonic() + timeout
-        self._call(TRANSACTION, self.transactional_id, add_offsets_to_txn.API_KEY, 1, add_offsets_to_txn.REQUEST(
+        self._call(TRANSACTION, self.transactional_id, add_offsets_to_txn.API_KEY, 2, add_offsets_to_txn.REQUEST(
             transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
             group_id=group_id), timeout, lambda r: r.error_code)
         topics: dict[str, list] = {}
@@ -148,7 +148,7 @@ class TransactionManager:
         if self.state not in (IN_TRANSACTION, ABORTABLE):
             raise TransactionError(f"{what} in state {self.state}")
         if self.added:  # nothing was written: nothing for the coordinator to end
-            self._call(TRANSACTION, self.transactional_id, end_txn.API_KEY, 1, end_txn.REQUEST(
+            self._call(TRANSACTION, self.transactional_id, end_txn.API_KEY, 2, end_txn.REQUEST(
                 transactional_id=self.transactional_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, committed=commit), timeout, lambda r: r.error_code)
         self.added.clear()

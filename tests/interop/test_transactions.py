@@ -1,0 +1,174 @@
+"""Transactions as Kafka clients use them: librdkafka's transactional producer, read_committed
+consumers, fencing, timeouts, offsets committed with a transaction, and mmlog's own producer."""
+
+from __future__ import annotations
+
+import time
+
+import confluent_kafka
+import pytest
+from confluent_kafka import TopicPartition
+
+from mmlog.client.producer import Producer
+from mmlog.errors import ProducerFenced
+from mmlog.testing import EmbeddedBroker
+
+CONFIG = {"transaction.state.log.num.partitions": 4,
+          "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with EmbeddedBroker(tmp_path_factory.mktemp("txn"), processors=2, config=CONFIG) as b:
+        yield b
+
+
+def txn_producer(broker, txn_id, **more):
+    return confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn_id,
+                                     "linger.ms": 1, **more})
+
+
+def read(broker, topic, isolation, expect: int, partitions=(0,), group=None, settle=0.5):
+    """The values a consumer of `isolation` reads from the start: until it has `expect` of them (or 20 s
+    pass), then `settle` s more, so that a record that should not be seen has its chance to show."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group or "reader",
+                                         "isolation.level": isolation, "enable.auto.commit": False,
+                                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in partitions])
+        values, deadline = [], time.monotonic() + 20
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.05)
+            if msg is not None and not msg.error():
+                values.append(msg.value())
+            if len(values) >= expect:
+                deadline = min(deadline, time.monotonic() + settle)
+        return values
+    finally:
+        consumer.close()
+
+
+def test_read_committed_sees_committed_transactions_only_and_read_uncommitted_sees_all(broker):
+    p = txn_producer(broker, "visibility")
+    p.init_transactions(20)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("visible", b"committed-%d" % i, partition=0)
+    p.commit_transaction(20)
+    p.begin_transaction()
+    p.produce("visible", b"aborted", partition=0)
+    p.flush(10)  # in the log before the abort (librdkafka's abort drops what it has not sent)
+    p.abort_transaction(20)
+    p.begin_transaction()
+    p.produce("visible", b"after", partition=0)
+    p.commit_transaction(20)
+    assert read(broker, "visible", "read_committed", 4) == [b"committed-0", b"committed-1", b"committed-2", b"after"]
+    assert read(broker, "visible", "read_uncommitted", 5) == [b"committed-0", b"committed-1", b"committed-2",
+                                                           b"aborted", b"after"]
+
+
+def test_an_open_transaction_holds_read_committed_consumers_at_its_first_offset(broker):
+    plain = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    plain.produce("open", b"before", partition=0)
+    plain.flush(10)
+    p = txn_producer(broker, "holder")
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce("open", b"pending", partition=0)
+    p.flush(10)
+    plain.produce("open", b"plain-after", partition=0)
+    plain.flush(10)
+    assert read(broker, "open", "read_committed", 1) == [b"before"]  # stops at the open transaction
+    assert read(broker, "open", "read_uncommitted", 3) == [b"before", b"pending", b"plain-after"]
+    p.commit_transaction(20)
+    assert read(broker, "open", "read_committed", 3) == [b"before", b"pending", b"plain-after"]
+
+
+def test_a_second_producer_with_the_same_transactional_id_fences_the_first(broker):
+    first = txn_producer(broker, "fencing")
+    first.init_transactions(20)
+    first.begin_transaction()
+    first.produce("fenced", b"zombie", partition=0)
+    first.flush(10)
+    second = txn_producer(broker, "fencing")
+    second.init_transactions(30)  # aborts the first one's open transaction
+    with pytest.raises(confluent_kafka.KafkaException) as caught:
+        first.commit_transaction(10)
+    assert caught.value.args[0].fatal() or caught.value.args[0].code() in (
+        confluent_kafka.KafkaError._FENCED, confluent_kafka.KafkaError.PRODUCER_FENCED)
+    second.begin_transaction()
+    second.produce("fenced", b"winner", partition=0)
+    second.commit_transaction(20)
+    assert read(broker, "fenced", "read_committed", 1) == [b"winner"]
+
+
+def test_a_transaction_open_past_its_timeout_is_aborted_by_the_coordinator(broker):
+    p = txn_producer(broker, "slowpoke", **{"transaction.timeout.ms": 1000})
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce("expired", b"too-late", partition=0)
+    p.flush(10)
+    time.sleep(2.0)
+    plain = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    plain.produce("expired", b"later", partition=0)
+    plain.flush(10)
+    assert read(broker, "expired", "read_committed", 1) == [b"later"]  # aborted: the LSO moved past it
+    with pytest.raises(confluent_kafka.KafkaException):
+        p.commit_transaction(10)  # fenced by the coordinator's epoch bump
+
+
+def test_offsets_sent_with_a_transaction_are_committed_with_it(broker):
+    group = "transform"
+    plain = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        plain.produce("transform-in", b"in-%d" % i, partition=0)
+    plain.flush(10)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    p = txn_producer(broker, "transformer")
+    p.init_transactions(20)
+    try:
+        for commit, offset in ((False, 5), (True, 7)):
+            p.begin_transaction()
+            p.produce("transformed", b"out-%d" % offset, partition=0)
+            p.send_offsets_to_transaction([TopicPartition("transform-in", 0, offset)],
+                                          consumer.consumer_group_metadata())
+            (p.commit_transaction if commit else p.abort_transaction)(20)
+        # The commit is answered once it is decided; the offsets land with the markers, just after.
+        deadline, seen = time.monotonic() + 10, []
+        while time.monotonic() < deadline and seen[-1:] != [7]:
+            seen.append(consumer.committed([TopicPartition("transform-in", 0)], timeout=10)[0].offset)
+            time.sleep(0.05)
+    finally:
+        consumer.close()
+    assert seen[-1] == 7 and 5 not in seen  # the aborted transaction's 5 never counted
+    assert read(broker, "transformed", "read_committed", 1) == [b"out-7"]
+
+
+def test_mmlogs_own_transactional_producer_commits_and_aborts(broker):
+    with Producer(broker.bootstrap, transactional_id="mmlog-own", linger_ms=1) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("own", b"kept", partition=0)
+        p.send_many("own", [b"kept-bulk-%d" % i for i in range(3)], partition=0)
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send("own", b"dropped", partition=0)
+        p.abort_transaction()
+        with pytest.raises(Exception):
+            p.send("own", b"outside", partition=0)  # no transaction begun
+    assert read(broker, "own", "read_committed", 4) == [b"kept", b"kept-bulk-0", b"kept-bulk-1", b"kept-bulk-2"]
+
+
+def test_mmlogs_producer_is_fenced_by_a_newer_one(broker):
+    old = Producer(broker.bootstrap, transactional_id="mmlog-fenced", linger_ms=1)
+    try:
+        old.init_transactions()
+        new = Producer(broker.bootstrap, transactional_id="mmlog-fenced", linger_ms=1)
+        new.init_transactions()
+        old.begin_transaction()
+        old.send("own-fenced", b"zombie", partition=0)
+        with pytest.raises(ProducerFenced):
+            old.commit_transaction(timeout=10)
+        new.close()
+    finally:
+        old.close(timeout=1)
