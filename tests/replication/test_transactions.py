@@ -1,0 +1,79 @@
+"""Transactions on three brokers: the transaction log is replicated, and a killed coordinator's
+successor finishes what it started (librdkafka's transactional producer, read_committed readers)."""
+
+from __future__ import annotations
+
+import time
+
+import confluent_kafka
+from confluent_kafka import TopicPartition
+
+from mmlog.client.admin import Admin
+from mmlog.protocol.messages import find_coordinator
+from tests.acceptor.zookeeper.conftest import three_brokers
+from tests.processors.test_bad_input import connect
+from tests.replication.conftest import REPLICATION, wait_for
+from tests.replication.test_failover import full_isr
+
+TXN = {"transaction.state.log.num.partitions": 3, "transaction.state.log.replication.factor": 3,
+       "transaction.state.log.min.isr": 2, "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
+
+
+def coordinator_of(brokers, txn_id: str):
+    live = [b for b in brokers if b.proc.poll() is None]
+
+    def ask():
+        with connect(live[0]) as conn:
+            r = conn.request(find_coordinator.API_KEY, 2, key=txn_id, key_type=1)
+        return r.error_code == 0 and r.node_id
+
+    node = wait_for(lambda: ask() is not False and ask(), what=f"the coordinator of {txn_id}")
+    return next(b for b in brokers if b.broker_id == node)
+
+
+def read_committed(brokers, topic: str, expect: int) -> list[bytes]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers
+                                                                      if b.proc.poll() is None),
+                                         "group.id": "checker", "isolation.level": "read_committed",
+                                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        values, deadline = [], time.monotonic() + 40
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.1)
+            if msg is not None and not msg.error():
+                values.append(msg.value())
+            if len(values) >= expect:
+                deadline = min(deadline, time.monotonic() + 0.5)
+        return values
+    finally:
+        consumer.close()
+
+
+def test_a_killed_coordinator_is_replaced_and_its_transactions_complete(tmp_path, zk_connect):
+    with three_brokers(tmp_path, zk_connect, **REPLICATION, **TXN) as brokers:
+        with Admin(brokers[0].bootstrap) as admin:
+            admin.create_topic("paid", 1, {"min.insync.replicas": "2"}, replication_factor=3)
+        full_isr(brokers, "paid", 1)
+        producer = confluent_kafka.Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers),
+                                             "transactional.id": "payments", "linger.ms": 1})
+        producer.init_transactions(30)
+        full_isr(brokers, "__transaction_state", 3)
+        producer.begin_transaction()
+        producer.produce("paid", b"first", partition=0)
+        producer.commit_transaction(30)
+        # An open transaction when its coordinator dies: the successor loads it from its replica of the log.
+        producer.begin_transaction()
+        producer.produce("paid", b"second", partition=0)
+        producer.flush(30)
+        victim = coordinator_of(brokers, "payments")
+        victim.kill()
+        producer.commit_transaction(60)
+        # A commit whose markers may still be on their way when the coordinator dies.
+        producer.begin_transaction()
+        producer.produce("paid", b"third", partition=0)
+        victim.start()
+        full_isr(brokers, "__transaction_state", 3)
+        producer.commit_transaction(60)
+        coordinator_of(brokers, "payments").kill()
+        assert read_committed(brokers, "paid", 3) == [b"first", b"second", b"third"]
