@@ -45,6 +45,7 @@ from mmlog.protocol.messages import (add_offsets_to_txn, add_partitions_to_txn, 
 UNINITIALIZED, READY, IN_TRANSACTION, ABORTABLE, FATAL = "uninitialized", "ready", "in transaction", \
     "abortable error", "fatal error"
 TRANSACTION, GROUP = 1, 0  # FindCoordinator key types
+CONCURRENT_BACKOFF = 0.005
 _LOOK_AGAIN = (NotCoordinator, CoordinatorNotAvailable, ConnectionClosed)
 _RETRY = (ConcurrentTransactions, CoordinatorLoadInProgress) + _LOOK_AGAIN
 _FENCED = (ProducerFenced, InvalidProducerEpoch)
@@ -191,9 +192,12 @@ class TransactionManager:
                 except _RETRY as exc:
                     if isinstance(exc, _LOOK_AGAIN):
                         self._forget(key_type, key)
-                    if time.monotonic() + self.retry_backoff >= deadline:
+                    # The previous transaction's markers take milliseconds: ask again soon (Kafka's
+                    # producer waits 20 ms there, not retry.backoff.ms).
+                    pause = CONCURRENT_BACKOFF if isinstance(exc, ConcurrentTransactions) else self.retry_backoff
+                    if time.monotonic() + pause >= deadline:
                         raise
-                    time.sleep(self.retry_backoff)
+                    time.sleep(pause)
                 except _FENCED as exc:
                     self.error, self.state = exc, FATAL
                     raise
