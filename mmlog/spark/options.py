@@ -172,16 +172,23 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """Where a DataFrame is written: the brokers, and the topic of every row if the `topic` option is set."""
+    """Where a DataFrame is written: the brokers, the topic of every row if the `topic` option is set, and
+    whether each task writes in a transaction (`exactlyOnce`, default true) under which id prefix."""
 
     bootstrap: str
     topic: str | None
     request_timeout_ms: int
+    exactly_once: bool = True
+    transactional_id_prefix: str | None = None
 
     @classmethod
-    def parse(cls, given: Mapping[str, str]) -> "WriteOptions":
+    def parse(cls, given: Mapping[str, str], *, streaming: bool = False) -> "WriteOptions":
         opts = Options(given)
+        if streaming:
+            opts.take("checkpointLocation")  # Spark's own (it passes it on to the sink too)
         write = cls(bootstrap=_bootstrap(opts), topic=opts.text("topic"),
-                    request_timeout_ms=opts.integer("requestTimeoutMs", 30_000, 1))
-        opts.finish("bootstrap, topic, requestTimeoutMs")
+                    request_timeout_ms=opts.integer("requestTimeoutMs", 30_000, 1),
+                    exactly_once=opts.boolean("exactlyOnce", True),
+                    transactional_id_prefix=opts.text("transactionalIdPrefix"))
+        opts.finish("bootstrap, topic, requestTimeoutMs, exactlyOnce, transactionalIdPrefix")
         return write

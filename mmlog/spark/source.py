@@ -14,11 +14,11 @@ from mmlog.spark.options import ReadOptions, WriteOptions
 from mmlog.spark.reader import BatchReader
 from mmlog.spark.schema import check_schema, record_schema
 from mmlog.spark.stream import StreamReader
-from mmlog.spark.writer import BatchWriter
+from mmlog.spark.writer import BatchWriter, StreamWriter
 
 
 class MmlogDataSource(DataSource):
-    """`format("mmlog")`: Kafka-source-compatible reads (batch and streaming) and batch writes."""
+    """`format("mmlog")`: Kafka-source-compatible reads (batch and streaming) and writes (batch and streaming)."""
 
     @classmethod
     def name(cls) -> str:
@@ -44,3 +44,8 @@ class MmlogDataSource(DataSource):
         if overwrite:
             raise ValueError("mmlog write: a log can only be appended to: use mode('append')")
         return BatchWriter(WriteOptions.parse(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
+        if overwrite:
+            raise ValueError("mmlog write: a log can only be appended to: use outputMode('append')")
+        return StreamWriter(WriteOptions.parse(self.options, streaming=True), schema)

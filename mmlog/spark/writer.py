@@ -15,24 +15,46 @@ partition. A run without headers goes through `send_many` straight from the Arro
 buffers (no Python code per record); rows with headers go through `send()` one by
 one (send_many takes no headers).
 
-There is no rollback in a log: when Spark aborts a job, what its finished tasks
-wrote stays written. `abort()` says so in the driver's log, with the offsets the
-finished tasks reported. Delivery is at-least-once: a retried task or a resent
-batch writes its records again.
+Exactly once (`exactlyOnce`, the default). Each task writes its rows in one
+transaction of a transactional producer whose id is the prefix and the task's
+partition (`<prefix>-<partition>`); the prefix is `transactionalIdPrefix`, else
+for a streaming query `mmlog-spark-<query id>` (stable across restarts from its
+checkpoint), else one generated per batch job. With the rows, the transaction
+commits a marker: offset batch id + 1 of partition 0 of the first topic written,
+for the consumer group named like the transactional id (the batch id is the
+micro-batch's, 0 for a batch job). A task therefore:
+
+1. calls init_transactions(), which fences an earlier attempt of the same task
+   (a zombie, a speculative copy) and lets its commit, if one was under way, finish;
+2. reads the marker: if this batch is already committed (a micro-batch that Spark
+   replays after a failure, a task retried after its first attempt committed), it
+   writes nothing and says so;
+3. else begins, sends, commits the marker with the rows, and commits.
+
+read_committed consumers (the default of mmlog's readers and librdkafka's) then see
+each task's rows once, all or none. What a log cannot do is roll back across tasks:
+when Spark aborts a job, the tasks that committed stay committed (`abort()` says so
+in the driver's log), and a replay does not write them again. With
+`exactlyOnce=false` tasks write without transactions: at-least-once, a retried task
+writes its rows again.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, ShortType, StringType, StructType)
 
+from mmlog.client.consumer import Consumer
 from mmlog.client.futures import BulkMetadata
 from mmlog.client.producer import Producer
 from mmlog.spark.options import WriteOptions
@@ -80,6 +102,7 @@ class WriteReport(WriterCommitMessage):
     """What one task (or, merged, a job) wrote: per (topic, partition), [records, first offset, last offset]."""
 
     written: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # tasks whose batch was committed before (replays)
 
     def note(self, topic: str, partition: int, count: int, first: int, last: int) -> None:
         old = self.written.get((topic, partition))
@@ -95,10 +118,13 @@ class WriteReport(WriterCommitMessage):
     def merge(self, other: "WriteReport") -> None:
         for (topic, p), entry in other.written.items():
             self.note(topic, p, *entry)
+        self.skipped += other.skipped
 
     def __str__(self) -> str:
-        return ", ".join(f"{t}-{p}: {c} records at {a}..{b}" for (t, p), (c, a, b) in sorted(self.written.items())) \
-            or "no records"
+        text = ", ".join(f"{t}-{p}: {c} records at {a}..{b}" for (t, p), (c, a, b) in sorted(self.written.items()))
+        if self.skipped:
+            text += ("; " if text else "") + "already committed, not written again: " + ", ".join(self.skipped)
+        return text or "no records"
 
 
 class BatchWriter(DataSourceArrowWriter):
@@ -107,34 +133,63 @@ class BatchWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         check_write_schema(schema, options)
         self.options = options
+        # The job's tasks share this prefix (Spark pickles this object to them); another job, another prefix.
+        self.prefix = options.transactional_id_prefix or f"mmlog-spark-{uuid.uuid4().hex[:16]}"
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> WriteReport:
-        timeout = self.options.request_timeout_ms / 1000
-        # The producer fails a batch after its delivery timeout, so flush() ends, and so does the task.
-        producer = Producer(self.options.bootstrap, acks="all", linger_ms=5, client_id="mmlog-spark",
-                            request_timeout_ms=self.options.request_timeout_ms,
-                            delivery_timeout_ms=max(120.0, 4 * timeout) * 1000)
-        report = WriteReport()
-        try:
-            futures = []
-            for batch in batches:
-                futures += self._send(producer, batch)
-            producer.flush()
-            for topic, future in futures:
-                md = future.get(timeout)  # raises the record's error: the task fails
-                if isinstance(md, BulkMetadata):
-                    report.add(topic, md.partitions, md.offsets)
-                else:
-                    report.note(topic, md.partition, 1, md.offset, md.offset)
-        finally:
-            producer.close(timeout)
-        return report
+        return self._write(batches, self.prefix, 0)
 
     def commit(self, messages: list) -> None:
         log_outcome(messages, aborted=False)
 
     def abort(self, messages: list) -> None:
         log_outcome(messages, aborted=True)
+
+    def _write(self, batches: Iterator[pa.RecordBatch], prefix: str, batch_id: int) -> WriteReport:
+        batches = iter(batches)
+        first = next((b for b in batches if b.num_rows), None)
+        if first is None:
+            return WriteReport()
+        batches = itertools.chain([first], batches)
+        timeout = self.options.request_timeout_ms / 1000
+        txn_id = None
+        if self.options.exactly_once:
+            task = TaskContext.get()
+            txn_id = f"{prefix}-{task.partitionId() if task is not None else 0}"
+        # The producer fails a batch after its delivery timeout, so flush() ends, and so does the task.
+        producer = Producer(self.options.bootstrap, acks="all", linger_ms=5, client_id="mmlog-spark",
+                            request_timeout_ms=self.options.request_timeout_ms,
+                            delivery_timeout_ms=max(120.0, 4 * timeout) * 1000, transactional_id=txn_id)
+        report = WriteReport()
+        try:
+            if txn_id is None:
+                self._send_all(producer, batches, report, timeout)
+                return report
+            marker = (self.options.topic or first.column("topic")[0].as_py(), 0)
+            producer.init_transactions(timeout)  # fences an earlier attempt; its commit, if under way, ends
+            if _committed_batch(self.options.bootstrap, txn_id, marker, timeout) > batch_id:
+                report.skipped.append(f"{txn_id} batch {batch_id}")
+                return report
+            producer.begin_transaction()
+            self._send_all(producer, batches, report, timeout)
+            producer.send_offsets_to_transaction({marker: batch_id + 1}, txn_id, timeout)
+            producer.commit_transaction(timeout)
+            return report
+        finally:
+            producer.close(timeout)
+
+    def _send_all(self, producer: Producer, batches, report: WriteReport, timeout: float) -> None:
+        """Send every batch, flush, and note each record's partition and offset (raises a record's error)."""
+        futures = []
+        for batch in batches:
+            futures += self._send(producer, batch)
+        producer.flush()
+        for topic, future in futures:
+            md = future.get(timeout)  # raises the record's error: the task fails
+            if isinstance(md, BulkMetadata):
+                report.add(topic, md.partitions, md.offsets)
+            else:
+                report.note(topic, md.partition, 1, md.offset, md.offset)
 
     def _send(self, producer: Producer, batch: pa.RecordBatch) -> list:
         """Send one Arrow batch, run by run (see the module docstring); return (topic, future) pairs."""
@@ -172,6 +227,35 @@ class BatchWriter(DataSourceArrowWriter):
         return out
 
 
+class StreamWriter(BatchWriter, DataSourceStreamArrowWriter):
+    """A streaming query's sink: each micro-batch's tasks write as a batch job's do, under a prefix that
+    survives restarts (the query's id) and with the micro-batch id as the committed marker."""
+
+    def write(self, batches: Iterator[pa.RecordBatch]) -> WriteReport:
+        task = TaskContext.get()
+        query = task.getLocalProperty(QUERY_ID) if task is not None else None
+        batch = task.getLocalProperty(BATCH_ID) if task is not None else None
+        prefix = self.options.transactional_id_prefix or (f"mmlog-spark-{query}" if query else self.prefix)
+        return self._write(batches, prefix, int(batch) if batch else 0)
+
+    def commit(self, messages: list, batchId: int) -> None:  # noqa: N803 - Spark's name
+        log_outcome(messages, aborted=False, batch=batchId)
+
+    def abort(self, messages: list, batchId: int) -> None:  # noqa: N803
+        log_outcome(messages, aborted=True, batch=batchId)
+
+
+# What Spark's micro-batch execution tells each task (StreamExecution.QUERY_ID_KEY, MicroBatchExecution.BATCH_ID_KEY).
+QUERY_ID, BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
+
+
+def _committed_batch(bootstrap: str, group: str, marker: tuple[str, int], timeout: float) -> int:
+    """The next batch id the group's marker says is due (0: none committed yet)."""
+    with Consumer(bootstrap, group_id=group, enable_auto_commit=False) as consumer:
+        [offset] = consumer.committed([marker], timeout).values()
+    return offset or 0
+
+
 def _column(arr: pa.Array, nulls: bool = False):
     """A binary or string column as send_many takes it: (data, offsets) over the Arrow buffers, no copy;
     None if every item is null (keys: unless `nulls`); a list where some are null."""
@@ -197,15 +281,16 @@ def _send_each(producer: Producer, topic: str, run: pa.RecordBatch, partitions) 
             for value, key, p, hs in zip(values, keys, parts, headers)]
 
 
-def log_outcome(messages: list, aborted: bool) -> WriteReport:
+def log_outcome(messages: list, aborted: bool, batch: int | None = None) -> WriteReport:
     """The driver's record of a write: what the finished tasks wrote, and on abort that it stays written."""
     total = WriteReport()
     for message in messages:
         if isinstance(message, WriteReport):  # None for a task that failed
             total.merge(message)
+    what = "mmlog write" if batch is None else f"mmlog stream write of batch {batch}"
     if aborted:
-        log.warning("mmlog write aborted; what finished tasks wrote stays written (a log has no rollback): %s",
-                    total)
+        log.warning("%s aborted; what finished tasks committed stays committed (a log has no rollback), and a "
+                    "replay does not write it again: %s", what, total)
     else:
-        log.info("mmlog write committed: %s", total)
+        log.info("%s committed: %s", what, total)
     return total

@@ -79,7 +79,7 @@ def test_bad_writes_fail_on_the_driver_with_a_clear_error(spark, broker, ddl, op
         writer(df, broker.bootstrap, **options).mode(mode).save()
 
 
-def test_an_abort_says_what_finished_tasks_wrote_stays_written(caplog):
+def test_an_abort_says_what_finished_tasks_committed_stays_committed(caplog):
     writer = BatchWriter(WriteOptions("127.0.0.1:1", "t", 1000), StructType([StructField("value", BinaryType())]))
     first, second = WriteReport(), WriteReport()
     first.note("t", 0, 3, 10, 12)
@@ -89,6 +89,6 @@ def test_an_abort_says_what_finished_tasks_wrote_stays_written(caplog):
         writer.abort([first, None, second])  # None: a task that failed
         writer.commit([])
     aborted, committed = caplog.records
-    assert aborted.levelname == "WARNING" and "stays written" in aborted.getMessage()
+    assert aborted.levelname == "WARNING" and "stays committed" in aborted.getMessage()
     assert "t-0: 5 records at 10..14, t-1: 1 records at 0..0" in aborted.getMessage()
     assert committed.getMessage() == "mmlog write committed: no records"
