@@ -29,6 +29,10 @@ OLD_MODULES = [importlib.import_module(f"kafka.protocol.old.{name}") for name in
     "add_offsets_to_txn", "end_txn", "txn_offset_commit")]
 BROKER_ONLY = {"WriteTxnMarkers"}  # brokers send it to brokers: kafka-python has no hand-written struct
 
+# hand-written structs that group fields differently (CreatePartitions nests count and assignment in
+# `new_partitions`): the same bytes, other names, so only the bytes are compared
+OLD_SHAPE_DIFFERS = {"CreatePartitionsRequest"}
+
 # kafka-python's names where they differ from ours (Kafka 4 renamed the field)
 RENAMES = {"generation_id_or_member_epoch": "generation_id"}
 
@@ -121,6 +125,8 @@ def test_hand_written_kafka_python_structs_agree(api, version, kind, nulls):
     cls = old_class(api.name + kind, version)
     theirs = cls.decode(encoded)
     assert bytes(theirs.encode()) == encoded
+    if api.name + kind in OLD_SHAPE_DIFFERS:
+        return
     named = _named(cls.SCHEMA, [getattr(theirs, name) for name in cls.SCHEMA.names])
     assert_same_values(named, plain(value))
 

@@ -87,11 +87,17 @@ ADVERTISED = {
     12: ("Heartbeat", 0, 3, 4), 13: ("LeaveGroup", 0, 3, 4), 8: ("OffsetCommit", 2, 7, 8),
     9: ("OffsetFetch", 1, 5, 6), 16: ("ListGroups", 0, 2, 3), 15: ("DescribeGroups", 0, 4, 5),
 }
+ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexible, DescribeCluster always
+    37: ("CreatePartitions", 0, 1, 2), 21: ("DeleteRecords", 0, 1, 2), 42: ("DeleteGroups", 0, 1, 2),
+    47: ("OffsetDelete", 0, 0, None), 44: ("IncrementalAlterConfigs", 0, 0, 1), 33: ("AlterConfigs", 0, 1, 2),
+    60: ("DescribeCluster", 0, 1, 0), 35: ("DescribeLogDirs", 1, 1, 2),
+})
+FLEXIBLE_ONLY = {"DescribeCluster"}  # no non-flexible version exists: we speak its flexible ones
 
 
 def test_registry_matches_the_interop_table():
     assert {key: (api.name, api.min_version, api.max_version,
-                  min(v for v in range(60) if api.is_flexible(v)))
+                  min((v for v in range(60) if api.is_flexible(v)), default=None))
             for key, api in APIS.items()} == ADVERTISED
 
 
@@ -103,7 +109,7 @@ def test_request_and_response_agree_on_versions():
 
 
 def test_only_api_versions_v3_is_flexible_among_what_we_speak():
-    flexible = [(api.name, v) for api, v in every_api_version() if api.is_flexible(v)]
+    flexible = [(api.name, v) for api, v in every_api_version() if api.is_flexible(v) and api.name not in FLEXIBLE_ONLY]
     assert flexible == [("ApiVersions", 3)]
 
 

@@ -17,6 +17,8 @@ from . import (api_versions, create_topics, delete_topics, describe_configs, des
                fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_fetch,
                offset_for_leader_epoch, produce, sync_group, write_txn_markers)
+from . import (alter_configs, create_partitions, delete_groups, delete_records, describe_cluster,  # admin
+               describe_log_dirs, incremental_alter_configs, offset_delete)
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ APIS: dict[int, Api] = {api.key: api for api in map(_api, [
     join_group, heartbeat, leave_group, sync_group, describe_groups, list_groups,
     api_versions, create_topics, delete_topics, init_producer_id, offset_for_leader_epoch,
     describe_configs, write_txn_markers,
+    create_partitions, delete_records, delete_groups, offset_delete, incremental_alter_configs, alter_configs,
+    describe_cluster, describe_log_dirs,
 ])}
 
 
