@@ -72,6 +72,7 @@ class ControlPlane:
             "delete_topics": self._locked(self.delete_topics),
             "next_producer_id": self._locked(self.next_producer_id),
         })
+        self.server.handlers.update({op: self._locked(fn) for op, fn in self.admin_ops().items()})
         self.coordinator = GroupCoordinator(config, store.offset_store(self.run_soon), self._partition_count,
                                             self._call_later, owns=store.owns_group)
         for note in self.coordinator.load():
@@ -263,6 +264,31 @@ class ControlPlane:
                 results.append((name, 0))
             except KafkaError as exc:
                 results.append((name, exc.code))
+        reply(results)
+
+    def admin_ops(self) -> dict:
+        """The admin APIs' ops (issue #18)."""
+        return {"create_partitions": self.create_partitions}
+
+    def create_partitions(self, args, reply) -> None:
+        """CreatePartitions: each topic checked whole before it grows (validate_only grows none); a topic
+        named twice in the request is INVALID_REQUEST, as Kafka answers."""
+        names = [t["name"] for t in args["topics"]]
+        dupes = {n for n in names if names.count(n) > 1}
+        results = []
+        for spec in args["topics"]:
+            name = spec["name"]
+            try:
+                if name in dupes:
+                    raise InvalidRequest("Duplicate topic in request.")
+                self.store.create_partitions(self.manager, name, spec["count"], spec["assignments"],
+                                             args["validate_only"], limits=self.limits)
+                if not args["validate_only"]:
+                    log.info("topic %s grown to %d partitions", name, spec["count"])
+                results.append((name, 0, None))
+            except KafkaError as exc:
+                log.info("not growing topic %r: %s", name, exc)
+                results.append((name, exc.code, str(exc)))
         reply(results)
 
     def next_producer_id(self, _args, reply) -> None:

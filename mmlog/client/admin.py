@@ -18,8 +18,8 @@ from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.records import TopicPartition
 from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
-from mmlog.protocol.messages import (create_topics, delete_topics, describe_configs, describe_groups,
-                                     find_coordinator, list_groups, list_offsets, offset_fetch)
+from mmlog.protocol.messages import (create_partitions, create_topics, delete_topics, describe_configs,
+                                     describe_groups, find_coordinator, list_groups, list_offsets, offset_fetch)
 
 LATEST, EARLIEST = -1, -2
 TOPIC_RESOURCE = 2
@@ -112,6 +112,14 @@ class Admin:
         body = self._request(self._controller(), delete_topics.API_KEY, 3, delete_topics.REQUEST(
             topic_names=list(names), timeout_ms=int(self.timeout * 1000)))
         self._raise_first((r.error_code, r.name) for r in body.responses)
+
+    def create_partitions(self, counts: dict[str, int], validate_only: bool = False) -> None:
+        """Grow topics to new partition counts (InvalidPartitions if a count does not grow; with validate_only
+        only checked). Keys map to other partitions afterwards: murmur2(key) % the new count."""
+        body = self._request(self._controller(), create_partitions.API_KEY, 1, create_partitions.REQUEST(
+            timeout_ms=int(self.timeout * 1000), validate_only=validate_only, topics=[
+                {"name": name, "count": count, "assignments": None} for name, count in counts.items()]))
+        self._raise_first((r.error_code, f"{r.name}: {r.error_message or ''}".rstrip(": ")) for r in body.results)
 
     def list_topics(self) -> dict[str, int]:
         """Every topic and its partition count."""

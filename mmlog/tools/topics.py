@@ -3,9 +3,12 @@
     mmlog topics create NAME --partitions N [--replication-factor R] [--config KEY=VALUE ...]
     mmlog topics list
     mmlog topics describe NAME
+    mmlog topics alter NAME --partitions N
     mmlog topics delete NAME
 
 Topic configs use Kafka's names (retention.ms, segment.bytes, cleanup.policy, ...).
+`alter --partitions` grows a topic (as kafka-topics.sh --alter does); a count can only grow,
+and keyed records written afterwards map to partitions by the new count.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="create|list|describe|delete",
+    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="create|list|describe|alter|delete",
                               required=True)
     create = command("create", help="create a topic")
     create.add_argument("name")
@@ -27,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command("list", help="list topics and their partition counts")
     describe = command("describe", help="partitions, offsets and config of a topic")
     describe.add_argument("name")
+    alter = command("alter", help="grow a topic's partition count")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, required=True, help="the new partition count (larger)")
     delete = command("delete", help="delete a topic")
     delete.add_argument("name")
 
@@ -43,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{name}\t{partitions}")
         elif args.action == "describe":
             describe(admin.describe_topic(args.name))
+        elif args.action == "alter":
+            admin.create_partitions({args.name: args.partitions})
+            print(f"topic {args.name} now has {args.partitions} partition(s)")
         else:
             admin.delete_topic(args.name)
             print(f"deleted topic {args.name}")

@@ -29,6 +29,7 @@ from mmlog.processors.handlers import (
     produce,
     sync_group,
 )
+from mmlog.processors.handlers import create_partitions  # the admin APIs (issue #18)
 
 HANDLERS = {
     module.API_KEY: module
@@ -38,6 +39,8 @@ HANDLERS = {
         # the group coordinator's APIs (all but FindCoordinator are served by the control plane)
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups,
+        # the admin APIs (issue #18)
+        create_partitions,
     )
 }
 
