@@ -18,7 +18,7 @@ from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.records import TopicPartition
 from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
-from mmlog.protocol.messages import (create_partitions, create_topics, delete_topics, describe_configs,
+from mmlog.protocol.messages import (create_partitions, create_topics, delete_records, delete_topics, describe_configs,
                                      describe_groups, find_coordinator, list_groups, list_offsets, offset_fetch)
 
 LATEST, EARLIEST = -1, -2
@@ -174,6 +174,33 @@ class Admin:
                 if part.error_code:
                     raise error_for_code(part.error_code, f"{topic}-{part.partition_index}")
                 out[part.partition_index] = part.offset
+        return dict(sorted(out.items()))
+
+    def delete_records(self, topic: str, before: dict[int, int]) -> dict[int, int]:
+        """Delete the records of partitions below an offset each (-1: the high watermark), on their leaders;
+        returns each partition's low watermark (its new log start on every live replica). The typed error of
+        the first partition refused (OffsetOutOfRange past the high watermark, RequestTimedOut while
+        followers lag...) is raised after every leader has answered."""
+        info = self.cluster.topic(topic, allow_auto_create=False)
+        by_leader: dict[int, list[int]] = {}
+        for p in before:
+            if not 0 <= p < info.partitions:
+                raise UnknownTopicOrPartition(f"{topic} has no partition {p}")
+            leader = info.leaders[p]
+            if leader not in self.cluster.brokers:
+                raise LeaderNotAvailable(f"{topic}-{p} has no live leader")
+            by_leader.setdefault(leader, []).append(p)
+        out, errors = {}, []
+        for leader, parts in sorted(by_leader.items()):
+            body = self._request(leader, delete_records.API_KEY, 1, delete_records.REQUEST(
+                timeout_ms=int(self.timeout * 1000), topics=[{"name": topic, "partitions": [
+                    {"partition_index": p, "offset": before[p]} for p in parts]}]))
+            for part in body.topics[0].partitions:
+                if part.error_code:
+                    errors.append((part.error_code, f"{topic}-{part.partition_index}"))
+                else:
+                    out[part.partition_index] = part.low_watermark
+        self._raise_first(errors)
         return dict(sorted(out.items()))
 
     def earliest_offsets(self, topic: str) -> dict[int, int]:

@@ -4,11 +4,14 @@
     mmlog topics list
     mmlog topics describe NAME
     mmlog topics alter NAME --partitions N
+    mmlog topics delete-records NAME --before OFFSET [--partition P ...]
     mmlog topics delete NAME
 
 Topic configs use Kafka's names (retention.ms, segment.bytes, cleanup.policy, ...).
 `alter --partitions` grows a topic (as kafka-topics.sh --alter does); a count can only grow,
 and keyed records written afterwards map to partitions by the new count.
+`delete-records` moves the log start of the partitions (all by default) to OFFSET
+(-1: the high watermark, i.e. everything written so far), as kafka-delete-records.sh.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="create|list|describe|alter|delete",
+    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="create|list|describe|alter|delete-records|delete",
                               required=True)
     create = command("create", help="create a topic")
     create.add_argument("name")
@@ -33,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     alter = command("alter", help="grow a topic's partition count")
     alter.add_argument("name")
     alter.add_argument("--partitions", type=int, required=True, help="the new partition count (larger)")
+    trim = command("delete-records", help="delete the records of partitions below an offset")
+    trim.add_argument("name")
+    trim.add_argument("--before", type=int, required=True, metavar="OFFSET",
+                      help="the new log start offset (-1: the high watermark)")
+    trim.add_argument("--partition", type=int, action="append", metavar="P", help="only these partitions")
     delete = command("delete", help="delete a topic")
     delete.add_argument("name")
 
@@ -52,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "alter":
             admin.create_partitions({args.name: args.partitions})
             print(f"topic {args.name} now has {args.partitions} partition(s)")
+        elif args.action == "delete-records":
+            partitions = args.partition or list(range(admin.cluster.topic(args.name, allow_auto_create=False).partitions))
+            for p, low in admin.delete_records(args.name, {p: args.before for p in partitions}).items():
+                print(f"partition {p}\tlow watermark {low}")
         else:
             admin.delete_topic(args.name)
             print(f"deleted topic {args.name}")
