@@ -18,8 +18,9 @@ from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.records import TopicPartition
 from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
-from mmlog.protocol.messages import (create_partitions, create_topics, delete_records, delete_topics, describe_configs,
-                                     describe_groups, find_coordinator, list_groups, list_offsets, offset_fetch)
+from mmlog.protocol.messages import (create_partitions, create_topics, delete_groups, delete_records, delete_topics,
+                                     describe_configs, describe_groups, find_coordinator, list_groups, list_offsets,
+                                     offset_commit, offset_delete, offset_fetch)
 
 LATEST, EARLIEST = -1, -2
 TOPIC_RESOURCE = 2
@@ -279,6 +280,42 @@ class Admin:
             lag = None if done is None or end is None else max(0, end - done)
             out[tp] = GroupOffset(done, end, lag, owners.get(tp))
         return out
+
+    def delete_groups(self, groups: list[str]) -> None:
+        """Delete empty groups and their committed offsets, each at its coordinator (NonEmptyGroup while it
+        has members, GroupIdNotFound if unknown: the first error is raised after every group was tried)."""
+        errors = []
+        for group in groups:
+            body = self._request(self._coordinator(group), delete_groups.API_KEY, 1,
+                                 delete_groups.REQUEST(groups_names=[group]))
+            errors += [(r.error_code, f"group {r.group_id!r}") for r in body.results]
+        self._raise_first(errors)
+
+    def delete_group_offsets(self, group: str, partitions: list[TopicPartition]) -> None:
+        """Delete a group's committed offsets of these partitions (GroupSubscribedToTopic for a topic its
+        members consume now)."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = self._request(self._coordinator(group), offset_delete.API_KEY, 0, offset_delete.REQUEST(
+            group_id=group, topics=[{"name": t, "partitions": [{"partition_index": p} for p in ps]}
+                                    for t, ps in by_topic.items()]))
+        if body.error_code:
+            raise error_for_code(body.error_code, f"OffsetDelete {group!r}")
+        self._raise_first((p.error_code, f"{t.name}-{p.partition_index}") for t in body.topics for p in t.partitions)
+
+    def alter_group_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
+        """Commit these offsets for a group that has no members now (UnknownMemberId while it has: Kafka's
+        rule, which keeps a reset from racing live consumers)."""
+        by_topic: dict[str, list[dict]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "committed_offset": offset, "committed_metadata": ""})
+        body = self._request(self._coordinator(group), offset_commit.API_KEY, 7, offset_commit.REQUEST(
+            group_id=group, generation_id=-1, member_id="", group_instance_id=None,
+            topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]))
+        self._raise_first((p.error_code, f"group {group!r} {t.name}-{p.partition_index}")
+                          for t in body.topics for p in t.partitions)
 
     def _coordinator(self, group: str) -> int:
         """The node id of the group's coordinator."""

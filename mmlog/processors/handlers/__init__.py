@@ -29,7 +29,8 @@ from mmlog.processors.handlers import (
     produce,
     sync_group,
 )
-from mmlog.processors.handlers import create_partitions, delete_records  # the admin APIs (issue #18)
+from mmlog.processors.handlers import (create_partitions, delete_groups, delete_records,  # the admin APIs (#18)
+                                      offset_delete)
 
 HANDLERS = {
     module.API_KEY: module
@@ -40,7 +41,7 @@ HANDLERS = {
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups,
         # the admin APIs (issue #18)
-        create_partitions, delete_records,
+        create_partitions, delete_records, delete_groups, offset_delete,
     )
 }
 
