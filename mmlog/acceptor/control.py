@@ -34,7 +34,8 @@ from mmlog.ipc.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
 from mmlog.config.broker import BrokerConfig
-from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists
+from mmlog.acceptor.topic_configs import altered
+from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 # How long one auto-creation step may keep the control thread (then it queues the next step
 # behind the work that arrived meanwhile). One topic is created per step at least.
 AUTO_CREATE_STEP_S = 0.01
+TOPIC_RESOURCE = 2  # DescribeConfigs / AlterConfigs resource types
 
 
 @dataclass
@@ -268,7 +270,7 @@ class ControlPlane:
 
     def admin_ops(self) -> dict:
         """The admin APIs' ops (issue #18)."""
-        return {"create_partitions": self.create_partitions}
+        return {"create_partitions": self.create_partitions, "alter_configs": self.alter_configs}
 
     def create_partitions(self, args, reply) -> None:
         """CreatePartitions: each topic checked whole before it grows (validate_only grows none); a topic
@@ -289,6 +291,31 @@ class ControlPlane:
             except KafkaError as exc:
                 log.info("not growing topic %r: %s", name, exc)
                 results.append((name, exc.code, str(exc)))
+        reply(results)
+
+    def alter_configs(self, args, reply) -> None:
+        """AlterConfigs / IncrementalAlterConfigs of topics (`topic_configs.py`): each resource checked whole,
+        then stored and applied to its running partitions (validate_only: checked only). Broker resources
+        are refused: this broker's settings change only through server.properties and a restart."""
+        results = []
+        for kind, name, changes in args["resources"]:
+            try:
+                if kind != TOPIC_RESOURCE:
+                    raise InvalidRequest(f"resource type {kind}: only topic configs can be altered; broker "
+                                         "settings are read from server.properties at start")
+                if name not in self.manager.topics():
+                    self.store.sync_topics()  # cluster mode: made through another broker a moment ago?
+                if name not in self.manager.topics():
+                    raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
+                overrides = altered(self.manager.topic(name).config, changes, args["incremental"],
+                                    self.manager.defaults)
+                if not args["validate_only"]:
+                    self.store.alter_topic_config(self.manager, name, overrides)
+                    log.info("topic %s: config overrides now %s", name, overrides)
+                results.append((kind, name, 0, None))
+            except KafkaError as exc:
+                log.info("not altering the config of %r: %s", name, exc)
+                results.append((kind, name, exc.code, str(exc)))
         reply(results)
 
     def next_producer_id(self, _args, reply) -> None:

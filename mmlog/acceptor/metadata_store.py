@@ -128,6 +128,10 @@ class EmbeddedStore:
     def delete_topic(self, manager: LogManager, name: str) -> None:
         manager.delete_topic(name)
 
+    def alter_topic_config(self, manager: LogManager, name: str, overrides: dict[str, str]) -> None:
+        """Replace a topic's overrides in the catalogue; running partitions take them at once."""
+        manager.alter_topic_config(name, overrides)
+
     def create_partitions(self, manager: LogManager, name: str, count: int, assignments: list[list[int]] | None,
                           validate_only: bool = False, limits: PartitionLimits | None = None) -> None:
         """Grow a topic (CreatePartitions): every check first, then the new partitions, all or nothing."""

@@ -19,8 +19,8 @@ from mmlog.client.records import TopicPartition
 from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import (create_partitions, create_topics, delete_groups, delete_records, delete_topics,
-                                     describe_configs, describe_groups, find_coordinator, list_groups, list_offsets,
-                                     offset_commit, offset_delete, offset_fetch)
+                                     describe_configs, describe_groups, find_coordinator, incremental_alter_configs,
+                                     list_groups, list_offsets, offset_commit, offset_delete, offset_fetch)
 
 LATEST, EARLIEST = -1, -2
 TOPIC_RESOURCE = 2
@@ -121,6 +121,18 @@ class Admin:
             timeout_ms=int(self.timeout * 1000), validate_only=validate_only, topics=[
                 {"name": name, "count": count, "assignments": None} for name, count in counts.items()]))
         self._raise_first((r.error_code, f"{r.name}: {r.error_message or ''}".rstrip(": ")) for r in body.results)
+
+    def alter_topic_config(self, name: str, set: dict[str, str] | None = None, delete: list[str] = (),
+                           validate_only: bool = False) -> None:
+        """Set and delete (back to the default) topic config overrides (IncrementalAlterConfigs); running
+        partitions take them without a restart. InvalidConfig for an unknown name or a bad value."""
+        configs = [{"name": k, "config_operation": 0, "value": str(v)} for k, v in (set or {}).items()]
+        configs += [{"name": k, "config_operation": 1, "value": None} for k in delete]
+        body = self._request(self._controller(), incremental_alter_configs.API_KEY, 0,
+                             incremental_alter_configs.REQUEST(validate_only=validate_only, resources=[
+                                 {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": configs}]))
+        self._raise_first((r.error_code, f"{r.resource_name}: {r.error_message or ''}".rstrip(": "))
+                          for r in body.responses)
 
     def list_topics(self) -> dict[str, int]:
         """Every topic and its partition count."""

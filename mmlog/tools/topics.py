@@ -3,13 +3,15 @@
     mmlog topics create NAME --partitions N [--replication-factor R] [--config KEY=VALUE ...]
     mmlog topics list
     mmlog topics describe NAME
-    mmlog topics alter NAME --partitions N
+    mmlog topics alter NAME [--partitions N] [--config KEY=VALUE ...] [--delete-config KEY ...]
     mmlog topics delete-records NAME --before OFFSET [--partition P ...]
     mmlog topics delete NAME
 
 Topic configs use Kafka's names (retention.ms, segment.bytes, cleanup.policy, ...).
 `alter --partitions` grows a topic (as kafka-topics.sh --alter does); a count can only grow,
-and keyed records written afterwards map to partitions by the new count.
+and keyed records written afterwards map to partitions by the new count. `alter --config`
+sets topic config overrides and `--delete-config` removes them (as kafka-configs.sh
+--alter --add-config / --delete-config); running partitions take them without a restart.
 `delete-records` moves the log start of the partitions (all by default) to OFFSET
 (-1: the high watermark, i.e. everything written so far), as kafka-delete-records.sh.
 """
@@ -33,9 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command("list", help="list topics and their partition counts")
     describe = command("describe", help="partitions, offsets and config of a topic")
     describe.add_argument("name")
-    alter = command("alter", help="grow a topic's partition count")
+    alter = command("alter", help="grow a topic's partition count, set or delete its config overrides")
     alter.add_argument("name")
-    alter.add_argument("--partitions", type=int, required=True, help="the new partition count (larger)")
+    alter.add_argument("--partitions", type=int, help="the new partition count (larger)")
+    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="set an override")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                       help="remove an override (back to the broker's default)")
     trim = command("delete-records", help="delete the records of partitions below an offset")
     trim.add_argument("name")
     trim.add_argument("--before", type=int, required=True, metavar="OFFSET",
@@ -58,8 +63,7 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "describe":
             describe(admin.describe_topic(args.name))
         elif args.action == "alter":
-            admin.create_partitions({args.name: args.partitions})
-            print(f"topic {args.name} now has {args.partitions} partition(s)")
+            alter(admin, args)
         elif args.action == "delete-records":
             partitions = args.partition or list(range(admin.cluster.topic(args.name, allow_auto_create=False).partitions))
             for p, low in admin.delete_records(args.name, {p: args.before for p in partitions}).items():
@@ -68,6 +72,17 @@ def run(args: argparse.Namespace) -> int:
             admin.delete_topic(args.name)
             print(f"deleted topic {args.name}")
     return 0
+
+
+def alter(admin, args) -> None:
+    if args.partitions is None and not args.config and not args.delete_config:
+        raise CommandError("alter wants --partitions, --config or --delete-config", 2)
+    if args.config or args.delete_config:
+        admin.alter_topic_config(args.name, _configs(args.config), args.delete_config)
+        print(f"topic {args.name}: config updated")
+    if args.partitions is not None:
+        admin.create_partitions({args.name: args.partitions})
+        print(f"topic {args.name} now has {args.partitions} partition(s)")
 
 
 def describe(topic) -> None:

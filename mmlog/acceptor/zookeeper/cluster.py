@@ -19,6 +19,8 @@ What this broker does there, all from the main process:
   CreatePartitions rewrites the topic node (compare-and-set) with the new
   partitions' nodes and states in one transaction; each broker watches every
   topic node and grows its catalogue when the count there is higher.
+  AlterConfigs writes `/config/topics/<name>`; each broker watches it and applies
+  the overrides to its running partitions.
 - Replication: every broker watches every partition state node
   (`partition_states.py`); the changes of its own replicas become roles, ISR
   proposals and the replica fetcher's plan (`replicas.py`), and all of them go to
@@ -342,6 +344,13 @@ class ZooKeeperStore:
         self.states.track(name, topic_id, len(replicas))
         self._watch_topic(name, topic_id)
 
+    def _local(self, name: str):
+        """The local catalogue's entry of a topic, None if it has none (cheap: watches call it per topic)."""
+        try:
+            return self.manager.topic(name)
+        except UnknownTopicOrPartition:
+            return None
+
     def _watch_topic(self, name: str, topic_id: str) -> None:
         """Watch a topic's node for growth (once per topic id): a partition count above the catalogue's
         syncs that topic on the control thread. The watch ends with the topic (another id, or none)."""
@@ -355,12 +364,22 @@ class ZooKeeperStore:
             if data is None:
                 return True  # deleted: the topic list's watch drops it
             replicas, node_id = paths.parse_assignment(data)
-            info = self.manager.topics().get(name)
+            info = self._local(name)
             if node_id == topic_id and info is not None and len(replicas) > info.partitions:
                 self._soon(lambda: self._sync_topic(name))
             return True
 
         DataWatch(self.zk, paths.topic(name), changed)
+
+        def config_changed(data, _stat, *_) -> bool:
+            if self._topic_watches.get(name) != topic_id:
+                return False
+            info = self._local(name)
+            if data is not None and info is not None and paths.load(data).get("config", {}) != info.config:
+                self._soon(lambda: self._config_changed(name, topic_id, data))
+            return True
+
+        DataWatch(self.zk, paths.topic_config(name), config_changed)
 
     def _drop_local(self, name: str) -> None:
         self.states.untrack(name)
@@ -447,6 +466,30 @@ class ZooKeeperStore:
                 raise failed[0]
             # the topic changed (grown or deleted through another broker) between our read and write: again
         raise InvalidPartitions(f"topic {name!r} kept changing while its partitions were being added")
+
+    def alter_topic_config(self, manager: LogManager, name: str, overrides: dict[str, str]) -> None:
+        """Write /config/topics/<name> (Kafka's node), then apply here; the other brokers apply it through
+        their watch on that node."""
+        path = paths.topic_config(name)
+        data = paths.dump({"version": 1, "config": overrides})
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            self.zk.create(path, data, makepath=True)
+        manager.alter_topic_config(name, overrides)
+
+    def _config_changed(self, name: str, topic_id: str, data: bytes) -> None:
+        """A topic's config node changed (control thread): apply it if it is not what we hold."""
+        info = self.manager.topics().get(name)
+        if info is None or info.topic_id != topic_id:
+            return
+        config = {k: str(v) for k, v in paths.load(data).get("config", {}).items()}
+        if config != info.config:
+            try:
+                self.manager.alter_topic_config(name, config)
+                log.info("topic %s: config overrides now %s", name, config)
+            except KafkaError as exc:
+                log.error("cannot apply the config of topic %s from ZooKeeper: %s", name, exc)
 
     def _write_topic(self, name: str, overrides: dict, replicas: list[list[int]], topic_id: str) -> None:
         """The config, the assignment and every partition state in one transaction."""

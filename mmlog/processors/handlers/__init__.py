@@ -29,8 +29,8 @@ from mmlog.processors.handlers import (
     produce,
     sync_group,
 )
-from mmlog.processors.handlers import (create_partitions, delete_groups, delete_records,  # the admin APIs (#18)
-                                      offset_delete)
+from mmlog.processors.handlers import (alter_configs, create_partitions, delete_groups,  # the admin APIs (#18)
+                                      delete_records, incremental_alter_configs, offset_delete)
 
 HANDLERS = {
     module.API_KEY: module
@@ -41,7 +41,7 @@ HANDLERS = {
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups,
         # the admin APIs (issue #18)
-        create_partitions, delete_records, delete_groups, offset_delete,
+        create_partitions, delete_records, delete_groups, offset_delete, alter_configs, incremental_alter_configs,
     )
 }
 

@@ -66,3 +66,19 @@ def test_a_broker_away_while_a_topic_grows_has_the_new_partitions_when_it_return
             admin.create_partitions({"away": 5})  # the new replicas go to the live brokers only
         brokers[2].start()
         assert wait_for(lambda: Admin(brokers[2].bootstrap).list_topics().get("away") == 5, what="growth seen")
+
+
+def test_an_altered_topic_config_is_in_zookeeper_and_every_broker_applies_it(tmp_path, zk_connect, zk):  # noqa: F811
+    with three_brokers(tmp_path, zk_connect, **REPLICATION) as brokers:
+        with Admin(brokers[0].bootstrap) as admin:
+            admin.create_topic("configured", 3, {"retention.ms": "60000"}, replication_factor=2)
+        states_everywhere(brokers, "configured", 3)
+        with Admin(brokers[1].bootstrap) as admin:
+            admin.alter_topic_config("configured", {"segment.bytes": "1048576"}, delete=["retention.ms"])
+        assert json.loads(zk.get("/config/topics/configured")[0])["config"] == {"segment.bytes": "1048576"}
+        for b in brokers:  # each broker's own catalogue (DescribeConfigs answers from it)
+            with Admin(b.bootstrap) as admin:
+                admin.cluster.refresh([])
+                admin._controller = lambda b=b: b.broker_id  # ask this broker, not the controller
+                wait_for(lambda admin=admin: admin.topic_config("configured")[1] == {"segment.bytes"},
+                         what=f"broker {b.broker_id}'s overrides")
