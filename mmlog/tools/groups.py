@@ -41,10 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     describe.add_argument("group", metavar="GROUP")
     reset = command("reset-offsets", help="show, or with --execute commit, new offsets for a group")
     reset.add_argument("group", metavar="GROUP")
-    which = reset.add_mutually_exclusive_group(required=True)
+    which = reset.add_mutually_exclusive_group()
     which.add_argument("--topic", action="append", metavar="T[:P,P...]", help="a topic, or some of its partitions")
     which.add_argument("--all-topics", action="store_true", help="every topic the group has committed offsets for")
-    to = reset.add_mutually_exclusive_group(required=True)
+    to = reset.add_mutually_exclusive_group()
     to.add_argument("--to-earliest", action="store_true", help="each partition's earliest offset")
     to.add_argument("--to-latest", action="store_true", help="each partition's latest offset")
     to.add_argument("--to-offset", type=int, metavar="N", help="this offset")
@@ -108,6 +108,12 @@ def reset_offsets(admin, args) -> None:
     """Compute each partition's new offset, print the plan, and commit it with --execute."""
     if args.execute and args.dry_run:
         raise CommandError("--execute and --dry-run exclude each other", 2)
+    if not (args.topic or args.all_topics):
+        raise CommandError("reset-offsets wants --topic T or --all-topics", 2)
+    if not (args.to_earliest or args.to_latest or args.to_datetime is not None
+            or args.to_offset is not None or args.shift_by is not None):
+        raise CommandError("reset-offsets wants one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+                           "--shift-by", 2)
     d = admin.describe_group(args.group)
     if d.members:
         raise CommandError(f"Assignments can only be reset if the group '{args.group}' is inactive, but the "

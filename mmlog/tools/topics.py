@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="remove an override (back to the broker's default)")
     trim = command("delete-records", help="delete the records of partitions below an offset")
     trim.add_argument("name")
-    trim.add_argument("--before", type=int, required=True, metavar="OFFSET",
+    trim.add_argument("--before", required=True, metavar="OFFSET",
                       help="the new log start offset (-1: the high watermark)")
     trim.add_argument("--partition", type=int, action="append", metavar="P", help="only these partitions")
     delete = command("delete", help="delete a topic")
@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
             alter(admin, args)
         elif args.action == "delete-records":
             partitions = args.partition or list(range(admin.cluster.topic(args.name, allow_auto_create=False).partitions))
-            for p, low in admin.delete_records(args.name, {p: args.before for p in partitions}).items():
+            before = _offset(args.before)
+            for p, low in admin.delete_records(args.name, {p: before for p in partitions}).items():
                 print(f"partition {p}\tlow watermark {low}")
         else:
             admin.delete_topic(args.name)
@@ -93,6 +94,13 @@ def describe(topic) -> None:
               + ("\tunder-replicated" if p.under_replicated else ""))
     overrides = sorted(topic.overrides)
     print("  config overrides: " + (", ".join(f"{k}={topic.config[k]}" for k in overrides) or "none"))
+
+
+def _offset(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CommandError(f"--before wants an offset (-1: the high watermark), got {text!r}", 2) from None
 
 
 def _ids(nodes) -> str:
