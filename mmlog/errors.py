@@ -267,6 +267,34 @@ class OperationNotAttempted(KafkaError):
 
 class TransactionalIdNotFound(KafkaError):
     code = 105
+# ---------------------------------------------------------------- the admin APIs (issue #18)
+
+class BrokerNotAvailable(KafkaError):
+    code = 8
+
+
+class InvalidReplicaAssignment(KafkaError):
+    code = 39
+
+
+class ReassignmentInProgress(KafkaError):
+    code = 60
+
+
+class NonEmptyGroup(KafkaError):
+    code = 68
+
+
+class GroupSubscribedToTopic(KafkaError):
+    code = 86
+
+
+class ElectionNotNeeded(KafkaError):
+    code = 84
+
+
+class NoReassignmentInProgress(KafkaError):
+    code = 85
 
 
 BY_CODE: dict[int, type[KafkaError]] = {

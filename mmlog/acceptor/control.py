@@ -35,7 +35,8 @@ from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
 from mmlog.config.broker import BrokerConfig
-from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists
+from mmlog.acceptor.topic_configs import altered
+from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 # How long one auto-creation step may keep the control thread (then it queues the next step
 # behind the work that arrived meanwhile). One topic is created per step at least.
 AUTO_CREATE_STEP_S = 0.01
+TOPIC_RESOURCE = 2  # DescribeConfigs / AlterConfigs resource types
 
 
 @dataclass
@@ -73,6 +75,7 @@ class ControlPlane:
             "delete_topics": self._locked(self.delete_topics),
             "next_producer_id": self._locked(self.next_producer_id),
         })
+        self.server.handlers.update({op: self._locked(fn) for op, fn in self.admin_ops().items()})
         self.coordinator = GroupCoordinator(config, store.offset_store(self.run_soon), self._partition_count,
                                             self._call_later, owns=store.owns_group)
         for note in self.coordinator.load():
@@ -268,6 +271,56 @@ class ControlPlane:
                 results.append((name, 0))
             except KafkaError as exc:
                 results.append((name, exc.code))
+        reply(results)
+
+    def admin_ops(self) -> dict:
+        """The admin APIs' ops (issue #18)."""
+        return {"create_partitions": self.create_partitions, "alter_configs": self.alter_configs}
+
+    def create_partitions(self, args, reply) -> None:
+        """CreatePartitions: each topic checked whole before it grows (validate_only grows none); a topic
+        named twice in the request is INVALID_REQUEST, as Kafka answers."""
+        names = [t["name"] for t in args["topics"]]
+        dupes = {n for n in names if names.count(n) > 1}
+        results = []
+        for spec in args["topics"]:
+            name = spec["name"]
+            try:
+                if name in dupes:
+                    raise InvalidRequest("Duplicate topic in request.")
+                self.store.create_partitions(self.manager, name, spec["count"], spec["assignments"],
+                                             args["validate_only"], limits=self.limits)
+                if not args["validate_only"]:
+                    log.info("topic %s grown to %d partitions", name, spec["count"])
+                results.append((name, 0, None))
+            except KafkaError as exc:
+                log.info("not growing topic %r: %s", name, exc)
+                results.append((name, exc.code, str(exc)))
+        reply(results)
+
+    def alter_configs(self, args, reply) -> None:
+        """AlterConfigs / IncrementalAlterConfigs of topics (`topic_configs.py`): each resource checked whole,
+        then stored and applied to its running partitions (validate_only: checked only). Broker resources
+        are refused: this broker's settings change only through server.properties and a restart."""
+        results = []
+        for kind, name, changes in args["resources"]:
+            try:
+                if kind != TOPIC_RESOURCE:
+                    raise InvalidRequest(f"resource type {kind}: only topic configs can be altered; broker "
+                                         "settings are read from server.properties at start")
+                if name not in self.manager.topics():
+                    self.store.sync_topics()  # cluster mode: made through another broker a moment ago?
+                if name not in self.manager.topics():
+                    raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
+                overrides = altered(self.manager.topic(name).config, changes, args["incremental"],
+                                    self.manager.defaults)
+                if not args["validate_only"]:
+                    self.store.alter_topic_config(self.manager, name, overrides)
+                    log.info("topic %s: config overrides now %s", name, overrides)
+                results.append((kind, name, 0, None))
+            except KafkaError as exc:
+                log.info("not altering the config of %r: %s", name, exc)
+                results.append((kind, name, exc.code, str(exc)))
         reply(results)
 
     def next_producer_id(self, _args, reply) -> None:

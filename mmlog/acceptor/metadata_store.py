@@ -21,9 +21,10 @@ from pathlib import Path
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.acceptor.coordinator.offset_log import OffsetLog
 from mmlog.acceptor.coordinator.offsets import OffsetStore
+from mmlog.acceptor.growth import check_growth
 from mmlog.acceptor.limits import PartitionLimits, hosted_replicas
 from mmlog.config.settings import ConfigError, parse_properties
-from mmlog.errors import InvalidReplicationFactor, TopicAlreadyExists
+from mmlog.errors import InvalidReplicationFactor, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.files import atomic_write
 from mmlog.log.manager import LogManager
 
@@ -137,6 +138,24 @@ class EmbeddedStore:
 
     def delete_topic(self, manager: LogManager, name: str) -> None:
         manager.delete_topic(name)
+
+    def alter_topic_config(self, manager: LogManager, name: str, overrides: dict[str, str]) -> None:
+        """Replace a topic's overrides in the catalogue; running partitions take them at once."""
+        manager.alter_topic_config(name, overrides)
+
+    def create_partitions(self, manager: LogManager, name: str, count: int, assignments: list[list[int]] | None,
+                          validate_only: bool = False, limits: PartitionLimits | None = None) -> None:
+        """Grow a topic (CreatePartitions): every check first, then the new partitions, all or nothing."""
+        if name not in manager.topics():
+            raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
+        info = manager.topic(name)
+        me = manager.broker_id or 0
+        check_growth(name, info.partitions, count, assignments, [me], 1)
+        if limits is not None:
+            limits.check_topic(name, count - info.partitions)
+            limits.check_hosting(name, hosted_replicas(manager.topics(), me), count - info.partitions, None, me)
+        if not validate_only:
+            manager.add_partitions(name, count)
 
     def owns_group(self, group_id: str) -> bool:
         return True

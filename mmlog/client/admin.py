@@ -18,8 +18,9 @@ from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.records import TopicPartition
 from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
-from mmlog.protocol.messages import (create_topics, delete_topics, describe_configs, describe_groups,
-                                     find_coordinator, list_groups, list_offsets, offset_fetch)
+from mmlog.protocol.messages import (create_partitions, create_topics, delete_groups, delete_records, delete_topics,
+                                     describe_configs, describe_groups, find_coordinator, incremental_alter_configs,
+                                     list_groups, list_offsets, offset_commit, offset_delete, offset_fetch)
 
 LATEST, EARLIEST = -1, -2
 TOPIC_RESOURCE = 2
@@ -113,6 +114,26 @@ class Admin:
             topic_names=list(names), timeout_ms=int(self.timeout * 1000)))
         self._raise_first((r.error_code, r.name) for r in body.responses)
 
+    def create_partitions(self, counts: dict[str, int], validate_only: bool = False) -> None:
+        """Grow topics to new partition counts (InvalidPartitions if a count does not grow; with validate_only
+        only checked). Keys map to other partitions afterwards: murmur2(key) % the new count."""
+        body = self._request(self._controller(), create_partitions.API_KEY, 1, create_partitions.REQUEST(
+            timeout_ms=int(self.timeout * 1000), validate_only=validate_only, topics=[
+                {"name": name, "count": count, "assignments": None} for name, count in counts.items()]))
+        self._raise_first((r.error_code, f"{r.name}: {r.error_message or ''}".rstrip(": ")) for r in body.results)
+
+    def alter_topic_config(self, name: str, set: dict[str, str] | None = None, delete: list[str] = (),
+                           validate_only: bool = False) -> None:
+        """Set and delete (back to the default) topic config overrides (IncrementalAlterConfigs); running
+        partitions take them without a restart. InvalidConfig for an unknown name or a bad value."""
+        configs = [{"name": k, "config_operation": 0, "value": str(v)} for k, v in (set or {}).items()]
+        configs += [{"name": k, "config_operation": 1, "value": None} for k in delete]
+        body = self._request(self._controller(), incremental_alter_configs.API_KEY, 0,
+                             incremental_alter_configs.REQUEST(validate_only=validate_only, resources=[
+                                 {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": configs}]))
+        self._raise_first((r.error_code, f"{r.resource_name}: {r.error_message or ''}".rstrip(": "))
+                          for r in body.responses)
+
     def list_topics(self) -> dict[str, int]:
         """Every topic and its partition count."""
         self.cluster.refresh(None)
@@ -166,6 +187,33 @@ class Admin:
                 if part.error_code:
                     raise error_for_code(part.error_code, f"{topic}-{part.partition_index}")
                 out[part.partition_index] = part.offset
+        return dict(sorted(out.items()))
+
+    def delete_records(self, topic: str, before: dict[int, int]) -> dict[int, int]:
+        """Delete the records of partitions below an offset each (-1: the high watermark), on their leaders;
+        returns each partition's low watermark (its new log start on every live replica). The typed error of
+        the first partition refused (OffsetOutOfRange past the high watermark, RequestTimedOut while
+        followers lag...) is raised after every leader has answered."""
+        info = self.cluster.topic(topic, allow_auto_create=False)
+        by_leader: dict[int, list[int]] = {}
+        for p in before:
+            if not 0 <= p < info.partitions:
+                raise UnknownTopicOrPartition(f"{topic} has no partition {p}")
+            leader = info.leaders[p]
+            if leader not in self.cluster.brokers:
+                raise LeaderNotAvailable(f"{topic}-{p} has no live leader")
+            by_leader.setdefault(leader, []).append(p)
+        out, errors = {}, []
+        for leader, parts in sorted(by_leader.items()):
+            body = self._request(leader, delete_records.API_KEY, 1, delete_records.REQUEST(
+                timeout_ms=int(self.timeout * 1000), topics=[{"name": topic, "partitions": [
+                    {"partition_index": p, "offset": before[p]} for p in parts]}]))
+            for part in body.topics[0].partitions:
+                if part.error_code:
+                    errors.append((part.error_code, f"{topic}-{part.partition_index}"))
+                else:
+                    out[part.partition_index] = part.low_watermark
+        self._raise_first(errors)
         return dict(sorted(out.items()))
 
     def earliest_offsets(self, topic: str) -> dict[int, int]:
@@ -244,6 +292,42 @@ class Admin:
             lag = None if done is None or end is None else max(0, end - done)
             out[tp] = GroupOffset(done, end, lag, owners.get(tp))
         return out
+
+    def delete_groups(self, groups: list[str]) -> None:
+        """Delete empty groups and their committed offsets, each at its coordinator (NonEmptyGroup while it
+        has members, GroupIdNotFound if unknown: the first error is raised after every group was tried)."""
+        errors = []
+        for group in groups:
+            body = self._request(self._coordinator(group), delete_groups.API_KEY, 1,
+                                 delete_groups.REQUEST(groups_names=[group]))
+            errors += [(r.error_code, f"group {r.group_id!r}") for r in body.results]
+        self._raise_first(errors)
+
+    def delete_group_offsets(self, group: str, partitions: list[TopicPartition]) -> None:
+        """Delete a group's committed offsets of these partitions (GroupSubscribedToTopic for a topic its
+        members consume now)."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = self._request(self._coordinator(group), offset_delete.API_KEY, 0, offset_delete.REQUEST(
+            group_id=group, topics=[{"name": t, "partitions": [{"partition_index": p} for p in ps]}
+                                    for t, ps in by_topic.items()]))
+        if body.error_code:
+            raise error_for_code(body.error_code, f"OffsetDelete {group!r}")
+        self._raise_first((p.error_code, f"{t.name}-{p.partition_index}") for t in body.topics for p in t.partitions)
+
+    def alter_group_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
+        """Commit these offsets for a group that has no members now (UnknownMemberId while it has: Kafka's
+        rule, which keeps a reset from racing live consumers)."""
+        by_topic: dict[str, list[dict]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "committed_offset": offset, "committed_metadata": ""})
+        body = self._request(self._coordinator(group), offset_commit.API_KEY, 7, offset_commit.REQUEST(
+            group_id=group, generation_id=-1, member_id="", group_instance_id=None,
+            topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]))
+        self._raise_first((p.error_code, f"group {group!r} {t.name}-{p.partition_index}")
+                          for t in body.topics for p in t.partitions)
 
     def _coordinator(self, group: str) -> int:
         """The node id of the group's coordinator."""

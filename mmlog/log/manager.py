@@ -161,6 +161,7 @@ class LogManager:
         data = json.loads(self.catalogue_path.read_text())
         with self._lock:
             before = {name: t.topic_id for name, t in self._topics.items()}
+            configs = {name: t.config for name, t in self._topics.items()}
             self._topics = {
                 name: TopicInfo(name, t["partitions"], dict(t.get("config", {})), t.get("id", ""),
                                 t.get("assignment"))
@@ -169,6 +170,9 @@ class LogManager:
             for key in [k for k in self._partitions
                         if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])]:
                 self._partitions.pop(key).close(clean=False)
+            for (topic, _), part in self._partitions.items():  # altered configs apply at once (issue #18)
+                if self._topics[topic].config != configs.get(topic):
+                    part.config = LogConfig.from_props(self._topics[topic].config, self.defaults)
             self._catalogue_stamp = stamp
 
     def _save(self) -> None:
@@ -290,6 +294,52 @@ class LogManager:
                 raise
             return info
 
+    def add_partitions(self, name: str, count: int, assignment: list[list[int]] | None = None) -> TopicInfo:
+        """Grow a topic to `count` partitions (CreatePartitions): the new ones hosted here are made, then
+        the catalogue names them; all or nothing, as a creation. `assignment`: every partition's replicas
+        (cluster mode), the existing ones unchanged."""
+        self._require_owner()
+        with self._lock:
+            info = self.topic(name)
+            old, old_assignment = info.partitions, info.assignment
+            if count <= old:
+                raise InvalidPartitions(f"Topic already has {old} partitions." if count == old else
+                                        f"Topic currently has {old} partitions, which is higher than the "
+                                        f"requested {count}.")
+            grown = TopicInfo(name, count, info.config, info.topic_id, assignment)
+            log_config = self.config_for(name)
+            made: list[Path] = []
+            counts = self._dir_counts() if len(self.log_dirs) > 1 else None
+            try:
+                for p in (q for q in grown.hosted(self.broker_id) if q >= old):
+                    directory = self._place(name, p, counts)
+                    made.append(directory)
+                    part = Partition(directory, log_config, broker_id=self.broker_id or 0)
+                    self._partitions[(name, p)] = part
+                    self._known.add((name, p))
+                    if assignment is None:
+                        self._lead_alone(part)
+                    else:
+                        part.stop_serving(assignment[p])
+                    self._remember_due((name, p), part, part.snapshot())
+                    self._evict()
+                info.partitions, info.assignment = count, grown.assignment
+                self._save()
+            except BaseException as exc:
+                # Crash point: directories of partitions the catalogue does not count yet; the next
+                # growth (or creation) reuses them as they are, empty.
+                info.partitions, info.assignment = old, old_assignment
+                for key in [k for k in self._partitions if k[0] == name and k[1] >= old]:
+                    self._partitions.pop(key).close(clean=False)
+                    self._known.discard(key)
+                for directory in made:
+                    shutil.rmtree(directory, ignore_errors=True)
+                if isinstance(exc, OSError):
+                    raise KafkaStorageError(f"cannot add partitions to {name!r}: {exc.strerror or exc}; "
+                                            "nothing was added") from exc
+                raise
+            return info
+
     def _undo_create(self, name: str, made: list[Path]) -> None:
         """Close and remove every partition a failed creation made (descriptors first, then files)."""
         for key in [k for k in self._partitions if k[0] == name]:
@@ -358,6 +408,9 @@ class LogManager:
                         self._partitions.move_to_end(key)
             return part
         info = self.topic(topic)
+        if partition >= info.partitions and not self.owner:  # grown since we read the catalogue?
+            self.reload()
+            info = self.topic(topic)
         if not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartition(f"{topic} has no partition {partition}")
         if self.broker_id is not None and self.broker_id not in (replicas := info.replicas(partition, self.broker_id)):

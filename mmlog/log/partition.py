@@ -564,6 +564,7 @@ class Partition:
             if not (rep.role == LEADER and rep.leader_epoch == epoch):
                 for i in range(len(replicas)):
                     self.state.set_follower(i, -1, 0, now, -1)
+                    self.state.set_follower_log_start(i, -1)
             self.state.publish_replication(LEADER, leader_id, epoch, isr_version, tuple(replicas), tuple(isr))
             if len(isr) <= 1 and s.high_watermark != s.log_end:
                 self.state.update(high_watermark=s.log_end)
@@ -611,6 +612,28 @@ class Partition:
             caught_up = max(caught_up, old.last_fetch_ms)
         self.state.set_follower(i, fetch_offset, now, caught_up, snap.log_end)
         return fetch_offset > snap.high_watermark and replica_id in rep.isr
+
+    def record_follower_log_start(self, replica_id: int, log_start: int) -> bool:
+        """A follower's fetch reported its log start offset; True if it moved (DeleteRecords may be done)."""
+        rep = self.state.replication()
+        try:
+            i = rep.replicas.index(replica_id)
+        except ValueError:
+            return False
+        if self.state.follower_log_start(i) == log_start:
+            return False
+        self.state.set_follower_log_start(i, log_start)
+        return True
+
+    def low_watermark(self, live) -> int:
+        """Leader: the smallest log start offset over this replica and the live followers (-1 for one not
+        heard of since this epoch began): what DeleteRecords reports, as Kafka's lowWatermarkIfLeader."""
+        rep = self.state.replication()
+        low = self.snapshot().log_start
+        for i, r in enumerate(rep.replicas):
+            if r != rep.leader_id and r in live:
+                low = min(low, self.state.follower_log_start(i))
+        return low
 
     def followers(self) -> list[tuple[int, FollowerProgress]]:
         """(broker id, progress) of every replica but the leader, as this leader saw them."""
@@ -1121,19 +1144,41 @@ class Partition:
         segment.delete_files()
 
     def delete_records_before(self, offset: int) -> int:
-        """Advance the log start offset (Kafka's DeleteRecords); drop segments wholly below it."""
+        """Advance the log start offset (Kafka's DeleteRecords); drop segments wholly below it at once.
+        Returns the log start now. Kafka's OFFSET_OUT_OF_RANGE past the high watermark or below 0."""
         with self._writing() as s:
-            if offset > s.high_watermark or offset < 0:
-                raise OffsetOutOfRange(f"{offset} outside [0, {s.high_watermark}]")
-            if offset <= s.log_start:
-                return s.log_start
-            count = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-            self.state.update(log_start=offset)
-            self.epochs.truncate_from_start(offset)
-            if count:
-                self._delete_prefix(self.state.snapshot(), count)
-            self.state.flush()
-            return offset
+            if offset < 0:
+                raise OffsetOutOfRange(f"The offset {offset} for partition {self.directory.name} is not valid")
+            if offset > s.high_watermark:
+                raise OffsetOutOfRange(f"Cannot increment the log start offset to {offset} of partition "
+                                       f"{self.directory.name} since it is larger than the high watermark "
+                                       f"{s.high_watermark}")
+            return self._advance_log_start_locked(s, offset)
+
+    def follow_log_start(self, leader_log_start: int) -> None:
+        """Follower: take the leader's log start offset (from its Fetch answer) as ours, up to our HW, as
+        Kafka's follower does: records the leader deleted go here too."""
+        snap = self.snapshot()
+        if min(leader_log_start, snap.high_watermark) <= snap.log_start:
+            return  # the common case: nothing to do, no lock taken
+        with self._writing() as s:
+            target = min(leader_log_start, s.high_watermark)
+            if target > s.log_start:
+                self._advance_log_start_locked(s, target)
+
+    def _advance_log_start_locked(self, s: Snapshot, offset: int) -> int:
+        """Move the log start up to `offset` (caller holds the lock). Crash points: the new log start is
+        published (and fsynced) before any segment wholly below it is unlinked; recovery drops the segments
+        it finds wholly below the state's log start, so one left behind goes at the next open."""
+        if offset <= s.log_start:
+            return s.log_start
+        count = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        self.state.update(log_start=offset)
+        self.epochs.truncate_from_start(offset)
+        if count:
+            self._delete_prefix(self.state.snapshot(), count)
+        self.state.flush()
+        return offset
 
     def truncate_to(self, offset: int) -> None:
         """Remove every record at or after `offset` (a batch holding it goes whole)."""

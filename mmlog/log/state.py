@@ -66,6 +66,10 @@ up, and the leader's log end when that fetch was answered. Whichever processor
 serves the follower's fetch writes its row, without the lock: each slot is one
 aligned 8-byte store, and one follower's fetches are answered one at a time.
 
+Follower log starts (slots 96-103), kept by the leader: the log start offset each replica
+position reported in its last fetch (-1 unknown). DeleteRecords answers once every live
+replica's log start reached the asked offset (the partition's low watermark).
+
 Readers take a consistent snapshot of slots 2.. with the seqlock: read SEQ, copy
 the slots, read SEQ again, retry if it changed or was odd. This relies on x86-64
 ordering (stores are not reordered with stores, loads not with loads), which holds
@@ -110,6 +114,7 @@ REPLICAS = 38
 ISR_SLOT = REPLICAS + MAX_REPLICAS
 REPLICATION_END = ISR_SLOT + MAX_REPLICAS
 PROGRESS, PROGRESS_WIDTH = 64, 4
+FOLLOWER_LOG_START = PROGRESS + PROGRESS_WIDTH * MAX_REPLICAS  # 96: one slot per replica position
 
 _NAMES = {
     GENERATION: "generation", LOG_START: "log_start", ACTIVE_BASE: "active_base",
@@ -304,6 +309,13 @@ class PartitionState:
         slots[row + 2] = last_caught_up_ms
         slots[row + 3] = leo_at_last_fetch
         slots[row] = log_end  # last: the HW reads this one
+
+    def follower_log_start(self, i: int) -> int:
+        return int(self._slots[FOLLOWER_LOG_START + i])
+
+    def set_follower_log_start(self, i: int, log_start: int) -> None:
+        """Replica position i's log start (lock-free, one aligned store, as the progress rows)."""
+        self._slots[FOLLOWER_LOG_START + i] = log_start
 
     def get(self, name: str) -> int:
         """One slot, read without the seqlock (for writers, who hold the lock)."""

@@ -7,7 +7,8 @@ the compiled numba kernels and codecs, the wake board and its sockets.
 
 The loop is a list of named phases, each short:
 
-    poll -> take new connections -> read -> handle requests -> expire long polls
+    poll -> take new connections -> read -> notice a changed topic catalogue (altered
+         configs; a stat at most every 0.5 s) -> handle requests -> expire long polls
          -> write -> resume starved connections -> close -> close idle connections
 
 Request memory comes from the broker's shared pool (`memory.Allowance`). A
@@ -54,6 +55,7 @@ BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor sto
 
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY = "handoff", "control", "wake", "signal", "memory"
+CATALOGUE_CHECK_S = 0.5  # how soon an altered topic config reaches this processor's open partitions
 STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
 
 
@@ -82,6 +84,7 @@ class Processor:
         self._next_backstop = 0.0
         self.conns: dict[int, Connection] = {}
         self.purgatory = Purgatory(lambda n: board.set_parked(slot, n))
+        self._catalogue_due = 0.0
         self.advertised_versions = advertised_versions()  # the ApiVersions answer
         self._dirty: set[Connection] = set()  # responses queued: write them
         self._closing: set[Connection] = set()  # close once their output is written
@@ -127,6 +130,7 @@ class Processor:
         while not (self.stopping and self._drained()):
             events = self.sel.select(self._poll_timeout())
             self._on_events(events)
+            self._notice_catalogue()  # before handling: the first request after an idle poll sees new configs
             self._handle_requests()
             self.purgatory.expire()
             self._write()
@@ -134,6 +138,14 @@ class Processor:
             self._close_finished()
             self._reap_idle()
         return 0
+
+    def _notice_catalogue(self) -> None:
+        """Every CATALOGUE_CHECK_S, reload the topic catalogue if it changed (one stat): altered topic
+        configs reach the partitions open here without a request having to miss first."""
+        now = time.monotonic()
+        if now >= self._catalogue_due:
+            self._catalogue_due = now + CATALOGUE_CHECK_S
+            self.manager.reload()
 
     def _poll_timeout(self) -> float | None:
         if self._ready:

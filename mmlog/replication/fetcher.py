@@ -38,6 +38,8 @@ class ReplicaFetcher:
         while not self.stopped.wait(PLAN_POLL_S):
             if self.plan.changed():
                 self._follow_plan()
+            else:
+                self.manager.reload()  # one stat: altered topic configs (segment.bytes...) reach our appends
         for source in self.sources.values():
             source.stop()
         for source in self.sources.values():

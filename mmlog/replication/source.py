@@ -10,7 +10,9 @@ Records are appended as the leader sent them (`append_replica`: same offsets,
 epochs and bytes), cut after the last whole batch (a fetch may end mid-batch).
 
 The fetch offset is how the leader learns our log end: the next round's request,
-sent as soon as an append is done, is what moves its high watermark.
+sent as soon as an append is done, is what moves its high watermark. Our log start
+goes with it, and each answer's log start becomes ours (up to our high watermark):
+records deleted on the leader (DeleteRecords) go here too.
 
 Errors per partition: OFFSET_OUT_OF_RANGE behind the leader's log start starts
 our log afresh there, otherwise (we are ahead) truncates by epoch again; a fenced,
@@ -193,6 +195,7 @@ class SourceFetcher(threading.Thread):
                     part.append_replica(memoryview(records)[:end], answer.high_watermark, epoch=self._ready[key])
                 else:
                     part.set_follower_high_watermark(answer.high_watermark, epoch=self._ready[key])
+                part.follow_log_start(answer.log_start_offset)  # records the leader deleted go here too
         except KafkaError as exc:  # deleted, a storage error, or a gap: start over for this partition
             log.warning("%s-%d from broker %d: %s", *key, self.leader_id, exc)
             self._ready.pop(key, None)

@@ -3,9 +3,17 @@
     mmlog topics create NAME --partitions N [--replication-factor R] [--config KEY=VALUE ...]
     mmlog topics list
     mmlog topics describe NAME
+    mmlog topics alter NAME [--partitions N] [--config KEY=VALUE ...] [--delete-config KEY ...]
+    mmlog topics delete-records NAME --before OFFSET [--partition P ...]
     mmlog topics delete NAME
 
 Topic configs use Kafka's names (retention.ms, segment.bytes, cleanup.policy, ...).
+`alter --partitions` grows a topic (as kafka-topics.sh --alter does); a count can only grow,
+and keyed records written afterwards map to partitions by the new count. `alter --config`
+sets topic config overrides and `--delete-config` removes them (as kafka-configs.sh
+--alter --add-config / --delete-config); running partitions take them without a restart.
+`delete-records` moves the log start of the partitions (all by default) to OFFSET
+(-1: the high watermark, i.e. everything written so far), as kafka-delete-records.sh.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="create|list|describe|delete",
+    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="create|list|describe|alter|delete-records|delete",
                               required=True)
     create = command("create", help="create a topic")
     create.add_argument("name")
@@ -27,6 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command("list", help="list topics and their partition counts")
     describe = command("describe", help="partitions, offsets and config of a topic")
     describe.add_argument("name")
+    alter = command("alter", help="grow a topic's partition count, set or delete its config overrides")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, help="the new partition count (larger)")
+    alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="set an override")
+    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                       help="remove an override (back to the broker's default)")
+    trim = command("delete-records", help="delete the records of partitions below an offset")
+    trim.add_argument("name")
+    trim.add_argument("--before", required=True, metavar="OFFSET",
+                      help="the new log start offset (-1: the high watermark)")
+    trim.add_argument("--partition", type=int, action="append", metavar="P", help="only these partitions")
     delete = command("delete", help="delete a topic")
     delete.add_argument("name")
 
@@ -43,10 +62,28 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{name}\t{partitions}")
         elif args.action == "describe":
             describe(admin.describe_topic(args.name))
+        elif args.action == "alter":
+            alter(admin, args)
+        elif args.action == "delete-records":
+            partitions = args.partition or list(range(admin.cluster.topic(args.name, allow_auto_create=False).partitions))
+            before = _offset(args.before)
+            for p, low in admin.delete_records(args.name, {p: before for p in partitions}).items():
+                print(f"partition {p}\tlow watermark {low}")
         else:
             admin.delete_topic(args.name)
             print(f"deleted topic {args.name}")
     return 0
+
+
+def alter(admin, args) -> None:
+    if args.partitions is None and not args.config and not args.delete_config:
+        raise CommandError("alter wants --partitions, --config or --delete-config", 2)
+    if args.config or args.delete_config:
+        admin.alter_topic_config(args.name, _configs(args.config), args.delete_config)
+        print(f"topic {args.name}: config updated")
+    if args.partitions is not None:
+        admin.create_partitions({args.name: args.partitions})
+        print(f"topic {args.name} now has {args.partitions} partition(s)")
 
 
 def describe(topic) -> None:
@@ -57,6 +94,13 @@ def describe(topic) -> None:
               + ("\tunder-replicated" if p.under_replicated else ""))
     overrides = sorted(topic.overrides)
     print("  config overrides: " + (", ".join(f"{k}={topic.config[k]}" for k in overrides) or "none"))
+
+
+def _offset(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CommandError(f"--before wants an offset (-1: the high watermark), got {text!r}", 2) from None
 
 
 def _ids(nodes) -> str:

@@ -27,9 +27,14 @@ OLD_MODULES = [importlib.import_module(f"kafka.protocol.old.{name}") for name in
     "metadata", "produce", "fetch", "list_offsets", "group", "commit", "api_versions",
     "find_coordinator", "admin", "init_producer_id", "offset_for_leader_epoch", "add_partitions_to_txn",
     "add_offsets_to_txn", "end_txn", "txn_offset_commit")]
-# No hand-written kafka-python structs: a broker-to-broker API and two admin-tool APIs (their JSON schemas
-# are checked above like every other).
-NO_OLD_STRUCTS = {"WriteTxnMarkers", "DescribeTransactions", "ListTransactions"}
+# No hand-written kafka-python structs (their JSON schemas are checked above like every other's): a
+# broker-to-broker API, and admin-tool APIs.
+NO_OLD_STRUCTS = {"WriteTxnMarkers", "DescribeTransactions", "ListTransactions", "DescribeCluster", "DescribeLogDirs",
+                  "IncrementalAlterConfigs", "OffsetDelete"}
+
+# hand-written structs that group fields differently (CreatePartitions nests count and assignment in
+# `new_partitions`): the same bytes, other names, so only the bytes are compared
+OLD_SHAPE_DIFFERS = {"CreatePartitionsRequest"}
 
 # kafka-python's names where they differ from ours (Kafka 4 renamed the field)
 RENAMES = {"generation_id_or_member_epoch": "generation_id"}
@@ -123,6 +128,8 @@ def test_hand_written_kafka_python_structs_agree(api, version, kind, nulls):
     cls = old_class(api.name + kind, version)
     theirs = cls.decode(encoded)
     assert bytes(theirs.encode()) == encoded
+    if api.name + kind in OLD_SHAPE_DIFFERS:
+        return
     named = _named(cls.SCHEMA, [getattr(theirs, name) for name in cls.SCHEMA.names])
     assert_same_values(named, plain(value))
 
@@ -130,7 +137,7 @@ def test_hand_written_kafka_python_structs_agree(api, version, kind, nulls):
 def test_old_struct_coverage():
     """Every API we speak has hand-written kafka-python structs for most versions."""
     client_cases = [case for case in CASES if case[0].name not in NO_OLD_STRUCTS]
-    assert len(OLD_CASES) >= len(client_cases) - 6
+    assert len(OLD_CASES) >= len(client_cases) - 8  # the newest version of 4 APIs (DeleteRecords v1, ...)
 
 
 # --- kafka-python encodes, we decode (values written by hand, in their field order) ---

@@ -90,12 +90,18 @@ ADVERTISED = {
     27: ("WriteTxnMarkers", 0, 0, 1), 28: ("TxnOffsetCommit", 0, 2, 3),
     65: ("DescribeTransactions", 0, 0, 0), 66: ("ListTransactions", 0, 1, 0),
 }
-FLEXIBLE_ONLY = {"DescribeTransactions", "ListTransactions"}  # Kafka made them flexible from their first version
+ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexible, DescribeCluster always
+    37: ("CreatePartitions", 0, 1, 2), 21: ("DeleteRecords", 0, 1, 2), 42: ("DeleteGroups", 0, 1, 2),
+    47: ("OffsetDelete", 0, 0, None), 44: ("IncrementalAlterConfigs", 0, 0, 1), 33: ("AlterConfigs", 0, 1, 2),
+    60: ("DescribeCluster", 0, 1, 0), 35: ("DescribeLogDirs", 1, 1, 2),
+})
+# No non-flexible version exists (Kafka made them flexible from their first): we speak their flexible ones.
+FLEXIBLE_ONLY = {"DescribeCluster", "DescribeTransactions", "ListTransactions"}
 
 
 def test_registry_matches_the_interop_table():
     assert {key: (api.name, api.min_version, api.max_version,
-                  min(v for v in range(60) if api.is_flexible(v)))
+                  min((v for v in range(60) if api.is_flexible(v)), default=None))
             for key, api in APIS.items()} == ADVERTISED
 
 

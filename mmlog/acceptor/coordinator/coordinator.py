@@ -110,6 +110,9 @@ REBALANCE_IN_PROGRESS = errors.RebalanceInProgress.code
 INVALID_COMMIT_OFFSET_SIZE = errors.InvalidCommitOffsetSize.code
 MEMBER_ID_REQUIRED = errors.MemberIdRequired.code
 FENCED_INSTANCE_ID = errors.FencedInstanceId.code
+GROUP_ID_NOT_FOUND = errors.GroupIdNotFound.code
+NON_EMPTY_GROUP = errors.NonEmptyGroup.code
+GROUP_SUBSCRIBED_TO_TOPIC = errors.GroupSubscribedToTopic.code
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: a new member cannot heartbeat while its join is parked
 
@@ -186,6 +189,8 @@ class GroupCoordinator:
             "txn_offsets_end": self._owned(self.txn_offsets_end, lambda a: {"error_code": NOT_COORDINATOR}),
             "list_groups": self.list_groups,
             "describe_groups": self.describe_groups,
+            "delete_groups": self.delete_groups,
+            "offset_delete": self._owned(self.offset_delete, lambda a: {"error_code": NOT_COORDINATOR, "topics": []}),
         }
 
     def _owned(self, op: Callable[[dict, Reply], None], refusal: Callable[[dict], dict]):
@@ -764,6 +769,91 @@ class GroupCoordinator:
         gone = [GroupDelete(g.group_id) for g in dead if g.group_id in table.groups]
         if gone:
             self.store.write(gone, lambda exc: exc and log.error("cannot delete empty groups: %s", exc))
+
+    # ================================================================ deleting (admin)
+
+    def delete_groups(self, group_ids: list[str], reply: Reply) -> None:
+        """DeleteGroups: an Empty group (members none, offsets or not) goes with its offsets; one with
+        members is NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND (Kafka's handleDeleteGroups)."""
+        codes: dict[str, int] = {}
+        doomed: list[Group] = []
+        for group_id in group_ids:
+            if not group_id:
+                codes[group_id] = INVALID_GROUP_ID
+            elif self.stopping:
+                codes[group_id] = COORDINATOR_NOT_AVAILABLE
+            elif not self.owns(group_id):
+                codes[group_id] = NOT_COORDINATOR
+            else:
+                self._ensure_loaded(group_id)
+                group = self.groups.get(group_id)
+                if group is None or group.is_(DEAD):
+                    codes[group_id] = GROUP_ID_NOT_FOUND
+                elif not group.is_(EMPTY) or group.pending:
+                    codes[group_id] = NON_EMPTY_GROUP
+                else:
+                    codes[group_id] = NONE
+                    doomed.append(group)
+
+        def done(exc: BaseException | None) -> None:
+            for group in doomed:
+                if exc is not None:
+                    codes[group.group_id] = COORDINATOR_NOT_AVAILABLE
+                elif self.groups.get(group.group_id) is group:
+                    group.transition(DEAD)
+                    del self.groups[group.group_id]
+                    log.info("group %s deleted", group.group_id)
+            if exc is not None:
+                log.error("cannot delete groups %s: %s", [g.group_id for g in doomed], exc)
+            reply({"results": [{"group_id": g, "error_code": codes[g]} for g in group_ids]})
+
+        self.store.write([GroupDelete(g.group_id) for g in doomed], done)
+
+    def offset_delete(self, args: dict, reply: Reply) -> None:
+        """OffsetDelete: an Empty group's offsets go; while members consume, those of topics they subscribe
+        to are GROUP_SUBSCRIBED_TO_TOPIC and the others go (Kafka's handleDeleteOffsets); a group of another
+        protocol type with members is NON_EMPTY_GROUP. Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION."""
+        group_id = args["group_id"]
+        group = self.groups.get(group_id)
+        if not group_id:
+            reply({"error_code": INVALID_GROUP_ID, "topics": []})
+            return
+        if group is None or group.is_(DEAD):
+            reply({"error_code": GROUP_ID_NOT_FOUND, "topics": []})
+            return
+        subscribed: set[str] = set()
+        if not group.is_(EMPTY):
+            subscribed = group.subscribed_topics()
+            if subscribed is None and group.protocol_type != "consumer":
+                reply({"error_code": NON_EMPTY_GROUP, "topics": []})
+                return
+            subscribed = subscribed or set()
+        codes: dict[tuple[str, int], int] = {}
+        records = []
+        committed = self.store.table.group_offsets(group_id)
+        for topic, partitions in args["topics"]:
+            count = self.partitions_of(topic)
+            for p in partitions:
+                if count is None or not 0 <= p < count:
+                    codes[(topic, p)] = UNKNOWN_TOPIC_OR_PARTITION
+                elif topic in subscribed:
+                    codes[(topic, p)] = GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    codes[(topic, p)] = NONE
+                    if (topic, p) in committed:
+                        records.append(OffsetDelete(group_id, topic, p))
+
+        def done(exc: BaseException | None) -> None:
+            if exc is not None:
+                log.error("group %s: cannot delete %d offsets: %s", group_id, len(records), exc)
+                reply({"error_code": COORDINATOR_NOT_AVAILABLE, "topics": []})
+                return
+            self._remove_dead_groups()
+            reply({"error_code": NONE, "topics": [
+                {"name": t, "partitions": [{"partition_index": p, "error_code": codes[(t, p)]} for p in ps]}
+                for t, ps in args["topics"]]})
+
+        self.store.write(records, done)
 
     # ================================================================ listing
 

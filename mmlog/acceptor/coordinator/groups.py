@@ -31,6 +31,7 @@ replaced by a newer request or the coordinator shuts down.
 from __future__ import annotations
 
 import enum
+import struct
 import time
 import uuid
 from typing import Any, Callable
@@ -250,6 +251,21 @@ class Group:
         return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                  "metadata": m.metadata(self.protocol_name)} for m in self.members.values()]
 
+    def subscribed_topics(self) -> set[str] | None:
+        """The topics a consumer group's members subscribe to (from their metadata for the chosen protocol;
+        Kafka's subscribedTopics), None when unknown: not a consumer group, no protocol chosen yet, or
+        metadata that does not parse. OffsetDelete refuses those topics' offsets while members consume."""
+        if self.protocol_type != "consumer" or not self.protocol_name:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            try:
+                found = _subscription_topics(member.metadata(self.protocol_name))
+            except (KeyError, struct.error, UnicodeDecodeError):
+                return None
+            topics.update(found)
+        return topics
+
     def summary(self) -> dict:
         """DescribeGroups: metadata and assignments only when Stable, as Kafka answers."""
         stable = self.is_(STABLE)
@@ -267,3 +283,17 @@ class Group:
                 for m in self.members.values()
             ],
         }
+
+
+def _subscription_topics(data: bytes) -> list[str]:
+    """The topics of a ConsumerProtocolSubscription (every version begins: int16 version, [string] topics);
+    the rest of the bytes is the members' business."""
+    (count,) = struct.unpack_from(">i", data, 2)
+    at, topics = 6, []
+    for _ in range(max(count, 0)):
+        (size,) = struct.unpack_from(">h", data, at)
+        topics.append(bytes(data[at + 2:at + 2 + size]).decode())
+        at += 2 + size
+        if at > len(data):
+            raise struct.error("subscription cut short")
+    return topics

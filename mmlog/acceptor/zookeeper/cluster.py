@@ -16,6 +16,11 @@ What this broker does there, all from the main process:
   the live brokers as Kafka does (`assignment.py`) and writes the assignment, the
   config and every partition state in one multi-op transaction; DeleteTopics
   removes them in one transaction. Every broker applies both through its watch.
+  CreatePartitions rewrites the topic node (compare-and-set) with the new
+  partitions' nodes and states in one transaction; each broker watches every
+  topic node and grows its catalogue when the count there is higher.
+  AlterConfigs writes `/config/topics/<name>`; each broker watches it and applies
+  the overrides to its running partitions.
 - Replication: every broker watches every partition state node
   (`partition_states.py`); the changes of its own replicas become roles, ISR
   proposals and the replica fetcher's plan (`replicas.py`), and all of them go to
@@ -49,13 +54,14 @@ from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.acceptor.limits import PartitionLimits, hosted_replicas
 from mmlog.acceptor.metadata_store import ClusterError, load_meta, new_cluster_id, stored_cluster_id
 from mmlog.acceptor.zookeeper import paths, session
-from mmlog.acceptor.zookeeper.assignment import assign_replicas
+from mmlog.acceptor.growth import check_growth
+from mmlog.acceptor.zookeeper.assignment import assign_replicas, next_partitions
 from mmlog.acceptor.zookeeper.controller import Controller
 from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore
 from mmlog.acceptor.zookeeper.partition_states import PartitionStates
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
 from mmlog.acceptor.zookeeper.replicas import ReplicaManager
-from mmlog.errors import KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
+from mmlog.errors import InvalidPartitions, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -94,6 +100,7 @@ class ZooKeeperStore:
         self.states = PartitionStates(self.zk, self._soon, self._states_changed)
         self.controller = Controller(self.zk, self.states, config["unclean.leader.election.enable"])
         self.replicas: ReplicaManager | None = None
+        self._topic_watches: dict[str, str] = {}  # topic -> the topic id its growth watch serves
         self.wake = lambda: None  # set by the control plane once the processors' wake board exists
 
     @property
@@ -316,31 +323,84 @@ class ZooKeeperStore:
         for name in sorted(local.keys() - names):
             self._drop_local(name)
         for name in sorted(names):
-            try:
-                replicas, topic_id = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
-            except NoNodeError:
-                continue
-            info = local.get(name)
-            if info is not None and info.topic_id == topic_id:
-                self.states.track(name, topic_id, len(replicas))
-                continue
-            if info is not None:
-                self._drop_local(name)  # deleted and created again while we looked away
-            try:
-                config = paths.load(self.zk.get(paths.topic_config(name))[0])["config"]
-            except NoNodeError:
-                config = {}
-            try:
-                manager.create_topic(name, len(replicas), config, assignment=replicas, topic_id=topic_id)
-                here = sum(self.broker_id in r for r in replicas)
-                log.info("topic %s: replicas of %d of %d partitions here", name, here, len(replicas))
-            except KafkaError as exc:
-                log.error("cannot create topic %s from ZooKeeper: %s", name, exc)
-                continue
+            self._sync_topic(name)
+
+    def _sync_topic(self, name: str) -> None:
+        """Make one topic of the local catalogue match its ZooKeeper node: made, re-made (a new id) or
+        grown (CreatePartitions made elsewhere), its partition states watched."""
+        manager = self.manager
+        try:
+            replicas, topic_id = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
+        except NoNodeError:
+            return
+        info = manager.topics().get(name)
+        if info is not None and info.topic_id == topic_id:
+            if len(replicas) > info.partitions:
+                try:
+                    manager.add_partitions(name, len(replicas), replicas)
+                    log.info("topic %s: grown to %d partitions", name, len(replicas))
+                except KafkaError as exc:
+                    log.error("cannot grow topic %s to %d partitions: %s", name, len(replicas), exc)
+                    return
             self.states.track(name, topic_id, len(replicas))
+            self._watch_topic(name, topic_id)
+            return
+        if info is not None:
+            self._drop_local(name)  # deleted and created again while we looked away
+        try:
+            config = paths.load(self.zk.get(paths.topic_config(name))[0])["config"]
+        except NoNodeError:
+            config = {}
+        try:
+            manager.create_topic(name, len(replicas), config, assignment=replicas, topic_id=topic_id)
+            here = sum(self.broker_id in r for r in replicas)
+            log.info("topic %s: replicas of %d of %d partitions here", name, here, len(replicas))
+        except KafkaError as exc:
+            log.error("cannot create topic %s from ZooKeeper: %s", name, exc)
+            return
+        self.states.track(name, topic_id, len(replicas))
+        self._watch_topic(name, topic_id)
+
+    def _local(self, name: str):
+        """The local catalogue's entry of a topic, None if it has none (cheap: watches call it per topic)."""
+        try:
+            return self.manager.topic(name)
+        except UnknownTopicOrPartition:
+            return None
+
+    def _watch_topic(self, name: str, topic_id: str) -> None:
+        """Watch a topic's node for growth (once per topic id): a partition count above the catalogue's
+        syncs that topic on the control thread. The watch ends with the topic (another id, or none)."""
+        if self._topic_watches.get(name) == topic_id:
+            return
+        self._topic_watches[name] = topic_id
+
+        def changed(data, _stat, *_) -> bool:
+            if self._topic_watches.get(name) != topic_id:
+                return False
+            if data is None:
+                return True  # deleted: the topic list's watch drops it
+            replicas, node_id = paths.parse_assignment(data)
+            info = self._local(name)
+            if node_id == topic_id and info is not None and len(replicas) > info.partitions:
+                self._soon(lambda: self._sync_topic(name))
+            return True
+
+        DataWatch(self.zk, paths.topic(name), changed)
+
+        def config_changed(data, _stat, *_) -> bool:
+            if self._topic_watches.get(name) != topic_id:
+                return False
+            info = self._local(name)
+            if data is not None and info is not None and paths.load(data).get("config", {}) != info.config:
+                self._soon(lambda: self._config_changed(name, topic_id, data))
+            return True
+
+        DataWatch(self.zk, paths.topic_config(name), config_changed)
 
     def _drop_local(self, name: str) -> None:
         self.states.untrack(name)
+        self._topic_watches.pop(name, None)
         if self.replicas is not None:
             self.replicas.forget(name)
         self.manager.delete_topic(name)
@@ -384,6 +444,69 @@ class ZooKeeperStore:
             manager.delete_topic(name)
             raise
         self.states.track(name, topic_id, partitions)
+
+    def create_partitions(self, manager: LogManager, name: str, count: int, assignments: list[list[int]] | None,
+                          validate_only: bool = False, limits: PartitionLimits | None = None) -> None:
+        """Grow a topic (CreatePartitions): the new partitions' replicas spread on as Kafka spreads them
+        (`assignment.next_partitions`) unless given; the topic node (compare-and-set on its version), the
+        new partitions' nodes and states in one transaction; then applied here before answering (the
+        other brokers apply it through their watch on the topic node)."""
+        for _ in range(5):
+            try:
+                data, stat = self.zk.get(paths.topic(name))
+            except NoNodeError:
+                raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.") from None
+            existing, topic_id = paths.parse_assignment(data)
+            live = sorted(self.view.brokers) or [self.broker_id]
+            new = check_growth(name, len(existing), count, assignments, live, len(existing[0]))
+            if new is None:
+                new = next_partitions(live, existing, count)
+            if limits is not None:
+                limits.check_topic(name, count - len(existing))
+                limits.check_hosting(name, hosted_replicas(manager.topics(), self.broker_id), count - len(existing),
+                                     new, self.broker_id)
+            if validate_only:
+                return
+            tx = self.zk.transaction()
+            tx.set_data(paths.topic(name), paths.assignment(existing + new, topic_id), version=stat.version)
+            for p, nodes in enumerate(new, start=len(existing)):
+                tx.create(paths.partition(name, p))
+                tx.create(paths.partition_state(name, p),
+                          LeaderAndIsr(nodes[0], 0, tuple(nodes), self._controller_epoch).to_json())
+            results = tx.commit()
+            failed = [r for r in results if isinstance(r, Exception)]
+            if not failed:
+                log.info("topic %s: %d partitions added, replicas %s", name, len(new), new)
+                self._sync_topic(name)
+                return
+            if not isinstance(results[0], (BadVersionError, NoNodeError)):
+                raise failed[0]
+            # the topic changed (grown or deleted through another broker) between our read and write: again
+        raise InvalidPartitions(f"topic {name!r} kept changing while its partitions were being added")
+
+    def alter_topic_config(self, manager: LogManager, name: str, overrides: dict[str, str]) -> None:
+        """Write /config/topics/<name> (Kafka's node), then apply here; the other brokers apply it through
+        their watch on that node."""
+        path = paths.topic_config(name)
+        data = paths.dump({"version": 1, "config": overrides})
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            self.zk.create(path, data, makepath=True)
+        manager.alter_topic_config(name, overrides)
+
+    def _config_changed(self, name: str, topic_id: str, data: bytes) -> None:
+        """A topic's config node changed (control thread): apply it if it is not what we hold."""
+        info = self.manager.topics().get(name)
+        if info is None or info.topic_id != topic_id:
+            return
+        config = {k: str(v) for k, v in paths.load(data).get("config", {}).items()}
+        if config != info.config:
+            try:
+                self.manager.alter_topic_config(name, config)
+                log.info("topic %s: config overrides now %s", name, config)
+            except KafkaError as exc:
+                log.error("cannot apply the config of topic %s from ZooKeeper: %s", name, exc)
 
     def _write_topic(self, name: str, overrides: dict, replicas: list[list[int]], topic_id: str) -> None:
         """The config, the assignment and every partition state in one transaction."""

@@ -47,11 +47,14 @@ class PartitionStates:
         return list(self._tracked)
 
     def track(self, topic: str, topic_id: str, partitions: int) -> None:
-        """Watch the state nodes of a topic (again, if it was re-created under another id)."""
-        if self._tracked.get(topic) == (topic_id, partitions):
+        """Watch the state nodes of a topic (again, if it was re-created under another id; those of its
+        new partitions, if it grew)."""
+        before = self._tracked.get(topic)
+        if before == (topic_id, partitions):
             return
         self._tracked[topic] = (topic_id, partitions)
-        for p in range(partitions):
+        watched = before[1] if before is not None and before[0] == topic_id else 0  # grown: the new ones only
+        for p in range(watched, partitions):
             DataWatch(self.zk, paths.partition_state(topic, p), self._watcher(topic, topic_id, p))
 
     def untrack(self, topic: str) -> None:

@@ -36,6 +36,8 @@ from mmlog.processors.handlers import (
     txn_offset_commit,
     write_txn_markers,
 )
+from mmlog.processors.handlers import (alter_configs, create_partitions, delete_groups,  # the admin APIs (#18)
+                                      delete_records, incremental_alter_configs, offset_delete)
 
 HANDLERS = {
     module.API_KEY: module
@@ -48,6 +50,8 @@ HANDLERS = {
         # the transaction coordinator's (forwarded to the control plane)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
         txn_offset_commit,
+        # the admin APIs (issue #18)
+        create_partitions, delete_records, delete_groups, offset_delete, alter_configs, incremental_alter_configs,
     )
 }
 

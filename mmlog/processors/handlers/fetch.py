@@ -26,7 +26,8 @@ waiting at the LSO sees the transaction's records as soon as it is decided.
 Replication: a fetch with replica_id >= 0 is a follower's. It reads up to the log
 end (consumers stop at the high watermark), and its fetch offset is the follower's
 log end: recorded as its progress (first read of the request only), which may
-move the HW, and then parked acks=all produces are woken. Only the leader
+move the HW, and then parked acks=all produces are woken; so is its log start
+offset, which parked DeleteRecords requests wait for. Only the leader
 answers; a follower or a replica without a role answers NOT_LEADER_OR_FOLLOWER
 to consumers and followers alike. A current_leader_epoch older than ours is
 FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (-1 skips the check).
@@ -90,8 +91,11 @@ def read(ctx, body, record: bool = False) -> tuple[object, int, bool]:
             try:
                 log = ctx.manager.partition(topic.topic, part.partition)
                 check_leader(log, part.current_leader_epoch)
-                if follower is not None and record and log.record_follower_fetch(follower, part.fetch_offset):
-                    hw_moved |= log.maybe_advance_high_watermark()
+                if follower is not None and record:
+                    if log.record_follower_fetch(follower, part.fetch_offset):
+                        hw_moved |= log.maybe_advance_high_watermark()
+                    # its log start: parked DeleteRecords wait for every live replica's (delete_records.py)
+                    hw_moved |= log.record_follower_log_start(follower, part.log_start_offset)
                 limit = min(part.partition_max_bytes, remaining)
                 result = log.read(part.fetch_offset, max(limit, 0), upto_log_end=follower is not None,
                                   committed=committed)
@@ -123,7 +127,7 @@ def read(ctx, body, record: bool = False) -> tuple[object, int, bool]:
             partitions.append(entry)
         topics.append({"topic": topic.topic, "partitions": partitions})
     if hw_moved:
-        ctx.appended()  # acks=all produces parked here and in other processors check the new HW
+        ctx.appended()  # acks=all produces (and DeleteRecords) parked here and elsewhere check again
     response = schema.RESPONSE(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
     return response, available, failed
 

@@ -13,11 +13,14 @@ from types import ModuleType
 
 from ..errors import UnsupportedVersionError
 from ..schema import Message
-from . import (add_offsets_to_txn, add_partitions_to_txn, api_versions, create_topics, delete_topics, describe_configs, describe_groups,
+from . import (api_versions, create_topics, delete_topics, describe_configs, describe_groups,
                fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_fetch,
-               offset_for_leader_epoch, produce, sync_group, write_txn_markers,
-               end_txn, txn_offset_commit, describe_transactions, list_transactions)
+               offset_for_leader_epoch, produce, sync_group)
+from . import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,  # transactions
+               list_transactions, txn_offset_commit, write_txn_markers)
+from . import (alter_configs, create_partitions, delete_groups, delete_records, describe_cluster,  # admin
+               describe_log_dirs, incremental_alter_configs, offset_delete)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ APIS: dict[int, Api] = {api.key: api for api in map(_api, [
     api_versions, create_topics, delete_topics, init_producer_id, offset_for_leader_epoch,
     describe_configs, write_txn_markers, add_partitions_to_txn, add_offsets_to_txn, end_txn,
     txn_offset_commit, describe_transactions, list_transactions,
+    create_partitions, delete_records, delete_groups, offset_delete, incremental_alter_configs, alter_configs,
+    describe_cluster, describe_log_dirs,
 ])}
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from mmlog.acceptor.zookeeper.assignment import assign_replicas
+from mmlog.acceptor.zookeeper.assignment import assign_replicas, next_partitions
 from mmlog.acceptor.zookeeper.controller import decide
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
 from mmlog.errors import InvalidReplicationFactor
@@ -67,3 +67,20 @@ def test_a_factor_above_the_brokers_names_the_cause():
         assign_replicas([1, 2], 3, 3)
     with pytest.raises(InvalidReplicationFactor, match="at least 1"):
         assign_replicas([1, 2], 3, 0)
+
+
+@pytest.mark.parametrize("brokers,existing,grown,factor", [(3, 3, 9, 2), (5, 4, 20, 3), (4, 1, 8, 1), (3, 2, 3, 3)])
+def test_added_partitions_continue_the_spread_with_partition_zeros_replication_factor(brokers, existing, grown,
+                                                                                       factor):
+    """CreatePartitions places new partitions as Kafka does: numbering on from the old count, starting
+    at partition 0's leader, so a topic grown in steps is spread like one created at its final size."""
+    ids = list(range(10, 10 + brokers))
+    for seed in range(10):
+        old = assign_replicas(ids, existing, factor, random.Random(seed))
+        new = next_partitions(ids, old, grown)
+        assert len(new) == grown - existing
+        assert all(len(set(r)) == factor and set(r) <= set(ids) for r in new)
+        first = ids.index(old[0][0])
+        assert new == assign_replicas(ids, grown, factor, start=first)[existing:]
+        leaders = Counter(r[0] for r in old + new)
+        assert max(leaders.values()) - min(leaders.get(b, 0) for b in ids) <= 1

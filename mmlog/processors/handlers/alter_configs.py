@@ -1,0 +1,33 @@
+"""AlterConfigs (33): replace topics' config overrides (the control plane checks, stores and applies them).
+
+Each resource answers for itself: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG (an
+unknown name or a bad value), INVALID_REQUEST (a broker resource: its settings come
+from server.properties). validate_only checks without changing anything. Every
+processor sees the new overrides within `CATALOGUE_CHECK_S` (worker.py), this one
+at once.
+"""
+
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.protocol.messages import alter_configs as schema
+
+API_KEY = schema.API_KEY
+
+
+def handle(ctx, request):
+    resources = [(r.resource_type, r.resource_name, [(c.name, 0, c.value) for c in r.configs])
+                 for r in request.body.resources]
+    return forward_alter(ctx, request, schema, resources, incremental=False)
+
+
+def forward_alter(ctx, request, module, resources, incremental: bool):
+    """Both APIs' forwarding: the same op, the same response shape."""
+    def respond(results):
+        ctx.manager.reload()
+        return module.RESPONSE(throttle_time_ms=0, responses=[
+            {"error_code": code, "error_message": msg, "resource_type": kind, "resource_name": name}
+            for kind, name, code, msg in results])
+
+    return forward(ctx, request, "alter_configs",
+                   {"resources": resources, "validate_only": request.body.validate_only, "incremental": incremental},
+                   respond, lambda: [(kind, name, COORDINATOR_NOT_AVAILABLE, "control plane unavailable")
+                                     for kind, name, _ in resources])

@@ -1,0 +1,22 @@
+"""CreatePartitions (37): forwarded to the control plane, which owns the topic catalogue."""
+
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.protocol.messages import create_partitions as schema
+
+API_KEY = schema.API_KEY
+
+
+def handle(ctx, request):
+    body = request.body
+    specs = [{"name": t.name, "count": t.count,
+              "assignments": None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]}
+             for t in body.topics]
+
+    def respond(results):
+        ctx.manager.reload()  # the grown topics are in the catalogue: Metadata here shows them at once
+        return schema.RESPONSE(throttle_time_ms=0, results=[
+            {"name": n, "error_code": code, "error_message": msg} for n, code, msg in results])
+
+    return forward(ctx, request, "create_partitions", {"topics": specs, "validate_only": body.validate_only},
+                   respond, lambda: [(s["name"], COORDINATOR_NOT_AVAILABLE, "control plane unavailable")
+                                     for s in specs])

@@ -1,0 +1,19 @@
+"""OffsetDelete (47): delete a group's committed offsets of some partitions (the group coordinator decides).
+
+A group-level error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, NOT_COORDINATOR...) is
+the top-level code with no topics, as Kafka answers; otherwise each partition
+says NONE, GROUP_SUBSCRIBED_TO_TOPIC or UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.protocol.messages import offset_delete as schema
+
+API_KEY = schema.API_KEY
+
+
+def handle(ctx, request):
+    body = request.body
+    topics = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
+    return forward(ctx, request, "offset_delete", {"group_id": body.group_id, "topics": topics},
+                   lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
+                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "topics": []})
