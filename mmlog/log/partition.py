@@ -68,7 +68,7 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, producer_state, recovery, retention
+from mmlog.log import compressed, producer_state, recovery, retention, segment_swap
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
@@ -81,7 +81,8 @@ from mmlog.log.state import FollowerProgress, Op, PartitionState, Replication, R
 from mmlog.protocol import records
 
 INT32_MAX = 2**31 - 1
-IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE = (int(op) for op in Op)  # plain ints: cheap on the append path
+IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE, SWAP = (int(op) for op in Op)  # plain ints: cheap on the append path
+SWAP_WAIT_S = 0.05  # a reader that meets a swap this long takes the lock (repairing a dead cleaner's)
 LEADER, FOLLOWER = int(Role.LEADER), int(Role.FOLLOWER)
 # Kafka's producer.id.expiration.ms default: a producer silent this long is forgotten at the next snapshot.
 PRODUCER_EXPIRATION_MS = 24 * 3600 * 1000
@@ -242,11 +243,21 @@ class Partition:
                 return snap
         if snap.deleted:
             raise UnknownTopicOrPartition(f"{self.directory.name} was deleted")
+        swap_wait = 0.0
         for _ in range(100):
             if snap.generation == self._generation:
                 return snap
+            if snap.pending_op == SWAP:  # the cleaner is renaming files (segment_swap.py): never list halfway
+                if swap_wait >= SWAP_WAIT_S:
+                    with self._writing() as snap:  # a dead cleaner's swap: the lock holder finishes it
+                        return snap
+                time.sleep(0.001)
+                swap_wait += 0.001
+                snap = self.state.snapshot()
+                continue
             try:
                 self._sync(snap)
+                snap = self.state.snapshot()  # moved while we listed (a swap began)? list again
             except FileNotFoundError:  # a segment went while we listed: the state has moved on too
                 snap = self.state.snapshot()
             except ValueError:  # mapped an index while a roll trimmed it: the roll publishes in a moment
@@ -561,8 +572,9 @@ class Partition:
                 self._set_follower_hw_locked(s)
                 return None
             expected = s.log_end
+            gaps = self.config.compact  # a compacted leader's batches skip the offsets its cleaner removed
             for h in headers:
-                if h.base_offset != expected:
+                if h.base_offset != expected and not (gaps and h.base_offset > expected):
                     raise OffsetOutOfRange(f"{self.directory.name}: leader's batch at {h.base_offset}, "
                                            f"expected {expected}")
                 expected = h.next_offset
@@ -1006,6 +1018,21 @@ class Partition:
                 self._delete_segment(base)
             self._recover()
             self._sync(self.state.snapshot())
+
+    # ------------------------------------------------------------ log cleaner (cleaner.py)
+
+    def replace_with_cleaned(self, group: list[int], inodes: list[int], crash=lambda point: None) -> bool:
+        """Swap in the cleaned segment the cleaner wrote for segments `group` (segment_swap.py has the
+        steps and crash points); False if the group changed meanwhile (the cleaned files are dropped)."""
+        with self._writing() as s:
+            if s.active_base in group:
+                segment_swap.discard_cleaned(self.directory, group[0])
+                return False
+            if not segment_swap.swap_in(self.directory, group, inodes, self.state, crash):
+                return False
+            self.state.update(generation=self.state.get("generation") + 1, pending_op=IDLE)
+            self._sync(self.state.snapshot())
+            return True
 
     # ------------------------------------------------------------ closing
 
