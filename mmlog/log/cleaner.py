@@ -28,9 +28,9 @@ Batches (`compaction_kernels.py`): a batch whose records all stay is copied as i
 one that loses some is rebuilt with the kept records (baseOffset and lastOffsetDelta
 unchanged, so offsets and an idempotent producer's last sequence survive; a
 compressed one recompressed with its codec); one that loses all disappears, except
-the last batch of each producer id in its segment and the last batch of each group,
-which stay as empty batches (Kafka's RETAIN_EMPTY: the producer's state, and the
-group's end offset that recovery needs to finish a swap, survive).
+the last batch of each producer id in its segment, which stays as an empty batch
+(Kafka's RETAIN_EMPTY: the producer's last sequence survives). A group whose
+records all go becomes an empty segment, merged away by a later cleaning.
 
 Transactions (not yet in mmlog; someone builds them beside this): control batches
 and transactional batches are never changed or removed here. What remains once
@@ -259,7 +259,7 @@ class Cleaner:
         horizon = self._delete_horizon(directory, cleanable, nxt, first_dirty, part.config.delete_retention_ms)
         self._name_in_checkpoint(directory, first_dirty)
         for group in group_segments(part, [b for b in cleanable if b < end_offset], nxt):
-            if self._clean_group(part, group, horizon, stats):
+            if self._clean_group(part, group, nxt[group[-1]], horizon, stats):
                 stats.segments_swapped += len(group)
         self.crash("before-checkpoint")
         set_first_dirty(directory, end_offset)
@@ -302,7 +302,7 @@ class Cleaner:
             entries[key] = first_dirty
             cleaner_checkpoint.write(directory.parent, entries)
 
-    def _clean_group(self, part, group: list[int], horizon: int, stats: CleanStats) -> bool:
+    def _clean_group(self, part, group: list[int], end: int, horizon: int, stats: CleanStats) -> bool:
         """Write the group's cleaned segment and swap it in; False if nothing changed or the swap lost."""
         directory = part.directory
         base = group[0]
@@ -310,13 +310,13 @@ class Cleaner:
         out_path = segment_swap.temp_file(directory, base, LOG_SUFFIX, segment_swap.CLEANED)
         inodes, changed, mtime_ns = [], False, 0
         with open(out_path, "wb") as out:
-            for i, b in enumerate(group):
+            for b in group:
                 source = _Source(directory, b)
                 try:
                     inodes.append(source.inode)
                     mtime_ns = max(mtime_ns, source.mtime_ns)
                     retain_deletes = source.mtime_ns // 1_000_000 > horizon
-                    data, same = self._clean_segment(source, retain_deletes, last=i == len(group) - 1, stats=stats)
+                    data, same = self._clean_segment(source, retain_deletes, stats)
                     changed |= not same
                     out.write(data)
                     self._io(source.size + len(data))
@@ -331,9 +331,9 @@ class Cleaner:
         write_indexes(directory, base, part.config)
         carry_txnindex(directory, group)
         self.crash("cleaned-written")
-        return part.replace_with_cleaned(group, inodes, self.crash)
+        return part.replace_with_cleaned(group, end, inodes, self.crash)
 
-    def _clean_segment(self, source: _Source, retain_deletes: bool, last: bool, stats: CleanStats):
+    def _clean_segment(self, source: _Source, retain_deletes: bool, stats: CleanStats):
         """(cleaned bytes of one segment, whether they are the segment's bytes unchanged)."""
         if not source.size:
             return b"", True
@@ -355,15 +355,13 @@ class Cleaner:
         count = batches[:, ck.COUNT]
         actions = np.where(kept == count, ck.COPY, np.where(kept == 0, ck.DROP, ck.REBUILD)).astype(np.int64)
         actions[(count == 0)] = ck.DROP  # an old empty batch goes unless kept below
-        # Kept as empty batches: each producer's last batch here, and the segment's last when it ends the group.
+        # Kept as an empty batch: each producer's last batch here.
         retain_empty = np.zeros(nb, np.bool_)
         pids = batches[:, ck.PID]
         idem = np.nonzero(pids >= 0)[0]
         if len(idem):
             _, last_of = np.unique(pids[idem][::-1], return_index=True)
             retain_empty[idem[len(idem) - 1 - last_of]] = True
-        if last and nb:
-            retain_empty[-1] = True
         actions[(actions == ck.DROP) & retain_empty] = ck.EMPTY
         actions[(count == 0) & retain_empty] = ck.COPY
         actions[untouchable] = ck.COPY

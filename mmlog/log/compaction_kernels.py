@@ -275,7 +275,10 @@ def rewrite_py(src, batches, actions, keep, rstart, rend, side, side_start, side
 
 
 def warm() -> None:
-    """Compile the kernels (before forking)."""
+    """Compile the kernels (and the offset map's) before forking."""
+    from mmlog.log import offset_map
+
+    offset_map.warm()
     buf = np.asarray(rec.build_batch([(b"k", b"v")]), dtype=np.uint8)
     nb, nr, _ = count_batches(buf, 0, len(buf))
     batches = np.zeros((nb, NCOLS), np.int64)

@@ -1021,14 +1021,14 @@ class Partition:
 
     # ------------------------------------------------------------ log cleaner (cleaner.py)
 
-    def replace_with_cleaned(self, group: list[int], inodes: list[int], crash=lambda point: None) -> bool:
+    def replace_with_cleaned(self, group: list[int], end: int, inodes: list[int], crash=lambda point: None) -> bool:
         """Swap in the cleaned segment the cleaner wrote for segments `group` (segment_swap.py has the
         steps and crash points); False if the group changed meanwhile (the cleaned files are dropped)."""
         with self._writing() as s:
             if s.active_base in group:
                 segment_swap.discard_cleaned(self.directory, group[0])
                 return False
-            if not segment_swap.swap_in(self.directory, group, inodes, self.state, crash):
+            if not segment_swap.swap_in(self.directory, group, end, inodes, self.state, crash):
                 return False
             self.state.update(generation=self.state.get("generation") + 1, pending_op=IDLE)
             self._sync(self.state.snapshot())

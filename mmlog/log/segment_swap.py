@@ -11,8 +11,10 @@ then, holding the partition lock, `swap_in` replaces the group [B, C, D, ...]:
        cleaned files are deleted and nothing changes (retention or a truncation won);
     2. PENDING_OP = SWAP and the generation bumped, in one seqlocked update, and the
        state page msync-ed: from here any crash is finished by recovery;
-    3. rename every B.*.cleaned to B.*.swap, the .log last: B.log.swap is the commit
-       point ("the cleaned segment is whole");
+    3. write B.swap-end (fsynced): the offset the group ends at, which the cleaned
+       segment may not show (its last records may all be gone); then rename every
+       B.*.cleaned to B.*.swap, the .log last: B.log.swap is the commit point ("the
+       cleaned segment is whole");
     4. unlink the other segments of the group (C, D, ... with their side files);
     5. rename B.*.swap to B.* (over the old B's files), the .log last;
     6. publish: generation bumped again, PENDING_OP idle.
@@ -24,9 +26,8 @@ first thing by `recovery.recover`) does:
       leftovers, deleted; the old segments are whole: rolled back;
     - in 3 before B.log.swap exists: the .swap index files are deleted: rolled back;
     - in 3 after it, or in 4 or 5: finished: every segment whose base lies in
-      (B, next offset of B.log.swap) is unlinked, the .swap files take their final
-      names. The cleaner keeps the last batch of every group (as an empty batch if
-      all its records go), so the swap's next offset covers the group's last segment;
+      (B, the offset in B.swap-end) is unlinked, the .swap files take their final
+      names, B.swap-end goes;
     - in 6: nothing left to do but publish, which recovery does.
 
 Readers never see half a swap: a process that meets a new generation with
@@ -38,18 +39,15 @@ keeps reading the old inodes, which the kernel keeps until they are closed.
 
 from __future__ import annotations
 
-import mmap
 import os
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
-from mmlog.log import compaction_kernels
 from mmlog.log.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIMEINDEX_SUFFIX,
+    atomic_write,
     fsync_dir,
     segment_bases,
     segment_file,
@@ -57,6 +55,7 @@ from mmlog.log.files import (
 
 CLEANED = ".cleaned"
 SWAP = ".swap"
+SWAP_END = ".swap-end"
 TXNINDEX_SUFFIX = ".txnindex"
 # A segment's files, the .log last: its rename is the commit point of each step.
 SUFFIXES = (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX, LOG_SUFFIX)
@@ -77,6 +76,11 @@ def remove_segment(directory: Path, base: int) -> None:
 
 
 def discard_cleaned(directory: Path, base: int) -> None:
+    """Remove a cleaning's temporary files (the group did not change, or changed under it)."""
+    try:
+        os.unlink(segment_file(directory, base, SWAP_END))
+    except FileNotFoundError:
+        pass
     for suffix in SUFFIXES:
         for stage in (CLEANED, SWAP):
             try:
@@ -85,7 +89,8 @@ def discard_cleaned(directory: Path, base: int) -> None:
                 pass
 
 
-def swap_in(directory: Path, group: list[int], inodes: list[int], state, crash: Callable[[str], None]) -> bool:
+def swap_in(directory: Path, group: list[int], end: int, inodes: list[int], state,
+            crash: Callable[[str], None]) -> bool:
     """Steps 1-5 of the module docstring (caller holds the lock, publishes step 6). False: the
     group changed since it was cleaned, and the cleaned files are gone."""
     directory = Path(directory)
@@ -104,6 +109,7 @@ def swap_in(directory: Path, group: list[int], inodes: list[int], state, crash: 
     state.update(generation=state.get("generation") + 1)
     state.flush()
     crash("swap-begun")
+    atomic_write(segment_file(directory, base, SWAP_END), b"%d\n" % end)
     for suffix in SUFFIXES:
         cleaned = temp_file(directory, base, suffix, CLEANED)
         if cleaned.exists():
@@ -128,6 +134,10 @@ def _finish(directory: Path, base: int, others: list[int], crash: Callable[[str]
                 os.unlink(segment_file(directory, base, suffix))
             except FileNotFoundError:
                 pass
+    try:
+        os.unlink(segment_file(directory, base, SWAP_END))
+    except FileNotFoundError:
+        pass
     fsync_dir(directory)
     crash("swap-renamed")
 
@@ -141,25 +151,17 @@ def complete_swaps(directory: Path, notes: list[str]) -> None:
             os.unlink(directory / name)
     committed = sorted(int(n[:20]) for n in names if n.endswith(LOG_SUFFIX + SWAP) and n[:20].isdigit())
     for base in committed:
-        swap_log = temp_file(directory, base, LOG_SUFFIX, SWAP)
-        end = next_offset_of(swap_log)
+        end = _swap_end(directory, base)
         others = [b for b in segment_bases(directory) if base < b < end]
         notes.append(f"{directory.name}/{base:020d}: finished the cleaner's swap (replacing {len(others) + 1} "
                      f"segments up to offset {end})")
         _finish(directory, base, others, lambda point: None)
     for name in os.listdir(directory):
-        if name.endswith(SWAP):  # .swap index files whose .log never got there: the swap did not commit
+        if name.endswith((SWAP, SWAP_END)):  # .swap files whose .log never got there: the swap did not commit
             notes.append(f"{directory.name}/{name}: rolled back an uncommitted swap")
             os.unlink(directory / name)
 
 
-def next_offset_of(log_path: Path) -> int:
-    """The offset after the last batch of a whole .log file (-1 if it holds none)."""
-    size = os.path.getsize(log_path)
-    if size == 0:
-        return -1
-    with open(log_path, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as mm:
-        buf = np.frombuffer(mm, dtype=np.uint8)
-        _, _, end = compaction_kernels.count_batches(buf, 0, size)
-        del buf
-    return int(end)
+def _swap_end(directory: Path, base: int) -> int:
+    """The group's end offset, from B.swap-end (written whole before the commit point)."""
+    return int(segment_file(directory, base, SWAP_END).read_text())

@@ -9,7 +9,7 @@ import pytest
 
 from mmlog.config.settings import LogConfig
 from mmlog.log import cleaner_checkpoint, compaction_kernels
-from mmlog.log.cleaner import Cleaner, first_dirty_offset
+from mmlog.log.cleaner import CRASH_EXIT, CRASH_POINTS, Cleaner, first_dirty_offset
 from mmlog.log.offset_map import OffsetMap
 from mmlog.log.partition import Partition
 from mmlog.protocol import compression
@@ -219,3 +219,68 @@ def test_a_cleaned_partition_recovers_with_its_gaps_after_a_crash(compacted, tmp
     assert {r.key: (r.value, r.offset) for r in read_all(again)} == want
     assert again.log_end_offset == 300
     assert cleaner_checkpoint.was_cleaned(tmp_path / "t-0")
+
+
+# ---------------------------------------------------------------- crash points
+
+
+def _clean_in_child(directory, point: str) -> int:
+    """Fork a cleaner process that dies (os._exit) at `point`; its exit code."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            part = Partition(directory, COMPACT, recover=False)
+            Cleaner(OffsetMap(1 << 20), crash_at=point).clean(part, first_dirty_offset(directory))
+            code = 0
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.parametrize("who_repairs", ["a restart", "the next writer", "the next reader"])
+def test_a_cleaner_killed_at_any_crash_point_is_finished_or_rolled_back_and_no_key_loses_its_last_value(
+        compacted, point, who_repairs):
+    p = compacted()
+    pairs = [(b"k%d" % (i % 11), b"v%d" % i) for i in range(300)]
+    offsets = produce(p, pairs, per_batch=3)
+    p.roll()
+    original = {(r.offset, r.key, r.value) for r in read_all(p)}
+    assert _clean_in_child(p.directory, point) == CRASH_EXIT
+    if who_repairs == "a restart":
+        p.close(clean=False)
+        p = compacted()
+    elif who_repairs == "the next writer":
+        offsets += produce(p, [(b"k0", b"after")])
+        pairs = pairs + [(b"k0", b"after")]
+    seen = read_all(p)  # the next reader waits out (or repairs) a swap left half done
+    assert {r.key: (r.value, r.offset) for r in seen} == final_values(pairs, offsets)
+    assert {(r.offset, r.key, r.value) for r in seen if r.value != b"after"} <= original
+    assert [r.offset for r in seen] == sorted(r.offset for r in seen)
+    assert p.snapshot().pending_op == 0
+    if who_repairs == "a restart" or point != "cleaned-written":  # before the swap began, only a restart looks
+        assert leftovers(p) == []
+    # and the next cleaning goes on from there, leaving nothing behind
+    Cleaner(OffsetMap(1 << 20), crash_at="").clean(p, first_dirty_offset(p.directory))
+    assert {r.key: (r.value, r.offset) for r in read_all(p)} == final_values(pairs, offsets)
+    assert leftovers(p) == []
+
+
+def leftovers(p: Partition) -> list[str]:
+    return [n for n in os.listdir(p.directory) if n.endswith((".cleaned", ".swap"))]
+
+
+def test_a_reader_holding_old_segments_keeps_reading_them_across_a_swap(compacted, tmp_path):
+    p = compacted()
+    pairs = [(b"k%d" % (i % 4), b"v%d" % i) for i in range(200)]
+    produce(p, pairs)
+    p.roll()
+    reader = Partition(p.directory, COMPACT, recover=False)  # another process's view
+    held = reader.read(0, 1 << 20)  # a fetch whose sendfile is still in flight
+    before = held.slice.read()
+    Cleaner(OffsetMap(1 << 20), crash_at="").clean(p, 0)
+    assert held.slice.read() == before  # the old inode, still open
+    assert {r.key for r in read_all(reader)} == {b"k0", b"k1", b"k2", b"k3"}
+    assert read_all(reader) == read_all(p)
+    reader.close(clean=False)
