@@ -60,14 +60,11 @@ first dirty offset, last run and its figures), read by `mmlog topics describe
 
 from __future__ import annotations
 
-import json
 import logging
 import mmap
 import os
-import signal
-import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np

@@ -19,12 +19,12 @@ leftovers that the next swap or recovery removes.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
 import signal
 import threading
-import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -35,6 +35,16 @@ from mmlog.log.manager import LogManager
 from mmlog.log.offset_map import OffsetMap
 
 log = logging.getLogger(__name__)
+
+PROCESS_NAME = "mmlog-cleaner"  # its /proc/<pid>/comm: tools and tests tell it from the processors by it
+
+
+def _name_process(name: str) -> None:
+    """Set this process's name (prctl PR_SET_NAME), what ps and /proc/<pid>/comm show."""
+    try:
+        ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 class LogCleanerManager:
@@ -141,6 +151,7 @@ def cleaner_main(config) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _name_process(PROCESS_NAME)
     manager = LogCleanerManager(config)
     signal.signal(signal.SIGTERM, lambda *_: manager.stopped.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD})

@@ -130,30 +130,36 @@ class OffsetMap:
     """A fixed-size map from key hash to the latest offset of that key."""
 
     def __init__(self, memory_bytes: int, load_factor: float = 0.9) -> None:
-        slots = max(memory_bytes // SLOT_BYTES, 2)
-        self.h1 = np.zeros(slots, dtype=np.uint64)
-        self.h2 = np.zeros(slots, dtype=np.uint64)
-        self.off = np.full(slots, -1, dtype=np.int64)
-        self.limit = min(int(slots * load_factor), slots - 1)  # one empty slot always ends a probe
+        self._slots = max(memory_bytes // SLOT_BYTES, 2)
+        self.h1 = self.h2 = self.off = None  # allocated at the first clear(): a broker that never compacts
+        self.limit = min(int(self._slots * load_factor), self._slots - 1)  # one empty slot ends every probe
         self.size = 0
         self.latest_offset = -1  # the largest offset put so far
 
     @property
     def slots(self) -> int:
-        return self.off.shape[0]
+        return self._slots
 
     def free(self) -> int:
         """Keys that may still be added."""
         return self.limit - self.size
 
     def clear(self) -> None:
-        self.off.fill(-1)
+        """Empty the map (and allocate it the first time: its memory is only used once a log is cleaned)."""
+        if self.off is None:
+            self.h1 = np.zeros(self._slots, dtype=np.uint64)
+            self.h2 = np.zeros(self._slots, dtype=np.uint64)
+            self.off = np.full(self._slots, -1, dtype=np.int64)
+        else:
+            self.off.fill(-1)
         self.size = 0
         self.latest_offset = -1
 
     def put(self, h1: np.ndarray, h2: np.ndarray, offsets: np.ndarray, mask: np.ndarray | None = None) -> bool:
         """Put records (in offset order); False if the map filled up before the last one (it then
         holds a prefix of them)."""
+        if self.off is None:
+            self.clear()
         if mask is None:
             mask = np.ones(len(h1), dtype=np.bool_)
         self.size, consumed = put_many(self.h1, self.h2, self.off, h1, h2, offsets, mask, self.size, self.limit)
@@ -164,6 +170,8 @@ class OffsetMap:
 
     def get(self, h1: np.ndarray, h2: np.ndarray) -> np.ndarray:
         """The latest offset of each key (-1 where the map does not hold it)."""
+        if self.off is None:
+            self.clear()
         out = np.empty(len(h1), dtype=np.int64)
         get_many(self.h1, self.h2, self.off, h1, h2, out)
         return out
@@ -193,6 +201,7 @@ class OffsetMapPy:
 def warm() -> None:
     """Compile the kernels (before forking)."""
     m = OffsetMap(1024)
+    m.clear()
     buf = np.frombuffer(b"key", dtype=np.uint8)
     h1 = np.zeros(1, np.uint64)
     h2 = np.zeros(1, np.uint64)

@@ -4,7 +4,10 @@ compacts it, and confluent-kafka, kafka-python and kcat read the final value of 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
 
 import confluent_kafka
@@ -12,7 +15,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
+from mmlog import testing
 from mmlog.log.cleaner import CRASH_ENV, STATUS_FILE
+from mmlog.log.cleaner_manager import PROCESS_NAME
 from mmlog.testing import EmbeddedBroker
 from tests.interop.conftest import require
 
@@ -154,3 +159,27 @@ def test_a_cleaner_process_killed_mid_swap_loses_no_last_value_and_a_restart_fin
         cleaned(b, "crashy")
         check_compacted(read_confluent(b.bootstrap, "crashy"), final, 30 * KEYS)
         assert not [p for p in (b.data_dir / "crashy-0").iterdir() if p.name.endswith((".cleaned", ".swap"))]
+
+
+def test_topics_describe_shows_the_dirty_ratio_and_the_cleaners_last_run(cleaning_broker):
+    b = cleaning_broker
+    create(b.bootstrap, "described")
+    produce(b.bootstrap, "described", rounds=10)
+    cleaned(b, "described")
+    out = subprocess.run([sys.executable, "-m", "mmlog", "topics", "--bootstrap", b.bootstrap, "describe", "described",
+                          "--data-dir", str(b.data_dir)], capture_output=True, text=True, timeout=60, check=True).stdout
+    line = next(line for line in out.splitlines() if "cleaner:" in line)
+    assert "dirty ratio 0.00" in line and "last run " in line and "records kept" in line
+
+
+def test_the_cleaner_runs_as_a_process_of_its_own_that_the_supervisor_replaces(cleaning_broker):
+    b = cleaning_broker
+    assert testing.CLEANER_PROCESS_NAME == PROCESS_NAME
+    pid = b.cleaner_pid()
+    assert pid is not None and pid not in b.processor_pids() and len(b.processor_pids()) == 2
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while b.cleaner_pid() in (None, pid):
+        assert time.monotonic() < deadline, "\n".join(b.log_lines[-10:])
+        time.sleep(0.05)
+    assert any("log cleaner" in line and "died with signal SIGKILL" in line for line in b.log_lines)
