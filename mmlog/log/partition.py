@@ -556,7 +556,7 @@ class Partition:
 
         `epoch`: the leader epoch the fetch was made in; if we no longer follow in it (a
         fetch answered after a leader change), FencedLeaderEpoch and nothing is appended."""
-        headers = self._check_sizes(buf, records.validate_batches(buf))  # the leader's bytes, as they are
+        headers = self._check_sizes(buf, records.validate_batches(buf, dense=False))  # the leader's bytes, as they are
         with self._writing() as s:
             self._check_following(epoch)
             if leader_high_watermark is not None:
@@ -741,6 +741,8 @@ class Partition:
                     set_base_offset(buf, next_offset, batch_pos)
                     if epoch is not None:
                         set_epoch(buf, epoch, batch_pos)
+                else:
+                    next_offset = h.base_offset  # the leader's: past a gap its cleaner left, if any
                 last = next_offset + h.last_offset_delta
                 if h.max_timestamp > max_ts:
                     max_ts, off_max = h.max_timestamp, last

@@ -284,3 +284,60 @@ def test_a_reader_holding_old_segments_keeps_reading_them_across_a_swap(compacte
     assert {r.key for r in read_all(reader)} == {b"k0", b"k1", b"k2", b"k3"}
     assert read_all(reader) == read_all(p)
     reader.close(clean=False)
+
+
+def test_a_follower_copies_a_compacted_leader_with_its_gaps_and_rebuilt_batches(tmp_path):
+    leader = Partition(tmp_path / "broker-1" / "t-0", COMPACT, broker_id=1)
+    follower = Partition(tmp_path / "broker-2" / "t-0", COMPACT, broker_id=2)
+    try:
+        leader.become_leader(0, (1, 2), (1,), 0)
+        follower.become_follower(1, 0, (1, 2), (1,), 0)
+        produce(leader, [(b"k%d" % (i % 6), b"v%d" % i) for i in range(200)], per_batch=4)
+        clean(leader)
+        produce(leader, [(b"k1", b"after")])
+        offset, rounds = 0, 0
+        while offset < leader.log_end_offset and rounds < 1000:  # the replica fetcher's loop
+            got = leader.read(offset, 1 << 20, upto_log_end=True)
+            data = bytearray(got.slice.read())
+            if data:
+                follower.append_replica(data, got.high_watermark, epoch=0)
+            offset, rounds = follower.log_end_offset, rounds + 1
+        assert follower.log_end_offset == leader.log_end_offset
+        assert [(b.base_offset, b.last_offset, b.data[12:]) for b in stored_batches(follower.directory)] == \
+            [(b.base_offset, b.last_offset, b.data[12:]) for b in stored_batches(leader.directory)]
+    finally:
+        leader.close()
+        follower.close()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_compaction_guarantees_hold_over_random_rounds_of_produce_and_clean(compacted, seed):
+    """Kafka's guarantees, property-style: a consumer from the start sees the final value of every key
+    (a delete as its tombstone, within delete.retention.ms); every record it sees is the one produced at
+    that offset, in order; and nothing at or above the first uncleanable offset is ever removed."""
+    rng = random.Random(seed)
+    p = compacted()
+    produced: dict[int, tuple] = {}
+    pairs_all, offsets_all = [], []
+    for _ in range(6):
+        pairs = [(b"k%d" % rng.randrange(rng.choice([3, 30, 300])),
+                  None if rng.random() < 0.1 else b"v%d" % rng.randrange(10**6)) for _ in range(rng.randrange(50, 300))]
+        codec = rng.choice([0, 0, compression.GZIP, compression.LZ4, compression.SNAPPY])
+        offsets = produce(p, pairs, codec, rng.choice([1, 3, 10]))
+        produced.update({o: kv for o, kv in zip(offsets, pairs)})
+        pairs_all += pairs
+        offsets_all += offsets
+        if rng.random() < 0.7:
+            p.roll()
+        uncleanable = p.snapshot().active_base
+        tail = [r.offset for r in read_all(p) if r.offset >= uncleanable]
+        memory = rng.choice([24 * 64, 1 << 20])
+        Cleaner(OffsetMap(memory), crash_at="").clean(p, first_dirty_offset(p.directory))
+        seen = read_all(p)
+        assert [r.offset for r in seen if r.offset >= uncleanable] == tail
+        assert all(produced[r.offset] == (r.key, r.value) for r in seen)
+        assert [r.offset for r in seen] == sorted(r.offset for r in seen)
+        last = {}
+        for r in seen:
+            last[r.key] = (r.value, r.offset)
+        assert last == final_values(pairs_all, offsets_all)
