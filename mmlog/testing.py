@@ -56,6 +56,16 @@ class _ScratchProcess:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+CLEANER_PROCESS_NAME = "mmlog-cleaner"  # mmlog/log/cleaner_manager.py's PROCESS_NAME (a test checks they agree)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 class EmbeddedBroker(_ScratchProcess):
     """A broker process on 127.0.0.1 with its own data directory."""
 
@@ -115,7 +125,14 @@ class EmbeddedBroker(_ScratchProcess):
                 self._ready.set()
 
     def processor_pids(self) -> list[int]:
-        """The broker's processor processes (its children)."""
+        """The broker's processor processes (its children but the log cleaner)."""
+        return [pid for pid in self._children() if _comm(pid) != CLEANER_PROCESS_NAME]
+
+    def cleaner_pid(self) -> int | None:
+        """The broker's log cleaner process, if it runs."""
+        return next((pid for pid in self._children() if _comm(pid) == CLEANER_PROCESS_NAME), None)
+
+    def _children(self) -> list[int]:
         path = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
         try:
             return [int(p) for p in path.read_text().split()]

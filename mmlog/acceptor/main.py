@@ -29,7 +29,7 @@ from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.metadata_store import EmbeddedStore
 from mmlog.acceptor.supervisor import Supervisor
 from mmlog.config.broker import BrokerConfig
-from mmlog.log import kernels
+from mmlog.log import compaction_kernels, kernels
 from mmlog.log.manager import LogManager
 from mmlog.protocol import precompile
 
@@ -88,6 +88,8 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     before, after = raise_descriptor_limit()
     log.info("descriptors: limit %d per process (soft limit was %d; systemd's LimitNOFILE sets it)", after, before)
     kernels.warm()
+    if config["log.cleaner.enable"]:
+        compaction_kernels.warm()  # the cleaner process inherits them compiled
     precompile()
     store = open_store(config)
     try:

@@ -29,7 +29,8 @@ while it can serve: the other slots go on, and every restart is logged with its
 backoff. Connections are handed only to live processors.
 
 In cluster mode the supervisor also forks the replica fetcher
-(`mmlog/replication/fetcher.py`) and replaces it the same way when it dies.
+(`mmlog/replication/fetcher.py`), and with log.cleaner.enable the log cleaner
+(`mmlog/log/cleaner_manager.py`), and replaces each the same way when it dies.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from mmlog.config.broker import BrokerConfig
 from mmlog.ipc.connection_table import ConnectionTable
 from mmlog.ipc.memory_pool import MemoryPool
 from mmlog.ipc.wake_board import WakeBoard
+from mmlog.log.cleaner_manager import cleaner_main
 from mmlog.processors.worker import BOOT_ERROR, processor_main
 from mmlog.replication.fetcher import fetcher_main
 
@@ -60,6 +62,7 @@ RESTART_BACKOFF_MIN_S = 0.1
 RESTART_BACKOFF_MAX_S = 30.0
 STABLE_AFTER_S = 60.0  # a process up this long resets its slot's backoff
 FETCHER = "fetcher"  # the replica fetcher's backoff slot
+CLEANER = "cleaner"  # the log cleaner's
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 
 
@@ -120,6 +123,8 @@ class Supervisor:
         self._restarts: dict = {}  # slot (or FETCHER) -> monotonic time to restart it
         self.fetcher_pid: int | None = None
         self._fetcher_started = 0.0
+        self.cleaner_pid: int | None = None
+        self._cleaner_started = 0.0
         self.stopping = False
         # A broker started by a test or tool stops when that process is gone (reparented).
         self._parent = os.getppid() if exit_with_parent else None
@@ -133,6 +138,8 @@ class Supervisor:
             self.spawn(slot)
         if self.config["zookeeper.connect"]:
             self.spawn_fetcher()
+        if self.config["log.cleaner.enable"]:
+            self.spawn_cleaner()
         on_ready()
         self.sel = selectors.DefaultSelector()
         for sock in self.listeners:
@@ -260,6 +267,9 @@ class Supervisor:
             if pid == self.fetcher_pid:
                 self._fetcher_died(pid, status)
                 continue
+            if pid == self.cleaner_pid:
+                self._cleaner_died(pid, status)
+                continue
             worker = self.workers.pop(pid, None)
             if worker is None:
                 continue
@@ -285,6 +295,14 @@ class Supervisor:
         log.warning("replica fetcher (pid %d) died with %s; replacing it in %.1f s (death %d in a row)", pid,
                     _describe(os.waitstatus_to_exitcode(status)), delay, self.backoff.deaths[FETCHER])
 
+    def _cleaner_died(self, pid: int, status: int) -> None:
+        self.cleaner_pid = None
+        if self.stopping:
+            return
+        delay = self._schedule_restart(CLEANER, self._cleaner_started)
+        log.warning("log cleaner (pid %d) died with %s; replacing it in %.1f s (death %d in a row)", pid,
+                    _describe(os.waitstatus_to_exitcode(status)), delay, self.backoff.deaths[CLEANER])
+
     def _schedule_restart(self, slot, started: float) -> float:
         now = time.monotonic()
         delay = self.backoff.died(slot, now - started)
@@ -300,6 +318,8 @@ class Supervisor:
             del self._restarts[slot]
             if slot == FETCHER:
                 self.spawn_fetcher()
+            elif slot == CLEANER:
+                self.spawn_cleaner()
             else:
                 self.spawn(slot)
 
@@ -327,6 +347,11 @@ class Supervisor:
         """Fork the replica fetcher process."""
         self.fetcher_pid = self._fork(lambda: fetcher_main(self.config))
         self._fetcher_started = time.monotonic()
+
+    def spawn_cleaner(self) -> None:
+        """Fork the log cleaner process."""
+        self.cleaner_pid = self._fork(lambda: cleaner_main(self.config))
+        self._cleaner_started = time.monotonic()
 
     def _fork(self, body) -> int:
         """Fork a child that closes the parent's sockets, runs body() and exits with its code
@@ -357,6 +382,14 @@ class Supervisor:
 
     def stop_fetcher(self, timeout: float = 10.0) -> None:
         pid, self.fetcher_pid = self.fetcher_pid, None
+        self._stop_child(pid, timeout)
+
+    def stop_cleaner(self, timeout: float = 10.0) -> None:
+        pid, self.cleaner_pid = self.cleaner_pid, None
+        self._stop_child(pid, timeout)
+
+    def _stop_child(self, pid: int | None, timeout: float) -> None:
+        """SIGTERM a helper process (fetcher, cleaner) and reap it; SIGKILL after the timeout."""
         if pid is None:
             return
         try:
@@ -395,6 +428,7 @@ class Supervisor:
             os.waitpid(pid, 0)
         self.workers.clear()
         self.stop_fetcher()
+        self.stop_cleaner()
 
     def _setup_signals(self) -> None:
         self._sig_r, sig_w = os.pipe()

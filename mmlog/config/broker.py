@@ -25,6 +25,10 @@ from mmlog.config.settings import (
 )
 
 
+def _positive_int(v: int) -> bool:
+    return v > 0
+
+
 def _listener_ok(value: str) -> bool:
     try:
         parse_listeners(value)
@@ -116,6 +120,16 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "are closed on accept.", lambda v: v >= 0, ">= 0"),
         Setting("max.connections.per.ip.overrides", str, "", "Per-address exceptions: HOST:N[,HOST:N...] "
                 "(names resolved at start).", _overrides_ok, "HOST:N list"),
+        Setting("log.cleaner.enable", bool, True, "Run the log cleaner process, which compacts topics whose "
+                "cleanup.policy has compact."),
+        Setting("log.cleaner.dedupe.buffer.size", int, 128 << 20, "Memory of the cleaner's offset map (24 bytes "
+                "a key): more keys than fit make a cleaning cover fewer segments.", lambda v: v >= 1024, ">= 1024"),
+        Setting("log.cleaner.io.buffer.load.factor", float, 0.9, "How full the offset map may get.",
+                lambda v: 0 < v < 1, "between 0 and 1"),
+        Setting("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308, "Bytes a second the "
+                "cleaner reads and writes, at most (its I/O throttle).", lambda v: v > 0, "> 0"),
+        Setting("log.cleaner.backoff.ms", int, 15_000, "How long the cleaner sleeps when no log needs cleaning.",
+                _positive_int, "> 0"),
         Setting("log.retention.check.interval.ms", int, 300_000, "How often retention runs.", lambda v: v > 0, "> 0"),
         Setting("log.flush.scheduler.interval.ms", int, 1000, "How often flush.ms and segment.ms are checked.",
                 lambda v: v > 0, "> 0"),

@@ -35,7 +35,11 @@ def _str(text: str) -> str:
     return str(text).strip()
 
 
-PARSERS: dict[type, Callable[[str], Any]] = {bool: _bool, int: _int, str: _str}
+def _float(text: str) -> float:
+    return float(str(text).strip().replace("_", ""))
+
+
+PARSERS: dict[type, Callable[[str], Any]] = {bool: _bool, int: _int, str: _str, float: _float}
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Setting:
         try:
             if isinstance(raw, self.type) and not isinstance(raw, bool) or type(raw) is self.type:
                 value = raw
+            elif self.type is float and isinstance(raw, int) and not isinstance(raw, bool):
+                value = float(raw)
             else:
                 value = PARSERS[self.type](raw)
         except (TypeError, ValueError) as exc:
@@ -74,6 +80,19 @@ def _non_negative(v: int) -> bool:
 
 def _minus_one_or_positive(v: int) -> bool:
     return v == -1 or v > 0
+
+
+CLEANUP_POLICIES = ("delete", "compact")
+
+
+def cleanup_policies(value: str) -> set[str]:
+    """The policies of a cleanup.policy value ('compact,delete' -> {'compact', 'delete'})."""
+    return {p.strip() for p in str(value).split(",") if p.strip()}
+
+
+def _cleanup_policy_ok(value: str) -> bool:
+    policies = cleanup_policies(value)
+    return bool(policies) and policies <= set(CLEANUP_POLICIES)
 
 
 _COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
@@ -98,9 +117,18 @@ TOPIC_SETTINGS: dict[str, Setting] = {
                 lambda v: v >= -1, ">= -1"),
         Setting("retention.bytes", int, -1, "Delete old segments while the partition is larger; -1 is off.",
                 lambda v: v >= -1, ">= -1"),
-        # compact is refused until the log cleaner exists (issue #17): accepting it would silently delete by retention
-        Setting("cleanup.policy", str, "delete", "delete (retention); compact is not supported yet.",
-                lambda v: v == "delete", "delete; compact is not supported yet"),
+        Setting("cleanup.policy", str, "delete", "delete (retention by time and size), compact (the log cleaner "
+                "keeps the last record of each key, mmlog/log/cleaner.py) or compact,delete (both).",
+                _cleanup_policy_ok, "delete, compact or compact,delete"),
+        Setting("min.cleanable.dirty.ratio", float, 0.5, "Clean a compacted log once this share of it is dirty "
+                "(written since its last cleaning).", lambda v: 0 <= v <= 1, "0 .. 1"),
+        Setting("min.compaction.lag.ms", int, 0, "A record stays uncompacted at least this long after it is "
+                "written (ms).", _non_negative, ">= 0"),
+        Setting("max.compaction.lag.ms", int, 2**63 - 1, "A record is compacted at most this long after it is "
+                "written, whatever the dirty ratio (ms).", _positive, "> 0"),
+        Setting("delete.retention.ms", int, DAY_MS, "How long a tombstone (null value) stays after the "
+                "segment holding it is cleaned: a consumer starting within it sees the delete (ms).",
+                _non_negative, ">= 0"),
         Setting("max.message.bytes", int, 1048588, "Largest record batch a producer may append.",
                 _positive, "> 0"),
         Setting("message.timestamp.type", str, "CreateTime", "CreateTime (LogAppendTime is not supported).",
@@ -133,6 +161,10 @@ BROKER_TOPIC_DEFAULTS = {
     "log.retention.ms": "retention.ms",
     "log.retention.bytes": "retention.bytes",
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
     "message.max.bytes": "max.message.bytes",
     "log.message.timestamp.type": "message.timestamp.type",
     "compression.type": "compression.type",
@@ -164,6 +196,10 @@ class LogConfig:
     retention_ms: int = TOPIC_SETTINGS["retention.ms"].default
     retention_bytes: int = TOPIC_SETTINGS["retention.bytes"].default
     cleanup_policy: str = TOPIC_SETTINGS["cleanup.policy"].default
+    min_cleanable_dirty_ratio: float = TOPIC_SETTINGS["min.cleanable.dirty.ratio"].default
+    min_compaction_lag_ms: int = TOPIC_SETTINGS["min.compaction.lag.ms"].default
+    max_compaction_lag_ms: int = TOPIC_SETTINGS["max.compaction.lag.ms"].default
+    delete_retention_ms: int = TOPIC_SETTINGS["delete.retention.ms"].default
     max_message_bytes: int = TOPIC_SETTINGS["max.message.bytes"].default
     message_timestamp_type: str = TOPIC_SETTINGS["message.timestamp.type"].default
     compression_type: str = TOPIC_SETTINGS["compression.type"].default
@@ -172,6 +208,16 @@ class LogConfig:
     compression_zstd_level: int = TOPIC_SETTINGS["compression.zstd.level"].default
     min_insync_replicas: int = TOPIC_SETTINGS["min.insync.replicas"].default
     unclean_leader_election_enable: bool = TOPIC_SETTINGS["unclean.leader.election.enable"].default
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner compacts this log (cleanup.policy has compact)."""
+        return "compact" in cleanup_policies(self.cleanup_policy)
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes old segments (cleanup.policy has delete)."""
+        return "delete" in cleanup_policies(self.cleanup_policy)
 
     @property
     def compression_level(self) -> int | None:

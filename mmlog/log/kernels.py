@@ -8,7 +8,7 @@ loops per batch or per record on a hot path:
 - `find_batch`:   batch-boundary scan to the batch holding an offset;
 - `find_time`:    scan to the first record with timestamp >= target from an offset on (walks record varints);
 - `scan_segment`: recovery validation of a whole segment (length, magic, CRC-32C,
-                  offset continuity), emitting the sparse offset and time index entries
+                  offset continuity, or only increasing offsets in a compacted log), emitting the sparse offset and time index entries
                   as it goes;
 - `crc32c`:       CRC-32C (Castagnoli), slicing-by-8, for `scan_segment`;
 - `check_records`: the records section of a (decompressed) batch against its header:
@@ -266,11 +266,13 @@ def find_time_py(buf, start, end, target, min_offset):
 
 
 @njit(cache=True)
-def scan_segment(buf, start, end, segment_base, next_offset, interval, check_crc, tables, index_out, time_out):
+def scan_segment(buf, start, end, segment_base, next_offset, interval, check_crc, tables, index_out, time_out,
+                 gaps=False):
     """Validate the batches of a segment and rebuild its sparse indexes in one pass.
 
     Walks buf[start:end] batch by batch, checking the length, magic, CRC-32C
-    (if check_crc) and that each batch starts at the expected next offset with a
+    (if check_crc) and that each batch starts at the expected next offset (with
+    `gaps`, at it or after: the log cleaner removes whole batches) with a
     relative offset that fits an int32. Every `interval` bytes it writes an offset
     index entry (relative base offset, position) into index_out (flat int32) and,
     when the max timestamp grew, a time index entry (max timestamp so far, its
@@ -310,7 +312,8 @@ def scan_segment(buf, start, end, segment_base, next_offset, interval, check_crc
             break
         base = be_i64(buf, p)
         delta = be_i32(buf, p + 23)
-        if base != next_offset or delta < 0 or base + delta - segment_base > 2147483647:
+        if (base != next_offset and not (gaps and base > next_offset)) or delta < 0 \
+                or base + delta - segment_base > 2147483647:
             status = SCAN_BAD_OFFSET
             break
         batch_max_ts = be_i64(buf, p + 35)
@@ -335,7 +338,8 @@ def scan_segment(buf, start, end, segment_base, next_offset, interval, check_crc
     return status, p, next_offset, batches, n_idx, n_time, max_ts, off_max, since
 
 
-def scan_segment_py(buf, start, end, segment_base, next_offset, interval, check_crc, tables, index_out, time_out):
+def scan_segment_py(buf, start, end, segment_base, next_offset, interval, check_crc, tables, index_out, time_out,
+                    gaps=False):
     """Reference for scan_segment, built on records.py and the crc32c package."""
     p, n_idx, n_time, batches, since = start, 0, 0, 0, 0
     max_ts, off_max, last_time_ts = -1, -1, -1
@@ -360,7 +364,8 @@ def scan_segment_py(buf, start, end, segment_base, next_offset, interval, check_
         if check_crc and crc32c_py(data, p + 21, p + h.size) != h.crc:
             status = SCAN_BAD_CRC
             break
-        if h.base_offset != next_offset or h.last_offset_delta < 0 or h.last_offset - segment_base > 2**31 - 1:
+        follows = h.base_offset == next_offset or (gaps and h.base_offset > next_offset)
+        if not follows or h.last_offset_delta < 0 or h.last_offset - segment_base > 2**31 - 1:
             status = SCAN_BAD_OFFSET
             break
         if h.max_timestamp > max_ts:
@@ -445,4 +450,5 @@ def warm() -> None:
     find_batch(buf, 0, len(buf), 0)
     find_time(buf, 0, len(buf), 0, 0)
     scan_segment(buf, 0, len(buf), 0, 0, 4096, True, CRC_TABLES, idx, tix)
+    scan_segment(buf, 0, len(buf), 0, 0, 4096, True, CRC_TABLES, idx, tix, True)
     check_records(buf[rec.HEADER_SIZE:], len(buf) - rec.HEADER_SIZE, 1)

@@ -80,7 +80,7 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, producer_state, recovery, retention, txn_index
+from mmlog.log import compressed, producer_state, recovery, retention, segment_swap, txn_index
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
@@ -93,7 +93,8 @@ from mmlog.log.state import TXN_LAYOUT_V1, FollowerProgress, Op, PartitionState,
 from mmlog.protocol import records
 
 INT32_MAX = 2**31 - 1
-IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE = (int(op) for op in Op)  # plain ints: cheap on the append path
+IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE, SWAP = (int(op) for op in Op)  # plain ints: cheap on the append path
+SWAP_WAIT_S = 0.05  # a reader that meets a swap this long takes the lock (repairing a dead cleaner's)
 LEADER, FOLLOWER = int(Role.LEADER), int(Role.FOLLOWER)
 # Kafka's producer.id.expiration.ms default: a producer silent this long is forgotten at the next snapshot.
 PRODUCER_EXPIRATION_MS = 24 * 3600 * 1000
@@ -299,11 +300,21 @@ class Partition:
                 return snap
         if snap.deleted:
             raise UnknownTopicOrPartition(f"{self.directory.name} was deleted")
+        swap_wait = 0.0
         for _ in range(100):
             if snap.generation == self._generation:
                 return snap
+            if snap.pending_op == SWAP:  # the cleaner is renaming files (segment_swap.py): never list halfway
+                if swap_wait >= SWAP_WAIT_S:
+                    with self._writing() as snap:  # a dead cleaner's swap: the lock holder finishes it
+                        return snap
+                time.sleep(0.001)
+                swap_wait += 0.001
+                snap = self.state.snapshot()
+                continue
             try:
                 self._sync(snap)
+                snap = self.state.snapshot()  # moved while we listed (a swap began)? list again
             except FileNotFoundError:  # a segment went while we listed: the state has moved on too
                 snap = self.state.snapshot()
             except ValueError:  # mapped an index while a roll trimmed it: the roll publishes in a moment
@@ -672,7 +683,7 @@ class Partition:
 
         `epoch`: the leader epoch the fetch was made in; if we no longer follow in it (a
         fetch answered after a leader change), FencedLeaderEpoch and nothing is appended."""
-        headers = self._check_sizes(buf, records.validate_batches(buf))  # the leader's bytes, as they are
+        headers = self._check_sizes(buf, records.validate_batches(buf, dense=False))  # the leader's bytes, as they are
         with self._writing() as s:
             self._check_following(epoch)
             if leader_high_watermark is not None:
@@ -688,8 +699,9 @@ class Partition:
                 self._set_follower_hw_locked(s)
                 return None
             expected = s.log_end
+            gaps = self.config.compact  # a compacted leader's batches skip the offsets its cleaner removed
             for h in headers:
-                if h.base_offset != expected:
+                if h.base_offset != expected and not (gaps and h.base_offset > expected):
                     raise OffsetOutOfRange(f"{self.directory.name}: leader's batch at {h.base_offset}, "
                                            f"expected {expected}")
                 expected = h.next_offset
@@ -859,6 +871,8 @@ class Partition:
                     set_base_offset(buf, next_offset, batch_pos)
                     if epoch is not None:
                         set_epoch(buf, epoch, batch_pos)
+                else:
+                    next_offset = h.base_offset  # the leader's: past a gap its cleaner left, if any
                 if h.producer_id != NO_PRODUCER:
                     producer_batches.append((next_offset, h, buf, batch_pos))
                     if h.attributes & _TXN_BITS:
@@ -1208,6 +1222,21 @@ class Partition:
                 self._delete_segment(base)
             self._recover()
             self._sync(self.state.snapshot())
+
+    # ------------------------------------------------------------ log cleaner (cleaner.py)
+
+    def replace_with_cleaned(self, group: list[int], end: int, inodes: list[int], crash=lambda point: None) -> bool:
+        """Swap in the cleaned segment the cleaner wrote for segments `group` (segment_swap.py has the
+        steps and crash points); False if the group changed meanwhile (the cleaned files are dropped)."""
+        with self._writing() as s:
+            if s.active_base in group:
+                segment_swap.discard_cleaned(self.directory, group[0])
+                return False
+            if not segment_swap.swap_in(self.directory, group, end, inodes, self.state, crash):
+                return False
+            self.state.update(generation=self.state.get("generation") + 1, pending_op=IDLE)
+            self._sync(self.state.snapshot())
+            return True
 
     # ------------------------------------------------------------ closing
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmlog.config.settings import LogConfig
-from mmlog.log import kernels
+from mmlog.log import cleaner_checkpoint, kernels, segment_swap
 from mmlog.log.files import DELETED_SUFFIX, delete_segment_files, fsync_dir, segment_bases
 from mmlog.log.offset_index import CorruptIndex
 from mmlog.log.segment import ScanResult, Segment
@@ -70,13 +70,15 @@ def recover(directory: Path, config: LogConfig, log_start: int, recovery_point: 
     """Validate from the segment holding recovery_point on; return the valid segments (synced to
     disk unless `sync` is false: a partition created by this open, see Partition.fresh)."""
     directory = Path(directory)
+    notes: list[str] = []
+    segment_swap.complete_swaps(directory, notes)
     remove_leftovers(directory)
+    gaps = config.compact or cleaner_checkpoint.was_cleaned(directory)
     bases = _drop_below_start(directory, segment_bases(directory), log_start)
     if not bases:
         bases = [log_start]
     first_scanned = max((b for b in bases if b <= recovery_point), default=bases[0])
     kept: list[tuple[Segment, ScanResult | None]] = []
-    notes: list[str] = []
     for i, base in enumerate(bases):
         if base < first_scanned:
             trusted = _open_trusted(directory, base)
@@ -85,12 +87,12 @@ def recover(directory: Path, config: LogConfig, log_start: int, recovery_point: 
                 continue
             notes.append(f"{directory.name}/{base:020d}: index rebuilt")
         previous = kept[-1][1] if kept else None
-        if previous is not None and base != previous.next_offset:
+        if previous is not None and (base < previous.next_offset if gaps else base != previous.next_offset):
             notes.append(f"{directory.name}: segment {base:020d} does not follow offset {previous.next_offset}")
             _delete_from(directory, bases[i:], notes)
             break
         segment = Segment(directory, base, create=True, index_bytes=config.segment_index_bytes)
-        result = segment.scan(base, config.index_interval_bytes)
+        result = segment.scan(base, config.index_interval_bytes, gaps=gaps)
         kept.append((segment, result))
         if result.status != kernels.SCAN_END:
             notes.append(
@@ -104,7 +106,7 @@ def recover(directory: Path, config: LogConfig, log_start: int, recovery_point: 
     if result is None:  # every scanned segment went: the last trusted one becomes active again
         active.close()
         active = Segment(directory, active.base_offset, index_bytes=config.segment_index_bytes)
-        result = active.scan(active.base_offset, config.index_interval_bytes)
+        result = active.scan(active.base_offset, config.index_interval_bytes, gaps=gaps)
         kept[-1] = (active, result)
     for segment, scanned in kept[:-1]:
         if scanned is not None:

@@ -4,6 +4,10 @@ Pure functions over segment summaries, so the policy is testable without files.
 The active segment is never deleted, and deletion is always a prefix of the log:
 the log start offset only moves forward, to the base offset of the first kept
 segment.
+
+Retention is the `delete` cleanup policy: a log whose cleanup.policy is `compact`
+alone keeps every segment (the log cleaner, `cleaner.py`, shrinks it instead);
+`compact,delete` does both.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ class SegmentSummary:
 
 def expired_prefix(segments: list[SegmentSummary], config: LogConfig, now_ms: int) -> int:
     """How many leading (inactive) segments retention deletes now."""
+    if not config.delete:
+        return 0
     inactive = segments[:-1]
     count = 0
     if config.retention_ms >= 0:

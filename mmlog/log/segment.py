@@ -191,8 +191,9 @@ class Segment:
 
     # ------------------------------------------------------------ recovery
 
-    def scan(self, next_offset: int, interval: int, check_crc: bool = True) -> ScanResult:
-        """Validate the whole .log and rebuild both indexes into their (preallocated) mappings."""
+    def scan(self, next_offset: int, interval: int, check_crc: bool = True, gaps: bool = False) -> ScanResult:
+        """Validate the whole .log and rebuild both indexes into their (preallocated) mappings (`gaps`:
+        batches may start past the expected offset, as in a compacted log)."""
         size = self.file_size()
         index_out = self.offset_index.flat
         time_out = self.time_index.flat
@@ -205,7 +206,7 @@ class Segment:
                     int(v)
                     for v in kernels.scan_segment(
                         buf, 0, size, self.base_offset, next_offset, interval, check_crc,
-                        kernels.CRC_TABLES, index_out, time_out,
+                        kernels.CRC_TABLES, index_out, time_out, gaps,
                     )
                 )
             )

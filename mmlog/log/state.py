@@ -140,6 +140,7 @@ class Op(enum.IntEnum):
     ROLL = 2
     DELETE_SEGMENTS = 3
     TRUNCATE = 4
+    SWAP = 5  # the log cleaner replacing segments (segment_swap.py); readers wait it out
 
 
 class Role(enum.IntEnum):

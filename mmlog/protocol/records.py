@@ -349,7 +349,7 @@ def read_header(buf, pos: int = 0) -> BatchHeader:
     return _make_header(_HEADER.unpack_from(buf, pos))
 
 
-def validate_batch(buf, pos: int = 0) -> BatchHeader:
+def validate_batch(buf, pos: int = 0, dense: bool = True) -> BatchHeader:
     """Check length, magic and CRC-32C of the batch at pos; return its header.
 
     Raises CorruptMessage for a bad length, magic or CRC (what Kafka answers for
@@ -371,7 +371,7 @@ def validate_batch(buf, pos: int = 0) -> BatchHeader:
         raise CorruptMessage(f"batch at {pos}: CRC-32C {actual:#010x} != stored {header.crc:#010x}")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise InvalidRecord(f"batch at {pos}: negative lastOffsetDelta or recordsCount")
-    if header.compression == 0 and header.records_count != header.last_offset_delta + 1:
+    if dense and header.compression == 0 and header.records_count != header.last_offset_delta + 1:
         # Compaction may leave gaps in a stored batch, but a producer's batch is dense.
         raise InvalidRecord(
             f"batch at {pos}: {header.records_count} records but lastOffsetDelta {header.last_offset_delta}"
@@ -379,12 +379,13 @@ def validate_batch(buf, pos: int = 0) -> BatchHeader:
     return header
 
 
-def validate_batches(buf) -> list[BatchHeader]:
-    """Validate a buffer holding one or more whole batches back to back."""
+def validate_batches(buf, dense: bool = True) -> list[BatchHeader]:
+    """Validate a buffer holding one or more whole batches back to back (`dense=False`: stored batches,
+    which compaction may have left with fewer records than offsets, as a follower copies them)."""
     headers = []
     pos = 0
     while pos < len(buf):
-        h = validate_batch(buf, pos)
+        h = validate_batch(buf, pos, dense)
         headers.append(h)
         pos += h.size
     if not headers:

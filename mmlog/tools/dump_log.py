@@ -43,7 +43,7 @@ from typing import Iterator, TextIO
 import numpy as np
 
 from mmlog.errors import CorruptMessage
-from mmlog.log import kernels, state
+from mmlog.log import cleaner_checkpoint, kernels, state
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_bases
 from mmlog.protocol import compression, records
 from mmlog.tools import CommandError
@@ -208,6 +208,7 @@ class Walk:
 
     next_offset: int
     end: int = 0  # bytes of valid batches from the start of the file
+    gaps: bool = False  # a compacted log: batches may start past the next offset (cleaner_checkpoint.py)
 
 
 def walk_log(fd: int, segment_base: int, end: int, walk: Walk, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Batch]:
@@ -226,7 +227,7 @@ def walk_log(fd: int, segment_base: int, end: int, walk: Walk, chunk_bytes: int 
         buf = np.frombuffer(chunk, dtype=np.uint8)
         status, valid, next_offset, *_ = kernels.scan_segment(
             buf, 0, len(chunk), segment_base, walk.next_offset, 0, True, kernels.CRC_TABLES,
-            _NO_OFFSET_ENTRIES, _NO_TIME_ENTRIES,
+            _NO_OFFSET_ENTRIES, _NO_TIME_ENTRIES, walk.gaps,
         )
         valid = int(valid)
         for at, header in records.iter_batches(memoryview(chunk)[:valid]):
@@ -363,6 +364,11 @@ class Dumper:
         self.totals = Totals()
         self._previous: tuple[Path, int] | None = None  # (log, next offset) of the last segment dumped
 
+    @staticmethod
+    def _gaps(target: Target) -> bool:
+        """Whether the log cleaner has cleaned this partition (offset gaps are then its doing)."""
+        return cleaner_checkpoint.was_cleaned(target.log.parent)
+
     def dump(self, target: Target, show_log: bool = True, show_index: bool = False) -> None:
         """Dump one segment; raise CommandError at its first invalid byte (or index entry)."""
         write = self.out.write
@@ -377,7 +383,7 @@ class Dumper:
                 end = target.committed
             if target.chained and self._previous is not None:
                 prev_log, prev_next = self._previous
-                if prev_next != target.base_offset:
+                if prev_next != target.base_offset and not (self._gaps(target) and target.base_offset > prev_next):
                     raise CommandError(
                         f"{target.log}: bad offset at position 0: the segment starts at offset "
                         f"{target.base_offset} but {prev_log.name} ends before offset {prev_next}"
@@ -392,7 +398,7 @@ class Dumper:
             if show_log:
                 write(f"Dumping {target.log}\n")
                 write(f"Starting offset: {target.base_offset}\n")
-            walk = Walk(next_offset=target.base_offset)
+            walk = Walk(next_offset=target.base_offset, gaps=self._gaps(target))
             self.totals.files += 1
             try:
                 for batch in walk_log(fd, target.base_offset, end, walk):

@@ -2,7 +2,7 @@
 
     mmlog topics create NAME --partitions N [--replication-factor R] [--config KEY=VALUE ...]
     mmlog topics list
-    mmlog topics describe NAME
+    mmlog topics describe NAME [--data-dir DIR]
     mmlog topics alter NAME [--partitions N] [--config KEY=VALUE ...] [--delete-config KEY ...]
     mmlog topics delete-records NAME --before OFFSET [--partition P ...]
     mmlog topics delete NAME
@@ -14,6 +14,9 @@ sets topic config overrides and `--delete-config` removes them (as kafka-configs
 --alter --add-config / --delete-config); running partitions take them without a restart.
 `delete-records` moves the log start of the partitions (all by default) to OFFSET
 (-1: the high watermark, i.e. everything written so far), as kafka-delete-records.sh.
+`describe --data-dir` (the broker's first log dir, on the broker's machine) adds the
+log cleaner's figures of a compacted topic: dirty ratio, first dirty offset and the
+last cleaning (from the cleaner's cleaner-status.json).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command("list", help="list topics and their partition counts")
     describe = command("describe", help="partitions, offsets and config of a topic")
     describe.add_argument("name")
+    describe.add_argument("--data-dir", help="the broker's first log dir: show the log cleaner's figures too")
     alter = command("alter", help="grow a topic's partition count, set or delete its config overrides")
     alter.add_argument("name")
     alter.add_argument("--partitions", type=int, help="the new partition count (larger)")
@@ -61,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
             for name, partitions in admin.list_topics().items():
                 print(f"{name}\t{partitions}")
         elif args.action == "describe":
-            describe(admin.describe_topic(args.name))
+            describe(admin.describe_topic(args.name), args.data_dir)
         elif args.action == "alter":
             alter(admin, args)
         elif args.action == "delete-records":
@@ -86,12 +90,20 @@ def alter(admin, args) -> None:
         print(f"topic {args.name} now has {args.partitions} partition(s)")
 
 
-def describe(topic) -> None:
+def describe(topic, data_dir: str | None = None) -> None:
     print(f"Topic: {topic.name}\tPartitions: {len(topic.partitions)}")
+    status = {}
+    if data_dir is not None:
+        from mmlog.log.cleaner_manager import read_status
+
+        status = read_status(data_dir)
     for p in topic.partitions:
         print(f"  partition {p.partition}\tleader {p.leader}\treplicas {_ids(p.replicas)}\tisr {_ids(p.isr)}"
               f"\tearliest {p.earliest}\tlatest {p.latest}\trecords {p.latest - p.earliest}"
               + ("\tunder-replicated" if p.under_replicated else ""))
+        cleaner = status.get(f"{topic.name}-{p.partition}")
+        if cleaner is not None:
+            print("    " + cleaner_line(cleaner))
     overrides = sorted(topic.overrides)
     print("  config overrides: " + (", ".join(f"{k}={topic.config[k]}" for k in overrides) or "none"))
 
@@ -101,6 +113,22 @@ def _offset(text: str) -> int:
         return int(text)
     except ValueError:
         raise CommandError(f"--before wants an offset (-1: the high watermark), got {text!r}", 2) from None
+
+
+def cleaner_line(entry: dict) -> str:
+    """One partition's log cleaner figures, as `describe` prints them."""
+    import time
+
+    line = (f"cleaner: dirty ratio {entry.get('dirty_ratio', 0):.2f}\tfirst dirty offset "
+            f"{entry.get('first_dirty_offset', 0)}\tcleanable bytes {entry.get('cleanable_bytes', 0)}")
+    run = entry.get("last_run")
+    if run is None:
+        return line + "\tlast run never"
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry["last_run_ms"] / 1000))
+    rate = run["bytes_read"] / 1e6 / max(run["elapsed_s"], 1e-9)
+    return (line + f"\tlast run {when}: offsets [{run['first_dirty']}, {run['end_offset']}), {run['records_kept']} "
+            f"of {run['records_read']} records kept, {run['bytes_read']} -> {run['bytes_written']} bytes, "
+            f"{rate:.1f} MB/s")
 
 
 def _ids(nodes) -> str:

@@ -91,13 +91,19 @@ def test_a_topic_needs_at_least_one_partition(tmp_path, managers, partitions):
         managers(tmp_path).create_topic("t", partitions)
 
 
-def test_compaction_is_refused_until_it_is_honoured(tmp_path, managers):
-    with pytest.raises(InvalidConfig, match="compact is not supported yet"):
-        managers(tmp_path).create_topic("t", 1, {"cleanup.policy": "compact"})
+@pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete,compact", "delete"])
+def test_every_cleanup_policy_kafka_knows_is_accepted_and_kept(tmp_path, managers, policy):
+    m = managers(tmp_path)
+    m.create_topic("t", 1, {"cleanup.policy": policy, "min.cleanable.dirty.ratio": "0.2"})
+    config = m.config_for("t")
+    assert config.cleanup_policy == policy and config.min_cleanable_dirty_ratio == 0.2
+    assert config.compact == ("compact" in policy) and config.delete == ("delete" in policy)
 
 
 @pytest.mark.parametrize("config", [{"no.such.setting": "1"}, {"segment.bytes": "ten"}, {"segment.bytes": "5"},
-                                    {"cleanup.policy": "shred"}, {"compression.type": "brotli"}])
+                                    {"cleanup.policy": "shred"}, {"cleanup.policy": "compact,shred"},
+                                    {"cleanup.policy": ""}, {"min.cleanable.dirty.ratio": "1.5"},
+                                    {"compression.type": "brotli"}])
 def test_an_invalid_topic_config_is_refused(tmp_path, managers, config):
     m = managers(tmp_path)
     with pytest.raises(InvalidConfig):
