@@ -27,7 +27,7 @@ Layout: a 4 KiB file `partition.state` of native-endian int64 slots:
    20 FIRST_UNSTABLE    the offset the last stable offset may not pass (-1: none); see below
    21 FIRST_UNDECIDED   first offset of the oldest open transaction at the log end (-1: none)
    22 LAST_ABORT        offset of the newest abort marker in the transaction index (-1: none)
-   23 TXN_LAYOUT        TXN_LAYOUT_V1 once slots 20-22 and 96.. are kept (older pages: 0)
+   23 TXN_LAYOUT        TXN_LAYOUT_V1 once slots 20-22 and 128.. are kept (older pages: 0)
 
 An append changes exactly slots 9-22, which is why they sit together: it
 publishes them with one slice store (`publish_append`).
@@ -37,8 +37,8 @@ read_committed consumers may read, is min(HW, FIRST_UNSTABLE): readers compute i
 from one snapshot (`Snapshot.last_stable_offset`). An offset is unstable while the
 transaction holding it is open, and also after its marker is appended until the HW
 passes the marker (Kafka's unreplicated transactions: the outcome is not durable
-yet). So the writer keeps, at slot 96 on, the transactions whose marker is at or above
-the HW: slot 96 holds their count, then (first offset, marker offset) pairs. Every
+yet). So the writer keeps, at slot 128 on, the transactions whose marker is at or above
+the HW: slot 128 holds their count, then (first offset, marker offset) pairs. Every
 store that moves the HW, the first undecided offset or the log start recomputes
 FIRST_UNSTABLE = max(log start, min(FIRST_UNDECIDED, first offsets of the pairs whose
 marker is >= HW)) and drops the other pairs, inside the same seqlocked update. When
@@ -104,7 +104,7 @@ MAGIC = int.from_bytes(b"MMLOGST1", "little", signed=True)
 FIRST, LAST = GENERATION, TXN_LAYOUT
 TXN_LAYOUT_V1 = 1
 # Transactions decided but not yet below the HW (see the module docstring).
-UNREPLICATED = 96
+UNREPLICATED = 128  # after the follower log starts (96-103)
 MAX_UNREPLICATED = (STATE_SIZE // 8 - UNREPLICATED - 1) // 2
 
 # The replication region and the follower progress rows (see the module docstring).
