@@ -70,6 +70,7 @@ class TransactionManager:
         self.state = UNINITIALIZED
         self.producer_id = self.producer_epoch = -1
         self.added: set[tuple[str, int]] = set()
+        self.groups: set[str] = set()  # groups whose offsets the transaction commits
         self.error: BaseException | None = None  # what made the transaction abortable or the producer fatal
         self._lock = threading.Lock()  # one coordinator request at a time (app thread and I/O thread)
         self._conns: dict[tuple[int, str], BrokerConnection] = {}  # (key type, key) -> coordinator connection
@@ -93,6 +94,7 @@ class TransactionManager:
             raise TransactionError(f"begin_transaction() in state {self.state}"
                                    + (" (call init_transactions() first)" if self.state == UNINITIALIZED else ""))
         self.added.clear()
+        self.groups.clear()
         self.error = None
         self.state = IN_TRANSACTION
 
@@ -127,6 +129,7 @@ class TransactionManager:
         self._call(TRANSACTION, self.transactional_id, add_offsets_to_txn.API_KEY, 2, add_offsets_to_txn.REQUEST(
             transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
             group_id=group_id), timeout, lambda r: r.error_code)
+        self.groups.add(group_id)
         topics: dict[str, list] = {}
         for (topic, p), offset in sorted(offsets.items()):
             topics.setdefault(topic, []).append({"partition_index": p, "committed_offset": int(offset),
@@ -148,11 +151,12 @@ class TransactionManager:
             raise TransactionError(f"the transaction cannot commit: {self.error!r}; abort it")
         if self.state not in (IN_TRANSACTION, ABORTABLE):
             raise TransactionError(f"{what} in state {self.state}")
-        if self.added:  # nothing was written: nothing for the coordinator to end
+        if self.added or self.groups:  # else nothing joined the transaction: nothing for the coordinator to end
             self._call(TRANSACTION, self.transactional_id, end_txn.API_KEY, 2, end_txn.REQUEST(
                 transactional_id=self.transactional_id, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, committed=commit), timeout, lambda r: r.error_code)
         self.added.clear()
+        self.groups.clear()
         self.state = READY
 
     def fail(self, exc: BaseException) -> None:
