@@ -172,3 +172,26 @@ def test_mmlogs_producer_is_fenced_by_a_newer_one(broker):
         new.close()
     finally:
         old.close(timeout=1)
+
+
+def test_mmlogs_producer_commits_consumer_offsets_with_its_transaction(broker):
+    plain = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    plain.produce("own-in", b"x", partition=0)
+    plain.flush(10)
+    with Producer(broker.bootstrap, transactional_id="mmlog-offsets", linger_ms=1) as p:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send_offsets_to_transaction({("own-in", 0): 1}, "own-group")  # offsets alone, no record
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send_offsets_to_transaction({("own-in", 0): 0}, "own-group")
+        p.abort_transaction()
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "own-group"})
+    try:
+        deadline, offset = time.monotonic() + 10, None
+        while time.monotonic() < deadline and offset != 1:
+            offset = consumer.committed([TopicPartition("own-in", 0)], timeout=10)[0].offset
+            time.sleep(0.05)
+    finally:
+        consumer.close()
+    assert offset == 1
