@@ -164,8 +164,10 @@ class Admin:
 
     # ------------------------------------------------------------ offsets
 
-    def offsets(self, topic: str, timestamp: int = LATEST, *, offline: int | None = None) -> dict[int, int]:
+    def offsets(self, topic: str, timestamp: int = LATEST, *, offline: int | None = None,
+                read_committed: bool = False) -> dict[int, int]:
         """Per partition: latest (-1), earliest (-2), or the first offset at/after a timestamp (ms; -1 if none).
+        Latest is the high watermark, or with read_committed the last stable offset.
 
         A partition whose broker is down raises LeaderNotAvailable, or gets `offline` if one is given.
         """
@@ -181,7 +183,7 @@ class Admin:
                 out[p] = offline
         for leader, parts in by_leader.items():
             body = self._request(leader, list_offsets.API_KEY, 5, list_offsets.REQUEST(
-                replica_id=-1, isolation_level=0, topics=[{"name": topic, "partitions": [
+                replica_id=-1, isolation_level=int(read_committed), topics=[{"name": topic, "partitions": [
                     {"partition_index": p, "timestamp": timestamp} for p in parts]}]))
             for part in body.topics[0].partitions:
                 if part.error_code:

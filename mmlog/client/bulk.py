@@ -27,7 +27,12 @@ microseconds per record. Here two numba kernels do the whole chunk:
   ================  =======  ===================================================
 
 Control batches (attribute bit 5: transaction markers) are skipped, and so are
-records below the fetch offset. The columns point into the chunk's own bytes, so
+records below the fetch offset. A read_committed consumer also passes the fetch
+response's aborted transactions (producer id, first offset): the batches of an
+aborted transaction are skipped whole, by Kafka's consumer rule, per batch and
+never per record (`aborted_batches`): a producer's transactional batches are
+dropped from its aborted transaction's first offset until its next control batch
+(the abort marker). The columns point into the chunk's own bytes, so
 nothing is copied: `RecordArrays.value_view(i)` is a memoryview, `values()`
 builds a list of bytes only when asked, `headers(i)` decodes one record's headers.
 Consumers that want millions of records a second work on the columns
@@ -106,6 +111,7 @@ STATUS_TEXT = ("ok", "no whole batch", "bad batch length", "bad magic", "bad off
 _HEADER = rec.HEADER_SIZE  # 61
 _MIN_LENGTH = rec.HEADER_SIZE - rec.LOG_OVERHEAD  # 49
 _CONTROL = rec.CONTROL_BIT
+_TRANSACTIONAL = rec.TRANSACTIONAL_BIT
 _LOG_APPEND_TIME = rec.TIMESTAMP_TYPE_BIT
 _CODEC = rec.COMPRESSION_MASK
 _I32 = struct.Struct(">i")
@@ -199,8 +205,83 @@ def scan_chunk_py(data, fetch_offset: int) -> Scan:
 
 
 @njit(cache=True, nogil=True)
-def _decode(buf, start, end, fetch_offset, capacity):
+def aborted_batches(buf, end, pids, firsts):
+    """Positions of the batches in buf[:end] that belong to aborted transactions (Kafka's consumer rule).
+
+    pids/firsts: the fetch response's aborted transactions, sorted by first offset. Walking
+    the batches in order, a transaction becomes aborted-active once a batch at or past its
+    first offset shows up; a producer's transactional data batches are dropped while it is
+    active, and its next control batch (the abort marker) ends it.
+    """
+    n_batches = 0
+    p = 0
+    while p < end:
+        n_batches += 1
+        p += 12 + be_i32(buf, p + 8)
+    out = np.empty(n_batches, np.int64)
+    active = np.empty(len(pids), np.int64)
+    n_active = 0
+    i = 0
+    n = 0
+    p = 0
+    while p < end:
+        base = be_i64(buf, p)
+        pid = be_i64(buf, p + 43)
+        attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
+        while i < len(pids) and firsts[i] <= base:
+            active[n_active] = pids[i]
+            n_active += 1
+            i += 1
+        if attributes & _CONTROL:
+            for j in range(n_active):
+                if active[j] == pid:
+                    active[j] = active[n_active - 1]
+                    n_active -= 1
+                    break
+        elif attributes & _TRANSACTIONAL:
+            for j in range(n_active):
+                if active[j] == pid:
+                    out[n] = p
+                    n += 1
+                    break
+        p += 12 + be_i32(buf, p + 8)
+    return out[:n]
+
+
+def aborted_batches_py(data, end: int, aborted) -> list[int]:
+    """Reference for aborted_batches, on `records.iter_batches`; aborted is [(producer id, first offset)]."""
+    queue = sorted(aborted, key=lambda t: t[1])
+    active: set[int] = set()
+    out = []
+    for pos, h in rec.iter_batches(bytes(data)[:end]):
+        while queue and queue[0][1] <= h.base_offset:
+            active.add(queue.pop(0)[0])
+        if h.is_control:
+            active.discard(h.producer_id)
+        elif h.is_transactional and h.producer_id in active:
+            out.append(pos)
+    return out
+
+
+_NO_SKIP = np.empty(0, np.int64)
+
+
+def _skips(buf, end: int, aborted) -> np.ndarray:
+    """The positions aborted_batches gives, for the response's aborted transactions (any iterable of
+    objects with producer_id and first_offset, or (producer id, first offset) pairs)."""
+    if not aborted:
+        return _NO_SKIP
+    pairs = sorted(((a.producer_id, a.first_offset) if hasattr(a, "producer_id") else tuple(a) for a in aborted),
+                   key=lambda t: t[1])
+    pids = np.array([p for p, _ in pairs], np.int64)
+    firsts = np.array([f for _, f in pairs], np.int64)
+    return aborted_batches(buf, end, pids, firsts)
+
+
+@njit(cache=True, nogil=True)
+def _decode(buf, start, end, fetch_offset, capacity, skip):
     """Decode the records of the whole batches in buf[start:end]; see the module docstring for the columns.
+    Batches at the positions in `skip` (ascending: aborted transactions' batches) are left out.
 
     Returns (status, position, n, columns...): on a status other than OK,
     position is the batch at fault and the first n entries are valid.
@@ -217,13 +298,16 @@ def _decode(buf, start, end, fetch_offset, capacity):
     n = 0
     status = OK
     p = start
+    k = 0
     while p < end:
         size = 12 + be_i32(buf, p + 8)
         stop = p + size
         base = be_i64(buf, p)
         last = base + be_i32(buf, p + 23)
         attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
-        if attributes & _CONTROL or last < fetch_offset:
+        while k < len(skip) and skip[k] < p:
+            k += 1
+        if attributes & _CONTROL or last < fetch_offset or (k < len(skip) and skip[k] == p):
             p = stop
             continue
         if attributes & _CODEC:
@@ -550,11 +634,12 @@ def decode_headers(buf, pos: int, count: int) -> tuple[tuple[str, bytes | None],
 
 
 def decode_chunk(data, fetch_offset: int, *, topic: str = "", partition: int = -1, check_crcs: bool = False,
-                 scan: Scan | None = None) -> RecordArrays:
+                 scan: Scan | None = None, aborted=None) -> RecordArrays:
     """Decode the records at or above fetch_offset in a fetched chunk into a RecordArrays.
 
     `data` is bytes-like (a memoryview into the response is not copied). `scan`
-    is the chunk's `scan_chunk` result if the caller has it already. Raises
+    is the chunk's `scan_chunk` result if the caller has it already. `aborted`: a
+    read_committed fetch's aborted transactions (their records are left out). Raises
     CorruptMessage for a malformed batch or record (or a CRC mismatch with
     check_crcs); a chunk with no whole batch decodes to no records with
     `next_offset` = fetch_offset (the caller must fetch more bytes).
@@ -572,7 +657,7 @@ def decode_chunk(data, fetch_offset: int, *, topic: str = "", partition: int = -
         buf = np.frombuffer(data, dtype=np.uint8)
         end = len(buf)
         capacity = Scan(*_scan(buf, 0, end, fetch_offset)).capacity
-    status, at, n, *columns = _decode(buf, 0, end, fetch_offset, capacity)
+    status, at, n, *columns = _decode(buf, 0, end, fetch_offset, capacity, _skips(buf, end, aborted))
     if status != OK:
         raise CorruptMessage(f"{_where(topic, partition)}batch at byte {at}: {STATUS_TEXT[status]}")
     if n < capacity:
@@ -638,14 +723,16 @@ def _decompressed(data, end: int, fetch_offset: int) -> bytearray:
     return out
 
 
-def decode_chunk_py(data, fetch_offset: int) -> tuple[list[rec.Record], Scan]:
-    """Reference for decode_chunk: `records.decode_records` on each whole batch, records below fetch_offset and
-    control batches dropped. Returns (records, scan) where records carry absolute offsets and timestamps."""
+def decode_chunk_py(data, fetch_offset: int, aborted=()) -> tuple[list[rec.Record], Scan]:
+    """Reference for decode_chunk: `records.decode_records` on each whole batch, records below fetch_offset,
+    control batches and aborted transactions' batches dropped. Returns (records, scan) where records carry
+    absolute offsets and timestamps."""
     data = bytes(data)
     scan = scan_chunk_py(data, fetch_offset)
+    dropped = set(aborted_batches_py(data, scan.end, aborted))
     out: list[rec.Record] = []
     for pos, h in rec.iter_batches(data[: scan.end]):
-        if h.is_control or h.last_offset < fetch_offset:
+        if h.is_control or h.last_offset < fetch_offset or pos in dropped:
             continue
         out.extend(r for r in rec.decode_records(data, pos) if r.offset >= fetch_offset)
     return out, scan
@@ -656,3 +743,4 @@ def warm() -> None:
     batch = rec.build_batch([(b"k", b"v", [("h", b"x")])])
     for data in (batch, bytes(batch)):
         decode_chunk(data, 0, check_crcs=True).header_columns()
+        decode_chunk(data, 0, aborted=[(1, 0)])

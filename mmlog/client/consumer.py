@@ -66,6 +66,15 @@ below the fetch offset, the partial tail (fetched again next time) and control
 batches. At most two undelivered chunks are buffered per partition; the
 application's poll drains them.
 
+*Transactions.* `isolation_level="read_committed"` (the default, as librdkafka's;
+Kafka's Java consumer defaults to read_uncommitted) fetches with isolation level 1:
+the broker stops at the last stable offset, so records of open transactions wait,
+and each chunk comes with the aborted transactions it overlaps, whose batches the
+bulk decoder drops whole (`bulk.aborted_batches`, per batch, no per-record loop).
+`read_uncommitted` reads up to the high watermark and keeps aborted records. Offset
+resets and `end_offsets` ask for the latest offset under the same isolation level
+(the last stable offset for read_committed).
+
 *Positions move on hand-over.* `poll` returns every chunk buffered and sets each
 partition's position past it. `seek`, `seek_to_beginning`/`end` and an offset
 reset bump the partition's *epoch*: buffered chunks and in-flight responses of
@@ -118,6 +127,10 @@ from mmlog.protocol.messages import fetch, list_offsets
 MiB = 1 << 20
 FETCH_VERSION = 11  # the highest non-flexible Fetch; records are the last field of each partition
 LIST_OFFSETS_VERSION = 5
+# isolation_level (Kafka's isolation.level): read_committed, librdkafka's default and ours, reads up to the
+# last stable offset and drops aborted transactions; read_uncommitted (the Java client's default) reads
+# up to the high watermark, aborted records included. Both skip transaction markers.
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 EARLIEST = -2  # ListOffsets timestamps
 LATEST = -1
 COMMITTED = "committed"  # a pending reset that asks the group's committed offset (OffsetFetch), not ListOffsets
@@ -200,7 +213,8 @@ class Consumer:
                  fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1, client_id: str = "mmlog",
                  request_timeout_ms: int = 30_000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1_000, retry_backoff_ms: int = 100,
-                 metadata_max_age_ms: int = 300_000, check_crcs: bool = True) -> None:
+                 metadata_max_age_ms: int = 300_000, check_crcs: bool = True,
+                 isolation_level: str = "read_committed") -> None:
         if auto_offset_reset not in RESETS:
             raise ValueError(f"auto_offset_reset must be one of {', '.join(RESETS)}, not {auto_offset_reset!r}")
         for name, value, low in (("fetch_max_bytes", fetch_max_bytes, 1),
@@ -217,6 +231,8 @@ class Consumer:
                                  ("max_poll_interval_ms", max_poll_interval_ms, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
+        if isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f"isolation_level must be one of {', '.join(ISOLATION_LEVELS)}, not {isolation_level!r}")
         if heartbeat_interval_ms >= session_timeout_ms:
             raise ValueError(f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be lower than "
                              f"session_timeout_ms ({session_timeout_ms})")
@@ -237,6 +253,8 @@ class Consumer:
         self.auto_offset_reset = auto_offset_reset
         self.client_id = client_id
         self._reset_policy = RESETS[auto_offset_reset]
+        self.isolation_level = isolation_level
+        self._isolation = ISOLATION_LEVELS[isolation_level]
         self._fetch_max_bytes = fetch_max_bytes
         self._partition_bytes = max_partition_fetch_bytes
         self._max_wait_ms = fetch_max_wait_ms
@@ -946,7 +964,7 @@ class Consumer:
         sent = {st.tp: (st, st.epoch) for st in due}
         for st in due:
             st.resetting = True
-        body = _list_offsets_request([(st.tp, st.reset) for st in due])
+        body = _list_offsets_request([(st.tp, st.reset) for st in due], self._isolation)
         self._channels[node].send(list_offsets.API_KEY, LIST_OFFSETS_VERSION, body,
                                   lambda body, exc: self._on_reset(node, sent, body, exc))
 
@@ -1053,7 +1071,8 @@ class Consumer:
                                           timeout=max(0.1, deadline - time.monotonic()),
                                           connect_timeout=max(0.1, min(5.0, deadline - time.monotonic()))) as conn:
                         body = conn.request(list_offsets.API_KEY, LIST_OFFSETS_VERSION,
-                                            _list_offsets_request([(tp, timestamp) for tp in group]))
+                                            _list_offsets_request([(tp, timestamp) for tp in group],
+                                                                  self._isolation))
                     for tp, code, offset in _list_offsets_results(body):
                         if code == 0:
                             result[tp] = offset
@@ -1083,7 +1102,7 @@ class Consumer:
                 "log_start_offset": -1, "partition_max_bytes": st.fetch_bytes})
         body = fetch.REQUEST(
             replica_id=-1, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes,
-            max_bytes=max(self._fetch_max_bytes, max(st.fetch_bytes for st in due)), isolation_level=0,
+            max_bytes=max(self._fetch_max_bytes, max(st.fetch_bytes for st in due)), isolation_level=self._isolation,
             session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
             topics=[{"topic": t, "partitions": parts} for t, parts in topics.items()])
         self._fetching.add(node)
@@ -1129,7 +1148,7 @@ class Consumer:
                             f"the fetched chunk: {bulk.STATUS_TEXT[scan.status]}"), offset)
                         continue
                     st.fetch_offset = scan.next_offset
-                    chunks.append((st, epoch, data, offset, scan))
+                    chunks.append((st, epoch, data, offset, scan, part.aborted_transactions if self._isolation else None))
                 elif code == OffsetOutOfRange.code:
                     self._out_of_range(st, offset, part)
                 elif code in REFRESH_CODES:
@@ -1141,10 +1160,10 @@ class Consumer:
         states = [st for st in self._assigned.values() if st.leader == node]
         self._send_resets(node, states, now)
         self._send_fetch(node, states, now)
-        for st, epoch, data, offset, scan in chunks:
+        for st, epoch, data, offset, scan, aborted in chunks:
             try:
                 arrays = bulk.decode_chunk(data, offset, topic=st.tp.topic, partition=st.tp.partition,
-                                           check_crcs=self._check_crcs, scan=scan)
+                                           check_crcs=self._check_crcs, scan=scan, aborted=aborted)
             except CorruptMessage as err:
                 self._halt(st, epoch, err, offset)
                 continue
@@ -1201,12 +1220,12 @@ class Consumer:
         return max(0.0, deadline - time.monotonic())
 
 
-def _list_offsets_request(items: list[tuple[TopicPartition, int]]):
+def _list_offsets_request(items: list[tuple[TopicPartition, int]], isolation: int = 0):
     topics: dict[str, list] = {}
     for tp, timestamp in items:
         topics.setdefault(tp.topic, []).append(
             {"partition_index": tp.partition, "current_leader_epoch": -1, "timestamp": timestamp})
-    return list_offsets.REQUEST(replica_id=-1, isolation_level=0,
+    return list_offsets.REQUEST(replica_id=-1, isolation_level=isolation,
                                 topics=[{"name": t, "partitions": parts} for t, parts in topics.items()])
 
 

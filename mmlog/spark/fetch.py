@@ -14,6 +14,11 @@ metadata and go to the leader they name, backing off, for up to `timeout`
 seconds. Records the range names that are gone (retention deleted them:
 OFFSET_OUT_OF_RANGE; or the log now ends before `end`) raise `DataLoss` with
 failOnDataLoss, Spark's default, and are skipped without it.
+
+Committed data only, by default (the `isolation_level` option): Fetch asks for
+isolation level 1, so the broker stops at the last stable offset (the driver planned
+`end` at or below it), and the aborted transactions each response names are dropped
+by the bulk decoder, whole batches at a time.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ class RangeFetcher:
     """Fetches one partition from its leader, falling back to the bootstrap brokers' metadata."""
 
     def __init__(self, topic: str, partition: int, leader: str, bootstrap: str, *, max_bytes: int,
-                 fail_on_data_loss: bool = True, timeout: float = 120.0) -> None:
+                 fail_on_data_loss: bool = True, timeout: float = 120.0, read_committed: bool = True) -> None:
+        self.read_committed = read_committed
         self.topic, self.partition = topic, partition
         self.leader = leader
         self.bootstrap = bootstrap
@@ -91,7 +97,8 @@ class RangeFetcher:
                     except ConnectionClosed:
                         self._close()  # the next turn reconnects
                 arrays = bulk.decode_chunk(data, offset, topic=self.topic, partition=self.partition,
-                                           check_crcs=True, scan=scan)
+                                           check_crcs=True, scan=scan,
+                                           aborted=part.aborted_transactions if self.read_committed else None)
                 offset = scan.next_offset
                 arrays.next_offset = min(offset, end)
                 keep = int(np.searchsorted(arrays.offsets, end))
@@ -108,7 +115,8 @@ class RangeFetcher:
             self._conn = BrokerConnection(host, port, client_id="mmlog-spark", timeout=min(self.timeout, 30.0),
                                           connect_timeout=min(self.timeout, 10.0))
         self._conn.send(fetch.API_KEY, FETCH_VERSION, fetch.REQUEST(
-            replica_id=-1, max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=size, isolation_level=0,
+            replica_id=-1, max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=size,
+            isolation_level=int(self.read_committed),
             session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
             topics=[{"topic": self.topic, "partitions": [{
                 "partition": self.partition, "current_leader_epoch": -1, "fetch_offset": offset,

@@ -15,8 +15,9 @@ from mmlog.spark.offsets import EARLIEST, LATEST
 class BrokerLookup:
     """Metadata and ListOffsets through one Admin client (closed with `close`)."""
 
-    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 30.0, *, read_committed: bool = True) -> None:
         self.admin = Admin(bootstrap, client_id="mmlog-spark", timeout=timeout)
+        self.read_committed = read_committed
 
     def topics(self, names: tuple[str, ...] | None, pattern: str | None, *, missing_ok: bool) -> list[str]:
         """The subscribed topics that exist: the names given (a missing one is an error unless missing_ok,
@@ -31,11 +32,12 @@ class BrokerLookup:
         return [t for t in names if t not in missing]
 
     def bounds(self, topics: list[str]) -> dict[TopicPartition, tuple[int, int]]:
-        """(earliest, latest) offset of every partition of the topics."""
+        """(earliest, latest) offset of every partition of the topics; latest is the last stable offset when
+        reading committed data (a range never reaches into an undecided transaction)."""
         out = {}
         for topic in topics:
             earliest = self.admin.offsets(topic, EARLIEST)
-            latest = self.admin.offsets(topic, LATEST)
+            latest = self.admin.offsets(topic, LATEST, read_committed=self.read_committed)
             out.update({TopicPartition(topic, p): (earliest[p], latest[p]) for p in latest})
         return out
 

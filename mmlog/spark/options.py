@@ -19,6 +19,9 @@ Read (batch and streaming):
                             alias kafka.max.partition.fetch.bytes
     pollTimeoutMs           how long a task waits on an unreachable leader (default 120000);
                             alias kafkaConsumer.pollTimeoutMs
+    isolation_level         read_committed (default) | read_uncommitted; alias kafka.isolation.level.
+                            read_committed ends ranges at the last stable offset and drops aborted
+                            transactions; readCommitted true | false says the same
 
 Batch only:  endingOffsets (latest | JSON, default latest), minPartitions,
              maxRecordsPerPartition (default 1,000,000: larger ranges are split).
@@ -105,6 +108,24 @@ def _bootstrap(opts: Options) -> str:
     return value
 
 
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+
+def _read_committed(opts: Options) -> bool:
+    """isolation_level (or readCommitted): committed data only unless read_uncommitted is asked for."""
+    level = opts.text("isolation_level", "kafka.isolation.level")
+    if level is not None and level not in ISOLATION_LEVELS:
+        raise ValueError(f"mmlog option isolation_level: want read_committed or read_uncommitted, not {level!r}")
+    flag = opts.text("readCommitted")
+    if flag is None:
+        return level != "read_uncommitted"
+    if flag.lower() not in ("true", "false"):
+        raise ValueError(f"mmlog option readCommitted: want true or false, got {flag!r}")
+    if level is not None and (level == "read_committed") != (flag.lower() == "true"):
+        raise ValueError("mmlog options isolation_level and readCommitted disagree: give one")
+    return flag.lower() == "true"
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """What a batch or streaming read was asked for (plain values: the readers are pickled to executors)."""
@@ -121,6 +142,7 @@ class ReadOptions:
     min_partitions: int | None
     max_records_per_partition: int
     max_offsets_per_trigger: int | None
+    read_committed: bool = True
 
     @classmethod
     def parse(cls, given: Mapping[str, str], *, streaming: bool) -> "ReadOptions":
@@ -163,9 +185,9 @@ class ReadOptions:
                                          aliases=("kafka.max.partition.fetch.bytes",)),
             poll_timeout_ms=opts.integer("pollTimeoutMs", 120_000, 1, aliases=("kafkaConsumer.pollTimeoutMs",)),
             min_partitions=min_partitions, max_records_per_partition=max_records,
-            max_offsets_per_trigger=max_per_trigger)
+            max_offsets_per_trigger=max_per_trigger, read_committed=_read_committed(opts))
         opts.finish("bootstrap, subscribe, subscribePattern, startingOffsets, includeHeaders, failOnDataLoss, "
-                    "fetchMaxBytes, pollTimeoutMs, " + ("maxOffsetsPerTrigger" if streaming else
+                    "fetchMaxBytes, pollTimeoutMs, isolation_level, readCommitted, " + ("maxOffsetsPerTrigger" if streaming else
                                                         "endingOffsets, minPartitions, maxRecordsPerPartition"))
         return read
 

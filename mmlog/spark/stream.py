@@ -40,7 +40,7 @@ class StreamReader(RangeReader, DataSourceStreamReader, SupportsTriggerAvailable
     @property
     def lookup(self) -> BrokerLookup:
         if self._lookup is None:
-            self._lookup = BrokerLookup(self.options.bootstrap)
+            self._lookup = BrokerLookup(self.options.bootstrap, read_committed=self.options.read_committed)
         return self._lookup
 
     def _bounds(self) -> dict[TopicPartition, tuple[int, int]]:

@@ -5,8 +5,10 @@
 PATH is a segment's `.log` file, a partition directory (all of its segments, in
 offset order) or a `.index`/`.timeindex` file (its entries, checked against the
 `.log` beside it). Each batch prints one line: offsets, record count, byte
-position and size, timestamps, codec, producer id/epoch/sequence and CRC.
-`--print-records` adds a line per record, `--index` the segment's index entries,
+position and size, timestamps, codec, producer id/epoch/sequence and CRC, and
+flags (transactional, control, LogAppendTime); a transaction marker (a control
+batch) adds what it says, as Kafka's tool does: `endTxnMarker: COMMIT|ABORT
+coordinatorEpoch: N`. `--print-records` adds a line per record, `--index` the segment's index entries,
 each checked against the log. A summary line (files, batches, records, bytes) ends
 the output.
 
@@ -409,8 +411,8 @@ class Dumper:
                     if check is not None:
                         check.see(batch.position, h)
                     if show_log:
-                        write(format_batch(batch.position, h, crc_ok=True) + "\n")
-                        if self.print_records:
+                        write(format_batch(batch.position, h, crc_ok=True) + _marker(batch) + "\n")
+                        if self.print_records and not h.is_control:
                             self._print_records(target.log, batch)
             except Corruption as exc:
                 if show_log and exc.status in (kernels.SCAN_BAD_CRC, kernels.SCAN_BAD_OFFSET):
@@ -482,6 +484,19 @@ class Dumper:
             f"Summary: {t.files} {'file' if t.files == 1 else 'files'}, {t.batches} batches, "
             f"{t.records} records, {t.bytes} bytes\n"
         )
+
+
+def _marker(batch) -> str:
+    """What a control batch says, as Kafka's DumpLogSegments shows it (empty for other batches)."""
+    if not batch.header.is_control:
+        return ""
+    try:
+        marker = records.read_end_txn_marker(batch.buf, batch.at)
+    except CorruptMessage as exc:
+        return f" endTxnMarker: unreadable ({exc})"
+    if marker is None:
+        return " controlType: unknown"
+    return f" endTxnMarker: {'COMMIT' if marker.commit else 'ABORT'} coordinatorEpoch: {marker.coordinator_epoch}"
 
 
 def format_batch(position: int, h: records.BatchHeader, crc_ok: bool) -> str:

@@ -2,8 +2,9 @@
 
 Produced through the blocking `BrokerConnection` and `records.build_batch`, not
 mmlog's Producer, so that the consumer's tests depend on the codec and the broker
-only, and so that they can write what a producer would not: control batches,
-gzip batches, LogAppendTime.
+only, and so that they can write what a producer would not: transaction markers
+(through WriteTxnMarkers, as a transaction coordinator does), gzip batches,
+LogAppendTime.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from crc32c import crc32c
 
 from mmlog.client.connection import BrokerConnection
 from mmlog.protocol import records as rec
-from mmlog.protocol.messages import create_topics, delete_topics
+from mmlog.protocol.messages import create_topics, delete_topics, init_producer_id, write_txn_markers
 from mmlog.protocol.messages import produce as produce_api
 
 
@@ -73,3 +74,56 @@ def control_batch(base_offset: int = 0) -> bytearray:
     batch = rec.build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], base_offset=base_offset,
                             producer_id=7, producer_epoch=0)
     return with_attributes(batch, rec.CONTROL_BIT | rec.TRANSACTIONAL_BIT)
+
+
+def new_producer_id(broker) -> int:
+    """A producer id from InitProducerId (no transactional id: the coordinator is not needed)."""
+    with connect(broker) as conn:
+        body = conn.request(init_producer_id.API_KEY, 1, init_producer_id.REQUEST(
+            transactional_id=None, transaction_timeout_ms=60000))
+    assert body.error_code == 0, body
+    return body.producer_id
+
+
+def write_markers(address, markers: list[tuple], timeout: float = 30.0):
+    """Send WriteTxnMarkers as the coordinator would: markers are (producer id, epoch, commit, coordinator
+    epoch, {topic: [partitions]}); returns {(producer id, topic, partition): error code}."""
+    if not isinstance(address, str):
+        address = address.bootstrap
+    host, port = address.rsplit(":", 1)
+    request = write_txn_markers.REQUEST(markers=[
+        {"producer_id": pid, "producer_epoch": epoch, "transaction_result": commit, "coordinator_epoch": ce,
+         "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+        for pid, epoch, commit, ce, topics in markers])
+    with BrokerConnection(host, int(port), client_id="txn-coordinator-test", timeout=timeout) as conn:
+        body = conn.request(write_txn_markers.API_KEY, 0, request)
+    return {(m.producer_id, t.name, p.partition_index): p.error_code
+            for m in body.markers for t in m.topics for p in t.partitions}
+
+
+def write_marker(broker, topic: str, partition: int, pid: int, epoch: int = 0, commit: bool = True,
+                 coordinator_epoch: int = 0) -> None:
+    """End pid's transaction on one partition; asserts the leader took the marker."""
+    errors = write_markers(broker, [(pid, epoch, commit, coordinator_epoch, {topic: [partition]})])
+    assert errors == {(pid, topic, partition): 0}, errors
+
+
+class TxnProducer:
+    """A transactional producer made of raw batches: its id, epoch and sequences per partition."""
+
+    def __init__(self, broker, epoch: int = 0) -> None:
+        self.broker = broker
+        self.pid = new_producer_id(broker)
+        self.epoch = epoch
+        self.seqs: dict[tuple[str, int], int] = {}
+
+    def send(self, topic: str, partition: int, records) -> int:
+        """Produce records in one transactional batch; return its base offset."""
+        seq = self.seqs.get((topic, partition), 0)
+        batch = rec.build_batch(records, producer_id=self.pid, producer_epoch=self.epoch, base_sequence=seq,
+                                transactional=True)
+        self.seqs[topic, partition] = seq + len(records)
+        return produce_batches(self.broker, topic, partition, [batch])[0]
+
+    def end(self, topic: str, partition: int, commit: bool) -> None:
+        write_marker(self.broker, topic, partition, self.pid, self.epoch, commit)

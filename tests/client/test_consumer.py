@@ -14,7 +14,13 @@ from mmlog.client.consumer import NoOffsetForPartition, WakeupError
 from mmlog.errors import OffsetOutOfRange
 from mmlog.protocol import records as rec
 from mmlog.testing import EmbeddedBroker
-from tests.client.consumer_tools import control_batch, create_topic, delete_topic, produce, produce_batches, values
+from tests.client.consumer_tools import (
+    create_topic,
+    delete_topic,
+    produce,
+    values,
+    write_marker,
+)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +111,7 @@ def test_small_fetches_cut_batches_and_lose_nothing(broker, topic):
 
 def test_gzip_and_control_batches(broker, topic, consumer):
     produce(broker, topic, 0, values(3), compression=1)
-    produce_batches(broker, topic, 0, [control_batch()])
+    write_marker(broker, topic, 0, pid=7)  # a transaction marker (for no open transaction: it ends nothing)
     produce(broker, topic, 0, values(2, 3))
     consumer.assign([(topic, 0)])
     got = drain(consumer, 5)

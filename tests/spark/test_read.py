@@ -103,3 +103,27 @@ def test_a_compressed_topic_reads_like_any_other(spark, broker, codec):
             producer.send(topic, value, partition=0)
     rows = load(spark, broker.bootstrap, topic).select("offset", "value").collect()
     assert [bytes(r.value) for r in sorted(rows)] == values
+
+
+def test_committed_data_only_by_default_and_everything_with_read_uncommitted(spark, broker):
+    from tests.client.consumer_tools import TxnProducer, create_topic, produce
+
+    topic = "spark-transactions"
+    create_topic(broker, topic)
+    a, b, c = TxnProducer(broker), TxnProducer(broker), TxnProducer(broker)
+    produce(broker, topic, 0, [(None, b"p0")])
+    a.send(topic, 0, [(None, b"a0")])
+    b.send(topic, 0, [(None, b"b0")])
+    a.end(topic, 0, commit=False)
+    b.end(topic, 0, commit=True)
+    c.send(topic, 0, [(None, b"c0")])  # open: read_committed ends before it
+    produce(broker, topic, 0, [(None, b"p1")])
+
+    def values(**options):
+        return [bytes(r.value) for r in load(spark, broker.bootstrap, topic, **options).orderBy("offset").collect()]
+
+    assert values() == [b"p0", b"b0"]
+    assert values(readCommitted="true") == [b"p0", b"b0"]
+    assert values(isolation_level="read_uncommitted") == [b"p0", b"a0", b"b0", b"c0", b"p1"]
+    with pytest.raises(Exception, match="option isolation_level: want read_committed or read_uncommitted"):
+        values(isolation_level="serializable")

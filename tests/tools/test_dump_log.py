@@ -355,3 +355,21 @@ def test_paths_that_are_not_segments(tmp_path, capsys):
         assert status == 1
         assert err == [f"mmlog: error: {path}: {message}"]
         assert out == ""
+
+
+def test_transaction_markers_and_flags_are_shown(tmp_path, capsys):
+    from mmlog.log.partition import Partition
+    from mmlog.protocol import records as rec
+
+    directory = tmp_path / "t-0"
+    with Partition(directory) as p:
+        p.append(rec.build_batch([(None, b"x")], producer_id=9, producer_epoch=0, base_sequence=0,
+                                 transactional=True))
+        p.append_marker(9, 0, commit=False, coordinator_epoch=4)
+        p.append_marker(9, 0, commit=True, coordinator_epoch=4)
+    status, out, _ = dump(capsys, directory, "--print-records")
+    assert status == 0
+    lines = [line for line in out.splitlines() if line.startswith("baseOffset")]
+    assert lines[0].endswith("flags: transactional")
+    assert lines[1].endswith("flags: transactional,control endTxnMarker: ABORT coordinatorEpoch: 4")
+    assert lines[2].endswith("endTxnMarker: COMMIT coordinatorEpoch: 4")
