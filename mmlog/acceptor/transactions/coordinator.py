@@ -77,6 +77,7 @@ log = logging.getLogger(__name__)
 
 TOPIC = state_log.TOPIC
 GROUP_MARKER_PREFIX = "__consumer_offsets/"  # a marker topic entry for a group's transactional offsets
+FENCED_MARKER = (47, 52)  # INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED: stop, do not retry
 WRITE_POLL_S = 0.002
 MARKER_RETRY_S = 0.1
 SYNC_S = 0.1
@@ -393,6 +394,7 @@ class TransactionCoordinator:
                 by_broker.setdefault(address, []).append(key)
         left = set(unreachable)
         outstanding = [len(by_broker)]
+        fenced = []
 
         def answered(keys, answer) -> None:
             if isinstance(answer, Exception):
@@ -402,13 +404,22 @@ class TransactionCoordinator:
                 for marker in answer.markers:
                     for topic in marker.topics:
                         for part in topic.partitions:
-                            if part.error_code:
+                            if part.error_code in FENCED_MARKER:
+                                fenced.append((topic.name, part.partition_index, part.error_code))
+                            elif part.error_code:
                                 left.add((topic.name, part.partition_index))
             outstanding[0] -= 1
             if outstanding[0] == 0:
                 again()
 
         def again() -> None:
+            if fenced:
+                # A leader has seen a newer producer epoch or coordinator epoch: this coordinator is
+                # stale (Kafka stops sending too); the partition's new coordinator completes the transaction.
+                log.warning("markers for %r refused by %s: this coordinator is fenced; stopping", txn_id, fenced)
+                if self.loaded.get(p) is loaded:
+                    loaded.completing.discard(txn_id)
+                return
             if left:
                 self.call_later(MARKER_RETRY_S, lambda: self._send_markers(p, epoch, txn_id, state, left))
             else:
