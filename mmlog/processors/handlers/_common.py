@@ -84,3 +84,12 @@ def fenced_for(version: int, since: int):
         return INVALID_PRODUCER_EPOCH if code == PRODUCER_FENCED and version < since else code
 
     return translate
+
+
+def forward_txn(ctx, request, op: str, args: dict, schema, fenced_since: int):
+    """Forward a transaction op whose answer is one error code (AddOffsetsToTxn, EndTxn), translated
+    for the request's version (`fenced_for`)."""
+    translate = fenced_for(request.header.api_version, fenced_since)
+    return forward(ctx, request, op, args,
+                   lambda v: schema.RESPONSE(throttle_time_ms=0, error_code=translate(v["error_code"])),
+                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE})
