@@ -20,11 +20,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmlog.errors import CorruptMessage
+from mmlog.errors import CorruptMessage, InvalidRecord
 from mmlog.log import kernels
 from mmlog.protocol import compression, records
 
 DECOMPRESSION_FACTOR = 64
+
+
+def check_keys(buf, headers: list, max_message_bytes: int) -> None:
+    """A compacted topic takes only records with keys (Kafka's LogValidator): INVALID_RECORD otherwise.
+    Control batches (transaction markers) are not records of the topic and pass."""
+    pos = 0
+    for h in headers:
+        if not h.is_control:
+            batch = memoryview(buf)[pos + records.HEADER_SIZE: pos + h.size]
+            codec = h.attributes & 0x07
+            body = compression.decompress(codec, batch, DECOMPRESSION_FACTOR * max_message_bytes) if codec else batch
+            data = np.frombuffer(body, dtype=np.uint8)
+            if kernels.first_null_key(data, len(data), h.records_count) >= 0:
+                raise InvalidRecord("Compacted topic cannot accept message without key")
+        pos += h.size
 
 
 def prepare(buf, headers: list, compression_type: str, level: int | None, max_message_bytes: int):

@@ -415,6 +415,31 @@ def check_records(data, n, count):
     return RECORDS_OK, count
 
 
+@njit(cache=True)
+def first_null_key(data, n, count):
+    """The index of the first of `count` records in data[:n] whose key is null (-1: none; -2: a record
+    that does not parse, which check_records reports)."""
+    p = 0
+    for i in range(count):
+        length, q = varint(data, p, n)
+        if q < 0 or length < 0 or q + length > n:
+            return -2
+        end = q + length
+        _, r = varint(data, q + 1, end)  # the timestamp delta, after the attributes byte
+        if r < 0:
+            return -2
+        _, r = varint(data, r, end)  # the offset delta
+        if r < 0:
+            return -2
+        key_length, r = varint(data, r, end)
+        if r < 0:
+            return -2
+        if key_length < 0:
+            return i
+        p = end
+    return -1
+
+
 def check_records_py(data, n, count):
     p = 0
     for i in range(count):
@@ -452,3 +477,4 @@ def warm() -> None:
     scan_segment(buf, 0, len(buf), 0, 0, 4096, True, CRC_TABLES, idx, tix)
     scan_segment(buf, 0, len(buf), 0, 0, 4096, True, CRC_TABLES, idx, tix, True)
     check_records(buf[rec.HEADER_SIZE:], len(buf) - rec.HEADER_SIZE, 1)
+    first_null_key(buf[rec.HEADER_SIZE:], len(buf) - rec.HEADER_SIZE, 1)

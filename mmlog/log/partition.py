@@ -793,6 +793,8 @@ class Partition:
         config = self.config
         buf, headers = compressed.prepare(buf, records.validate_batches(buf), config.compression_type,
                                           config.compression_level, config.max_message_bytes)
+        if config.compact:
+            compressed.check_keys(buf, headers, config.max_message_bytes)
         return buf, self._check_sizes(buf, headers)
 
     def _check_sizes(self, buf, headers: list) -> list:

@@ -183,3 +183,17 @@ def test_the_cleaner_runs_as_a_process_of_its_own_that_the_supervisor_replaces(c
         assert time.monotonic() < deadline, "\n".join(b.log_lines[-10:])
         time.sleep(0.05)
     assert any("log cleaner" in line and "died with signal SIGKILL" in line for line in b.log_lines)
+
+
+def test_a_compacted_topic_refuses_records_without_a_key_as_kafka_does(cleaning_broker):
+    from mmlog.protocol.records import build_batch
+    from tests.processors.test_bad_input import connect, produce_one
+
+    create(cleaning_broker.bootstrap, "keys-only")
+    with connect(cleaning_broker) as conn:
+        keyed = produce_one(conn, "keys-only", 0, build_batch([(b"k", b"v")]))
+        keyless = produce_one(conn, "keys-only", 0, build_batch([(b"k", b"v"), (None, b"no key")]))
+        zipped = produce_one(conn, "keys-only", 0, build_batch([(None, b"no key")], compression=1))
+    assert keyed.error_code == 0
+    assert keyless.error_code == zipped.error_code == 87  # INVALID_RECORD
+    assert "without key" in keyless.error_message
