@@ -158,3 +158,14 @@ def report(path: Path | str, exc: BaseException) -> bool:
     if not is_dir_failure(exc):
         return False
     return any(health.report(path, exc) for health in _shared.values() if health.slot_of(path) is not None)
+
+
+def report_fd(fd: int, exc: BaseException) -> bool:
+    """`report` for an open file known only by its descriptor (a fetch's sendfile)."""
+    if not is_dir_failure(exc):
+        return False
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return False
+    return report(path, exc)
