@@ -4,6 +4,8 @@ stops (Kafka's log dir failure handling). The failing disk is a real one: an ext
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -116,3 +118,30 @@ def test_a_broker_whose_only_log_dir_fails_stops(tmp_path):
                 pytest.fail("the broker kept running with no log dir:\n" + "\n".join(broker.log_lines[-20:]))
             assert code == 1
             assert any("every log dir is offline" in line for line in broker.log_lines)
+
+
+def test_a_processor_killed_by_sigbus_is_replaced_once_and_its_replacement_leaves_the_failed_dir_alone(tmp_path):
+    # SIGBUS is what touching an mmap of a failing disk raises; it is sent here by kill, on a disk shut
+    # down before any request met an error, so only the supervisor's probe can find the failed dir.
+    with disk.failing_fs(tmp_path) as ext4:
+        healthy, failing = tmp_path / "healthy", ext4 / "data"
+        with EmbeddedBroker(f"{healthy},{failing}", processors=1, config={"num.partitions": PARTITIONS}) as broker:
+            batch = build_batch([(None, b"v" * 100)] * 5)
+            with connect(broker) as conn:
+                make_topic(conn, "bus")
+                for p in range(PARTITIONS):
+                    assert produce_one(conn, "bus", p, bytearray(batch)).error_code == 0
+            where = placement([healthy, failing], "bus")
+            bad = sorted(p for p, d in where.items() if d == failing)
+            [victim] = broker.processor_pids()
+            disk.shut_down(ext4)
+            os.kill(victim, signal.SIGBUS)
+            assert wait_for(lambda: broker.processor_pids() not in ([], [victim]))
+            with connect(broker) as conn:
+                for p in range(PARTITIONS):
+                    code = produce_one(conn, "bus", p, bytearray(batch)).error_code
+                    assert code == (KAFKA_STORAGE_ERROR if p in bad else 0)
+            lines = [line for line in broker.log_lines if f"log dir {failing} is offline" in line]
+            assert len(lines) == 1 and "a probe after a SIGBUS death" in lines[0]
+            assert len([line for line in broker.log_lines if "died with signal SIGBUS" in line]) == 1
+            assert broker.proc.poll() is None and len(broker.processor_pids()) == 1
