@@ -37,6 +37,15 @@ Housekeeping skips a partition, open or closed, while nothing can be due (a roll
 or flush not before the time recorded when it last looked), and the high watermark
 checkpoint keeps a closed partition's HW as it was at close (lower is safe: a
 restart that needs it never exposes more than was committed).
+
+Offline log dirs (`log_dirs.py`, Kafka's log dir failure handling): a failing disk
+(EIO...) met by any process takes its whole log dir offline in every process of the
+broker. From then on `partition()` answers KafkaStorageError for each partition there
+(letting go of it: unmapped, never written), `_find` and placement see only online
+dirs (a partition is never made anew beside its dead copy), housekeeping, the HW
+checkpoint, deletion and the clean close skip them, and a dir that fails during
+`load()` is offline from the start. The check while every dir is online is one read
+of a shared int32.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ append of several buffers, written with one pwritev: the same crash points hold.
 Roll, retention and truncation likewise publish last; whoever next takes the lock
 and finds PENDING_OP set (or the seqlock odd) runs recovery over the tail first.
 
+A write or read that fails (OSError) is KafkaStorageError: a full disk (ENOSPC) for
+that request only, a failing one (EIO...) also takes the partition's log dir offline
+for every process of the broker (`log_dirs.py`).
+
 Durability: a broker (process) crash loses nothing that was published, because the
 bytes are in the page cache and the state is a shared mapping; a machine crash loses
 at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync.
