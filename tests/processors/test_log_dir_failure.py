@@ -41,7 +41,6 @@ def test_a_failed_disk_takes_its_log_dir_offline_and_the_broker_serves_the_other
     with disk.failing_fs(tmp_path) as ext4:
         healthy, failing = tmp_path / "healthy", ext4 / "data"
         with EmbeddedBroker(f"{healthy},{failing}", config={"num.partitions": PARTITIONS}) as broker:
-            processors = sorted(broker.processor_pids())
             batch = build_batch([(None, b"v" * 100)] * 5)
             with connect(broker) as conn:
                 make_topic(conn, "disks")
@@ -52,6 +51,8 @@ def test_a_failed_disk_takes_its_log_dir_offline_and_the_broker_serves_the_other
                 assert bad and good
                 for p in range(PARTITIONS):
                     assert produce_one(conn, "disks", p, bytearray(batch)).error_code == 0
+                # (read once the broker is up a while: a just-forked log cleaner has no name of its own yet)
+                processors = sorted(broker.processor_pids())
 
                 disk.shut_down(ext4)
 
