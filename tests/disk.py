@@ -1,9 +1,12 @@
-"""A small file system that a test can fill: a tmpfs mounted for it (root only), and a filler file."""
+"""File systems a test can break (root only): a small tmpfs it can fill (with a filler file), and a
+loop-mounted ext4 it can make fail (FS_IOC_SHUTDOWN: every later operation returns EIO, as on a dying disk)."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import struct
 import subprocess
 import uuid
 from pathlib import Path
@@ -25,6 +28,42 @@ def small_fs(where: Path, size: str = "2m"):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+FS_IOC_SHUTDOWN = 0x8004587D  # _IOR('X', 125, __u32)
+FS_GOING_DOWN_NOLOGFLUSH = 2  # shut down now, without flushing the journal: a disk gone at once
+
+
+@contextlib.contextmanager
+def failing_fs(where: Path, size: str = "64M"):
+    """An ext4 image loop-mounted at where/ext4 for the block; `shut_down(mount)` makes it fail. Skipped
+    (with why) where it cannot be made: not root, no loop device, no mkfs.ext4."""
+    mount = Path(where) / "ext4"
+    mount.mkdir()
+    image = Path(where) / "ext4.img"
+    if os.geteuid() != 0:
+        pytest.skip("loop-mounting an ext4 image needs root")
+    subprocess.run(["truncate", "-s", size, str(image)], check=True)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True)
+    if made.returncode:
+        pytest.skip(f"cannot make an ext4 image here: {made.stderr.decode().strip()}")
+    done = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot loop-mount an ext4 image here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+        image.unlink(missing_ok=True)
+
+
+def shut_down(mount: Path) -> None:
+    """Make the file system at mount fail: every later read, write, fsync or open on it returns EIO."""
+    fd = os.open(mount, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, FS_IOC_SHUTDOWN, struct.pack("I", FS_GOING_DOWN_NOLOGFLUSH))
+    finally:
+        os.close(fd)
 
 
 def fill(directory: Path, keep_free: int = 0) -> Path:

@@ -28,6 +28,13 @@ fault is thus not restarted into it in a tight loop, yet the broker never gives 
 while it can serve: the other slots go on, and every restart is logged with its
 backoff. Connections are handed only to live processors.
 
+Log dir failures (`mmlog/log/log_dirs.py`): a loop step notices a log dir that any
+process of the broker marked offline, logs it once (which dir, which error, how many
+partitions), lets the main process's partitions there go and, when no log dir is left
+online, stops the broker (exit code 1), as Kafka does. A child that died of SIGBUS
+(an mmap of a failing disk) makes it probe every online dir first, so the
+replacement finds the failed one offline and never touches its mmaps.
+
 In cluster mode the supervisor also forks the replica fetcher
 (`mmlog/replication/fetcher.py`), and with log.cleaner.enable the log cleaner
 (`mmlog/log/cleaner_manager.py`), and replaces each the same way when it dies.
@@ -126,6 +133,7 @@ class Supervisor:
         self.cleaner_pid: int | None = None
         self._cleaner_started = 0.0
         self.stopping = False
+        self._offline_dirs: set[int] = set()  # log dirs whose failure is logged
         # A broker started by a test or tool stops when that process is gone (reparented).
         self._parent = os.getppid() if exit_with_parent else None
 
@@ -150,6 +158,7 @@ class Supervisor:
                 self.wait()
                 self.handle_signals()
                 self.reap()
+                self.watch_log_dirs()
                 self.collect()
                 self.restart_due()
                 self.check_parent()
@@ -233,6 +242,35 @@ class Supervisor:
             log.info("request memory available again: %d of %d bytes reserved", self.pool.used, self.pool.limit)
         self._pool_short = short
 
+    def watch_log_dirs(self) -> None:
+        """Log each log dir gone offline once; stop the broker when every one is (Kafka does)."""
+        manager = self.control.manager
+        health = manager.dir_health
+        if not health.any_offline[0]:
+            return
+        for slot in health.offline_slots():
+            if slot in self._offline_dirs:
+                continue
+            self._offline_dirs.add(slot)
+            err, pid = health.cause(slot)
+            keys = manager.offline_partitions(slot)
+            manager.drop_offline()
+            online = len(health.online_slots())
+            log.error("log dir %s is offline: %s (%s, seen by %s); its %d partitions answer KAFKA_STORAGE_ERROR "
+                      "from now on%s; %d of %d log dirs online", health.log_dirs[slot], errno.errorcode.get(err, err),
+                      os.strerror(err), f"pid {pid}" if pid else "a probe after a SIGBUS death", len(keys),
+                      f" ({', '.join(f'{t}-{p}' for t, p in keys[:10])}{', ...' if len(keys) > 10 else ''})"
+                      if keys else "", online, len(health.log_dirs))
+        if not health.online_slots():
+            raise BrokerStopped(f"every log dir is offline ({', '.join(map(str, health.log_dirs))})")
+
+    def _probe_after(self, code: int) -> None:
+        """A child killed by SIGBUS touched an mmap whose disk failed: find which dir, before its
+        replacement starts (log_dirs.py)."""
+        if code == -signal.SIGBUS:
+            marked = self.control.manager.dir_health.probe()
+            log.warning("a process died of SIGBUS: probed the log dirs, %d failed", len(marked))
+
     def handle_signals(self) -> None:
         signals, self._signals = self._signals, []
         for signum in signals:
@@ -281,6 +319,7 @@ class Supervisor:
             code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 continue
+            self._probe_after(code)
             if code == BOOT_ERROR:
                 raise BrokerStopped(f"processor {worker.slot} could not boot")
             delay = self._schedule_restart(worker.slot, worker.started)
@@ -291,6 +330,7 @@ class Supervisor:
         self.fetcher_pid = None
         if self.stopping:
             return
+        self._probe_after(os.waitstatus_to_exitcode(status))
         delay = self._schedule_restart(FETCHER, self._fetcher_started)
         log.warning("replica fetcher (pid %d) died with %s; replacing it in %.1f s (death %d in a row)", pid,
                     _describe(os.waitstatus_to_exitcode(status)), delay, self.backoff.deaths[FETCHER])
@@ -299,6 +339,7 @@ class Supervisor:
         self.cleaner_pid = None
         if self.stopping:
             return
+        self._probe_after(os.waitstatus_to_exitcode(status))
         delay = self._schedule_restart(CLEANER, self._cleaner_started)
         log.warning("log cleaner (pid %d) died with %s; replacing it in %.1f s (death %d in a row)", pid,
                     _describe(os.waitstatus_to_exitcode(status)), delay, self.backoff.deaths[CLEANER])

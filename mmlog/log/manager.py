@@ -37,6 +37,15 @@ Housekeeping skips a partition, open or closed, while nothing can be due (a roll
 or flush not before the time recorded when it last looked), and the high watermark
 checkpoint keeps a closed partition's HW as it was at close (lower is safe: a
 restart that needs it never exposes more than was committed).
+
+Offline log dirs (`log_dirs.py`, Kafka's log dir failure handling): a failing disk
+(EIO...) met by any process takes its whole log dir offline in every process of the
+broker. From then on `partition()` answers KafkaStorageError for each partition there
+(letting go of it: unmapped, never written), `_find` and placement see only online
+dirs (a partition is never made anew beside its dead copy), housekeeping, the HW
+checkpoint, deletion and the clean close skip them, and a dir that fails during
+`load()` is offline from the start. The check while every dir is online is one read
+of a shared int32.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import threading
 import time
 import uuid
@@ -65,6 +75,7 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log import kernels, offset_checkpoint
+from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
 from mmlog.log.files import atomic_write, file_stamp
 from mmlog.log.partition import Partition
 from mmlog.log.state import Role
@@ -128,6 +139,10 @@ class LogManager:
         self._closed_hw: dict[tuple[str, int], int] = {}  # HW of a closed partition when it was closed
         self._not_due: dict[tuple[str, int], tuple[int, int]] = {}  # closed: (no roll, no flush) before these ms
         self.loaded = self.recovered = 0  # partitions load() opened, and how many of them it had to recover
+        # Offline log dirs, shared with every process of the broker (log_dirs.py): the owner makes the page
+        # before the supervisor forks, attached managers find it. _slot_of: the log dir of each partition.
+        self.dir_health = LogDirHealth.create(self.log_dirs) if owner else LogDirHealth.shared(self.log_dirs)
+        self._slot_of: dict[tuple[str, int], int] = {}
         self._lock = threading.RLock()
         self._catalogue_stamp: tuple[int, int, int] | None = None
         self._defer_save = 0
@@ -275,6 +290,7 @@ class LogManager:
                     made.append(directory)
                     part = Partition(directory, log_config, broker_id=self.broker_id or 0)
                     self._partitions[(name, p)] = part
+                    self._slot_of[(name, p)] = self.dir_health.slot_of(directory)
                     self._known.add((name, p))
                     if assignment is None:
                         self._lead_alone(part)
@@ -289,6 +305,8 @@ class LogManager:
                 self._topics.pop(name, None)
                 self._undo_create(name, made)
                 if isinstance(exc, OSError):
+                    if made:
+                        self.dir_health.report(made[-1], exc)
                     raise KafkaStorageError(f"cannot create topic {name!r}: partition {p} of {partitions}: "
                                             f"{exc.strerror or exc}; nothing was created") from exc
                 raise
@@ -316,6 +334,7 @@ class LogManager:
                     made.append(directory)
                     part = Partition(directory, log_config, broker_id=self.broker_id or 0)
                     self._partitions[(name, p)] = part
+                    self._slot_of[(name, p)] = self.dir_health.slot_of(directory)
                     self._known.add((name, p))
                     if assignment is None:
                         self._lead_alone(part)
@@ -335,6 +354,8 @@ class LogManager:
                 for directory in made:
                     shutil.rmtree(directory, ignore_errors=True)
                 if isinstance(exc, OSError):
+                    if made:
+                        self.dir_health.report(made[-1], exc)
                     raise KafkaStorageError(f"cannot add partitions to {name!r}: {exc.strerror or exc}; "
                                             "nothing was added") from exc
                 raise
@@ -354,7 +375,7 @@ class LogManager:
     def _forget(self, name: str) -> None:
         """Drop what the owner remembers of a topic's closed partitions."""
         self._known = {k for k in self._known if k[0] != name}
-        for table in (self._closed_hw, self._not_due):
+        for table in (self._closed_hw, self._not_due, self._slot_of):
             for key in [k for k in table if k[0] == name]:
                 del table[key]
 
@@ -366,12 +387,22 @@ class LogManager:
             self._save()
             for p in info.hosted(self.broker_id):
                 part = self._partitions.pop((name, p), None)
-                if part is None:
-                    try:
+                if self.dir_health.offline(self._slot_of.get((name, p), -1)):
+                    if part is not None:
+                        part.close(clean=False)
+                    continue  # its directory stays on the dead disk; load() removes it once the dir is back
+                try:
+                    if part is None:
                         part = self._open(name, p, info)
-                    except UnknownTopicOrPartition:
-                        continue  # never made here (a creation cut short)
-                part.delete()
+                    part.delete()
+                except UnknownTopicOrPartition:
+                    continue  # never made here (a creation cut short)
+                except KafkaStorageError:
+                    continue  # its log dir went offline: as above
+                except OSError as exc:
+                    self._failed(part.directory, exc)
+                    if not is_dir_failure(exc):
+                        raise
             self._forget(name)
 
     def alter_topic_config(self, name: str, config: Mapping[str, str]) -> None:
@@ -402,6 +433,8 @@ class LogManager:
         key = (topic, partition)
         part = self._partitions.get(key)
         if part is not None:
+            if self.dir_health.any_offline[0]:
+                self._check_online(key)
             if self.max_open is not None:
                 with self._lock:
                     if key in self._partitions:
@@ -421,9 +454,71 @@ class LogManager:
             self._evict()
             return part
 
+    # ------------------------------------------------------------ offline log dirs (log_dirs.py)
+
+    def _check_online(self, key: tuple[str, int]) -> None:
+        """KAFKA_STORAGE_ERROR for a partition whose log dir went offline; this process lets go of it
+        (its mmaps are never touched again)."""
+        slot = self._slot_of.get(key)
+        if slot is not None and self.dir_health.offline(slot):
+            with self._lock:
+                part = self._partitions.pop(key, None)
+                if part is not None:
+                    part.close(clean=False)  # unmaps and closes: no write, no msync
+            raise KafkaStorageError(f"{key[0]}-{key[1]}: log dir {self.log_dirs[slot]} is offline")
+
+    def _failed(self, path: Path, exc: OSError) -> KafkaStorageError:
+        """An I/O error outside a partition's own reads and writes (opening, listing, housekeeping):
+        a failing disk takes its log dir offline."""
+        slot = self.dir_health.slot_of(path)
+        if is_dir_failure(exc) and slot is not None:
+            self.dir_health.mark_offline(slot, exc.errno)
+        return KafkaStorageError(f"{path}: {exc.strerror or exc}")
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether a hosted partition is on an offline log dir (Metadata); no disk access while every
+        dir is online. A partition found in no online dir while some dir is offline counts as offline."""
+        if not self.dir_health.any_offline[0]:
+            return False
+        slot = self._slot_of.get((topic, partition))
+        if slot is None:
+            try:
+                directory = self._find(topic, partition)
+            except KafkaStorageError:
+                return True
+            if directory is None:
+                return True
+            slot = self._slot_of[(topic, partition)] = self.dir_health.slot_of(directory)
+        return self.dir_health.offline(slot)
+
+    def offline_partitions(self, slot: int) -> list[tuple[str, int]]:
+        """The partitions this manager knows to be in log dir `slot` (the owner knows every hosted one)."""
+        return sorted(key for key, s in self._slot_of.items() if s == slot and key[0] in self._topics)
+
+    def drop_offline(self) -> int:
+        """Close (unmap, without writing) the open partitions of offline log dirs; returns how many."""
+        with self._lock:
+            doomed = [k for k in self._partitions if self.dir_health.offline(self._slot_of.get(k, -1))]
+            for key in doomed:
+                self._partitions.pop(key).close(clean=False)
+            return len(doomed)
+
     def _open(self, topic: str, partition: int, info: TopicInfo) -> Partition:
         key = (topic, partition)
         directory = self._find(topic, partition)
+        if directory is None and self.dir_health.any_offline[0]:  # never made anew beside its dead copy
+            raise KafkaStorageError(f"{topic}-{partition} is in no online log dir")
+        try:
+            part = self._open_in(key, directory, info)
+        except OSError as exc:
+            if is_dir_failure(exc):
+                raise self._failed(directory or self.log_dirs[0], exc) from exc
+            raise
+        self._slot_of[key] = self.dir_health.slot_of(part.directory)
+        return part
+
+    def _open_in(self, key: tuple[str, int], directory: Path | None, info: TopicInfo) -> Partition:
+        topic, partition = key
         if self.owner and key in self._known:  # closed to save descriptors: attach again, as it was
             if directory is None:
                 raise UnknownTopicOrPartition(f"{topic}-{partition} has no directory")
@@ -497,6 +592,8 @@ class LogManager:
         closed_hw = self._closed_hw if closed_hw is None else closed_hw
         per_dir: dict[Path, dict] = {d: {} for d in self.log_dirs}
         for (topic, p), part in list(self._partitions.items()):
+            if self.dir_health.offline(self._slot_of.get((topic, p))):
+                continue  # its mmaps are not touched again
             try:
                 per_dir.setdefault(part.directory.parent, {})[topic, p] = part.high_watermark
             except UnknownTopicOrPartition:
@@ -505,12 +602,30 @@ class LogManager:
             if (topic, p) not in self._partitions and (directory := self._find(topic, p)) is not None:
                 per_dir.setdefault(directory.parent, {})[topic, p] = hw
         for log_dir, entries in per_dir.items():
-            offset_checkpoint.write(log_dir / offset_checkpoint.HIGH_WATERMARKS, entries)
+            slot = self.dir_health.slot_of(log_dir)
+            if self.dir_health.offline(slot):
+                continue
+            try:
+                offset_checkpoint.write(log_dir / offset_checkpoint.HIGH_WATERMARKS, entries)
+            except OSError as exc:
+                self._failed(log_dir, exc)
+                if not is_dir_failure(exc):
+                    raise
 
     def _find(self, topic: str, partition: int) -> Path | None:
-        for d in self.log_dirs:
+        """The partition's directory in an online log dir, or None."""
+        for slot, d in enumerate(self.log_dirs):
+            if self.dir_health.offline(slot):
+                continue
             candidate = d / f"{topic}-{partition}"
-            if candidate.is_dir():
+            try:
+                mode = os.stat(candidate).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:  # EIO: a failing disk (Path.is_dir would raise it too, os.path.isdir hide it)
+                raise self._failed(d, exc) from exc
+            if stat.S_ISDIR(mode):
+                self._slot_of[(topic, partition)] = slot
                 return candidate
         return None
 
@@ -520,15 +635,26 @@ class LogManager:
         found = self._find(topic, partition)
         if found is not None:
             return found
-        if len(self.log_dirs) == 1:
-            return self.log_dirs[0] / f"{topic}-{partition}"
+        online = [self.log_dirs[slot] for slot in self.dir_health.online_slots()]
+        if not online:
+            raise KafkaStorageError("every log dir is offline")
+        if len(online) == 1:
+            return online[0] / f"{topic}-{partition}"
         counts = self._dir_counts() if counts is None else counts
-        emptiest = min(self.log_dirs, key=lambda d: counts[d])
-        counts[emptiest] += 1
+        emptiest = min(online, key=lambda d: counts.get(d, 0))
+        counts[emptiest] = counts.get(emptiest, 0) + 1
         return emptiest / f"{topic}-{partition}"
 
     def _dir_counts(self) -> dict[Path, int]:
-        return {d: sum(1 for e in os.scandir(d) if e.is_dir()) for d in self.log_dirs}
+        """Partition directories per online log dir."""
+        counts = {}
+        for slot in self.dir_health.online_slots():
+            d = self.log_dirs[slot]
+            try:
+                counts[d] = sum(1 for e in os.scandir(d) if e.is_dir())
+            except OSError as exc:
+                raise self._failed(d, exc) from exc
+        return counts
 
     def load(self) -> list[str]:
         """Owner start-up: open (recovering as needed) every partition of the catalogue.
@@ -538,23 +664,36 @@ class LogManager:
         self._require_owner()
         notes = []
         for d in self.log_dirs:
-            for entry in os.scandir(d):
-                if not entry.is_dir():
-                    continue
-                if entry.name.endswith("-delete"):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                    continue
-                m = _PARTITION_DIR.match(entry.name)
-                if m and m["topic"] not in self._topics:
-                    shutil.rmtree(entry.path, ignore_errors=True)  # a deletion cut short
+            try:
+                self._remove_leftovers(d)
+            except OSError as exc:
+                self._failed(d, exc)
+                if not is_dir_failure(exc):
+                    raise
         self.loaded = self.recovered = 0
         for name, info in self._topics.items():
             for p in info.hosted(self.broker_id):
-                part = self.partition(name, p)
+                try:
+                    part = self.partition(name, p)
+                except KafkaStorageError as exc:  # a log dir that fails at start is offline from the start
+                    notes.append(f"{name}-{p}: {exc}")
+                    continue
                 notes += part.recovered_notes
                 self.loaded += 1
                 self.recovered += part.recovered
         return notes
+
+    def _remove_leftovers(self, d: Path) -> None:
+        """Directories of deletions and creations cut short."""
+        for entry in os.scandir(d):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith("-delete"):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            m = _PARTITION_DIR.match(entry.name)
+            if m and m["topic"] not in self._topics:
+                shutil.rmtree(entry.path, ignore_errors=True)  # a deletion cut short
 
     def hosted(self) -> list[tuple[str, int]]:
         """Every partition of the catalogue with a replica here."""
@@ -572,12 +711,24 @@ class LogManager:
                 part = self.partition(topic, p)
             except (UnknownTopicOrPartition, NotLeaderOrFollower):
                 continue  # deleted meanwhile
+            except KafkaStorageError:
+                continue  # its log dir is offline
             yield topic, p, part
 
     # ------------------------------------------------------------ housekeeping
 
     def apply_retention(self, keys=None) -> int:
-        return sum(part.apply_retention() for _, _, part in self.partitions(keys))
+        return sum(self._housekeep(part, Partition.apply_retention) for _, _, part in self.partitions(keys))
+
+    def _housekeep(self, part: Partition, work) -> int:
+        """work(part); a failing disk takes the partition's log dir offline and the round goes on."""
+        try:
+            return work(part)
+        except OSError as exc:
+            self._failed(part.directory, exc)
+            if not is_dir_failure(exc):
+                raise
+            return 0
 
     def flush_due(self, keys=None) -> int:
         """fsync partitions whose flush.ms has passed (the housekeeping timer)."""
@@ -600,7 +751,9 @@ class LogManager:
         done = 0
         for key, part in ((k, p) for *k, p in self.partitions(candidates)):
             key = tuple(key)
-            done += work(part)
+            done += self._housekeep(part, work)
+            if self.dir_health.offline(self._slot_of.get(key)):
+                continue
             try:
                 self._remember_due(key, part, part.snapshot())
             except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to remember
@@ -615,16 +768,24 @@ class LogManager:
                 hws = {}
                 for key in self.hosted():
                     part = self._partitions.pop(key, None)
+                    if self.dir_health.offline(self._slot_of.get(key)):
+                        if part is not None:
+                            part.close(clean=False)  # a dead disk: recovered at the next start, if it is back
+                        continue
                     if part is None:
                         try:
                             part = self._open(*key, self._topics[key[0]])
-                        except (UnknownTopicOrPartition, OSError):
+                        except (UnknownTopicOrPartition, KafkaStorageError, OSError):
                             continue  # gone, or cannot be opened: recovered at the next start instead
                     try:
                         hws[key] = part.high_watermark
                     except UnknownTopicOrPartition:
                         pass
-                    part.close(True)
+                    try:
+                        part.close(True)
+                    except OSError as exc:  # the disk failed at the last moment: recovery will do
+                        self._failed(part.directory, exc)
+                        part.close(clean=False)
                 for part in self._partitions.values():  # not hosted (none expected): closed as they are
                     part.close(clean=False)
                 self._partitions.clear()

@@ -19,6 +19,10 @@ append of several buffers, written with one pwritev: the same crash points hold.
 Roll, retention and truncation likewise publish last; whoever next takes the lock
 and finds PENDING_OP set (or the seqlock odd) runs recovery over the tail first.
 
+A write or read that fails (OSError) is KafkaStorageError: a full disk (ENOSPC) for
+that request only, a failing one (EIO...) also takes the partition's log dir offline
+for every process of the broker (`log_dirs.py`).
+
 Durability: a broker (process) crash loses nothing that was published, because the
 bytes are in the page cache and the state is a shared mapping; a machine crash loses
 at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync.
@@ -80,7 +84,7 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, producer_state, recovery, retention, segment_swap, txn_index
+from mmlog.log import compressed, log_dirs, producer_state, recovery, retention, segment_swap, txn_index
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
@@ -837,7 +841,14 @@ class Partition:
             if self.state.get("pending_op") == APPEND:
                 self.state.set_pending(IDLE)
             self.producers.upto = -1  # it may hold batches that were not published: reload
-            raise KafkaStorageError(f"{self.directory.name}: {exc.strerror or exc}") from exc
+            raise self._storage_error(exc) from exc
+
+    def _storage_error(self, exc: OSError) -> KafkaStorageError:
+        """KAFKA_STORAGE_ERROR for a failed write or read; a failing disk (EIO...) takes the whole log
+        dir offline for every process of the broker (log_dirs.py), a full disk does not."""
+        offline = log_dirs.report(self.directory, exc)
+        return KafkaStorageError(f"{self.directory.name}: {exc.strerror or exc}"
+                                 + ("; its log dir is offline" if offline else ""))
 
     def _write_locked(self, s: Snapshot, items: list, now: int, out: list, copy: bool = False) -> None:
         """Write buffers of batches at the log end, index them, publish once; out[i] = AppendInfo.
@@ -1008,8 +1019,14 @@ class Partition:
         stops at the high watermark (a read_committed one's, `committed`, at the last stable
         offset; a follower's, `upto_log_end`, at the log end): from there the slice is empty,
         as Kafka answers a consumer whose position a new leader's HW has not reached yet. A
-        slice stays within one segment.
+        slice stays within one segment. A failed read (EIO) is KAFKA_STORAGE_ERROR.
         """
+        try:
+            return self._read(offset, max_bytes, upto_log_end, committed)
+        except OSError as exc:
+            raise self._storage_error(exc) from exc
+
+    def _read(self, offset: int, max_bytes: int, upto_log_end: bool, committed: bool) -> LogRead:
         snap = self.snapshot()
         if offset < snap.log_start or offset > snap.log_end:
             raise OffsetOutOfRange(f"offset {offset} outside [{snap.log_start}, {snap.log_end}] of "

@@ -6,7 +6,8 @@ would block resumes from the same byte later (`socket.sendfile` refuses
 non-blocking sockets, hence `os.sendfile` with an explicit offset). Consecutive
 byte chunks go out in one `sendmsg` (writev), and the socket is corked while a
 response mixes chunks and file ranges, so a fetch of many small partitions still
-leaves in full-sized TCP segments.
+leaves in full-sized TCP segments. A segment that cannot be read (EIO) takes its log
+dir offline (`mmlog/log/log_dirs.py`) and closes the connection, as any failed write.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import os
 import socket
 from collections import deque
+
+from mmlog.log import log_dirs
 
 _MAX_IOV = 64
 
@@ -44,7 +47,13 @@ class OutQueue:
             while parts:
                 head = parts[0]
                 if hasattr(head, "fileno"):
-                    n = os.sendfile(fd, head.fileno(), head.position + self._sent, head.size - self._sent)
+                    try:
+                        n = os.sendfile(fd, head.fileno(), head.position + self._sent, head.size - self._sent)
+                    except BlockingIOError:
+                        raise
+                    except OSError as exc:  # EIO reading the segment: its log dir goes offline
+                        log_dirs.report_fd(head.fileno(), exc)
+                        raise
                     if n == 0:
                         raise BrokenPipeError("sendfile wrote nothing: the file shrank or the peer left")
                 else:

@@ -13,11 +13,16 @@ from the cluster view (`ipc/cluster_view.py`); replicas from the topic catalogue
 A partition without a live leader answers LEADER_NOT_AVAILABLE with leader -1,
 its dead replicas in offline_replicas, and clients ask again later. Standalone,
 every partition is led here alone.
+
+A partition whose replica here is on an offline log dir (`mmlog/log/log_dirs.py`)
+lists this broker in offline_replicas and not in the ISR; if this broker leads it,
+it answers KAFKA_STORAGE_ERROR with leader -1 (Kafka's controller would take the
+leadership away and answer LEADER_NOT_AVAILABLE; both are retriable for clients).
 """
 
 from __future__ import annotations
 
-from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition
+from mmlog.errors import KafkaStorageError, LeaderNotAvailable, UnknownTopicOrPartition
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import metadata as schema
 
@@ -57,7 +62,7 @@ def _response(ctx, names: list[str], pending: set[str] = frozenset()):
             code = LeaderNotAvailable.code if name in pending else UnknownTopicOrPartition.code
             out.append({"error_code": code, "name": name, "partitions": []})
             continue
-        partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view) for p in range(info.partitions)]
+        partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view, ctx) for p in range(info.partitions)]
         out.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
     return schema.RESPONSE(
         throttle_time_ms=0,
@@ -69,7 +74,7 @@ def _response(ctx, names: list[str], pending: set[str] = frozenset()):
     )
 
 
-def _partition(topic: str, index: int, replicas: list[int], view) -> dict:
+def _partition(topic: str, index: int, replicas: list[int], view, ctx) -> dict:
     state = view.partition(topic, index)
     leader, isr = (replicas[0], replicas) if state is None else (state[0], state[2])
     offline = [r for r in replicas if r not in view.brokers]
@@ -77,4 +82,9 @@ def _partition(topic: str, index: int, replicas: list[int], view) -> dict:
              "replica_nodes": replicas, "isr_nodes": isr, "offline_replicas": offline}
     if leader not in view.brokers:
         entry.update(error_code=LeaderNotAvailable.code, leader_id=-1)
+    me = ctx.broker_id
+    if me in replicas and ctx.manager.is_offline(topic, index):  # its log dir here failed
+        entry.update(isr_nodes=[r for r in isr if r != me], offline_replicas=sorted({*offline, me}))
+        if leader == me:
+            entry.update(error_code=KafkaStorageError.code, leader_id=-1)
     return entry
