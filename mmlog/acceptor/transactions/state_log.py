@@ -8,9 +8,11 @@ passed it (every in-sync replica holds it), so a new leader, which loads the
 partition from its own log, knows every transition that was acknowledged.
 Loading reads the log from its start to its end, keeping the last state per id.
 
-Until compaction lands the topic keeps everything (retention off): it is small,
-one record per transition, and dropping it by time would forget live
-transactional ids.
+The topic is compacted, as Kafka's is: the log cleaner keeps each id's last record
+(and drops a removed id's null record after `delete.retention.ms`), so the log
+stays about as large as the live ids; nothing is dropped by time, which would
+forget live transactional ids. Compaction leaves offset gaps, which loading steps
+over batch by batch.
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ READ_CHUNK = 1 << 20
 def topic_configs(config, replication: int) -> dict[str, str]:
     """The internal topic's settings (Kafka: transaction.state.log.*; the minimum ISR at most the replicas)."""
     return {
-        "retention.ms": "-1",
-        "retention.bytes": "-1",
+        "cleanup.policy": "compact",
         "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
         "min.insync.replicas": str(min(config["transaction.state.log.min.isr"], replication)),
         "unclean.leader.election.enable": "false",

@@ -134,3 +134,33 @@ def test_the_coordinator_state_survives_a_restart_from_the_transaction_log(tmp_p
     assert [(t.topic, list(t.partitions)) for t in state.topics] == [("kept", [0])]
     # The open transaction of the old producer is being aborted: the new one is asked to retry.
     assert again.error_code == 51  # CONCURRENT_TRANSACTIONS
+
+
+def test_the_transaction_log_is_compacted_and_a_compacted_log_loads_the_same_state(tmp_path):
+    from mmlog.log.cleaner_manager import read_status
+    from mmlog.protocol.messages import describe_configs
+
+    config = dict(CONFIG, **{"transaction.state.log.num.partitions": 1, "transaction.state.log.segment.bytes": 16384,
+                             "log.cleaner.backoff.ms": 100, "log.cleaner.dedupe.buffer.size": 1 << 20})
+    with EmbeddedBroker(tmp_path / "b", processors=1, config=config) as broker:
+        with connect(broker) as conn:
+            for _ in range(300):  # 300 transitions of 3 ids: several segments, mostly superseded
+                for txn_id in ("compact-a", "compact-b", "compact-c"):
+                    last = init(conn, txn_id)
+            policy = conn.request(describe_configs.API_KEY, 1, resources=[{
+                "resource_type": 2, "resource_name": "__transaction_state", "configuration_keys": ["cleanup.policy"]}],
+                include_synonyms=False).results[0].configs[0].value
+        deadline = time.monotonic() + 30
+        while "__transaction_state-0" not in read_status(broker.data_dir) or \
+                "last_run" not in read_status(broker.data_dir)["__transaction_state-0"]:
+            assert time.monotonic() < deadline, "the cleaner never cleaned __transaction_state"
+            time.sleep(0.1)
+        kept = read_status(broker.data_dir)["__transaction_state-0"]["last_run"]["records_kept"]
+    with EmbeddedBroker(tmp_path / "b", processors=1, config=config) as broker:
+        with connect(broker) as conn:
+            deadline = time.monotonic() + 10
+            while (state := describe(conn, "compact-c")).error_code and time.monotonic() < deadline:
+                time.sleep(0.05)
+    assert policy == "compact" and kept < 300
+    assert (state.producer_id, state.producer_epoch) == (last.producer_id, last.producer_epoch) == \
+        (last.producer_id, 299)
