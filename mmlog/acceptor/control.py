@@ -152,6 +152,11 @@ class ControlPlane:
         self.run_soon(run)
         done.wait(timeout)
 
+    def replicas_offline(self, keys) -> None:
+        """Partitions of ours on a log dir that failed (the supervisor saw it): the store tells the cluster."""
+        keys = list(keys)
+        self.run_soon(lambda: self.store.replicas_offline(keys))
+
     def begin_shutdown(self) -> None:
         """Answer parked group requests now, so processors can drain (call before stopping them)."""
         self.run_soon(self.coordinator.shutdown)

@@ -114,6 +114,9 @@ class EmbeddedStore:
     def live_brokers(self) -> int:
         return 1
 
+    def replicas_offline(self, keys) -> None:
+        """Standalone: no other replica can lead them; they answer KAFKA_STORAGE_ERROR (the supervisor logs it)."""
+
     def marker_address(self, topic: str, partition: int) -> tuple[str, int]:
         """Where a transaction marker for a partition (or a group) goes: here, the only broker."""
         return self.me.host, self.me.port

@@ -255,6 +255,7 @@ class Supervisor:
             err, pid = health.cause(slot)
             keys = manager.offline_partitions(slot)
             manager.drop_offline()
+            self.control.replicas_offline(keys)
             online = len(health.online_slots())
             log.error("log dir %s is offline: %s (%s, seen by %s); its %d partitions answer KAFKA_STORAGE_ERROR "
                       "from now on%s; %d of %d log dirs online", health.log_dirs[slot], errno.errorcode.get(err, err),

@@ -75,8 +75,9 @@ from mmlog.client.channel import Channel
 from mmlog.client.connection import ConnectionClosed
 from mmlog.client.futures import ProducerTimeout
 from mmlog.client.notifier import Notifier
-from mmlog.errors import (KafkaError, LeaderNotAvailable, NotLeaderOrFollower, OutOfOrderSequenceNumber,
-                          RequestTimedOut, UnknownServerError, UnknownTopicOrPartition, error_for_code)
+from mmlog.errors import (KafkaError, KafkaStorageError, LeaderNotAvailable, NotLeaderOrFollower,
+                          OutOfOrderSequenceNumber, RequestTimedOut, UnknownServerError, UnknownTopicOrPartition,
+                          error_for_code)
 from mmlog.protocol import (Placeholder, ProtocolError, RequestHeader, decode_response, encode_request_parts,
                             encode_response)
 from mmlog.protocol import compression
@@ -88,7 +89,9 @@ log = logging.getLogger("mmlog.producer")
 
 PRODUCE_VERSION = 8
 INF = float("inf")
-METADATA_ERRORS = frozenset({NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code})
+# Errors after which the leader may have moved (Java's InvalidMetadataException: a failed log dir too).
+METADATA_ERRORS = frozenset({NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code,
+                             KafkaStorageError.code})
 EXPIRE_EVERY = 0.1  # seconds between scans for queued batches past their delivery timeout
 RECONNECT_BACKOFF_MAX = 1.0
 _I32 = struct.Struct(">i")

@@ -100,6 +100,7 @@ class ZooKeeperStore:
         self.states = PartitionStates(self.zk, self._soon, self._states_changed)
         self.controller = Controller(self.zk, self.states, config["unclean.leader.election.enable"])
         self.replicas: ReplicaManager | None = None
+        self._offline_keys: set[tuple[str, int]] = set()  # our replicas on failed log dirs
         self._topic_watches: dict[str, str] = {}  # topic -> the topic id its growth watch serves
         self.wake = lambda: None  # set by the control plane once the processors' wake board exists
 
@@ -148,6 +149,7 @@ class ZooKeeperStore:
         ChildrenWatch(self.zk, paths.BROKER_IDS, lambda _: self._soon(self._membership_changed))
         DataWatch(self.zk, paths.CONTROLLER, lambda *_: self._soon(self._controller_changed))
         ChildrenWatch(self.zk, paths.TOPICS, lambda _: self._soon(self.sync_topics))
+        ChildrenWatch(self.zk, paths.OFFLINE_REPLICAS, lambda _: self._soon(self._elect))
 
     def _soon(self, fn: Callable[[], None]) -> None:
         """Watches fire on kazoo's thread: do the work on the control thread (returning keeps the watch).
@@ -174,6 +176,7 @@ class ZooKeeperStore:
             try:
                 self.zk.create(path, data, ephemeral=True)
                 log.info("registered %s in ZooKeeper as %s:%d", path, self.me.host, self.me.port)
+                self._publish_offline()  # a new session: the offline replicas' node went with the old one
                 return
             except NodeExistsError:
                 try:
@@ -251,9 +254,40 @@ class ZooKeeperStore:
             return missing
 
     def _elect(self, preferred: bool = False) -> None:
-        """Controller: decide every partition's leader for the live brokers (controller.py)."""
+        """Controller: decide every partition's leader for the live brokers (controller.py), replicas
+        on failed log dirs counted as dead."""
         if self.is_controller:
-            self.controller.elect(set(self._live_ids()), self.manager.topics(), preferred)
+            self.controller.elect(set(self._live_ids()), self.manager.topics(), preferred, self._offline_replicas())
+
+    def _offline_replicas(self) -> dict[tuple[str, int], set[int]]:
+        """{(topic, partition): broker ids} from every broker's /brokers/offline_replicas node."""
+        out: dict[tuple[str, int], set[int]] = {}
+        for child in self.zk.get_children(paths.OFFLINE_REPLICAS):
+            try:
+                doc = paths.load(self.zk.get(paths.offline_replicas(int(child)))[0])
+            except (NoNodeError, ValueError):
+                continue
+            for topic, p in doc.get("partitions", []):
+                out.setdefault((topic, p), set()).add(int(child))
+        return out
+
+    def replicas_offline(self, keys) -> None:
+        """Our replicas of `keys` sit on a failed log dir: tell the controller, which moves their
+        leadership and drops us from their ISR (the node is ephemeral: it goes with our session)."""
+        self._offline_keys |= set(keys)
+        self._publish_offline()
+
+    def _publish_offline(self) -> None:
+        if not self._offline_keys:
+            return
+        path = paths.offline_replicas(self.broker_id)
+        data = paths.dump({"partitions": sorted([t, p] for t, p in self._offline_keys)})
+        try:
+            self.zk.delete(path)  # delete and create, so the controller's children watch fires
+        except NoNodeError:
+            pass
+        self.zk.create(path, data, ephemeral=True)
+        log.warning("told the controller that %d of our replicas are offline", len(self._offline_keys))
 
     # ------------------------------------------------------------ membership and the view
 

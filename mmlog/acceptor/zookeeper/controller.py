@@ -68,17 +68,21 @@ class Controller:
         self.epoch = 0
         self.epoch_version = -1  # version of /controller_epoch as we wrote it
 
-    def elect(self, live, topics: dict, preferred: bool = False) -> int:
-        """Decide every partition of `topics` (name -> TopicInfo) for the live brokers; returns changes made."""
+    def elect(self, live, topics: dict, preferred: bool = False, offline: dict | None = None) -> int:
+        """Decide every partition of `topics` (name -> TopicInfo) for the live brokers; returns changes made.
+        `offline`: {(topic, partition): broker ids} of replicas on a failed log dir, which count as dead
+        for that partition alone (Kafka's offline replicas)."""
         changes = []
+        offline = offline or {}
         for name, info in topics.items():
             if info.assignment is None:
                 continue
             unclean = _unclean(info.config, self.unclean_default)
             for p, replicas in enumerate(info.assignment):
                 cur = self.states.get(name, p)
-                if cur is not None and (new := decide(cur, replicas, live, unclean, self.epoch, preferred)):
-                    changes.append((name, p, replicas, unclean, cur, new))
+                here = live - offline[(name, p)] if (name, p) in offline else live
+                if cur is not None and (new := decide(cur, replicas, here, unclean, self.epoch, preferred)):
+                    changes.append((name, p, replicas, unclean, cur, new, here))
         done = 0
         for i in range(0, len(changes), MAX_OPS):
             done += self._write(changes[i:i + MAX_OPS], live, preferred)
@@ -89,7 +93,7 @@ class Controller:
     def _write(self, batch: list, live, preferred: bool) -> int:
         tx = self.zk.transaction()
         tx.check(paths.CONTROLLER_EPOCH, self.epoch_version)
-        for name, p, _, _, cur, new in batch:
+        for name, p, _, _, cur, new, _ in batch:
             tx.set_data(paths.partition_state(name, p), new.to_json(), version=cur.version)
         results = tx.commit()
         if not any(isinstance(r, Exception) for r in results):
@@ -97,8 +101,8 @@ class Controller:
         if isinstance(results[0], BadVersionError):  # the check of /controller_epoch (later ops: rolled back)
             log.warning("controller epoch %d is stale: not writing partition states", self.epoch)
             return 0
-        return sum(self._retry_one(name, p, replicas, unclean, live, preferred)
-                   for name, p, replicas, unclean, _, _ in batch)
+        return sum(self._retry_one(name, p, replicas, unclean, here, preferred)
+                   for name, p, replicas, unclean, _, _, here in batch)
 
     def _retry_one(self, name: str, p: int, replicas, unclean: bool, live, preferred: bool) -> int:
         """A state changed under the batch: read it again and decide it alone (a few rounds at most)."""

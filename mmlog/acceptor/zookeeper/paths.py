@@ -4,6 +4,7 @@
     /controller                                   ephemeral {"version":1,"brokerid":N,"timestamp":...}
     /controller_epoch                             decimal, bumped by each new controller
     /brokers/ids/<id>                             ephemeral registration (host, port, rack, endpoints)
+    /brokers/offline_replicas/<id>                ephemeral: {"partitions":[[topic,p],...]} on a failed log dir
     /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{"0":[id,...],...}}
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":E,"leader":id|-1,"leader_epoch":N,"isr":[...]}
     /config/topics/<topic>                        {"version":1,"config":{...overrides}}
@@ -30,12 +31,13 @@ CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
+OFFLINE_REPLICAS = "/brokers/offline_replicas"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
 
-BASE_PATHS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, CONSUMERS)
+BASE_PATHS = (BROKER_IDS, OFFLINE_REPLICAS, TOPICS, TOPIC_CONFIGS, CONSUMERS)
 
 
 def dump(doc) -> bytes:
@@ -54,6 +56,11 @@ def now_ms() -> int:
 
 def broker(node_id: int) -> str:
     return f"{BROKER_IDS}/{node_id}"
+
+
+def offline_replicas(node_id: int) -> str:
+    """A broker's replicas whose log dir failed (ephemeral, like its registration): {"partitions": [[t, p], ...]}."""
+    return f"{OFFLINE_REPLICAS}/{node_id}"
 
 
 def registration(host: str, port: int, rack: str | None) -> bytes:
