@@ -32,13 +32,16 @@ the last batch of each producer id in its segment, which stays as an empty batch
 (Kafka's RETAIN_EMPTY: the producer's last sequence survives). A group whose
 records all go becomes an empty segment, merged away by a later cleaning.
 
-Transactions (not yet in mmlog; someone builds them beside this): control batches
-and transactional batches are never changed or removed here. What remains once
-they exist: drop aborted records (.txnindex), remove a transaction's markers after
-delete.retention.ms once its records are gone, stop the first uncleanable offset at
-the last stable offset, and carry .txnindex entries of aborted transactions that
-still have records. Today a cleaned segment's .txnindex is the concatenation of
-its group's (`segment_swap.py` carries it through the swap).
+Transactions, as Kafka's cleaner treats them: nothing at or above the last stable
+offset is cleaned (an undecided transaction's records may not shadow anything);
+the batches of aborted transactions (from the partition's .txnindex) are dropped
+and their keys never enter the offset map, so an aborted write cannot remove the
+committed value it would have replaced; committed transactional batches are kept
+whole, and transaction markers (control batches) are kept forever (Kafka removes a
+marker once its transaction's records are gone and delete.retention.ms passed:
+not done). A cleaned segment's .txnindex is the concatenation of its group's
+(`segment_swap.py` carries it through the swap): an entry whose records are gone
+matches no batch any more, which read_committed consumers handle like Kafka's.
 
 Where it runs: its own process under the supervisor (`cleaner_main`, forked like
 the replica fetcher and replaced if it dies), never in a processor. It opens the log
@@ -192,6 +195,7 @@ class Cleaner:
                  crash_at: str | None = None) -> None:
         self.map = offset_map
         self.throttler = throttler
+        self._aborted: list = []  # the partition's aborted transactions, for the cleaning at hand
         self.crash_at = crash_at if crash_at is not None else os.environ.get(CRASH_ENV)
 
     def crash(self, point: str) -> None:
@@ -210,7 +214,7 @@ class Cleaner:
         """The segments a cleaning may touch, and each one's next base: those wholly below the active
         segment, the high watermark and the first segment within min.compaction.lag.ms."""
         snap = part.snapshot()
-        limit = min(snap.active_base, snap.high_watermark)
+        limit = min(snap.active_base, snap.high_watermark, snap.last_stable_offset)
         lag = part.config.min_compaction_lag_ms
         bases = part.segment_bases()
         out, nxt = [], {}
@@ -248,6 +252,7 @@ class Cleaner:
             return None
         end = nxt[dirty[-1]]
         stats = CleanStats(first_dirty=first_dirty)
+        self._aborted = part.aborted_transactions(part.snapshot().log_start, end)
         end_offset = self._build_map(directory, dirty, first_dirty, end)
         if end_offset <= first_dirty:
             log.warning("%s: log.cleaner.dedupe.buffer.size holds no key of the dirty range", directory.name)
@@ -263,6 +268,15 @@ class Cleaner:
         stats.elapsed_s = time.monotonic() - started
         return stats
 
+    def _aborted_batches(self, batches: np.ndarray) -> np.ndarray:
+        """Which batches belong to an aborted transaction: its producer's, from its first offset to
+        its abort marker (one numpy pass per aborted transaction, none per record)."""
+        mask = np.zeros(len(batches), np.bool_)
+        for txn in self._aborted:
+            mask |= ((batches[:, ck.PID] == txn.producer_id) & (batches[:, ck.BASE] >= txn.first_offset)
+                     & (batches[:, ck.BASE] < txn.last_offset) & ((batches[:, ck.ATTRS] & 0x20) == 0))
+        return mask
+
     def _build_map(self, directory: Path, dirty: list[int], first_dirty: int, end: int) -> int:
         """Map the keys of the dirty segments; return the offset the map covers up to (the new first
         dirty): `end`, or just past the last record mapped when the map filled first (Kafka's rule)."""
@@ -274,7 +288,8 @@ class Cleaner:
                 self._io(source.size)
                 bor = rows.batch_of_row()
                 control = (rows.batches[bor, ck.ATTRS] & 0x20) != 0 if len(bor) else np.zeros(0, np.bool_)
-                mask = ((rows.flags & ck.HAS_KEY) != 0) & ~control & (rows.offsets >= first_dirty)
+                aborted = self._aborted_batches(rows.batches)[bor] if len(bor) else np.zeros(0, np.bool_)
+                mask = ((rows.flags & ck.HAS_KEY) != 0) & ~control & ~aborted & (rows.offsets >= first_dirty)
                 if not self.map.put(rows.h1, rows.h2, rows.offsets, mask):
                     return self.map.latest_offset + 1
             finally:
@@ -345,9 +360,11 @@ class Cleaner:
         keep = has_key & ((latest < 0) | (rows.offsets >= latest))
         if not retain_deletes:
             keep &= ~tomb
-        untouchable = (attrs & _TXN_OR_CONTROL) != 0  # transactions: see the module docstring
+        aborted = self._aborted_batches(batches)  # transactions: see the module docstring
+        untouchable = ((attrs & _TXN_OR_CONTROL) != 0) & ~aborted
         if len(bor):
             keep |= untouchable[bor]
+            keep &= ~aborted[bor]
         kept = np.bincount(bor, weights=keep, minlength=nb).astype(np.int64) if len(bor) else np.zeros(nb, np.int64)
         count = batches[:, ck.COUNT]
         actions = np.where(kept == count, ck.COPY, np.where(kept == 0, ck.DROP, ck.REBUILD)).astype(np.int64)

@@ -189,15 +189,40 @@ def test_an_idempotent_producers_last_batch_keeps_its_header_when_all_its_record
     assert [r.value for r in read_all(p) if r.key == b"k"] == [b"final"]
 
 
-def test_control_and_transactional_batches_are_never_removed(compacted):
+def transactional(pairs, pid: int = 9, seq: int = 0) -> bytearray:
+    return rec.build_batch(pairs, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+
+
+def test_a_committed_transactions_batch_and_its_marker_are_kept(compacted):
     p = compacted()
-    txn = rec.build_batch([(b"k", b"in-a-transaction")], producer_id=9, producer_epoch=0, base_sequence=0)
-    txn[22] |= rec.TRANSACTIONAL_BIT
-    rec.set_producer(txn, 9, 0, 0)  # redo the CRC over the new attributes
-    p.append(txn)
-    produce(p, [(b"k", b"v%d" % i) for i in range(60)])
+    p.append(transactional([(b"k", b"in-a-transaction")]))
+    p.append_marker(9, 0, True, 0)
+    produce(p, [(b"j", b"v%d" % i) for i in range(60)])
     clean(p)
     assert b"in-a-transaction" in [r.value for r in read_all(p)]
+    assert any(b.header.is_control for b in stored_batches(p.directory))
+
+
+def test_an_aborted_transaction_neither_removes_the_committed_value_nor_survives_cleaning(compacted):
+    p = compacted()
+    produce(p, [(b"k", b"committed")])
+    p.append(transactional([(b"k", b"aborted"), (b"only-aborted", b"aborted")]))
+    p.append_marker(9, 0, False, 0)
+    produce(p, [(b"filler-%d" % i, b"v") for i in range(60)])
+    clean(p)
+    values = {r.key: r.value for r in read_all(p)}
+    assert values[b"k"] == b"committed" and b"only-aborted" not in values
+    assert any(b.header.is_control for b in stored_batches(p.directory))  # the marker stays
+
+
+def test_an_open_transaction_holds_the_cleaner_below_the_last_stable_offset(compacted):
+    p = compacted()
+    produce(p, [(b"k", b"old-%d" % i) for i in range(100)])  # a few segments below the transaction
+    opened = p.append(transactional([(b"t", b"undecided")])).base_offset
+    produce(p, [(b"k", b"new-%d" % i) for i in range(100)])
+    stats = clean(p)
+    assert 0 < stats.end_offset <= opened  # cleaned, but nothing at or past the open transaction
+    assert b"undecided" in [r.value for r in read_all(p)]
 
 
 def test_a_small_offset_map_cleans_what_fits_and_the_next_cleaning_the_rest(compacted):
