@@ -5,8 +5,8 @@ changes them one operation at a time: SET (0), DELETE (1, back to the default), 
 (2) and SUBTRACT (3), the last two only for list-valued configs (cleanup.policy).
 Every name must be a topic config (INVALID_CONFIG "Unknown topic config name: x", as
 Kafka's LogConfig.validateNames says) and the result must parse (INVALID_CONFIG with
-the setting's rule): cleanup.policy=compact is refused with the same words as at
-CreateTopics until the log cleaner lands. A resource refused changes nothing.
+the setting's rule, the same words as at CreateTopics). A resource refused changes
+nothing.
 """
 
 from __future__ import annotations

@@ -69,18 +69,21 @@ def test_bad_names_and_values_are_invalid_config_and_change_nothing(broker, admi
     assert admin.topic_config(name)[1] == {"retention.ms"}  # the valid entry beside it was not applied either
 
 
-def test_compact_is_refused_with_the_words_create_topics_uses(broker, admin):
+def test_cleanup_policy_takes_compact_by_append_and_subtract_and_refuses_nonsense_as_create_does(broker, admin):
+    admin.create_topic("cfg-compact", 1)
+    incremental(broker, "cfg-compact", ("cleanup.policy", "compact", AlterConfigOpType.APPEND))
+    assert set(admin.topic_config("cfg-compact")[0]["cleanup.policy"].split(",")) == {"delete", "compact"}
+    incremental(broker, "cfg-compact", ("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT))
+    assert admin.topic_config("cfg-compact")[0]["cleanup.policy"] == "compact"
     client = AdminClient({"bootstrap.servers": broker.bootstrap})
     with pytest.raises(KafkaException) as at_create:
-        client.create_topics([NewTopic("cfg-compact-new", 1, 1, config={"cleanup.policy": "compact"})])[
-            "cfg-compact-new"].result(10)
-    admin.create_topic("cfg-compact", 1)
+        client.create_topics([NewTopic("cfg-bogus-new", 1, 1, config={"cleanup.policy": "bogus"})])[
+            "cfg-bogus-new"].result(10)
     with pytest.raises(KafkaException) as at_alter:
-        incremental(broker, "cfg-compact", ("cleanup.policy", "compact", AlterConfigOpType.APPEND))
+        incremental(broker, "cfg-compact", ("cleanup.policy", "bogus", SET))
     assert at_alter.value.args[0].code() == at_create.value.args[0].code() == InvalidConfig.code
-    assert at_alter.value.args[0].str().endswith("(delete; compact is not supported yet)")
-    assert at_create.value.args[0].str().endswith("(delete; compact is not supported yet)")
-    assert admin.topic_config("cfg-compact")[0]["cleanup.policy"] == "delete"
+    assert at_alter.value.args[0].str().split(": ")[-1] == at_create.value.args[0].str().split(": ")[-1]
+    assert admin.topic_config("cfg-compact")[0]["cleanup.policy"] == "compact"
 
 
 def test_validate_only_an_unknown_topic_and_a_broker_resource(broker, admin):
