@@ -37,7 +37,8 @@ from mmlog.processors.handlers import (
     write_txn_markers,
 )
 from mmlog.processors.handlers import (alter_configs, create_partitions, delete_groups,  # the admin APIs (#18)
-                                      delete_records, incremental_alter_configs, offset_delete)
+                                      delete_records, describe_cluster, describe_log_dirs,
+                                      incremental_alter_configs, offset_delete)
 
 HANDLERS = {
     module.API_KEY: module
@@ -52,6 +53,7 @@ HANDLERS = {
         txn_offset_commit,
         # the admin APIs (issue #18)
         create_partitions, delete_records, delete_groups, offset_delete, alter_configs, incremental_alter_configs,
+        describe_cluster, describe_log_dirs,
     )
 }
 
