@@ -113,6 +113,11 @@ class EmbeddedBroker(_ScratchProcess):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 raise BrokerFailed("broker did not start:\n" + "\n".join(self.log_lines[-30:]))
+        # The log cleaner is forked before the ready line but names itself just after: until it has,
+        # processor_pids() cannot tell it from a processor.
+        if str(self.config.get("log.cleaner.enable", "true")).lower() != "false":
+            while self.cleaner_pid() is None and time.monotonic() < deadline and self.proc.poll() is None:
+                time.sleep(0.01)
         return self
 
     def _pump(self, proc: subprocess.Popen) -> None:
