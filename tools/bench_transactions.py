@@ -1,6 +1,7 @@
 """What exactly-once costs a producer: idempotence off and on, and transactions of 100, 1,000 and 10,000 records.
 
     python tools/bench_transactions.py [--records N] [--rounds R] [--size BYTES] [--batch B]
+                                       [--processors P] [--cases off,on,100,1000,10000]
 
 One standalone broker (loopback, two processors) and one one-partition topic, so
 every case writes to the same partition with the same leader. mmlog's own Producer
@@ -73,14 +74,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--size", type=int, default=200)
     parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--processors", type=int, default=2)
+    parser.add_argument("--cases", default="off,on,100,1000,10000",
+                        help="off, on (idempotence) and transaction sizes, comma-separated")
     args = parser.parse_args()
-    cases = ["idempotence off", "idempotence on", "txn of 100", "txn of 1000", "txn of 10000"]
+    names = {"off": "idempotence off", "on": "idempotence on"}
+    cases = [names.get(c, f"txn of {c}") for c in args.cases.split(",")]
+    if "idempotence off" not in cases:
+        cases.insert(0, "idempotence off")  # the baseline of every ratio
     rates: dict[str, list[float]] = {c: [] for c in cases}
     latencies: dict[str, list[list[float]]] = {c: [] for c in cases}
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(Path(tmp) / "broker", processors=2) as broker:
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(Path(tmp) / "broker", processors=args.processors) as broker:
         with Admin(broker.bootstrap) as admin:
             admin.create_topic(TOPIC, 1)
-        run_case(broker.bootstrap, "txn of 1000", 2000, args.size, args.batch, -1)  # warm-up (JIT, coordinator)
+        for warm in ("idempotence on", "txn of 1000"):  # warm-up: JIT, producer ids, the coordinator
+            run_case(broker.bootstrap, warm, 2000, args.size, args.batch, -1)
         for r in range(args.rounds):
             for case in cases if r % 2 == 0 else reversed(cases):
                 rate, commits = run_case(broker.bootstrap, case, args.records, args.size, args.batch, r)
@@ -89,7 +97,7 @@ def main() -> None:
                 print(f"round {r + 1} {case:>16}: {rate:>10,.0f} msg/s", file=sys.stderr)
     base = statistics.median(rates["idempotence off"])
     print(f"\n{args.records:,} records of {args.size} B per case, batch {args.batch}, acks=all, {args.rounds} rounds "
-          "(medians)\n")
+          f"(medians), {args.processors} processor(s)\n")
     print("| case | msg/s | MB/s | vs idempotence off | commit p50 ms | commit p99 ms |")
     print("|---|---|---|---|---|---|")
     for case in cases:
