@@ -286,18 +286,7 @@ class LogManager:
             p = -1
             try:
                 for p in hosted:
-                    directory = self._place(name, p, counts)
-                    made.append(directory)
-                    part = Partition(directory, log_config, broker_id=self.broker_id or 0)
-                    self._partitions[(name, p)] = part
-                    self._slot_of[(name, p)] = self.dir_health.slot_of(directory)
-                    self._known.add((name, p))
-                    if assignment is None:
-                        self._lead_alone(part)
-                    else:
-                        part.stop_serving(info.assignment[p])
-                    self._remember_due((name, p), part, part.snapshot())
-                    self._evict()
+                    self._make_partition(name, p, log_config, assignment, counts, made)
                 self._topics[name] = info
                 self._save()
             except BaseException as exc:
@@ -330,18 +319,7 @@ class LogManager:
             counts = self._dir_counts() if len(self.log_dirs) > 1 else None
             try:
                 for p in (q for q in grown.hosted(self.broker_id) if q >= old):
-                    directory = self._place(name, p, counts)
-                    made.append(directory)
-                    part = Partition(directory, log_config, broker_id=self.broker_id or 0)
-                    self._partitions[(name, p)] = part
-                    self._slot_of[(name, p)] = self.dir_health.slot_of(directory)
-                    self._known.add((name, p))
-                    if assignment is None:
-                        self._lead_alone(part)
-                    else:
-                        part.stop_serving(assignment[p])
-                    self._remember_due((name, p), part, part.snapshot())
-                    self._evict()
+                    self._make_partition(name, p, log_config, assignment, counts, made)
                 info.partitions, info.assignment = count, grown.assignment
                 self._save()
             except BaseException as exc:
@@ -502,6 +480,23 @@ class LogManager:
             for key in doomed:
                 self._partitions.pop(key).close(clean=False)
             return len(doomed)
+
+    def _make_partition(self, name: str, p: int, log_config, assignment, counts, made: list) -> None:
+        """A new partition of a topic being created or grown, placed and opened (its directory noted in
+        `made`, for the caller's all-or-nothing undo): led alone standalone, waiting for its role in a
+        cluster (caller holds the lock)."""
+        directory = self._place(name, p, counts)
+        made.append(directory)
+        part = Partition(directory, log_config, broker_id=self.broker_id or 0)
+        self._partitions[(name, p)] = part
+        self._slot_of[(name, p)] = self.dir_health.slot_of(directory)
+        self._known.add((name, p))
+        if assignment is None:
+            self._lead_alone(part)
+        else:
+            part.stop_serving(assignment[p])
+        self._remember_due((name, p), part, part.snapshot())
+        self._evict()
 
     def _open(self, topic: str, partition: int, info: TopicInfo) -> Partition:
         key = (topic, partition)
