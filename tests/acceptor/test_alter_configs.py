@@ -154,7 +154,8 @@ def test_describe_configs_reports_sources_and_synonyms_as_kafka(broker, admin):
 def test_min_insync_replicas_applies_to_the_next_produce_without_a_restart(broker, admin):
     admin.create_topic("cfg-isr", 1)
     with Producer(broker.bootstrap, acks="all", retries=0) as producer:
-        producer.send("cfg-isr", b"before").get(timeout=10)
+        # The first send in a fresh checkout also compiles the producer's numba kernels (seconds).
+        producer.send("cfg-isr", b"before").get(timeout=60)
         admin.alter_topic_config("cfg-isr", {"min.insync.replicas": "2"})
         time.sleep(0.7)  # every processor notices the catalogue within 0.5 s
         with pytest.raises(NotEnoughReplicas):
