@@ -73,8 +73,10 @@ class GroupDescription:
 
 @dataclass
 class GroupOffset:
-    """A partition of a group: its committed offset, the partition's latest offset (its end) and the lag
-    between them, latest - committed (None where nothing is committed, or the topic is gone)."""
+    """A partition of a group: its committed offset, the partition's latest offset (its end as a
+    read_committed consumer sees it: the last stable offset, so an open transaction is not counted as
+    lag the group could consume) and the lag between them, latest - committed (None where nothing is
+    committed, or the topic is gone)."""
 
     committed: int | None
     latest: int | None
@@ -282,7 +284,7 @@ class Admin:
         latest: dict[str, dict[int, int] | None] = {}
         for topic in topics:
             try:
-                ends = self.offsets(topic, LATEST, offline=-1)
+                ends = self.offsets(topic, LATEST, offline=-1, read_committed=True)
                 latest[topic] = {p: end for p, end in ends.items() if end >= 0}  # none for a partition offline
             except UnknownTopicOrPartition:
                 latest[topic] = None  # deleted since the commit

@@ -195,3 +195,29 @@ def test_mmlogs_producer_commits_consumer_offsets_with_its_transaction(broker):
     finally:
         consumer.close()
     assert offset == 1
+
+
+def test_group_lag_counts_up_to_the_last_stable_offset(broker):
+    from mmlog.client.admin import Admin
+    from mmlog.client.consumer import Consumer
+
+    plain = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        plain.produce("lagged", b"p-%d" % i, partition=0)
+    plain.flush(10)
+    with Consumer(broker.bootstrap, group_id="lagging", enable_auto_commit=False) as c:
+        c.commit({("lagged", 0): 3})
+    p = txn_producer(broker, "lag-maker")
+    p.init_transactions(20)
+    p.begin_transaction()
+    p.produce("lagged", b"open-1", partition=0)
+    p.produce("lagged", b"open-2", partition=0)
+    p.flush(10)
+    with Admin(broker.bootstrap) as admin:
+        assert [o.lag for o in admin.group_offsets("lagging").values()] == [0]  # undecided: nothing to read yet
+        p.commit_transaction(20)
+        deadline, lag = time.monotonic() + 10, None
+        while time.monotonic() < deadline and lag != 3:  # two records and their marker
+            [lag] = [o.lag for o in admin.group_offsets("lagging").values()]
+            time.sleep(0.05)
+    assert lag == 3
