@@ -1,7 +1,8 @@
 """The transaction coordinator through the wire, on a real broker: ids, epochs, fencing, states, restarts.
 
-Markers and what consumers see of a transaction are in tests/interop/test_transactions.py; these
-requests are what a transactional client sends to its coordinator, one at a time.
+Whole transactions through real clients are in tests/interop/test_transactions.py, and markers and
+what consumers see of them in tests/interop/test_read_committed.py; these requests are what a
+transactional client sends to its coordinator, one at a time.
 """
 
 from __future__ import annotations
