@@ -285,8 +285,8 @@ class LogManager:
             counts = self._dir_counts() if len(self.log_dirs) > 1 else None
             p = -1
             try:
-                for p in hosted:
-                    self._make_partition(name, p, log_config, assignment, counts, made)
+                for p in hosted:  # the normalised assignment (an old catalogue's [id, ...] is [[id], ...] there)
+                    self._make_partition(name, p, log_config, info.assignment, counts, made)
                 self._topics[name] = info
                 self._save()
             except BaseException as exc:

@@ -25,9 +25,9 @@ def coordinator_of(brokers, txn_id: str):
     def ask():
         with connect(live[0]) as conn:
             r = conn.request(find_coordinator.API_KEY, 2, key=txn_id, key_type=1)
-        return r.error_code == 0 and r.node_id
+        return [r.node_id] if r.error_code == 0 else None  # a list: broker 0 is a node id too
 
-    node = wait_for(lambda: ask() is not False and ask(), what=f"the coordinator of {txn_id}")
+    [node] = wait_for(ask, what=f"the coordinator of {txn_id}")
     return next(b for b in brokers if b.broker_id == node)
 
 
