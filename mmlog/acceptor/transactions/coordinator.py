@@ -85,13 +85,10 @@ SYNC_S = 0.1
 
 @dataclass
 class _Write:
-    """A transition appended and waiting for the high watermark."""
+    """A transition appended at `offset`, waiting for the high watermark: done(error or None) then."""
 
-    txn_id: str
-    state: TxnState | None
     offset: int
-    epoch: int
-    done: object  # done(error or None)
+    done: object
 
 
 @dataclass
@@ -119,7 +116,6 @@ class TransactionCoordinator:
         self.loaded: dict[int, _Loaded] = {}
         self.sender = MarkerSender(f"txn-coordinator-{self.me}", call_soon)
         self._polling = False
-        self._creating = False
 
     # ------------------------------------------------------------ life
 
@@ -232,8 +228,6 @@ class TransactionCoordinator:
     def _create_topic(self) -> None:
         replication = self.config["transaction.state.log.replication.factor"]
         live = self.store.live_brokers()
-        if self.manager.topics().get(TOPIC) is not None:
-            return
         if not self.store.clustered:
             replication = 1
         elif live < replication:
@@ -470,7 +464,7 @@ class TransactionCoordinator:
                     loaded.txns[txn_id] = state
             done(error)
 
-        loaded.writes.append(_Write(txn_id, state, offset, loaded.epoch, finished))
+        loaded.writes.append(_Write(offset, finished))
         self._poll_writes()
 
     def _poll_writes(self) -> None:
