@@ -119,7 +119,7 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     config = config.with_port(sockets[0].getsockname()[1])
     fork_lock = threading.Lock()
     control = ControlPlane(config, manager, store, fork_lock)
-    supervisor = Supervisor(config, sockets, control, store.cluster_id, fork_lock, exit_with_parent)
+    supervisor = Supervisor(config, sockets, control, store.cluster_id, exit_with_parent)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
     control.start(Endpoint(config["broker.id"], *config.advertised, config["broker.rack"] or None))
 

@@ -131,11 +131,11 @@ class EmbeddedStore:
             raise InvalidReplicationFactor(f"replication factor {replication_factor} larger than the 1 available "
                                            "broker (a standalone broker keeps one replica per partition)")
         manager.validate_topic(name, partitions, configs)
-        if name in manager.topics():
+        if manager.has_topic(name):
             raise TopicAlreadyExists(f"topic {name!r} already exists")
         if limits is not None:
             me = manager.broker_id or 0
-            limits.check_hosting(name, hosted_replicas(manager.topics(), me), partitions, None, me)
+            limits.check_hosting(name, hosted_replicas(manager, me), partitions, None, me)
         if not validate_only:
             manager.create_topic(name, partitions, configs)
 
@@ -149,14 +149,14 @@ class EmbeddedStore:
     def create_partitions(self, manager: LogManager, name: str, count: int, assignments: list[list[int]] | None,
                           validate_only: bool = False, limits: PartitionLimits | None = None) -> None:
         """Grow a topic (CreatePartitions): every check first, then the new partitions, all or nothing."""
-        if name not in manager.topics():
+        if not manager.has_topic(name):
             raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
         info = manager.topic(name)
         me = manager.broker_id or 0
         check_growth(name, info.partitions, count, assignments, [me], 1)
         if limits is not None:
             limits.check_topic(name, count - info.partitions)
-            limits.check_hosting(name, hosted_replicas(manager.topics(), me), count - info.partitions, None, me)
+            limits.check_hosting(name, hosted_replicas(manager, me), count - info.partitions, None, me)
         if not validate_only:
             manager.add_partitions(name, count)
 

@@ -110,12 +110,11 @@ class Supervisor:
     """The main loop of the broker's main process."""
 
     def __init__(self, config: BrokerConfig, listeners: list[socket.socket], control: ControlPlane,
-                 cluster_id: str, fork_lock: threading.Lock, exit_with_parent: bool = False) -> None:
+                 cluster_id: str, exit_with_parent: bool = False) -> None:
         self.config = config
         self.listeners = listeners
         self.control = control
         self.cluster_id = cluster_id
-        self.fork_lock = fork_lock
         self.nprocs = config["num.network.threads"]
         self.board = WakeBoard(self.nprocs)
         self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
@@ -403,7 +402,7 @@ class Supervisor:
         # parent's handler in the child and being lost.
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
-            with self.fork_lock:
+            with self.control.fork_guard:  # no thread of ours is half way through a change (control.py)
                 pid = os.fork()
         except BaseException:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

@@ -1268,7 +1268,8 @@ class Partition:
         if self._owner if clean is None else clean:
             try:
                 with self._writing() as s:
-                    self._flush_locked()
+                    if s.unflushed or s.recovery_point != s.log_end:  # else the files hold nothing unsynced
+                        self._flush_locked()
                     if s.log_end > s.active_base:  # the restart then reads no batch header to know its producers
                         self._catch_up_producers(s)
                         self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS)

@@ -199,7 +199,7 @@ class TransactionCoordinator:
         """The loaded partition of an id, or the error that tells the client to look again."""
         if not txn_id:
             raise InvalidRequest("empty transactional id")
-        if TOPIC not in self.manager.topics():
+        if not self.manager.has_topic(TOPIC):
             raise CoordinatorNotAvailable(f"{TOPIC} does not exist yet")
         p = transaction_partition(txn_id, self.manager.topic(TOPIC).partitions)
         loaded = self.loaded.get(p)
@@ -215,12 +215,12 @@ class TransactionCoordinator:
     def find_coordinator(self, args, reply) -> None:
         """Make `__transaction_state` if it does not exist (Kafka does on the first lookup); reply with
         the error code to answer meanwhile, or 0 once the topic exists."""
-        if TOPIC in self.manager.topics():
+        if self.manager.has_topic(TOPIC):
             reply({"error_code": 0})
             return
         try:
             self._create_topic()
-            reply({"error_code": 0 if TOPIC in self.manager.topics() else CoordinatorNotAvailable.code})
+            reply({"error_code": 0 if self.manager.has_topic(TOPIC) else CoordinatorNotAvailable.code})
         except KafkaError as exc:
             log.warning("cannot create %s: %s", TOPIC, exc)
             reply({"error_code": CoordinatorNotAvailable.code, "error_message": str(exc)})

@@ -453,7 +453,7 @@ class ZooKeeperStore:
         live = sorted(self.view.brokers) or [self.broker_id]
         replicas = assign_replicas(live, partitions, replication_factor)
         if limits is not None:
-            limits.check_hosting(name, hosted_replicas(manager.topics(), self.broker_id), partitions, replicas,
+            limits.check_hosting(name, hosted_replicas(manager, self.broker_id), partitions, replicas,
                                  self.broker_id)
         if self.zk.exists(paths.topic(name)):
             if not validate_only:
@@ -497,7 +497,7 @@ class ZooKeeperStore:
                 new = next_partitions(live, existing, count)
             if limits is not None:
                 limits.check_topic(name, count - len(existing))
-                limits.check_hosting(name, hosted_replicas(manager.topics(), self.broker_id), count - len(existing),
+                limits.check_hosting(name, hosted_replicas(manager, self.broker_id), count - len(existing),
                                      new, self.broker_id)
             if validate_only:
                 return
