@@ -1,9 +1,9 @@
 """Group heartbeat latency while Metadata auto-creates thousands of topics, beside the same
 machine's latency with nothing being created (issue #16; docs/robustness.md).
 
-    PYTHONPATH=. python tools/bench_auto_create.py [--topics 2000] [--rounds 3] [--idle-s 8]
+    PYTHONPATH=. python tools/bench_auto_create.py [--topics 2000] [--rounds 3] [--idle-s 8] [--processors 2]
 
-Starts a broker (2 processors, loopback, temp dir) and a group member in a process of its
+Starts a broker (2 processors by default, loopback, temp dir) and a group member in a process of its
 own that heartbeats every 20 ms. Each round measures the heartbeats for `--idle-s` with
 nothing else going on, then while one client asks Metadata for `--topics` unknown names
 until all exist (as clients do: back off 100 ms, ask for those still missing). Prints
@@ -96,9 +96,10 @@ def main() -> None:
     parser.add_argument("--topics", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--idle-s", type=float, default=8.0)
+    parser.add_argument("--processors", type=int, default=2)
     args = parser.parse_args()
     ctx = multiprocessing.get_context("fork")
-    with EmbeddedBroker(processors=2, config={"group.initial.rebalance.delay.ms": 0,
+    with EmbeddedBroker(processors=args.processors, config={"group.initial.rebalance.delay.ms": 0,
                                               "auto.create.topics.max.per.second": 500}) as broker:
         phase, out = ctx.Value("i", 0), ctx.Queue()
         member = ctx.Process(target=heartbeat_until_told, args=(broker.bootstrap, phase, out), daemon=True)

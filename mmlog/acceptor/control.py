@@ -8,32 +8,33 @@ cluster mode (whose watches also land here, through `run_soon`). Housekeeping ru
 here too, on timers: retention every `log.retention.check.interval.ms`, the
 flush.ms / segment.ms checks every `log.flush.scheduler.interval.ms`, offset
 expiry every `offsets.retention.check.interval.ms`, and the coordinator's session
-and rebalance timers. Everything runs on the one control thread, holding the fork
-lock, so the supervisor never forks while a handler holds a partition lock or is
-half way through a catalogue write.
+and rebalance timers.
 
-Limits (`limits.py`) are checked before anything is created. Auto-creation asked
-for by Metadata is budgeted (`auto.create.topics.max.per.request`, `.max.per.second`)
-and made off the control thread, by the topic creator (one thread), which writes the
-catalogue once per request and then lets the answer go: a topic's creation waits on
-the file system (creating a partition's files can take hundreds of milliseconds when
-the disk is busy), and group heartbeats keep being answered meanwhile. A name past
-the budget, or already being created for another request, is answered
-LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created) and the client
-asks again.
+What makes partitions (CreateTopics, CreatePartitions, auto-creation) runs on the
+topic worker, a thread of its own: a creation waits on the file system (a partition's
+files can take hundreds of milliseconds when the disk is busy; 10,000 partitions tens
+of seconds), and the control thread goes on answering heartbeats meanwhile. Limits
+(`limits.py`) are checked before anything is created. Auto-creation asked for by
+Metadata is budgeted (`auto.create.topics.max.per.request`, `.max.per.second`), made
+one topic at a time, and the catalogue written once per request before the answer
+goes; a name past the budget, or already being created for another request, is
+answered LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created) and the
+client asks again.
 
 Two locks keep threads apart. The fork lock is held by everything on the control
-thread (the supervisor takes it to fork, so no child starts while a handler is half
-way through). The topic lock is held by whatever reads or changes the store's topics:
-the topic creator for one topic at a time, and the control thread's ops, tasks and
-timers but the group coordinator's. The control thread never waits for it: work that
-finds it taken is queued, in order, and run as soon as the creator's current topic is
-made (the creator lets queued work go first). The supervisor takes the topic lock,
-then the fork lock, to fork. A topic being created so never holds up a heartbeat.
+thread: the supervisor takes it to fork, so no child starts while a handler holds a
+partition lock or is half way through a change. The topic lock is held by whatever
+reads or changes the store's topics: the topic worker (for one auto-created topic at
+a time, or one admin request), and the control thread's ops, tasks and timers except
+the group coordinator's, which never touch topics. The control thread never waits
+for it: work that finds it taken is queued, in order, and run once the worker lets
+go (the worker lets queued work go first). The supervisor takes the topic lock, then
+the fork lock, to fork. A topic being created so never holds up a heartbeat.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import queue
 import threading
@@ -55,54 +56,44 @@ log = logging.getLogger(__name__)
 TOPIC_RESOURCE = 2  # DescribeConfigs / AlterConfigs resource types
 
 
-class _TopicCreator:
-    """A thread that auto-creates topics, one at a time under the topic lock, writes the catalogue
-    once per job (outside the lock: the write waits on an fsync, and no child inherits anything of
-    it), then calls the job's `then()`. Jobs run in the order they came."""
+class _TopicWorker:
+    """The thread that makes partitions (auto-creation, CreateTopics, CreatePartitions): a creation
+    waits on the file system (a partition's files can take hundreds of milliseconds when the disk
+    is busy), and the control thread goes on answering heartbeats meanwhile. Jobs run in order."""
 
-    def __init__(self, create, manager: LogManager, topic_lock, wanted: threading.Event) -> None:
-        self.create = create  # create(name): make one topic, or raise KafkaError
-        self.manager = manager
-        self.topic_lock = topic_lock
+    def __init__(self, wanted: threading.Event) -> None:
         self.wanted = wanted  # set while the control thread has work waiting for the topic lock
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
-    def submit(self, names: list[str], then) -> None:
+    def submit(self, job) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="topic-creator", daemon=True)
+            self._thread = threading.Thread(target=self._run, name="topic-worker", daemon=True)
             self._thread.start()
-        self._jobs.put((names, then))
+        self._jobs.put(job)
 
     def stop(self) -> None:
         if self._thread is not None:
             self._jobs.put(None)
             self._thread.join(5)
 
-    def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            names, then = job
-            try:
-                for name in names:
-                    self._let_control_go_first()
-                    with self.topic_lock, self.manager.one_catalogue_write(write_at_end=False):
-                        try:
-                            self.create(name)
-                        except KafkaError as exc:
-                            log.info("not auto-creating %r: %s", name, exc)
-                self.manager.write_pending_catalogue()
-            except Exception:  # noqa: BLE001 - the next write carries these topics too
-                log.exception("auto-creating topics failed")
-            finally:
-                then()
-
-
-    def _let_control_go_first(self) -> None:
-        """A lock is not fair: taken again at once, the topic lock would starve the control thread."""
+    def let_control_go_first(self) -> None:
+        """Call before taking the topic lock: a lock is not fair, and taken again at once it would
+        starve the control thread's queued work."""
         for _ in range(1000):  # a second at most, should the control thread be stuck elsewhere
             if not self.wanted.is_set():
                 return
             time.sleep(0.001)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - a job answers its own failures; this is a bug's last net
+                log.exception("topic worker job failed")
+            # The topics made live as long as the broker: out of the collector's sight (see main.py),
+            # so that thousands of them do not make each full collection a long pause.
+            gc.freeze()
 
 
 class ForkGuard:
@@ -136,9 +127,10 @@ class ControlPlane:
         self.limits = PartitionLimits(config)
         self._auto_budget = TokenBucket(config["auto.create.topics.max.per.second"])
         self._auto_creating: set[str] = set()
-        self._creator = _TopicCreator(self._auto_create, manager, self.topic_lock, self._topic_wanted)
+        self._worker = _TopicWorker(self._topic_wanted)
         self.server = ControlServer({
-            "create_topics": self._locked(self.create_topics),
+            "create_topics": self._on_worker(self.create_topics),
+            "create_partitions": self._on_worker(self.create_partitions),
             "auto_create_topics": self._locked(self.auto_create_topics),
             "delete_topics": self._locked(self.delete_topics),
             "next_producer_id": self._locked(self.next_producer_id),
@@ -170,6 +162,26 @@ class ControlPlane:
         def run(args, reply):
             with self.fork_lock:
                 fn(args, reply)
+
+        return run
+
+    def _on_worker(self, fn):
+        """An op that makes partitions: run by the topic worker under the topic lock; its answer goes
+        back through the control thread (which owns the processors' channels)."""
+        def run(args, reply):
+            def answer(value, ok=True) -> None:
+                self.server.call_soon(lambda: reply(value, ok))
+
+            def job() -> None:
+                self._worker.let_control_go_first()
+                try:
+                    with self.topic_lock:
+                        fn(args, answer)
+                except Exception as exc:  # noqa: BLE001 - as ControlServer answers a failed op
+                    log.exception("control op failed")
+                    answer(exc, ok=False)
+
+            self._worker.submit(job)
 
         return run
 
@@ -285,7 +297,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         self.server.stop()
-        self._creator.stop()
+        self._worker.stop()
         self.transactions.stop()
         self.coordinator.close()
 
@@ -342,14 +354,29 @@ class ControlPlane:
         making = wanted[:granted]
         self._auto_creating.update(making)
 
+        def job() -> None:
+            try:
+                for name in making:
+                    self._worker.let_control_go_first()
+                    with self.topic_lock, self.manager.one_catalogue_write(write_at_end=False):
+                        try:
+                            self._auto_create(name)
+                        except KafkaError as exc:
+                            log.info("not auto-creating %r: %s", name, exc)
+                # Once per request, outside the topic lock: the write waits on an fsync, and no child
+                # forked meanwhile inherits anything of it.
+                self.manager.write_pending_catalogue()
+            finally:
+                self.run_soon(made)
+
         def made() -> None:
             self._auto_creating.difference_update(making)
             reply(deferred)
 
-        self._creator.submit(making, lambda: self.run_soon(made))
+        self._worker.submit(job)
 
     def _auto_create(self, name: str) -> None:
-        """One auto-created topic (on the topic creator's thread, holding the topic lock)."""
+        """One auto-created topic (on the topic worker, holding the topic lock)."""
         if not self.manager.has_topic(name):
             self.store.create_topic(self.manager, name, self.config["num.partitions"], {},
                                     replication_factor=self.config["default.replication.factor"],
@@ -372,7 +399,7 @@ class ControlPlane:
 
     def admin_ops(self) -> dict:
         """The admin APIs' ops (issue #18)."""
-        return {"create_partitions": self.create_partitions, "alter_configs": self.alter_configs}
+        return {"alter_configs": self.alter_configs}
 
     def create_partitions(self, args, reply) -> None:
         """CreatePartitions: each topic checked whole before it grows (validate_only grows none); a topic

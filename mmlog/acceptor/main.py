@@ -16,6 +16,7 @@ broker leaves the cluster at once rather than after its session timeout); exit 0
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import resource
@@ -121,6 +122,10 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     control = ControlPlane(config, manager, store, fork_lock)
     supervisor = Supervisor(config, sockets, control, store.cluster_id, exit_with_parent)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
+    # What exists now (numpy, numba and the loaded partitions: a few hundred thousand objects) lives
+    # as long as the broker: out of the collector's sight, a full collection no longer scans it (one
+    # took 260 ms on the control thread), and forked processors share its pages untouched.
+    gc.freeze()
     control.start(Endpoint(config["broker.id"], *config.advertised, config["broker.rack"] or None))
 
     def ready() -> None:
