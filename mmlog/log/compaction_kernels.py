@@ -168,6 +168,14 @@ def walk_plain_batches(plain, starts, counts, bases, first_rows, h1, h2, offsets
 
 
 @njit(cache=True)
+def gather(src, src_starts, lengths, dst, dst_starts):
+    """Copy src[src_starts[i]:+lengths[i]] to dst[dst_starts[i]:] for every i (batch headers, say)."""
+    for i in range(len(lengths)):
+        n = lengths[i]
+        dst[dst_starts[i] : dst_starts[i] + n] = src[src_starts[i] : src_starts[i] + n]
+
+
+@njit(cache=True)
 def batch_positions(buf, end, out):
     """The position of each whole batch in buf[:end] (written to out); their number."""
     p = 0
@@ -384,8 +392,10 @@ def rewrite_py(src, batches, actions, keep, rstart, rend, side, side_start, side
 def warm() -> None:
     """Compile the kernels (and the offset map's) before forking."""
     from mmlog.log import offset_map
+    from mmlog.protocol import compression, lz4_frame
 
     offset_map.warm()
+    lz4_frame.decompress(compression.compress(compression.LZ4, b"warm"))
     buf = np.asarray(rec.build_batch([(b"k", b"v")]), dtype=np.uint8)
     nb, nr, _ = count_batches(buf, 0, len(buf))
     batches = np.zeros((nb, NCOLS), np.int64)
@@ -394,6 +404,8 @@ def warm() -> None:
     rstart, rend = np.zeros(nr, np.int64), np.zeros(nr, np.int64)
     walk_segment(buf, 0, len(buf), batches, h1, h2, offsets, flags, rstart, rend)
     out = np.zeros(len(buf) + 10 * nr, np.uint8)
+    gather(buf, np.zeros(1, np.int64), np.ones(1, np.int64), out, np.zeros(1, np.int64))
+    batch_positions(buf, len(buf), np.zeros(2, np.int64))
     for action, horizon in ((COPY, -1), (REBUILD, 1)):
         rewrite(buf, batches, np.full(nb, action, np.int64), np.ones(nr, np.bool_), rstart, rend,
                 np.zeros(0, np.uint8), np.zeros(nb, np.int64), np.zeros(nb, np.int64), np.full(nb, horizon, np.int64),
