@@ -7,7 +7,7 @@ not. A cleaning
 
     1. picks the range [first dirty, first uncleanable): the first uncleanable offset
        is the smallest of the active segment's base (never touched), the high
-       watermark, and the base of the first segment holding a record younger than
+       watermark, the last stable offset, and the base of the first segment holding a record younger than
        min.compaction.lag.ms; the range ends at a segment boundary;
     2. maps every key of the dirty range to its latest offset (`offset_map.py`): at
        most log.cleaner.dedupe.buffer.size of memory; when the keys do not fit, the
@@ -15,33 +15,55 @@ not. A cleaning
     3. rewrites every segment from the log start to the end of that range, in groups
        that fit one segment (segment.bytes, the index size, int32 relative offsets),
        each into one cleaned segment named after the group's first base. A record
-       stays if its key has no later offset in the map; records without a key go
-       (Kafka's rule); a tombstone (key with null value) stays while its segment was
-       modified within delete.retention.ms of the end of the cleaned head (Kafka's
-       per-segment delete horizon), so a consumer starting within that time sees the
-       delete. Kept records keep their offsets and their order;
+       stays if its key has no later offset in the map, or it lies past where the map
+       ended; records without a key go (Kafka's rule). Kept records keep their offsets
+       and their order;
     4. swaps each cleaned segment in for its group (`segment_swap.py`: the steps and
        every crash point, finished or rolled back by recovery);
     5. moves the partition's first dirty offset in the checkpoint to the range's end.
 
-Batches (`compaction_kernels.py`): a batch whose records all stay is copied as is;
-one that loses some is rebuilt with the kept records (baseOffset and lastOffsetDelta
-unchanged, so offsets and an idempotent producer's last sequence survive; a
-compressed one recompressed with its codec); one that loses all disappears, except
-the last batch of each producer id in its segment, which stays as an empty batch
-(Kafka's RETAIN_EMPTY: the producer's last sequence survives). A group whose
-records all go becomes an empty segment, merged away by a later cleaning.
+Tombstones and delete horizons (KIP-534, Kafka's rule for v2 batches). The first
+cleaning that keeps a tombstone (key, null value) in a batch stamps the batch with a
+delete horizon: attributes bit 6 set, the base timestamp replaced by now +
+delete.retention.ms, every record's timestamp delta rewritten so its timestamp stays
+(`compaction_kernels.rewrite`). Cleanings before the horizon keep the tombstone (a
+consumer starting within delete.retention.ms of that first cleaning sees the
+delete); the first cleaning at or past it removes it. The stamp is in the batch
+itself, so it survives swaps, restarts and replication (a follower copies the bytes).
 
-Transactions, as Kafka's cleaner treats them: nothing at or above the last stable
-offset is cleaned (an undecided transaction's records may not shadow anything);
-the batches of aborted transactions (from the partition's .txnindex) are dropped
-and their keys never enter the offset map, so an aborted write cannot remove the
-committed value it would have replaced; committed transactional batches are kept
-whole, and transaction markers (control batches) are kept forever (Kafka removes a
-marker once its transaction's records are gone and delete.retention.ms passed:
-not done). A cleaned segment's .txnindex is the concatenation of its group's
-(`segment_swap.py` carries it through the swap): an entry whose records are gone
-matches no batch any more, which read_committed consumers handle like Kafka's.
+Batches (`compaction_kernels.py`): a batch whose records all stay is copied as is;
+one that loses some (or is stamped) is rebuilt with the kept records (baseOffset and
+lastOffsetDelta unchanged, so offsets and an idempotent producer's last sequence
+survive; a compressed one recompressed with its codec); one that loses all
+disappears, except where Kafka keeps it as an empty batch (RETAIN_EMPTY): the batch
+holding an active producer's last data offset (its last sequence, so that the
+producer is not told OUT_OF_ORDER_SEQUENCE_NUMBER after a restart rebuilds its state
+from the log), a producer's marker when it has no data batch in its epoch (its
+epoch, so that a restart still fences older ones), and the batch ending just below
+the first uncleanable offset. Active producers are the producer state as of the log
+end (`Partition.last_records_of_producers`). A group whose records all go becomes
+an empty segment, merged away by a later cleaning.
+
+Transactions (Kafka's CleanedTransactionMetadata). Nothing at or above the last
+stable offset is cleaned (an undecided transaction's records may not shadow
+anything). Committed transactional batches are compacted like any others: their
+records enter the offset map and shadow older values. Aborted transactions' batches
+(the partition's .txnindex says which) are dropped and their keys never enter the
+map, so an aborted write cannot remove the committed value it would have replaced.
+A transaction marker (control batch) stays while its transaction has data: a
+transactional batch of its producer since that producer's previous marker, in the
+log this cleaning reads (`_Transactions`, carried from segment to segment). The
+first cleaning that finds a marker without data stamps it with a delete horizon as
+above, and the first cleaning past the horizon removes it: two passes at least, so a
+read_committed consumer within delete.retention.ms still finds the marker that ends
+what it read. A cleaned segment's .txnindex keeps only the entries whose abort
+marker stays with its aborted data (Kafka's cleaned transaction index); the others
+go with their data.
+
+Decompression: each compressed batch is decompressed once per pass (once to map
+its keys, once to clean it), lz4 ones a segment at a time by numba kernels
+(`protocol/lz4_frame.py`), the other codecs one codec call a batch; a segment's
+decompressed records are held while it is cleaned.
 
 Where it runs: its own process under the supervisor (`cleaner_main`, forked like
 the replica fetcher and replaced if it dies), never in a processor. It opens the log

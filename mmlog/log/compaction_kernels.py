@@ -50,7 +50,7 @@ from mmlog.protocol.wire_kernels import be_i32, be_i64, varint
 
 POS, SIZE, BASE, LAST, ATTRS, COUNT, PID, FIRST_ROW, EPOCH, BASE_TS = range(10)
 NCOLS = 10
-DELETE_HORIZON_BIT = 0x40  # attributes bit 6 (KIP-534): the base timestamp is the delete horizon
+DELETE_HORIZON_BIT = rec.DELETE_HORIZON_BIT  # attributes bit 6 (KIP-534): the base timestamp is the delete horizon
 _NO_CODEC_NO_HORIZON = 0xFF & ~(0x07 | DELETE_HORIZON_BIT)
 HAS_KEY, NULL_VALUE = 1, 2
 DROP, COPY, REBUILD, EMPTY, SIDE = range(5)
