@@ -80,7 +80,8 @@ crash-point tests set it.
 
 What it reports: `cleaner-status.json` in the first log dir (per log: dirty ratio,
 first dirty offset, last run and its figures), read by `mmlog topics describe
---log-dirs`.
+--log-dirs`, and `cleaner-metrics.json` (totals for a metrics surface:
+`cleaner_metrics.py`).
 """
 
 from __future__ import annotations
