@@ -46,7 +46,7 @@ from numba import njit
 from mmlog.log.kernels import CRC_TABLES, crc32c
 from mmlog.log.offset_map import hash_key, hash_key_py
 from mmlog.protocol import records as rec
-from mmlog.protocol.wire_kernels import be_i32, be_i64, varint
+from mmlog.protocol.wire_kernels import be_i32, be_i64, put_varint, varint, varint_size
 
 POS, SIZE, BASE, LAST, ATTRS, COUNT, PID, FIRST_ROW, EPOCH, BASE_TS = range(10)
 NCOLS = 10
@@ -251,28 +251,6 @@ def _finish(out, o, q, count, tables):
 
 
 @njit(cache=True)
-def _put_varint(out, q, v):
-    """Write v as a zigzag varint at out[q]; return the next position."""
-    u = np.uint64((v << 1) ^ (v >> 63))
-    while u >= np.uint64(0x80):
-        out[q] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
-        u >>= np.uint64(7)
-        q += 1
-    out[q] = np.uint8(u)
-    return q + 1
-
-
-@njit(cache=True)
-def _varint_size(v):
-    u = np.uint64((v << 1) ^ (v >> 63))
-    n = 1
-    while u >= np.uint64(0x80):
-        u >>= np.uint64(7)
-        n += 1
-    return n
-
-
-@njit(cache=True)
 def _put_i64(buf, p, v):
     u = np.uint64(v)
     for k in range(8):
@@ -285,10 +263,10 @@ def _restamped_record(src, start, end, shift, out, q):
     _, a = varint(src, start, end)  # the length varint, redone below
     delta, r = varint(src, a + 1, end)
     new_delta = delta + shift
-    body = 1 + _varint_size(new_delta) + (end - r)
-    q = _put_varint(out, q, body)
+    body = 1 + varint_size(new_delta) + (end - r)
+    q = put_varint(out, q, body)
     out[q] = src[a]
-    q = _put_varint(out, q + 1, new_delta)
+    q = put_varint(out, q + 1, new_delta)
     n = end - r
     out[q : q + n] = src[r:end]
     return q + n

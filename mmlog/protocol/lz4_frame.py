@@ -49,23 +49,30 @@ def _header_end(src, p, end):
     return q, flg
 
 
+@njit(cache=True, inline="always")
+def _length(src, i, stop, n):
+    """A token's 4-bit length n, extended by bytes while it is 15 and they are 255: (length, next i);
+    next i = -1 if the block ends first."""
+    if n == 15:
+        while True:
+            if i >= stop:
+                return 0, -1
+            b = np.int64(src[i])
+            i += 1
+            n += b
+            if b != 255:
+                break
+    return n, i
+
+
 @njit(cache=True)
 def _block(src, i, stop, out, o, frame_start, write):
     """Decode the lz4 block src[i:stop] to out[o:] (only measure if not write); next o, or -1."""
     while i < stop:
         token = np.int64(src[i])
         i += 1
-        lit = token >> 4
-        if lit == 15:
-            while True:
-                if i >= stop:
-                    return -1
-                b = np.int64(src[i])
-                i += 1
-                lit += b
-                if b != 255:
-                    break
-        if i + lit > stop:
+        lit, i = _length(src, i, stop, token >> 4)
+        if i < 0 or i + lit > stop:
             return -1
         if write:
             out[o : o + lit] = src[i : i + lit]
@@ -77,16 +84,9 @@ def _block(src, i, stop, out, o, frame_start, write):
             return -1
         offset = np.int64(src[i]) | (np.int64(src[i + 1]) << 8)
         i += 2
-        ml = token & 15
-        if ml == 15:
-            while True:
-                if i >= stop:
-                    return -1
-                b = np.int64(src[i])
-                i += 1
-                ml += b
-                if b != 255:
-                    break
+        ml, i = _length(src, i, stop, token & 15)
+        if i < 0:
+            return -1
         ml += 4
         if offset == 0 or offset > o - frame_start:
             return -1

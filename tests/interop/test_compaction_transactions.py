@@ -17,7 +17,7 @@ from mmlog.log import cleaner_metrics
 from mmlog.log.cleaner import STATUS_FILE
 from mmlog.protocol import records as rec
 from mmlog.testing import EmbeddedBroker
-from tests.interop.test_compaction import create
+from tests.interop.test_compaction import create, read_confluent
 
 TOPIC = "txn-changelog"
 RETENTION_MS = 1500
@@ -79,31 +79,14 @@ class Writers:
         assert self.ck.flush(10) == 0
 
 
-def consume(bootstrap: str, isolation: str) -> list[tuple[int, bytes, bytes]]:
-    """(offset, key, value) of everything a consumer of `isolation` reads from the start to the end."""
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
-                                  "isolation.level": isolation, "enable.auto.commit": False,
-                                  "enable.partition.eof": True})
-    out = []
+def watermarks(bootstrap: str, isolation: str) -> tuple[int, int]:
+    """(low, high) as a consumer of `isolation` is answered (high: the LSO or the high watermark)."""
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"marks-{isolation}",
+                                  "isolation.level": isolation})
     try:
-        c.assign([TopicPartition(TOPIC, 0, confluent_kafka.OFFSET_BEGINNING)])
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            msg = c.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
-                    break
-                raise AssertionError(msg.error())
-            out.append((msg.offset(), msg.key(), msg.value()))
-        else:
-            raise AssertionError(f"{isolation} consumer did not reach the end")
-        low, high = c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10, cached=False)
+        return c.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10, cached=False)
     finally:
         c.close()
-    out.append((low, high, None))  # the watermarks this isolation level is answered (high: LSO or HW)
-    return out
 
 
 def status(broker) -> dict:
@@ -146,9 +129,10 @@ def test_transactional_writers_on_a_compacted_topic_keep_the_last_committed_valu
             time.sleep(0.1)
     finally:
         w.close()
-    committed = consume(broker.bootstrap, "read_committed")
-    uncommitted = consume(broker.bootstrap, "read_uncommitted")
-    (c_low, c_high, _), (u_low, u_high, _) = committed.pop(), uncommitted.pop()
+    committed = read_confluent(broker.bootstrap, TOPIC, "read_committed")
+    uncommitted = read_confluent(broker.bootstrap, TOPIC, "read_uncommitted")
+    (c_low, c_high), (u_low, u_high) = watermarks(broker.bootstrap, "read_committed"), \
+        watermarks(broker.bootstrap, "read_uncommitted")
     # every key's last committed value, at the offset it was written at, and nothing aborted
     last = {}
     for offset, key, value in committed:
@@ -172,5 +156,5 @@ def test_transactional_writers_on_a_compacted_topic_keep_the_last_committed_valu
         w2.round(1000, commit=True)
     finally:
         w2.close()
-    final = {key: value for _, key, value in consume(broker.bootstrap, "read_committed")[:-1]}
+    final = {key: value for _, key, value in read_confluent(broker.bootstrap, TOPIC, "read_committed")}
     assert all(final[key] == value for key, (value, _) in w2.committed.items())
