@@ -106,6 +106,21 @@ def test_a_marker_stays_while_its_transaction_has_data_then_is_stamped_and_remov
     assert len(markers(p)) == 1
 
 
+def test_a_marker_in_a_later_segment_than_its_transactions_data_stays_while_the_data_does(compacted):
+    p = compacted(TXN)
+    t = Txn(p, 9)
+    t.send([(b"k", b"committed")])
+    p.roll()  # the marker lands in the next segment: the cleaner carries what it saw across
+    marker = t.end(True)
+    produce(p, [(b"filler", b"x%d" % i) for i in range(40)])
+    for now in (T0, T0 + 2 * RETENTION):
+        produce(p, [(b"filler", b"y")])
+        clean(p, now)
+        [kept] = [b for b in markers(p) if b.base_offset == marker]
+        assert not kept.header.attributes & ck.DELETE_HORIZON_BIT and kept.header.records_count == 1
+    assert committed_view(p)[b"k"][0] == b"committed"
+
+
 def test_an_aborted_transactions_records_go_and_its_index_entry_goes_with_its_data(compacted):
     p = compacted(TXN)
     produce(p, [(b"k", b"committed")])
