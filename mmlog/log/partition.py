@@ -549,6 +549,16 @@ class Partition:
                 break
         return found
 
+    def last_records_of_producers(self) -> dict[int, tuple[int, int]]:
+        """{producer id: (last data offset, -1 if none in its epoch; epoch)} as of the log end (Kafka's
+        lastRecordsOfActiveProducers, what the cleaner keeps empty batches for). Built in a private
+        ProducerState from the newest snapshot and the batches after it, without the lock."""
+        snap = self.snapshot()
+        state = ProducerState(self.directory)
+        state.load(snap.log_end, snap.log_start, now_ms(), PRODUCER_EXPIRATION_MS)
+        state.apply_batches(self._stored_batches(snap, state.upto))
+        return {pid: (e.batches[-1][3] if e.batches else -1, e.epoch) for pid, e in state.producers.items()}
+
     @property
     def last_stable_offset(self) -> int:
         return self.snapshot().last_stable_offset
