@@ -13,7 +13,7 @@ ROOT = Path(mmlog.__file__).parent
 # The broker's layers, bottom to top: a package may import its own layer and those before it, never one
 # after. Packages in one tuple are side by side and may not import each other.
 LAYERS = [
-    ("mmlog.errors", "mmlog.config"),
+    ("mmlog.errors", "mmlog.config", "mmlog.security"),
     ("mmlog.protocol",),
     ("mmlog.log",),
     ("mmlog.ipc",),
@@ -21,8 +21,8 @@ LAYERS = [
     ("mmlog.acceptor",),
 ]
 # Beside the broker: the client speaks the protocol; Spark sits on the client.
-SIDE = {"mmlog.client": ("mmlog.errors", "mmlog.config", "mmlog.protocol"),
-        "mmlog.spark": ("mmlog.errors", "mmlog.config", "mmlog.protocol", "mmlog.client")}
+SIDE = {"mmlog.client": ("mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol"),
+        "mmlog.spark": ("mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol", "mmlog.client")}
 # On top, each over everything above: a test broker; the commands (over the broker and the client); the CLI.
 TOP = ["mmlog.testing", "mmlog.tools", "mmlog.cli", "mmlog.__main__"]
 
