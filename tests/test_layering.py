@@ -13,8 +13,9 @@ ROOT = Path(mmlog.__file__).parent
 # The broker's layers, bottom to top: a package may import its own layer and those before it, never one
 # after. Packages in one tuple are side by side and may not import each other.
 LAYERS = [
-    ("mmlog.errors", "mmlog.config", "mmlog.security"),
+    ("mmlog.errors", "mmlog.config"),
     ("mmlog.protocol",),
+    ("mmlog.security",),
     ("mmlog.log",),
     ("mmlog.ipc",),
     ("mmlog.processors", "mmlog.replication"),

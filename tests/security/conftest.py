@@ -8,13 +8,16 @@ certificate (CN=alice) for mutual TLS; a client certificate signed by another CA
 from __future__ import annotations
 
 import shutil
+import ssl
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from mmlog.replication.peer import PeerConnection
 from mmlog.security import credentials, scram
+from mmlog.security.client import ClientSecurity
 from mmlog.testing import EmbeddedBroker
 
 PASSWORD = "alice-secret"
@@ -92,10 +95,28 @@ def security_config(pki: Pki, **more) -> dict:
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         "ssl.keystore.location": str(pki.server), "ssl.truststore.location": str(pki.ca),
         "ssl.client.auth": "requested", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-        "connection.failed.authentication.delay.ms": "50",
+        "connection.failed.authentication.delay.ms": "50", "group.initial.rebalance.delay.ms": "0",
     }
     config.update({k.replace("_", "."): v for k, v in more.items()})
     return config
+
+
+def raw(broker, listener: str, pki: Pki | None = None, **options) -> PeerConnection:
+    """A bare request/response connection to one listener (TLS and SASL as options say, nothing implied)."""
+    protocol = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "PLAINTEXT", "SASL_SSL": "SSL"}[listener]
+    security = ClientSecurity.from_options(protocol, ssl_cafile=str(pki.ca) if pki else None, **options)
+    return PeerConnection(("127.0.0.1", broker.listener_ports[listener]), "test", security)
+
+
+def closed_by_broker(peer: PeerConnection, timeout: float = 5.0) -> bool:
+    """Whether the broker closed the connection (EOF or reset within timeout)."""
+    peer._sock.settimeout(timeout)
+    try:
+        return peer._sock.recv(1) == b""
+    except (ConnectionError, ssl.SSLError):
+        return True
+    except TimeoutError:
+        return False
 
 
 @pytest.fixture(scope="module")
