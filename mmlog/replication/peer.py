@@ -44,10 +44,9 @@ class PeerConnection:
     def _connect(self) -> None:
         sock = socket.create_connection(self.address, timeout=CONNECT_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = self.security.wrap(sock, self.address[0])
+        self._sock = sock  # closed by close() if securing it fails
+        self._sock = self.security.secure(sock, self.address[0], self.client_id)
         self._reader = FrameReader()
-        self.security.authenticate(lambda module, version, body: self._call(module.API_KEY, version, body,
-                                                                            CONNECT_TIMEOUT_S))
 
     def _call(self, api_key: int, version: int, body, timeout: float):
         self._sock.settimeout(timeout)

@@ -15,6 +15,7 @@ import ssl
 from dataclasses import dataclass
 
 from mmlog.errors import SaslAuthenticationFailed, error_for_code
+from mmlog.protocol import FrameReader, RequestHeader, decode_response, encode_request
 from mmlog.protocol.messages import sasl_authenticate, sasl_handshake
 from mmlog.security import sasl, tls
 
@@ -64,6 +65,15 @@ class ClientSecurity:
             return sock
         return self.context.wrap_socket(sock, server_hostname=host)
 
+    def secure(self, sock: socket.socket, host: str, client_id: str = "mmlog") -> socket.socket:
+        """Wrap a connected blocking socket and authenticate on it (its timeout bounds each step)."""
+        sock = self.wrap(sock, host)
+        if self.sasl:
+            ids = iter(range(1, 1 << 31))
+            self.authenticate(lambda module, version, body: blocking_call(sock, module.API_KEY, version, body,
+                                                                          client_id, next(ids)))
+        return sock
+
     def authenticate(self, call) -> str | None:
         """The SASL exchange over call(module, version, body); SaslAuthenticationFailed (or the broker's
         error) when refused. Returns None (no SASL) or the session lifetime in ms (0: forever)."""
@@ -86,6 +96,21 @@ class ClientSecurity:
                 return lifetime
             except sasl.AuthenticationFailed as exc:
                 raise SaslAuthenticationFailed(str(exc)) from exc
+
+
+def blocking_call(sock: socket.socket, api_key: int, version: int, body, client_id: str, correlation: int):
+    """One request and its response on a blocking socket (the SASL exchange before any pipelining)."""
+    sock.sendall(encode_request(RequestHeader(api_key, version, correlation, client_id), body))
+    reader = FrameReader()
+    while (frame := reader.next_frame()) is None:
+        n = sock.recv_into(reader.get_buffer())
+        if n == 0:
+            raise ConnectionResetError("the broker closed the connection during authentication")
+        reader.buffer_updated(n)
+    got, response = decode_response(api_key, version, frame)
+    if got != correlation:
+        raise ConnectionResetError(f"correlation id {got}, expected {correlation}")
+    return response
 
 
 def inter_broker(config) -> ClientSecurity:
