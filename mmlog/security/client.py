@@ -98,6 +98,42 @@ class ClientSecurity:
                 raise SaslAuthenticationFailed(str(exc)) from exc
 
 
+# Kafka client property -> kafka-python option (what `from_options` takes). The keystore is a PEM file holding
+# the certificate chain and key (ssl.keystore.type=PEM), as the broker's.
+KAFKA_PROPERTIES = {
+    "security.protocol": "security_protocol", "sasl.mechanism": "sasl_mechanism",
+    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+    "ssl.truststore.location": "ssl_cafile", "ssl.ca.location": "ssl_cafile",
+    "ssl.keystore.location": "ssl_certfile", "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password",
+}
+IGNORED_PROPERTIES = {"ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM"}
+
+
+def options_from_properties(props: dict) -> dict:
+    """Kafka client properties (a --command-config file, Spark's kafka.* options without the prefix) as
+    `ClientSecurity.from_options` keywords. sasl.jaas.config gives the username and password;
+    ssl.endpoint.identification.algorithm="" turns off the host name check. ValueError for a security
+    property mmlog does not honour (a JKS store, a login module other than PLAIN/SCRAM)."""
+    out = {}
+    for name, value in props.items():
+        value = str(value)
+        if name in KAFKA_PROPERTIES:
+            out[KAFKA_PROPERTIES[name]] = value
+        elif name == "sasl.jaas.config":
+            if "PlainLoginModule" not in value and "ScramLoginModule" not in value:
+                raise ValueError("sasl.jaas.config: only PlainLoginModule and ScramLoginModule are supported")
+            out["sasl_plain_username"], out["sasl_plain_password"] = sasl.parse_jaas(value)
+        elif name == "ssl.endpoint.identification.algorithm":
+            out["ssl_check_hostname"] = value.lower() == "https"
+        elif name in IGNORED_PROPERTIES:
+            if value.upper() != IGNORED_PROPERTIES[name]:
+                raise ValueError(f"{name}={value}: only PEM files are supported")
+        elif name.startswith(("ssl.", "sasl.")):
+            raise ValueError(f"{name}: not a security setting mmlog's clients support")
+    return out
+
+
 def blocking_call(sock: socket.socket, api_key: int, version: int, body, client_id: str, correlation: int):
     """One request and its response on a blocking socket (the SASL exchange before any pipelining)."""
     sock.sendall(encode_request(RequestHeader(api_key, version, correlation, client_id), body))
