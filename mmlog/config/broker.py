@@ -297,6 +297,9 @@ BROKER_SETTINGS.update({s.name: s for s in [
 ]})
 
 
+SENSITIVE = frozenset({"ssl.key.password", "sasl.jaas.config"})  # never shown (DescribeConfigs answers null)
+
+
 def _try(parse, value) -> bool:
     try:
         parse(value)

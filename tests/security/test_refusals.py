@@ -140,3 +140,15 @@ def test_a_client_that_does_not_trust_the_broker_fails_its_handshake(secure_brok
     with pytest.raises(ssl.SSLCertVerificationError):
         context.wrap_socket(sock, server_hostname="127.0.0.1")
     sock.close()
+
+
+def test_describe_configs_never_shows_a_password(secure_broker):
+    from mmlog.protocol.messages import describe_configs
+
+    answer = raw(secure_broker, "PLAINTEXT").request(describe_configs.API_KEY, 1, describe_configs.REQUEST(
+        resources=[{"resource_type": 4, "resource_name": "0", "configuration_keys": None}],
+        include_synonyms=False), TIMEOUT)
+    entries = {e.name: e for e in answer.results[0].configs}
+    assert entries["ssl.keystore.location"].value and not entries["ssl.keystore.location"].is_sensitive
+    assert "ssl.key.password" in entries and entries["ssl.key.password"].value is None
+    assert entries["ssl.key.password"].is_sensitive
