@@ -8,7 +8,8 @@ and protocol (interleaved, so a noisy machine treats them alike): confluent-kafk
 (librdkafka: its TLS is C, so the broker is what is measured) produces N records of
 BYTES each into a fresh one-partition topic, acks=1, then a consumer reads them all
 from the beginning. Prints the median msg/s and MB/s of each side and the ratio to
-PLAINTEXT. Over PLAINTEXT the broker sends fetched bytes with sendfile; over TLS it
+PLAINTEXT. `fetch` is the broker's send path alone: 8 MiB Fetch requests whose
+bytes are dropped (mmlog's BrokerConnection; no record decoding). Over PLAINTEXT the broker sends fetched bytes with sendfile; over TLS it
 reads them into a buffer and encrypts them (processors/sendfile.py), unless kernel
 TLS is available (the line "kernel TLS" says whether it is on this machine).
 """
@@ -28,10 +29,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import confluent_kafka as ck  # noqa: E402
 
+from mmlog.client.connection import BrokerConnection  # noqa: E402
+from mmlog.protocol.messages import fetch  # noqa: E402
+from mmlog.protocol.records import iter_batches  # noqa: E402
+from mmlog.security.client import ClientSecurity  # noqa: E402
 from mmlog.testing import EmbeddedBroker  # noqa: E402
 from tests.security.conftest import add_users, make_pki, security_config  # noqa: E402
 
 PROTOCOLS = ["PLAINTEXT", "SSL", "SASL_SSL"]
+SIDES = ("produce", "consume", "fetch")
 
 
 def client_conf(broker, pki, protocol: str) -> dict:
@@ -65,13 +71,36 @@ def consume(conf: dict, topic: str, n: int) -> float:
                             "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
                             "max.partition.fetch.bytes": 8 << 20})
     consumer.assign([ck.TopicPartition(topic, 0, 1)])  # after the warm-up record
-    got, start = 0, time.perf_counter()
+    got, start = 0, None  # timed from the first record: connecting and the first fetch's wait are not throughput
     while got < n:
         for msg in consumer.consume(10_000, 5):
             if not msg.error():
+                if start is None:
+                    start = time.perf_counter()
                 got += 1
     elapsed = time.perf_counter() - start
     consumer.close()
+    return elapsed
+
+
+def fetch_all(broker, pki, protocol: str, topic: str, n: int) -> float:
+    """Fetch the whole partition in 8 MiB requests and drop the bytes: the broker's send path alone
+    (sendfile over PLAINTEXT, read + encrypt over TLS), without a client decoding records."""
+    security = ClientSecurity.from_options(
+        protocol, "SCRAM-SHA-512", "alice", "alice-secret", ssl_cafile=str(pki.ca)) if protocol != "PLAINTEXT" else None
+    conn = BrokerConnection("127.0.0.1", broker.listener_ports[protocol], security=security)
+    offset, start = 1, time.perf_counter()
+    while offset < n + 1:
+        conn.send(fetch.API_KEY, 11, fetch.REQUEST(
+            replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=8 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[{"topic": topic, "partitions": [{
+                "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
+                "partition_max_bytes": 8 << 20}]}]))
+        records = conn.receive().responses[0].partitions[0].records
+        for _, header in iter_batches(records):
+            offset = header.base_offset + header.last_offset_delta + 1
+    elapsed = time.perf_counter() - start
+    conn.close()
     return elapsed
 
 
@@ -98,11 +127,15 @@ def main() -> None:
                 topic = f"bench-{protocol.lower()}-{round_}"
                 times.setdefault((protocol, "produce"), []).append(produce(conf, topic, args.records, value))
                 times.setdefault((protocol, "consume"), []).append(consume(conf, topic, args.records))
+                times.setdefault((protocol, "fetch"), []).append(fetch_all(broker, pki, protocol, topic,
+                                                                           args.records))
+                print(f"round {round_} {protocol}: " + ", ".join(
+                    f"{side} {times[(protocol, side)][-1]:.2f} s" for side in SIDES), flush=True)
     mb = args.records * args.size / 1e6
     print(f"{args.records} records of {args.size} bytes, median of {args.rounds} rounds, confluent-kafka "
           f"{ck.version()[0]} / librdkafka {ck.libversion()[0]}")
     print(f"{'protocol':<10} {'side':<8} {'msg/s':>10} {'MB/s':>8} {'vs PLAINTEXT':>13}")
-    for side in ("produce", "consume"):
+    for side in SIDES:
         base = statistics.median(times[("PLAINTEXT", side)])
         for protocol in PROTOCOLS:
             t = statistics.median(times[(protocol, side)])
