@@ -86,8 +86,24 @@ class SaslSession:
         return max(1, int((self.expires_at - time.monotonic()) * 1000))
 
 
+FAILURE_LOG_PER_S = 10  # warnings a second per processor; past it they are counted and summed up later
+_log_window = [0.0, 0, 0]  # [second it counts, lines logged in it, lines suppressed since the last summary]
+
+
 def log_failure(conn, mechanism: str | None, reason: str) -> None:
-    """One warning per failed authentication, with the peer (passwords are never in `reason`)."""
+    """One warning per failed authentication, with the peer (passwords are never in `reason`), at most
+    FAILURE_LOG_PER_S a second: a password-guessing storm must not flood the journal."""
+    now = time.monotonic()
+    window = _log_window
+    if now - window[0] >= 1.0:
+        if window[2]:
+            log.warning("%d more failed authentications were not logged (over %d a second)", window[2],
+                        FAILURE_LOG_PER_S)
+        window[:] = [now, 0, 0]
+    if window[1] >= FAILURE_LOG_PER_S:
+        window[2] += 1
+        return
+    window[1] += 1
     peer = conn.peer[0] if isinstance(conn.peer, tuple) else conn.peer
     log.warning("failed authentication from %s on listener %s (%s): %s", peer, conn.listener_name, mechanism,
                 reason)

@@ -49,4 +49,17 @@ def test_three_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(tmp_path,
             "SASL_SSL", "SCRAM-SHA-512", "broker", "b-secret", ssl_cafile=str(pki.ca)))
         meta.refresh([])
         assert {n: b.port for n, b in meta.brokers.items()} == internal
-        assert not any("failed authentication" in line for b in brokers for line in b.log_lines)
+        as_broker = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                     "sasl_plain_username": "broker", "sasl_plain_password": "b-secret", "ssl_cafile": str(pki.ca)}
+        with Admin(f"127.0.0.1:{internal[0]}", **as_broker) as admin:  # a user made through broker 0 ...
+            admin.set_user_password("carol", "c-secret")
+        as_carol = {**as_broker, "sasl_plain_username": "carol", "sasl_plain_password": "c-secret"}
+
+        def carol_logs_in_at_broker_2() -> bool:  # ... reaches broker 2 through ZooKeeper's watch
+            with Admin(f"127.0.0.1:{internal[2]}", timeout=2, **as_carol) as admin:
+                return isinstance(admin.list_topics(), dict)
+
+        wait_for(carol_logs_in_at_broker_2, what="carol's credential at broker 2")
+        assert "c-secret" not in zk.get("/config/users/carol")[0].decode()
+        assert not any("failed authentication" in line and "'broker'" in line
+                       for b in brokers for line in b.log_lines)  # the brokers' own logins never failed
