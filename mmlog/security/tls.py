@@ -50,11 +50,13 @@ def _load(context: ssl.SSLContext, certfile: str, keyfile: str | None, password:
         raise TlsConfigError(f"{exc}") from exc
 
 
-def server_context(config, ktls: bool = True) -> ssl.SSLContext:
-    """The listeners' context from a BrokerConfig's ssl.* settings."""
+def server_context(config, ktls: bool = True, sasl: bool = False) -> ssl.SSLContext:
+    """The listeners' context from a BrokerConfig's ssl.* settings. On a SASL_SSL listener (`sasl`) no
+    client certificate is asked for: SASL names the client, and Kafka applies ssl.client.auth to SSL
+    listeners only."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _versions(context, config["ssl.enabled.protocols"])
-    context.verify_mode = CLIENT_AUTH[config["ssl.client.auth"]]
+    context.verify_mode = ssl.CERT_NONE if sasl else CLIENT_AUTH[config["ssl.client.auth"]]
     _load(context, config["ssl.keystore.location"], None, config["ssl.key.password"],
           config["ssl.truststore.location"], config["ssl.cipher.suites"])
     if ktls:

@@ -19,8 +19,9 @@ from mmlog.protocol.records import build_batch
 from mmlog.replication.peer import PeerConnection
 from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
-from mmlog.security.tls import client_context
-from tests.security.conftest import closed_by_broker, raw
+from mmlog.security.tls import client_context, principal_of
+from mmlog.testing import EmbeddedBroker
+from tests.security.conftest import closed_by_broker, raw, security_config
 
 TIMEOUT = 5.0
 
@@ -152,3 +153,22 @@ def test_describe_configs_never_shows_a_password(secure_broker):
     assert entries["ssl.keystore.location"].value and not entries["ssl.keystore.location"].is_sensitive
     assert "ssl.key.password" in entries and entries["ssl.key.password"].value is None
     assert entries["ssl.key.password"].is_sensitive
+
+
+def test_mutual_tls_required_refuses_a_client_without_a_certificate(pki, tmp_path):
+    config = security_config(pki, listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", ssl_client_auth="required")
+    with EmbeddedBroker(tmp_path / "data", processors=1, config=config) as broker:
+        context = client_context(str(pki.ca))
+        sock = socket.create_connection(("127.0.0.1", broker.listener_ports["SSL"]), timeout=TIMEOUT)
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            tls = context.wrap_socket(sock, server_hostname="127.0.0.1")
+            tls.sendall(b"\0\0\0\x0b\0\x12\0\0\0\0\0\x01\0\x01t")
+            if not tls.recv(4):
+                raise ConnectionError("closed")
+        assert len(_tls_client(broker, pki, pki.client_cert, pki.client_key)) == 4
+
+
+def test_the_certificate_principal_is_the_subject_dn_most_specific_first():
+    cert = {"subject": ((("organizationName", "mmlog"),), (("commonName", "alice"),))}
+    assert principal_of(cert) == "CN=alice,O=mmlog"
+    assert principal_of({}) is None
