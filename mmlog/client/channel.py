@@ -107,8 +107,6 @@ class Channel:
 
     def on_writable(self) -> None:
         """Write what the socket takes, many buffers per sendmsg; fail the channel if the peer is gone."""
-        if self.tls:
-            return self._write_tls()
         out = self._out
         try:
             while out:
@@ -125,49 +123,33 @@ class Channel:
                         if item.__class__ is _Done or len(buffers) == MAX_IOV:
                             break
                         buffers.append(item)
-                n = self.sock.sendmsg(buffers)
+                n = self._send_tls(buffers) if self.tls else self.sock.sendmsg(buffers)
                 for item in buffers:
                     size = len(item)
                     if n < size:
                         out[0] = memoryview(item)[n:]
-                        return  # the socket buffer is full
-                    out.popleft()
-                    n -= size
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            self.fail(ConnectionClosed(f"send to {self.host}:{self.port} failed: {exc}"))
-
-    def _write_tls(self) -> None:
-        out = self._out
-        try:
-            while out:
-                head = out[0]
-                if head.__class__ is _Done:
-                    out.popleft()
-                    head.callback(None, None)
-                    continue
-                if self._tls_out is None:
-                    chunks, size = [], 0
-                    for item in out:
-                        if item.__class__ is _Done or (chunks and size + len(item) > TLS_WRITE):
-                            break
-                        chunks.append(item)
-                        size += len(item)
-                    self._tls_out = b"".join(chunks)
-                n = self.sock.send(self._tls_out)  # all of it, or SSLWantWriteError
-                self._tls_out = None
-                while n:
-                    size = len(out[0])
-                    if n < size:
-                        out[0] = memoryview(out[0])[n:]
-                        break
+                        return  # the socket buffer is full (TLS: the next write event goes on)
                     out.popleft()
                     n -= size
         except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
             return
         except OSError as exc:
             self.fail(ConnectionClosed(f"send to {self.host}:{self.port} failed: {exc}"))
+
+    def _send_tls(self, buffers) -> int:
+        """One SSL write of the buffers' first TLS_WRITE bytes, joined (an SSL socket has no sendmsg). A write
+        that would block raises, and is retried with the same bytes, which OpenSSL requires."""
+        if self._tls_out is None:
+            chunks, size = [], 0
+            for item in buffers:
+                if chunks and size + len(item) > TLS_WRITE:
+                    break
+                chunks.append(item)
+                size += len(item)
+            self._tls_out = b"".join(chunks)
+        n = self.sock.send(self._tls_out)  # all of it, or SSLWantWriteError
+        self._tls_out = None
+        return n
 
     def on_readable(self) -> None:
         """Read responses and run their callbacks."""
