@@ -115,3 +115,24 @@ def test_kcat_produces_and_consumes(secure_broker, pki, how):
     out = subprocess.run(args + ["-G", f"g-{topic}", topic, "-o", "beginning", "-c", str(N), "-q"],
                          capture_output=True, text=True, check=True, timeout=TIMEOUT)
     assert sorted(out.stdout.splitlines()) == sorted(lines.splitlines())
+
+
+def test_kafka_python_manages_scram_users_and_the_new_user_logs_in(secure_broker, pki):
+    from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
+
+    conf = _kp_conf(secure_broker, pki, "scram")
+    admin = kafka.KafkaAdminClient(**conf)
+    try:
+        assert admin.alter_user_scram_credentials([
+            UserScramCredentialUpsertion("erin", "SCRAM-SHA-256", "erin-pw", iterations=4096)]) == {"erin": None}
+        described = admin.describe_user_scram_credentials(["erin"])
+        assert "erin" in str(described) and "4096" in str(described)
+        as_erin = {**conf, "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "erin",
+                   "sasl_plain_password": "erin-pw"}
+        erin = kafka.KafkaAdminClient(**as_erin)
+        assert isinstance(erin.list_topics(), list)
+        erin.close()
+        assert admin.alter_user_scram_credentials([UserScramCredentialDeletion("erin", "SCRAM-SHA-256")]) == \
+            {"erin": None}
+    finally:
+        admin.close()
