@@ -10,8 +10,8 @@ the file named, instead of failing each handshake.
 Kernel TLS: OpenSSL 3 can hand the record layer to the kernel (`SSL_OP_ENABLE_KTLS`,
 bit 3; Python names it `ssl.OP_ENABLE_KTLS` from 3.12). With it on and the kernel's
 `tls` module present, `os.sendfile` on the socket sends encrypted file bytes
-again. `ktls_active(sock)` tells whether a handshaken socket got it (the TCP ULP is
-"tls"); where it did not, file ranges go through SSL writes (processors/sendfile.py).
+again. `ktls_active(sock)` tells whether a handshaken socket got it for sending;
+where it did not, file ranges go through SSL writes (processors/sendfile.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import socket
 import ssl
 
 OP_ENABLE_KTLS = getattr(ssl, "OP_ENABLE_KTLS", 1 << 3)  # OpenSSL 3's SSL_OP_ENABLE_KTLS
-TCP_ULP = getattr(socket, "TCP_ULP", 31)  # linux/tcp.h
+SOL_TLS, TLS_TX = 282, 1  # linux/socket.h, linux/tls.h
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
@@ -85,9 +85,12 @@ def peer_context(config) -> ssl.SSLContext:
 
 
 def ktls_active(sock: socket.socket) -> bool:
-    """Whether the kernel does this socket's TLS records (so sendfile works on it)."""
+    """Whether the kernel encrypts what is written to this socket (so sendfile works on it). The TX
+    direction itself is asked (SOL_TLS / TLS_TX answers only once its keys are set), not the TCP ULP:
+    with receive-only offload, bytes written around OpenSSL would leave in clear text."""
     try:
-        return sock.getsockopt(socket.IPPROTO_TCP, TCP_ULP, 16).rstrip(b"\0") == b"tls"
+        sock.getsockopt(SOL_TLS, TLS_TX, 64)
+        return True
     except OSError:
         return False
 
