@@ -25,6 +25,7 @@ else `User:ANONYMOUS`.
 
 from __future__ import annotations
 
+import selectors
 import socket
 import ssl
 import time
@@ -72,7 +73,7 @@ class Connection:
         self.listener_name = listener_name
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.handshaking = self.tls
-        self.tls_wants = 1  # selectors.EVENT_READ: what the handshake waits for
+        self.tls_wants = selectors.EVENT_READ  # what the handshake waits for
         self.sasl = sasl  # a processors.sasl.SaslSession on SASL listeners
         self.principal = "User:ANONYMOUS"
 
@@ -82,10 +83,10 @@ class Connection:
         try:
             self.sock.do_handshake()
         except ssl.SSLWantReadError:
-            self.tls_wants = 1
+            self.tls_wants = selectors.EVENT_READ
             return False
         except ssl.SSLWantWriteError:
-            self.tls_wants = 2
+            self.tls_wants = selectors.EVENT_WRITE
             return False
         self.handshaking = False
         self.last_active = time.monotonic()

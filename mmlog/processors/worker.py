@@ -33,11 +33,11 @@ passes).
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import selectors
 import signal
-import heapq
 import socket
 import ssl
 import time
