@@ -23,7 +23,9 @@ Connections come tagged with the listener they arrived on. TLS listeners' socket
 are wrapped here and handshake inside the loop (connection.py); SASL listeners'
 connections carry a `SaslSession` that dispatch gates requests on (sasl.py). A
 failed authentication's answer waits `connection.failed.authentication.delay.ms`
-in a timer list (`later`) that the loop runs between handling and writing.
+in a timer list (`later`) that the loop runs between handling and writing. Work
+that would hold the loop for milliseconds (a PLAIN password's PBKDF2) runs on a
+helper thread (`offload`); its result comes back through a pipe the loop polls.
 
 A failure while serving one connection closes that connection only. SIGTERM stops
 taking connections and reading requests; requests already received are answered,
@@ -36,6 +38,7 @@ from __future__ import annotations
 import heapq
 import logging
 import os
+import queue
 import selectors
 import signal
 import socket
@@ -64,7 +67,7 @@ log = logging.getLogger(__name__)
 BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor stops the broker
 
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-_HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY = "handoff", "control", "wake", "signal", "memory"
+_HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY, _OFFLOADED = "handoff", "control", "wake", "signal", "memory", "offloaded"
 CATALOGUE_CHECK_S = 0.5  # how soon an altered topic config reaches this processor's open partitions
 STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
 
@@ -109,6 +112,8 @@ class Processor:
         self.auth_failure_delay_s = config["connection.failed.authentication.delay.ms"] / 1000
         self._timers: list = []  # heap of (due, seq, fn): held-back answers
         self._timer_seq = 0
+        self._helper = None  # a one-thread pool for `offload`, made on first use
+        self._offloaded: queue.SimpleQueue = queue.SimpleQueue()  # (done, future) finished on the helper
 
     # ------------------------------------------------------------ setup
 
@@ -127,6 +132,8 @@ class Processor:
         self.sel.register(self.control.sock, READ, _CONTROL)
         self.sel.register(self.board.fds[self.slot], READ, _WAKE)
         self.sel.register(self.pool.fds[self.slot], READ, _MEMORY)
+        self._offload_r, self._offload_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.sel.register(self._offload_r, READ, _OFFLOADED)
         self._sig_r, sig_w = os.pipe()
         os.set_blocking(sig_w, False)
         os.set_blocking(self._sig_r, False)
@@ -195,6 +202,8 @@ class Processor:
             elif kind is _MEMORY:
                 self.pool.drain(self.slot)
                 self._memory_woken = True
+            elif kind is _OFFLOADED:
+                self._finish_offloaded()
             else:
                 conn = kind
                 if conn.handshaking:
@@ -356,6 +365,34 @@ class Processor:
         """Run fn after delay_s seconds, in the loop (a failed authentication's held-back answer)."""
         self._timer_seq += 1
         heapq.heappush(self._timers, (time.monotonic() + delay_s, self._timer_seq, fn))
+
+    def offload(self, fn, done) -> None:
+        """Run fn() on the helper thread (it must touch nothing the loop uses meanwhile); the loop then
+        calls done(result, None) or done(None, exception)."""
+        if self._helper is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._helper = ThreadPoolExecutor(1, thread_name_prefix=f"processor-{self.slot}-helper")
+
+        def finished(future) -> None:
+            self._offloaded.put((done, future))
+            try:
+                os.write(self._offload_w, b"x")
+            except BlockingIOError:
+                pass  # the pipe is full of wake-ups already
+
+        self._helper.submit(fn).add_done_callback(finished)
+
+    def _finish_offloaded(self) -> None:
+        try:
+            while os.read(self._offload_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        while not self._offloaded.empty():
+            done, future = self._offloaded.get()
+            exc = future.exception()
+            done(None if exc else future.result(), exc)
 
     def _run_timers(self) -> None:
         now = time.monotonic()
