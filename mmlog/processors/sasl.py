@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 
+from mmlog.processors.log_cap import LogCap
 from mmlog.protocol import API_VERSIONS
 from mmlog.security import sasl
 
@@ -87,23 +88,12 @@ class SaslSession:
 
 
 FAILURE_LOG_PER_S = 10  # warnings a second per processor; past it they are counted and summed up later
-_log_window = [0.0, 0, 0]  # [second it counts, lines logged in it, lines suppressed since the last summary]
+_failures = LogCap(log, FAILURE_LOG_PER_S, "failed authentications")
 
 
 def log_failure(conn, mechanism: str | None, reason: str) -> None:
     """One warning per failed authentication, with the peer (passwords are never in `reason`), at most
     FAILURE_LOG_PER_S a second: a password-guessing storm must not flood the journal."""
-    now = time.monotonic()
-    window = _log_window
-    if now - window[0] >= 1.0:
-        if window[2]:
-            log.warning("%d more failed authentications were not logged (over %d a second)", window[2],
-                        FAILURE_LOG_PER_S)
-        window[:] = [now, 0, 0]
-    if window[1] >= FAILURE_LOG_PER_S:
-        window[2] += 1
-        return
-    window[1] += 1
     peer = conn.peer[0] if isinstance(conn.peer, tuple) else conn.peer
-    log.warning("failed authentication from %s on listener %s (%s): %s", peer, conn.listener_name, mechanism,
-                reason)
+    _failures(logging.WARNING, "failed authentication from %s on listener %s (%s): %s", peer, conn.listener_name,
+              mechanism, reason)

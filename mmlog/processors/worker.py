@@ -54,6 +54,7 @@ from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
+from mmlog.processors.log_cap import LogCap
 from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.request import CloseConnection
@@ -69,6 +70,7 @@ BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor sto
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY, _OFFLOADED = "handoff", "control", "wake", "signal", "memory", "offloaded"
 CATALOGUE_CHECK_S = 0.5  # how soon an altered topic config reaches this processor's open partitions
+_handshake_failures = LogCap(log, 10, "failed TLS handshakes")  # a plaintext client storm cannot flood the log
 STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
 
 
@@ -251,8 +253,8 @@ class Processor:
         try:
             done = conn.handshake()
         except (ssl.SSLError, OSError) as exc:
-            log.info("TLS handshake from %s on listener %s failed: %s", conn.peer, conn.listener_name,
-                     getattr(exc, "reason", None) or exc)
+            _handshake_failures(logging.INFO, "TLS handshake from %s on listener %s failed: %s", conn.peer,
+                                conn.listener_name, getattr(exc, "reason", None) or exc)
             self._close(conn)
             return
         self._update_events(conn)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import ssl
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -172,3 +173,38 @@ def test_the_certificate_principal_is_the_subject_dn_most_specific_first():
     cert = {"subject": ((("organizationName", "mmlog"),), (("commonName", "alice"),))}
     assert principal_of(cert) == "CN=alice,O=mmlog"
     assert principal_of({}) is None
+
+
+def test_a_stalled_handshake_blocks_no_one_else(secure_broker, pki):
+    """Connections that never finish (or never start) their TLS handshake, one or more per processor,
+    while other clients are served at once on every listener."""
+    stalled = [socket.create_connection(("127.0.0.1", secure_broker.listener_ports[name]), timeout=TIMEOUT)
+               for name in ("SSL", "SASL_SSL") * 2]
+    stalled[0].sendall(b"\x16\x03\x01\x00\xff")  # half a ClientHello: OpenSSL waits for the rest
+    try:
+        login = {"sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
+        for listener, options in (("PLAINTEXT", {}), ("SSL", {}), ("SASL_SSL", login)):
+            started = time.monotonic()
+            security = ClientSecurity.from_options(listener, ssl_cafile=str(pki.ca), **options)
+            peer = PeerConnection(("127.0.0.1", secure_broker.listener_ports[listener]), "t", security)
+            assert _metadata(peer, []).brokers
+            assert time.monotonic() - started < 2.0
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_failure_warnings_are_capped_per_second(secure_broker):
+    """Thirty wrong passwords at once: at most ten warnings a second per processor, the rest summed up."""
+    seen = len(secure_broker.log_lines)
+    peers = [raw(secure_broker, "SASL_PLAINTEXT") for _ in range(30)]
+    for peer in peers:
+        assert _handshake(peer, "PLAIN").error_code == 0
+    with ThreadPoolExecutor(len(peers)) as pool:  # all at once: the held-back answers overlap
+        codes = list(pool.map(lambda peer: _authenticate(peer, b"\0alice\0wrong").error_code, peers))
+    assert codes == [SaslAuthenticationFailed.code] * len(peers)
+    time.sleep(1.1)
+    assert _handshake(raw(secure_broker, "SASL_PLAINTEXT"), "GSSAPI").error_code == UnsupportedSaslMechanism.code
+    lines = secure_broker.log_lines[seen:]
+    assert sum("failed authentication from" in line for line in lines) <= 2 * 10 + 1
+    assert any("more failed authentications were not logged" in line for line in lines)
