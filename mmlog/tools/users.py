@@ -21,21 +21,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from mmlog.config.settings import parse_properties
 from mmlog.security import credentials, scram
-from mmlog.security.client import options_from_properties
-from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
+from mmlog.tools import BOOTSTRAP, COMMAND_CONFIG, TIMEOUT, CommandError, add_subcommands, client_security
 
 MECHANISMS = tuple(scram.MECHANISMS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="set|describe|delete",
+    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT, COMMAND_CONFIG], dest="action", metavar="set|describe|delete",
                               required=True)
     for sub in (command("set", help="create a user or change its password (read from stdin)"),
                 command("describe", help="users and their SCRAM mechanisms"),
                 command("delete", help="delete a user's credential for one mechanism")):
-        sub.add_argument("--command-config", metavar="FILE", help="client security properties (Kafka's names)")
         sub.add_argument("--data-dir", metavar="DIR", help="write a standalone broker's store directly")
         sub.add_argument("--zookeeper", metavar="HOST:PORT", help="write a cluster's /config/users directly")
         if sub.prog.endswith("describe"):
@@ -56,12 +53,7 @@ def run(args: argparse.Namespace) -> int:
         return _direct(args, password)
     from mmlog.client import Admin
 
-    props = parse_properties(Path(args.command_config).read_text()) if args.command_config else {}
-    try:
-        security = options_from_properties(props)
-    except ValueError as exc:
-        raise CommandError(str(exc)) from exc
-    with Admin(args.bootstrap, timeout=args.timeout, **security) as admin:
+    with Admin(args.bootstrap, timeout=args.timeout, **client_security(args)) as admin:
         if args.action == "set":
             admin.set_user_password(args.name, password, args.mechanism, args.iterations)
             print(f"set {args.mechanism} credential of user {args.name}")

@@ -36,3 +36,20 @@ def test_users_are_managed_through_a_sasl_ssl_listener(secure_broker, pki, tmp_p
     assert out.returncode == 0, out.stderr
     out = mmlog("users", "describe", "dave", *where)
     assert out.returncode != 0 and "does not exist" in out.stderr
+
+
+def test_the_other_commands_take_the_same_command_config(secure_broker, pki, tmp_path):
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SSL\n"
+                      f"ssl.truststore.location={pki.ca}\nssl.keystore.location={pki.client_cert}\n"
+                      f"ssl.key.location={pki.client_key}\n")
+    where = ["--bootstrap", f"127.0.0.1:{secure_broker.listener_ports['SSL']}", "--command-config", str(config)]
+    assert mmlog("topics", "create", "cli-secure", "--partitions", "1", *where).returncode == 0
+    out = mmlog("produce", "cli-secure", *where, stdin="one\ntwo\n")
+    assert out.returncode == 0, out.stderr
+    out = mmlog("consume", "cli-secure", "--from-beginning", "--max-messages", "2", *where)
+    assert out.returncode == 0 and out.stdout.split() == ["one", "two"], out.stderr
+    bad = tmp_path / "bad.properties"
+    bad.write_text("ssl.keystore.type=JKS\n")
+    out = mmlog("topics", "list", "--bootstrap", "127.0.0.1:1", "--command-config", str(bad))
+    assert out.returncode != 0 and "PEM" in out.stderr
