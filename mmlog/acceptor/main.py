@@ -90,10 +90,13 @@ def check_tls(config: BrokerConfig) -> None:
     instead of every processor failing to boot. Says whether kernel TLS can serve fetches."""
     if not any(lst.tls for lst in config.listeners):
         return
-    try:
-        tls.server_context(config)
-    except tls.TlsConfigError as exc:
-        raise ConfigError(f"ssl.keystore.location / ssl.truststore.location: {exc}") from exc
+    for lst in config.listeners:
+        if lst.tls:
+            try:
+                tls.server_context(config, lst)
+            except tls.TlsConfigError as exc:
+                raise ConfigError(f"listener {lst.name}: ssl.keystore.location / ssl.truststore.location: {exc}") \
+                    from exc
     log.info("TLS listeners: kernel TLS %s", "may be used (OpenSSL 3, the tls module loaded)"
              if os.path.isdir("/sys/module/tls") else "unavailable (no tls kernel module): fetches over TLS "
              "are read and encrypted by the processor")

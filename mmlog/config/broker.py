@@ -297,6 +297,20 @@ BROKER_SETTINGS.update({s.name: s for s in [
 ]})
 
 
+# Settings a listener may override as Kafka spells it: listener.name.<listener>.<setting> (lower-case name).
+PER_LISTENER = ("ssl.client.auth", "sasl.enabled.mechanisms", "ssl.keystore.location", "ssl.key.password",
+                "ssl.truststore.location", "ssl.enabled.protocols", "ssl.cipher.suites")
+
+
+def _per_listener(name: str) -> Setting | None:
+    """The setting a listener.name.<listener>.<setting> overrides (None: not one mmlog honours)."""
+    prefix, _, rest = name.partition("listener.name.")
+    if prefix or not rest:
+        return None
+    _, dot, setting = rest.partition(".")
+    return BROKER_SETTINGS[setting] if dot and setting in PER_LISTENER else None
+
+
 SENSITIVE = frozenset({"ssl.key.password", "sasl.jaas.config"})  # never shown (DescribeConfigs answers null)
 
 
@@ -324,8 +338,13 @@ def _check_security(config: "BrokerConfig") -> None:
     inter = config["inter.broker.listener.name"].upper()
     if inter and inter not in names:
         raise ConfigError(f"inter.broker.listener.name: {inter} is not in listeners ({', '.join(sorted(names))})")
-    if any(lst.tls for lst in listeners) and not config["ssl.keystore.location"]:
-        raise ConfigError("an SSL or SASL_SSL listener needs ssl.keystore.location (PEM: certificate chain and key)")
+    for name in config.values:
+        if name.startswith("listener.name.") and name.split(".")[2].upper() not in names:
+            raise ConfigError(f"{name}: {name.split('.')[2]} is not in listeners")
+    for lst in listeners:
+        if lst.tls and not config.for_listener(lst.name, "ssl.keystore.location"):
+            raise ConfigError(f"listener {lst.name} ({lst.protocol}) needs ssl.keystore.location (PEM: certificate "
+                              "chain and key)")
     if config.inter_broker_listener.sasl and not config["sasl.jaas.config"]:
         raise ConfigError("a SASL inter.broker.listener.name needs sasl.jaas.config (the broker's own login)")
     del advertised
@@ -352,7 +371,7 @@ class BrokerConfig:
         raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
         values = {name: s.default for name, s in BROKER_SETTINGS.items()}
         for name, value in raw.items():
-            setting = BROKER_SETTINGS.get(name)
+            setting = BROKER_SETTINGS.get(name) or _per_listener(name)
             if setting is None:
                 raise ConfigError(f"unknown setting {name!r}")
             values[name] = setting.parse(value)
@@ -392,6 +411,13 @@ class BrokerConfig:
             host = "127.0.0.1" if a.host in ("0.0.0.0", "::", "") else a.host
             out.append(Listener(listener.name, listener.protocol, host, a.port))
         return out
+
+    def for_listener(self, listener: str, name: str):
+        """A setting as one listener sees it: listener.name.<listener>.<name> if set, else <name>."""
+        return self.values.get(f"listener.name.{listener.lower()}.{name}", self.values[name])
+
+    def listener_sets(self, listener: str, name: str) -> bool:
+        return f"listener.name.{listener.lower()}.{name}" in self.values
 
     @property
     def inter_broker_listener(self) -> Listener:

@@ -108,8 +108,9 @@ class Processor:
         self._stop_by = 0.0
         self._next_reap = 0.0
         self.listeners = config.listeners  # the hand-off message names one by its index here
-        self.tls_contexts: dict[bool, ssl.SSLContext] = {}  # by "is a SASL_SSL listener"
-        self.sasl_mechanisms = [m.strip() for m in config["sasl.enabled.mechanisms"].split(",") if m.strip()]
+        self.tls_contexts: dict[str, ssl.SSLContext] = {}  # by listener name
+        self.sasl_mechanisms = {lst.name: [m.strip() for m in config.for_listener(lst.name, "sasl.enabled.mechanisms")
+                                           .split(",") if m.strip()] for lst in self.listeners}
         self.reauth_ms = config["connections.max.reauth.ms"]
         self.auth_failure_delay_s = config["connection.failed.authentication.delay.ms"] / 1000
         self._timers: list = []  # heap of (due, seq, fn): held-back answers
@@ -125,9 +126,7 @@ class Processor:
         me = Endpoint.of(self.config)
         self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
         self.credentials = credentials.CredentialReader(credentials.path_in(self.config.log_dirs[0]))
-        for lst in self.listeners:
-            if lst.tls and lst.sasl not in self.tls_contexts:
-                self.tls_contexts[lst.sasl] = tls.server_context(self.config, sasl=lst.sasl)
+        self.tls_contexts = {lst.name: tls.server_context(self.config, lst) for lst in self.listeners if lst.tls}
         self.sel = selectors.EpollSelector()
         self.handoff.setblocking(False)
         self.sel.register(self.handoff, READ, _HANDOFF)
@@ -236,7 +235,7 @@ class Processor:
                 sock = socket.socket(fileno=fd)
                 if listener.tls:
                     sock.setblocking(False)
-                    sock = self.tls_contexts[listener.sasl].wrap_socket(sock, server_side=True,
+                    sock = self.tls_contexts[listener.name].wrap_socket(sock, server_side=True,
                                                                         do_handshake_on_connect=False)
                 budget = ConnectionBudget(self.memory, self.connection_limit)
                 conn = Connection(sock, self.max_frame, budget, ticket, listener.name,

@@ -50,15 +50,18 @@ def _load(context: ssl.SSLContext, certfile: str, keyfile: str | None, password:
         raise TlsConfigError(f"{exc}") from exc
 
 
-def server_context(config, ktls: bool = True, sasl: bool = False) -> ssl.SSLContext:
-    """The listeners' context from a BrokerConfig's ssl.* settings. On a SASL_SSL listener (`sasl`) no
-    client certificate is asked for: SASL names the client, and Kafka applies ssl.client.auth to SSL
-    listeners only."""
+def server_context(config, listener, ktls: bool = True) -> ssl.SSLContext:
+    """A TLS listener's context from a BrokerConfig's ssl.* settings (listener.name.<name>.ssl.* first).
+    On a SASL_SSL listener no client certificate is asked for unless that listener's own
+    ssl.client.auth says so: SASL names the client (Kafka's rule)."""
+    name = listener.name
+    setting = lambda key: config.for_listener(name, key)  # noqa: E731
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    _versions(context, config["ssl.enabled.protocols"])
-    context.verify_mode = ssl.CERT_NONE if sasl else CLIENT_AUTH[config["ssl.client.auth"]]
-    _load(context, config["ssl.keystore.location"], None, config["ssl.key.password"],
-          config["ssl.truststore.location"], config["ssl.cipher.suites"])
+    _versions(context, setting("ssl.enabled.protocols"))
+    sasl_default = listener.sasl and not config.listener_sets(name, "ssl.client.auth")
+    context.verify_mode = ssl.CERT_NONE if sasl_default else CLIENT_AUTH[setting("ssl.client.auth")]
+    _load(context, setting("ssl.keystore.location"), None, setting("ssl.key.password"),
+          setting("ssl.truststore.location"), setting("ssl.cipher.suites"))
     if ktls:
         context.options |= OP_ENABLE_KTLS
     return context

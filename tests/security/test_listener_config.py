@@ -56,3 +56,22 @@ def test_ports_bound_at_zero_are_advertised_as_bound():
 def test_what_cannot_work_stops_the_broker_at_start_naming_the_setting(values, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig.load(None, values)
+
+
+def test_a_listener_may_override_its_tls_and_sasl_settings():
+    config = BrokerConfig.load(None, {
+        "listeners": "SSL://127.0.0.1:1,MTLS://127.0.0.1:2,SASL_PLAINTEXT://127.0.0.1:3",
+        "listener.security.protocol.map": "SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "ssl.keystore.location": "/k.pem", "sasl.jaas.config": 'x username="a" password="b";',
+        "listener.name.mtls.ssl.client.auth": "required", "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN"})
+    assert config.for_listener("MTLS", "ssl.client.auth") == "required"
+    assert config.for_listener("SSL", "ssl.client.auth") == "none"
+    assert config.for_listener("SASL_PLAINTEXT", "sasl.enabled.mechanisms") == "PLAIN"
+
+
+@pytest.mark.parametrize("name, message", [("listener.name.nope.ssl.client.auth", "not in listeners"),
+                                           ("listener.name.plaintext.log.dirs", "unknown setting"),
+                                           ("listener.name.plaintext.ssl.client.auth", "invalid")])
+def test_listener_overrides_mmlog_cannot_honour_are_refused(name, message):
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.load(None, {name: "always" if name.endswith("auth") and "plaintext" in name else "required"})

@@ -22,7 +22,7 @@ from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
 from mmlog.security.tls import client_context, principal_of
 from mmlog.testing import EmbeddedBroker
-from tests.security.conftest import closed_by_broker, raw, security_config
+from tests.security.conftest import add_users, closed_by_broker, raw, security_config
 
 TIMEOUT = 5.0
 
@@ -208,3 +208,24 @@ def test_failure_warnings_are_capped_per_second(secure_broker):
     lines = secure_broker.log_lines[seen:]
     assert sum("failed authentication from" in line for line in lines) <= 2 * 10 + 1
     assert any("more failed authentications were not logged" in line for line in lines)
+
+
+def test_listener_overrides_ask_one_listener_for_certificates_and_enable_plain_on_another(pki, tmp_path):
+    config = security_config(pki, listeners="SSL://127.0.0.1:0,MTLS://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                             listener_security_protocol_map="SSL:SSL,MTLS:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                             ssl_client_auth="none", sasl_enabled_mechanisms="SCRAM-SHA-512")
+    config.update({"listener.name.mtls.ssl.client.auth": "required",
+                   "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN"})
+    add_users(tmp_path / "data")
+    with EmbeddedBroker(tmp_path / "data", processors=1, config=config) as broker:
+        anonymous = {"security_protocol": "SSL", "ssl_cafile": str(pki.ca)}
+        ssl_peer = PeerConnection(("127.0.0.1", broker.listener_ports["SSL"]), "t", ClientSecurity.from_options(
+            **anonymous))
+        assert _metadata(ssl_peer, []).brokers  # no certificate asked for here
+        mtls_peer = PeerConnection(("127.0.0.1", broker.listener_ports["MTLS"]), "t", ClientSecurity.from_options(
+            **anonymous))
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            _metadata(mtls_peer, [])
+        peer = raw(broker, "SASL_PLAINTEXT")
+        answer = _handshake(peer, "SCRAM-SHA-512")
+        assert answer.error_code == UnsupportedSaslMechanism.code and answer.mechanisms == ["PLAIN"]

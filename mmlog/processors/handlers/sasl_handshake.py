@@ -18,7 +18,7 @@ API_KEY = schema.API_KEY
 def handle(ctx, request):
     conn, session = request.conn, request.conn.sasl
     mechanism = request.body.mechanism
-    enabled = ctx.sasl_mechanisms if session is not None else []
+    enabled = ctx.sasl_mechanisms[conn.listener_name] if session is not None else []
     if session is None or session.state is AUTHENTICATE or (
             session.state is COMPLETE and mechanism != session.mechanism):
         return _refuse(ctx, request, IllegalSaslState.code, enabled)
