@@ -314,6 +314,11 @@ def _per_listener(name: str) -> Setting | None:
 SENSITIVE = frozenset({"ssl.key.password", "sasl.jaas.config"})  # never shown (DescribeConfigs answers null)
 
 
+def is_sensitive(name: str) -> bool:
+    """A password, under its own name or a listener's (listener.name.<l>.ssl.key.password)."""
+    return name in SENSITIVE or any(name.endswith("." + s) for s in SENSITIVE)
+
+
 def _try(parse, value) -> bool:
     try:
         parse(value)

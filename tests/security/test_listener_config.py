@@ -75,3 +75,10 @@ def test_a_listener_may_override_its_tls_and_sasl_settings():
 def test_listener_overrides_mmlog_cannot_honour_are_refused(name, message):
     with pytest.raises(ConfigError, match=message):
         BrokerConfig.load(None, {name: "always" if name.endswith("auth") and "plaintext" in name else "required"})
+
+
+def test_passwords_are_sensitive_under_any_listener():
+    from mmlog.config.broker import is_sensitive
+
+    assert is_sensitive("ssl.key.password") and is_sensitive("listener.name.mtls.ssl.key.password")
+    assert is_sensitive("sasl.jaas.config") and not is_sensitive("ssl.keystore.location")
