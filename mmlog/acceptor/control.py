@@ -399,7 +399,8 @@ class ControlPlane:
 
     def admin_ops(self) -> dict:
         """The admin APIs' ops (issue #18)."""
-        return {"alter_configs": self.alter_configs}
+        return {"alter_configs": self.alter_configs,
+                "alter_scram_credentials": self.alter_scram_credentials}  # security (issue #19)
 
     def create_partitions(self, args, reply) -> None:
         """CreatePartitions: each topic checked whole before it grows (validate_only grows none); a topic
@@ -446,6 +447,11 @@ class ControlPlane:
                 log.info("not altering the config of %r: %s", name, exc)
                 results.append((kind, name, exc.code, str(exc)))
         reply(results)
+
+    def alter_scram_credentials(self, args, reply) -> None:
+        """AlterUserScramCredentials, checked by the processor: stored (ZooKeeper or the data dir's
+        credentials.json) and mirrored to the file every processor authenticates from."""
+        reply(self.store.alter_scram_credentials(args["deletions"], args["upsertions"]))
 
     def next_producer_id(self, _args, reply) -> None:
         reply(self.store.next_producer_id())

@@ -30,6 +30,8 @@ from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.metadata_store import EmbeddedStore
 from mmlog.acceptor.supervisor import Supervisor
 from mmlog.config.broker import BrokerConfig
+from mmlog.config.settings import ConfigError
+from mmlog.security import tls
 from mmlog.log import compaction_kernels, kernels
 from mmlog.log.manager import LogManager
 from mmlog.protocol import precompile
@@ -84,8 +86,26 @@ def default_max_open_partitions() -> int:
     return max(8, soft // 2 // DESCRIPTORS_PER_PARTITION)
 
 
+def check_tls(config: BrokerConfig) -> None:
+    """Load the TLS files once before anything starts: a bad keystore stops the broker with its name,
+    instead of every processor failing to boot. Says whether kernel TLS can serve fetches."""
+    if not any(lst.tls for lst in config.listeners):
+        return
+    for lst in config.listeners:
+        if lst.tls:
+            try:
+                tls.server_context(config, lst)
+            except tls.TlsConfigError as exc:
+                raise ConfigError(f"listener {lst.name}: ssl.keystore.location / ssl.truststore.location: {exc}") \
+                    from exc
+    log.info("TLS listeners: kernel TLS %s", "may be used (OpenSSL 3, the tls module loaded)"
+             if os.path.isdir("/sys/module/tls") else "unavailable (no tls kernel module): fetches over TLS "
+             "are read and encrypted by the processor")
+
+
 def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     """Run a broker until it is told to stop; return the process exit code."""
+    check_tls(config)
     before, after = raise_descriptor_limit()
     log.info("descriptors: limit %d per process (soft limit was %d; systemd's LimitNOFILE sets it)", after, before)
     kernels.warm()
@@ -116,8 +136,8 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     store.check_catalogue(manager)
     log.info("loaded partitions=%d recovered=%d open=%d max_open=%d", manager.loaded, manager.recovered,
              manager.open_count(), max_open)
-    sockets = [listener.bind(host, port) for host, port in config.listeners]
-    config = config.with_port(sockets[0].getsockname()[1])
+    sockets = [listener.bind(lst.host, lst.port) for lst in config.listeners]
+    config = config.with_ports([sock.getsockname()[1] for sock in sockets])
     fork_lock = threading.Lock()
     control = ControlPlane(config, manager, store, fork_lock)
     supervisor = Supervisor(config, sockets, control, store.cluster_id, exit_with_parent)
@@ -126,14 +146,15 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     # as long as the broker: out of the collector's sight, a full collection no longer scans it (one
     # took 260 ms on the control thread), and forked processors share its pages untouched.
     gc.freeze()
-    control.start(Endpoint(config["broker.id"], *config.advertised, config["broker.rack"] or None))
+    control.start(Endpoint.of(config))
 
     def ready() -> None:
-        host, port = config.listeners[0]
+        first = config.listeners[0]
         log.info(
-            "ready listening=%s:%d advertised=%s:%d broker.id=%d cluster.id=%s processors=%d log.dirs=%s",
-            host, port, *config.advertised, config["broker.id"], store.cluster_id,
+            "ready listening=%s:%d advertised=%s:%d broker.id=%d cluster.id=%s processors=%d log.dirs=%s listeners=%s",
+            first.host, first.port, *config.advertised, config["broker.id"], store.cluster_id,
             config["num.network.threads"], ",".join(map(str, config.log_dirs)),
+            ",".join(lst.url() for lst in config.listeners),
         )
         notify_systemd("READY=1")
 

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
+from mmlog.acceptor import users as users_module
 from mmlog.acceptor.coordinator.offset_log import OffsetLog
 from mmlog.acceptor.coordinator.offsets import OffsetStore
 from mmlog.acceptor.growth import check_growth
@@ -27,6 +28,7 @@ from mmlog.config.settings import ConfigError, parse_properties
 from mmlog.errors import InvalidReplicationFactor, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.files import atomic_write
 from mmlog.log.manager import LogManager
+from mmlog.security import credentials
 
 META = "meta.properties"
 PRODUCER_IDS = "producer_id_block"
@@ -109,6 +111,7 @@ class EmbeddedStore:
     def start(self, control, me: Endpoint) -> None:
         """Publish the view: this broker alone, its own controller and every group's coordinator."""
         self.me = me
+        self.inter_broker = control.config.inter_broker_listener.name
         ClusterView.standalone(me).write(self.dir)
 
     def live_brokers(self) -> int:
@@ -117,9 +120,17 @@ class EmbeddedStore:
     def replicas_offline(self, keys) -> None:
         """Standalone: no other replica can lead them; they answer KAFKA_STORAGE_ERROR (the supervisor logs it)."""
 
+    def alter_scram_credentials(self, deletions, upsertions) -> dict:
+        """Standalone the credentials file is the store (security/credentials.py)."""
+        path = credentials.path_in(self.dir)
+        users = credentials.load(path)
+        results = users_module.apply(users, deletions, upsertions)
+        credentials.save(path, users)
+        return results
+
     def marker_address(self, topic: str, partition: int) -> tuple[str, int]:
         """Where a transaction marker for a partition (or a group) goes: here, the only broker."""
-        return self.me.host, self.me.port
+        return self.me.address(self.inter_broker)
 
     def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
                      validate_only: bool = False, replication_factor: int = 1,

@@ -149,8 +149,8 @@ class Supervisor:
             self.spawn_cleaner()
         on_ready()
         self.sel = selectors.DefaultSelector()
-        for sock in self.listeners:
-            self.sel.register(sock, selectors.EVENT_READ, "listener")
+        for index, sock in enumerate(self.listeners):
+            self.sel.register(sock, selectors.EVENT_READ, index)  # its place in `listeners`
         self.sel.register(self._sig_r, selectors.EVENT_READ, "signal")
         try:
             while not self.stopping:
@@ -172,15 +172,15 @@ class Supervisor:
         if self._restarts:
             timeout = min(timeout, max(0.0, min(self._restarts.values()) - time.monotonic()))
         for key, _ in self.sel.select(timeout):
-            if key.data == "listener":
-                self.accept(key.fileobj)
+            if isinstance(key.data, int):
+                self.accept(key.fileobj, key.data)
             else:
                 try:
                     self._signals.extend(os.read(self._sig_r, 64))
                 except BlockingIOError:
                     pass
 
-    def accept(self, listener: socket.socket) -> None:
+    def accept(self, listener: socket.socket, index: int = 0) -> None:
         """Accept every pending connection; close those over a limit, hand the others to the next processor."""
         while True:
             try:
@@ -197,15 +197,15 @@ class Supervisor:
                 conn.close()
                 self._log_refusal(address[0])
                 continue
-            self._hand_to_processor(conn, ticket)
+            self._hand_to_processor(conn, ticket, index)
 
-    def _hand_to_processor(self, conn: socket.socket, ticket: int) -> None:
+    def _hand_to_processor(self, conn: socket.socket, ticket: int, index: int = 0) -> None:
         workers = sorted(self.workers.values(), key=lambda w: w.slot)
         for _ in range(len(workers)):
             worker = workers[self._next % len(workers)]
             self._next += 1
             try:
-                hand_off(worker.handoff, conn, ticket)
+                hand_off(worker.handoff, conn, ticket, index)
             except OSError:
                 continue  # that processor is backed up or gone: try the next
             self.limits.handed(ticket, worker.slot)

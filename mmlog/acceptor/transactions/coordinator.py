@@ -72,6 +72,7 @@ from mmlog.errors import (
 )
 from mmlog.ipc.cluster_view import transaction_partition
 from mmlog.log.state import LEADER_ROLE as LEADER
+from mmlog.security.client import inter_broker
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class TransactionCoordinator:
         self.me = config["broker.id"]
         self.partitions = config["transaction.state.log.num.partitions"]
         self.loaded: dict[int, _Loaded] = {}
-        self.sender = MarkerSender(f"txn-coordinator-{self.me}", call_soon)
+        self.sender = MarkerSender(f"txn-coordinator-{self.me}", call_soon, security=inter_broker(config))
         self._polling = False
 
     # ------------------------------------------------------------ life

@@ -44,8 +44,9 @@ LEADER, FOLLOWER, NONE = int(Role.LEADER), int(Role.FOLLOWER), int(Role.NONE)
 class ReplicaManager:
     """Roles, ISR proposals and the fetch plan of one broker's replicas."""
 
-    def __init__(self, broker_id: int, manager, states, zk, lag_ms: int, wake) -> None:
+    def __init__(self, broker_id: int, manager, states, zk, lag_ms: int, wake, inter_broker: str | None = None) -> None:
         self.me = broker_id
+        self.inter_broker = inter_broker  # the listener name replica fetches go to
         self.manager = manager
         self.states = states
         self.zk = zk
@@ -179,7 +180,7 @@ class ReplicaManager:
     def write_plan(self, brokers: dict | None = None) -> None:
         """Publish the partitions we follow and their leaders' addresses (if it changed)."""
         if brokers is not None:
-            self._brokers = {b.node_id: (b.host, b.port) for b in brokers.values()}
+            self._brokers = {b.node_id: b.address(self.inter_broker) for b in brokers.values()}
         followed = [[topic, p, leader, epoch] for (topic, p), (leader, epoch) in self.followed.items()]
         plan = fetch_plan.encode(self._brokers, followed)
         if plan != self._plan:
