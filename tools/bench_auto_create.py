@@ -75,16 +75,6 @@ def cpu_seconds(pids) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_by_thread(pid: int) -> dict[str, float]:
-    """CPU seconds of each thread of a process, by thread name."""
-    out: dict[str, float] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/comm") as f:
-            name = f.read().strip()
-        out[name] = out.get(name, 0.0) + cpu_seconds([f"{pid}/task/{tid}"])
-    return out
-
-
 def figures(latencies: list[float]) -> str:
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
@@ -110,14 +100,10 @@ def main() -> None:
             time.sleep(args.idle_s)
             phase.value = 2 * r + 2  # even: creating
             pids = [broker.pid, *broker.processor_pids()]
-            cpu, threads, procs = cpu_seconds(pids), cpu_by_thread(broker.pid), cpu_seconds(pids[1:])
+            cpu, procs = cpu_seconds(pids), cpu_seconds(pids[1:])
             seconds, requests = auto_create(broker.bootstrap, [f"auto-{r}-{i:05d}" for i in range(args.topics)])
-            took.append((seconds, requests, cpu_seconds(pids) - cpu))
-            after = cpu_by_thread(broker.pid)
-            spent = {n: after[n] - threads.get(n, 0.0) for n in after}
-            print(f"round {r + 1}: CPU seconds by main-process thread: " + ", ".join(
-                f"{n} {v:.2f}" for n, v in sorted(spent.items(), key=lambda kv: -kv[1]) if v >= 0.01)
-                + f"; processors {cpu_seconds(pids[1:]) - procs:.2f}", flush=True)
+            spent, in_procs = cpu_seconds(pids) - cpu, cpu_seconds(pids[1:]) - procs
+            took.append((seconds, requests, spent, in_procs))
         phase.value = -1
         seen: dict[int, list[float]] = {}
         while (item := out.get(timeout=30)) is not None:
@@ -125,10 +111,11 @@ def main() -> None:
         member.join(10)
     print(f"heartbeats every {HEARTBEAT_EVERY_S * 1000:.0f} ms; {args.topics} topics auto-created per round")
     for r in range(args.rounds):
-        seconds, requests, cpu = took[r]
+        seconds, requests, cpu, in_procs = took[r]
         print(f"round {r + 1}  idle      {figures(seen.get(2 * r + 1, [0.0]))}")
         print(f"round {r + 1}  creating  {figures(seen.get(2 * r + 2, [0.0]))}  "
-              f"({seconds:.1f} s, {requests} Metadata requests, broker CPU {cpu / args.topics * 1000:.2f} ms a topic)")
+              f"({seconds:.1f} s, {requests} Metadata requests, broker CPU {cpu / args.topics * 1000:.2f} ms a topic, "
+              f"{in_procs / cpu:.0%} of it in processors)")
     idle = [x for k, v in seen.items() if k % 2 for x in v]
     busy = [x for k, v in seen.items() if k > 0 and not k % 2 for x in v]
     print(f"all     idle      {figures(idle)}")
