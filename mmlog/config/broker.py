@@ -57,6 +57,26 @@ def _overrides_ok(value: str) -> bool:
         return False
 
 
+def parse_metrics_listen(value: str) -> tuple[str, int] | None:
+    """metrics.listen: '' -> None (off); '9404' -> ('127.0.0.1', 9404); 'HOST:PORT' (IPv6 in [brackets])."""
+    value = value.strip()
+    if not value:
+        return None
+    host, colon, port = value.rpartition(":")
+    host = host.strip("[]") if colon else "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535 or not host:
+        raise ValueError(f"bad metrics address {value!r}: want [HOST:]PORT")
+    return host, int(port)
+
+
+def _metrics_listen_ok(value: str) -> bool:
+    try:
+        parse_metrics_listen(value)
+        return True
+    except ValueError:
+        return False
+
+
 BROKER_SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
@@ -135,6 +155,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 lambda v: v > 0, "> 0"),
         Setting("controlled.shutdown.timeout.ms", int, 30_000, "How long SIGTERM waits for in-flight requests.",
                 lambda v: v >= 0, ">= 0"),
+        Setting("metrics.listen", str, "", "Serve Prometheus metrics over HTTP at [HOST:]PORT/metrics (a bare "
+                "port: 127.0.0.1 only); empty: off.", lambda v: v == "" or _metrics_listen_ok(v), "[HOST:]PORT",
+                flag="--metrics-listen"),
         Setting("broker.rack", str, "", "This broker's rack, as Metadata reports it (empty: none)."),
         Setting("cluster.id", str, "", "Cluster id (generated and kept in the data dir when empty)."),
         Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members before the first rebalance.",

@@ -38,7 +38,9 @@ from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
 from mmlog.ipc.connection_table import TICKET, ConnectionTable
 from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
 from mmlog.ipc.memory_pool import MemoryPool
+from mmlog.ipc.metrics_block import NULL_REGION, Region
 from mmlog.config.broker import BrokerConfig
+from mmlog.log import flush_timing
 from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
@@ -63,8 +65,10 @@ class Processor:
     """The state of one processor process (its slot, connections and shared views)."""
 
     def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> None:
+                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
+                 metrics: Region = NULL_REGION) -> None:
         self.slot = slot
+        self.metrics = metrics  # this slot's region of the broker's metrics block (ipc/metrics_block.py)
         self.config = config
         self.broker_id = config["broker.id"]
         self.host, self.port = config.advertised
@@ -96,6 +100,8 @@ class Processor:
     # ------------------------------------------------------------ setup
 
     def _setup(self) -> None:
+        if self.metrics is not NULL_REGION:
+            flush_timing.observer = self.metrics.flushed  # flush.messages fsyncs made here
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
                                   broker_id=self.broker_id)
         me = Endpoint(self.broker_id, self.host, self.port, self.config["broker.rack"] or None)
@@ -198,6 +204,8 @@ class Processor:
                 conn = Connection(sock, self.max_frame, budget, ticket)
                 self.conns[conn.fd] = conn
                 self._update_events(conn)
+                self.metrics.add("connections_created", 1)
+                self.metrics.set("connections", len(self.conns))
 
     def _read(self, conn: Connection) -> None:
         try:
@@ -329,6 +337,8 @@ class Processor:
         conn.close()  # gives back its request memory
         if conn.ticket >= 0:
             self.table.closed(conn.ticket)  # the supervisor stops counting it
+        self.metrics.add("connections_closed", 1)
+        self.metrics.set("connections", len(self.conns))
 
     def _on_control(self, mask: int) -> None:
         try:
@@ -369,10 +379,11 @@ class Processor:
 
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> int:
+                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
+                   metrics: Region = NULL_REGION) -> int:
     """Entry point in the forked child; returns the exit code."""
     try:
-        return Processor(slot, config, handoff, control, board, cluster_id, pool, table).run()
+        return Processor(slot, config, handoff, control, board, cluster_id, pool, table, metrics).run()
     except Exception:  # noqa: BLE001
         log.exception("processor %d failed", slot)
         return 1
