@@ -12,6 +12,14 @@ Starts a broker (EmbeddedBroker, loopback, temp dir), then:
   * ceiling: os.sendfile of a page-cached file of the same size to a loopback
     TCP socket drained by a thread, the best any broker can do here.
 Prints msg/s, MB/s and each figure's ratio to the ceiling.
+
+    python tools/bench_broker.py --metrics-cost [--rounds R] [--records N]
+
+The cost of metrics instead: two brokers, one with metrics.listen set (every request
+counted in the shared block, ipc/metrics_block.py) and one without, and the produce
+runs above (batches of 1, then 50) alternating between them, R rounds each, the
+order flipped every round so that drift on a shared machine falls on both alike.
+Prints each side's median msg/s and the cost (1 - on/off).
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import argparse
 import contextlib
 import os
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -127,6 +136,30 @@ def sendfile_ceiling(nbytes: int) -> float:
         return elapsed * nbytes / size
 
 
+def metrics_cost(processors: int, records: int, rounds: int, window: int) -> None:
+    """Produce with metrics on vs off, interleaved in one run; print the medians and the cost."""
+    with EmbeddedBroker(processors=processors, config={"metrics.listen": "127.0.0.1:0"}) as on, \
+            EmbeddedBroker(processors=processors) as off:
+        conns = {}
+        for name, broker in (("on", on), ("off", off)):
+            host, port = broker.bootstrap.rsplit(":", 1)
+            conns[name] = BrokerConnection(host, int(port))
+        print(f"{'produce':<16}{'metrics on msg/s':>18}{'metrics off msg/s':>19}{'cost':>8}")
+        for per_batch, count in ((1, records // 10), (50, records)):
+            topic = f"cost-{per_batch}"
+            rates: dict[str, list[float]] = {"on": [], "off": []}
+            for name, conn in conns.items():
+                conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": topic}]))
+                bench_produce(conn, topic, count // 4, per_batch, window)  # warm: compile, page cache
+            for r in range(rounds):
+                for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
+                    rates[name].append(count / bench_produce(conns[name], topic, count, per_batch, window))
+            on_rate, off_rate = statistics.median(rates["on"]), statistics.median(rates["off"])
+            print(f"{f'batch {per_batch}':<16}{on_rate:>18,.0f}{off_rate:>19,.0f}{1 - on_rate / off_rate:>8.1%}")
+        for conn in conns.values():
+            conn.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
@@ -134,7 +167,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16, help="produce requests in flight")
     parser.add_argument("--bootstrap", default=None, metavar="HOST:PORT",
                         help="measure a running broker instead of starting one (topics bench-1, bench-50)")
+    parser.add_argument("--metrics-cost", action="store_true", help="produce with metrics on vs off, interleaved")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds per side with --metrics-cost")
     args = parser.parse_args()
+    if args.metrics_cost:
+        metrics_cost(args.processors, args.records // 5, args.rounds, args.window)
+        return
     with contextlib.nullcontext(None) if args.bootstrap else EmbeddedBroker(processors=args.processors) as broker:
         host, port = (args.bootstrap or broker.bootstrap).rsplit(":", 1)
         conn = BrokerConnection(host, int(port))

@@ -4,13 +4,16 @@ group's committed offsets, and a processor's death loses no count."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -269,3 +272,29 @@ def test_a_metrics_port_in_use_stops_the_broker_in_one_line(tmp_path):
     ("", None), ("9404", ("127.0.0.1", 9404)), ("0.0.0.0:9404", ("0.0.0.0", 9404)), ("[::1]:0", ("::1", 0))])
 def test_metrics_listen_values(value, address):
     assert parse_metrics_listen(value) == address
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _family_of(name: str, served: set) -> str:
+    """The family a sample name belongs to (a gauge's own name may end in _count)."""
+    if name in served:
+        return name
+    for suffix in ("_total", "_bucket", "_sum", "_count"):
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return name
+
+
+def test_the_dashboard_and_the_readme_name_only_families_the_broker_serves(broker):
+    served = set(scrape(broker).types)
+    dashboard = json.loads((ROOT / "docs/grafana/mmlog.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    in_dashboard = {_family_of(n, served) for e in exprs for n in re.findall(r"\b(?:kafka|mmlog)_\w+", e)}
+    assert in_dashboard and in_dashboard <= served, in_dashboard - served
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("### Metrics (Prometheus)"):readme.index("## Python client")]
+    named = {name for cell in re.findall(r"^\| (.+?) \|", table, flags=re.M)
+             for name in re.findall(r"`([a-z_]+)`", cell)}
+    assert {_family_of(n, served) for n in named} == served
