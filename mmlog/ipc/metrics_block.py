@@ -72,6 +72,12 @@ REGION_WORDS = GAUGE_BASE + len(GAUGES)
 
 BASE, MAIN, CLEANER = 0, 1, 2
 FIRST_PROCESSOR = 3
+# Word offsets the hot-path methods use, computed once (a dict lookup per increment shows at 50k requests/s).
+_BYTES_IN, _MESSAGES_IN = SCALAR["bytes_in"], SCALAR["messages_in"]
+_BYTES_OUT, _REPLICATION_BYTES_OUT = SCALAR["bytes_out"], SCALAR["replication_bytes_out"]
+
+
+_KIND_STRIDE = MAX_API * HIST
 
 
 def latency_at(kind: int, api: int) -> int:
@@ -88,28 +94,30 @@ class Region:
     """One process's words: what that process counts. Methods are its hot-path increments."""
 
     __slots__ = ("words",)
+    on = True  # False for NULL_REGION: callers skip work that only feeds metrics
 
     def __init__(self, words: memoryview) -> None:
         self.words = words
 
     def requests(self, api: int, count: int, received: float, handled: float, answered: float) -> None:
         """`count` requests of one API answered at `answered` (monotonic seconds), received at `received`,
-        out of their handler at `handled` (later than that only if they waited: remote time)."""
+        out of their handler at `handled` (later than that only if they waited: remote time). About 1 µs:
+        a run of pipelined Produce requests answered together is counted with one call (dispatch.py)."""
         w = self.words
-        w[REQUESTS + api] += count
+        w[api] += count  # REQUESTS is 0
+        at = LATENCY + api * HIST  # the TOTAL histogram
         us = int((answered - received) * 1e6)
-        at = latency_at(TOTAL, api)
         w[at + bisect_left(BOUNDS_US, us)] += count
         w[at + BUCKETS] += us * count
-        us = int((handled - received) * 1e6)
-        at = latency_at(LOCAL, api)
-        w[at + bisect_left(BOUNDS_US, us)] += count
-        w[at + BUCKETS] += us * count
+        at += _KIND_STRIDE  # LOCAL
         if answered > handled:
-            us = int((answered - handled) * 1e6)
-            at = latency_at(REMOTE, api)
-            w[at + bisect_left(BOUNDS_US, us)] += count
-            w[at + BUCKETS] += us * count
+            local = int((handled - received) * 1e6)
+            w[at + bisect_left(BOUNDS_US, local)] += count
+            w[at + BUCKETS] += local * count
+            at += _KIND_STRIDE  # REMOTE
+            us -= local
+        w[at + bisect_left(BOUNDS_US, us)] += count
+        w[at + BUCKETS] += us * count
 
     def error(self, api: int, code: int, count: int = 1) -> None:
         """A non-zero error code answered by an API (once per partition or resource that carries it)."""
@@ -120,11 +128,11 @@ class Region:
 
     def produced(self, nbytes: int, messages: int) -> None:
         w = self.words
-        w[SCALAR["bytes_in"]] += nbytes
-        w[SCALAR["messages_in"]] += messages
+        w[_BYTES_IN] += nbytes
+        w[_MESSAGES_IN] += messages
 
     def fetched(self, nbytes: int, replica: bool) -> None:
-        self.words[SCALAR["replication_bytes_out" if replica else "bytes_out"]] += nbytes
+        self.words[_REPLICATION_BYTES_OUT if replica else _BYTES_OUT] += nbytes
 
     def set(self, name: str, value: int) -> None:
         self.words[GAUGE[name]] = value
@@ -141,6 +149,7 @@ class NullRegion(Region):
     """What a process counts into when metrics are off: nothing (each call returns at once)."""
 
     __slots__ = ()
+    on = False
 
     def __init__(self) -> None:
         super().__init__(memoryview(b""))

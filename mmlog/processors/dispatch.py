@@ -101,17 +101,22 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
         if unanswered:
             ctx.metrics.requests(produce.API_KEY, unanswered, received, handled, handled)
 
-        waited = [False]  # answers after respond_in_order returns waited for replicas: remote time
+        answered_now = [0]  # answered before respond_in_order returns; the others waited for replicas
 
         def respond(header, result) -> None:
             request = Request(conn, header, None, ctx)
-            request.received = received
-            if waited[0]:
-                request.handled = handled
+            if answered_now[0] >= 0:
+                request.counted = False  # counted below, all with one call
+                answered_now[0] += 1
+            else:
+                request.received, request.handled = received, handled
             request.respond(result)
 
         produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)], respond)
-        waited[0] = True
+        if answered_now[0]:
+            answered = time.monotonic()
+            ctx.metrics.requests(produce.API_KEY, answered_now[0], received, answered, answered)
+        answered_now[0] = -1
     if failure is not None:
         raise failure
 

@@ -22,7 +22,7 @@ class CloseConnection(Exception):
 class Request:
     """A decoded request on its way through a handler."""
 
-    __slots__ = ("conn", "header", "body", "ctx", "received", "handled")
+    __slots__ = ("conn", "header", "body", "ctx", "received", "handled", "counted")
 
     def __init__(self, conn, header: RequestHeader, body: Any, ctx) -> None:
         self.conn = conn
@@ -31,6 +31,7 @@ class Request:
         self.ctx = ctx
         self.received = time.monotonic()
         self.handled = 0.0  # when its handler returned DEFERRED: the wait after it is remote time
+        self.counted = True  # False: whoever answers it counts it (a group of Produce requests, dispatch.py)
 
     @property
     def version(self) -> int:
@@ -52,12 +53,13 @@ class Request:
         else:
             self.conn.queue((encode_response(self.header, body),))
         self.ctx.wants_write(self.conn)
-        answered = time.monotonic()
-        api = self.header.api_key
         metrics = self.ctx.metrics
-        metrics.requests(api, 1, self.received, self.handled or answered, answered)
-        if api not in COUNTED_BY_HANDLER:
-            count_errors(metrics, api, body)
+        if self.counted and metrics.on:
+            answered = time.monotonic()
+            api = self.header.api_key
+            metrics.requests(api, 1, self.received, self.handled or answered, answered)
+            if api not in COUNTED_BY_HANDLER:
+                count_errors(metrics, api, body)
 
     def fail(self, exc: BaseException) -> None:
         """A deferred request that cannot be answered: drop the connection."""
