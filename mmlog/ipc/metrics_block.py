@@ -26,7 +26,8 @@ Region layout (int64 words; API = a Kafka API key, below MAX_API):
 
     REQUESTS   + api                              requests answered
     ERRORS     + api * ERROR_SLOTS + code + 1     error codes answered (code -1 .. 126; 0 never counted)
-    LATENCY    + (kind * MAX_API + api) * HIST    histograms: total, local, remote time per API
+    LATENCY    + (kind * MAX_API + api) * HIST    histograms per API: answered at once; waited (total,
+                                                  local, remote); `latency` composes what is shown
     FLUSH      + HIST                             log flush time
     SCALARS    + one word per name in SCALARS     counters (bytes in/out, cleaner figures, ...)
     GAUGES     + one word per name in GAUGES      values (connections open, ...), not folded
@@ -52,8 +53,13 @@ BOUNDS_US = (100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000
              1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000)
 BUCKETS = len(BOUNDS_US) + 1
 HIST = BUCKETS + 1  # buckets, then the sum in microseconds
-KINDS = ("total", "local", "remote")
+# What a scrape shows per API: total, local and remote time. What is stored: the time of requests answered
+# at once (their total and local time are one), and the three times of requests that waited. A request
+# answered at once (nearly all of them) then costs one histogram update, not two.
 TOTAL, LOCAL, REMOTE = range(3)
+STORED = ("at_once", "waited_total", "waited_local", "waited_remote")
+AT_ONCE, WAITED_TOTAL, WAITED_LOCAL, WAITED_REMOTE = range(4)
+SHOWN = {TOTAL: (AT_ONCE, WAITED_TOTAL), LOCAL: (AT_ONCE, WAITED_LOCAL), REMOTE: (WAITED_REMOTE,)}
 
 SCALARS = ("bytes_in", "messages_in", "bytes_out", "replication_bytes_out", "connections_created",
            "connections_closed", "processor_restarts",
@@ -64,7 +70,7 @@ GAUGES = ("connections", "cleaner_last_pass_us")
 REQUESTS = 0
 ERRORS = REQUESTS + MAX_API
 LATENCY = ERRORS + MAX_API * ERROR_SLOTS
-FLUSH = LATENCY + len(KINDS) * MAX_API * HIST
+FLUSH = LATENCY + len(STORED) * MAX_API * HIST
 SCALAR = {name: FLUSH + HIST + i for i, name in enumerate(SCALARS)}
 GAUGE_BASE = FLUSH + HIST + len(SCALARS)
 GAUGE = {name: GAUGE_BASE + i for i, name in enumerate(GAUGES)}
@@ -80,9 +86,19 @@ _BYTES_OUT, _REPLICATION_BYTES_OUT = SCALAR["bytes_out"], SCALAR["replication_by
 _KIND_STRIDE = MAX_API * HIST
 
 
-def latency_at(kind: int, api: int) -> int:
-    """The first word of an API's histogram of one kind."""
-    return LATENCY + (kind * MAX_API + api) * HIST
+def latency_at(stored: int, api: int) -> int:
+    """The first word of an API's stored histogram of one kind (AT_ONCE, WAITED_...)."""
+    return LATENCY + (stored * MAX_API + api) * HIST
+
+
+def latency(totals, kind: int, api: int) -> tuple:
+    """(bucket counts, summed µs) of an API's TOTAL, LOCAL or REMOTE time, from summed regions."""
+    buckets, total = 0, 0
+    for stored in SHOWN[kind]:
+        at = latency_at(stored, api)
+        buckets = buckets + totals[at:at + BUCKETS]
+        total += int(totals[at + BUCKETS])
+    return buckets, total
 
 
 def bucket_of(us: int) -> int:
@@ -105,16 +121,17 @@ class Region:
         a run of pipelined Produce requests answered together is counted with one call (dispatch.py)."""
         w = self.words
         w[api] += count  # REQUESTS is 0
-        at = LATENCY + api * HIST  # the TOTAL histogram
+        at = LATENCY + api * HIST  # AT_ONCE
         us = int((answered - received) * 1e6)
-        w[at + bisect_left(BOUNDS_US, us)] += count
-        w[at + BUCKETS] += us * count
-        at += _KIND_STRIDE  # LOCAL
         if answered > handled:
+            at += _KIND_STRIDE  # WAITED_TOTAL
+            w[at + bisect_left(BOUNDS_US, us)] += count
+            w[at + BUCKETS] += us * count
             local = int((handled - received) * 1e6)
+            at += _KIND_STRIDE  # WAITED_LOCAL
             w[at + bisect_left(BOUNDS_US, local)] += count
             w[at + BUCKETS] += local * count
-            at += _KIND_STRIDE  # REMOTE
+            at += _KIND_STRIDE  # WAITED_REMOTE
             us -= local
         w[at + bisect_left(BOUNDS_US, us)] += count
         w[at + BUCKETS] += us * count

@@ -27,9 +27,9 @@ def test_a_forked_processor_writes_where_the_main_process_reads():
     os.waitpid(pid, 0)
     totals = block.totals()
     assert totals[mb.REQUESTS + 0] == 3
-    at = mb.latency_at(mb.TOTAL, 0)
-    assert totals[at + mb.bucket_of(2_000)] == 3  # 2 ms, three times
-    assert totals[at + mb.BUCKETS] == 3 * 2_000
+    buckets, total_us = mb.latency(totals, mb.TOTAL, 0)
+    assert buckets[mb.bucket_of(2_000)] == buckets.sum() == 3  # 2 ms, three times
+    assert total_us == 3 * 2_000
 
 
 def test_folding_a_dead_region_keeps_its_counts_and_drops_its_gauges():
@@ -64,9 +64,13 @@ def test_remote_time_is_counted_only_for_requests_that_waited():
     region.requests(1, 1, 0.0, 0.001, 0.001)
     region.requests(1, 1, 0.0, 0.001, 0.501)
     totals = block.totals()
-    remote = mb.latency_at(mb.REMOTE, 1)
-    assert totals[remote:remote + mb.BUCKETS].sum() == 1
-    assert totals[remote + mb.BUCKETS] == 500_000
+    remote, remote_us = mb.latency(totals, mb.REMOTE, 1)
+    local, local_us = mb.latency(totals, mb.LOCAL, 1)
+    total, total_us = mb.latency(totals, mb.TOTAL, 1)
+    assert (remote.sum(), remote_us) == (1, 500_000)
+    assert (local.sum(), local_us) == (2, 2_000)
+    assert (total.sum(), total_us) == (2, 502_000)
+    assert total[mb.bucket_of(501_000)] == 1 and local[mb.bucket_of(1_000)] == 2
 
 
 def test_error_codes_out_of_range_land_in_the_edge_slots():

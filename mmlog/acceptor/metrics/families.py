@@ -77,10 +77,9 @@ def request_families(totals) -> list[Family]:
         for slot in codes.nonzero()[0]:
             errors.add(int(codes[slot]), request=name, error=error_name(int(slot) - 1))
         for kind, family in times:
-            at = mb.latency_at(kind, api)
-            buckets = totals[at:at + mb.BUCKETS]
+            buckets, total_us = mb.latency(totals, kind, api)
             if buckets.any() or kind != mb.REMOTE:
-                family.add_histogram(BOUNDS_MS, buckets, int(totals[at + mb.BUCKETS]) / 1000, request=name)
+                family.add_histogram(BOUNDS_MS, buckets, total_us / 1000, request=name)
     return [requests, errors] + [family for _, family in times]
 
 

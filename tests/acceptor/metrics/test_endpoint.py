@@ -61,6 +61,29 @@ def test_produce_requests_bytes_and_messages_are_counted_exactly(broker):
     assert delta("kafka_network_requestmetrics_totaltimems_count", request="Produce") == 4
 
 
+def test_pipelined_and_unanswered_produce_requests_are_each_counted(broker):
+    create_topic(broker, "pipelined")
+    batch = rec.build_batch(values(2))
+
+    def send(acks: int, count: int) -> None:
+        with connect(broker) as conn:
+            for _ in range(count):  # sent back to back: the broker handles them as groups
+                conn.send(produce.API_KEY, 8, produce.REQUEST(acks=acks, timeout_ms=5000, topic_data=[
+                    {"name": "pipelined", "partition_data": [{"index": 0, "records": batch}]}]),
+                    expect_response=acks != 0)
+            for _ in range(count if acks else 0):
+                conn.receive()
+
+    before = scrape(broker)
+    send(1, 40)
+    send(0, 5)
+    messages = "kafka_server_brokertopicmetrics_messagesin_total"
+    after = wait_for(broker, lambda s: s.get(messages) - before.get(messages) == 90)  # acks=0 sends no answer
+    delta = Delta(before, after)
+    assert delta("kafka_network_requestmetrics_requests_total", request="Produce") == 45
+    assert delta("kafka_network_requestmetrics_localtimems_count", request="Produce") == 45
+
+
 def test_partition_gauges_match_list_offsets_and_the_segments(broker):
     create_topic(broker, "gauged", partitions=2)
     produce_batches(broker, "gauged", 1, [rec.build_batch(values(7))])
