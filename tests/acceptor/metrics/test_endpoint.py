@@ -321,3 +321,21 @@ def test_the_dashboard_and_the_readme_name_only_families_the_broker_serves(broke
     named = {name for cell in re.findall(r"^\| (.+?) \|", table, flags=re.M)
              for name in re.findall(r"`([a-z_]+)`", cell)}
     assert {_family_of(n, served) for n in named} == served
+
+
+def test_the_cleaners_figures_after_it_compacts_a_topic(tmp_path):
+    config = {**METRICS_ON, "log.cleaner.backoff.ms": 100}
+    with EmbeddedBroker(tmp_path / "data", processors=1, config=config) as broker:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("compacted", 1, {"cleanup.policy": "compact", "segment.bytes": "8192",
+                                                "min.cleanable.dirty.ratio": "0.01"})
+        batches = [rec.build_batch([(b"key-%d" % k, b"value-%d-%d" % (k, r) + b"." * 100) for k in range(10)])
+                   for r in range(20)]
+        produce_batches(broker, "compacted", 0, batches)
+        s = wait_for(broker, lambda s: s.get("kafka_log_logcleaner_passes_total") >= 1, timeout=30)
+        read, written = (s.get("kafka_log_logcleaner_bytes_read_total"),
+                         s.get("kafka_log_logcleaner_bytes_written_total"))
+        assert 0 < written < read  # duplicates of ten keys went
+        assert s.get("kafka_log_logcleaner_cleaner_recopy_percent") == pytest.approx(100 * written / read)
+        assert s.get("kafka_log_logcleaner_last_clean_time_secs") > 0
+        assert s.get("kafka_log_logcleanermanager_dirty_ratio", None, topic="compacted", partition=0) is not None
