@@ -29,12 +29,20 @@ def _positive_int(v: int) -> bool:
     return v > 0
 
 
-def _listener_ok(value: str) -> bool:
-    try:
-        parse_listeners(value)
-        return True
-    except ValueError:
-        return False
+def _parses(parse):
+    """A setting's validator: True when parse(value) does not raise ValueError."""
+
+    def check(value: str) -> bool:
+        try:
+            parse(value)
+            return True
+        except ValueError:
+            return False
+
+    return check
+
+
+_listener_ok = _parses(lambda value: parse_listeners(value))  # defined below the table
 
 
 def parse_connection_overrides(value: str) -> dict[str, int]:
@@ -49,12 +57,7 @@ def parse_connection_overrides(value: str) -> dict[str, int]:
     return out
 
 
-def _overrides_ok(value: str) -> bool:
-    try:
-        parse_connection_overrides(value)
-        return True
-    except ValueError:
-        return False
+_overrides_ok = _parses(parse_connection_overrides)
 
 
 def parse_metrics_listen(value: str) -> tuple[str, int] | None:
@@ -69,12 +72,7 @@ def parse_metrics_listen(value: str) -> tuple[str, int] | None:
     return host, int(port)
 
 
-def _metrics_listen_ok(value: str) -> bool:
-    try:
-        parse_metrics_listen(value)
-        return True
-    except ValueError:
-        return False
+_metrics_listen_ok = _parses(parse_metrics_listen)
 
 
 BROKER_SETTINGS: dict[str, Setting] = {
@@ -156,7 +154,7 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("controlled.shutdown.timeout.ms", int, 30_000, "How long SIGTERM waits for in-flight requests.",
                 lambda v: v >= 0, ">= 0"),
         Setting("metrics.listen", str, "", "Serve Prometheus metrics over HTTP at [HOST:]PORT/metrics (a bare "
-                "port: 127.0.0.1 only); empty: off.", lambda v: v == "" or _metrics_listen_ok(v), "[HOST:]PORT",
+                "port: 127.0.0.1 only); empty: off.", _metrics_listen_ok, "[HOST:]PORT",
                 flag="--metrics-listen"),
         Setting("broker.rack", str, "", "This broker's rack, as Metadata reports it (empty: none)."),
         Setting("cluster.id", str, "", "Cluster id (generated and kept in the data dir when empty)."),

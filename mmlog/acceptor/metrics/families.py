@@ -87,9 +87,18 @@ def _scalar(totals, name: str) -> int:
     return int(totals[mb.SCALAR[name]])
 
 
-def traffic_families(broker, totals) -> list[Family]:
+def _singles(kind: str, rows) -> list[Family]:
+    """Families of one unlabelled sample each, from (name, value, doc) rows."""
     out = []
-    for name, scalar, doc in (
+    for name, value, doc in rows:
+        family = Family(name, kind, doc)
+        family.add(value)
+        out.append(family)
+    return out
+
+
+def traffic_families(broker, totals) -> list[Family]:
+    out = _singles("counter", [(name, _scalar(totals, scalar), doc) for name, scalar, doc in (
         ("kafka_server_brokertopicmetrics_bytesin", "bytes_in", "Record batch bytes appended by Produce."),
         ("kafka_server_brokertopicmetrics_messagesin", "messages_in", "Records appended by Produce."),
         ("kafka_server_brokertopicmetrics_bytesout", "bytes_out", "Record bytes sent to consumers by Fetch."),
@@ -100,10 +109,7 @@ def traffic_families(broker, totals) -> list[Family]:
         ("kafka_server_socketservermetrics_connection_close", "connections_closed", "Connections processors closed."),
         ("mmlog_processor_restarts", "processor_restarts",
          "Processors that died and were replaced (their counts stay in every counter)."),
-    ):
-        family = Family(name, "counter", doc)
-        family.add(_scalar(totals, scalar))
-        out.append(family)
+    )])
     connections = Family("kafka_server_socketservermetrics_connection_count", "gauge",
                          "Connections open, per processor.")
     for slot, count in enumerate(broker.block.per_processor(mb.GAUGE["connections"])):
@@ -149,7 +155,7 @@ def partition_families(broker) -> list[Family]:
             under.add(lagging, **labels)
             stable[(topic, p)] = snap.last_stable_offset
     families = [end, start, hw, size, segments, under]
-    for name, value, doc in (
+    families += _singles("gauge", (
         ("kafka_server_replicamanager_partitioncount", count, "Partitions with a replica here."),
         ("kafka_server_replicamanager_leadercount", leaders, "Partitions this broker leads."),
         ("kafka_server_replicamanager_underreplicatedpartitions", under_count,
@@ -158,18 +164,12 @@ def partition_families(broker) -> list[Family]:
          "1 on the active controller (a standalone broker is its own), else 0."),
         ("kafka_controller_kafkacontroller_offlinepartitionscount", broker.offline_partitions(),
          "Partitions without a leader, as the controller sees them (0 on other brokers)."),
-    ):
-        family = Family(name, "gauge", doc)
-        family.add(value)
-        families.append(family)
+    ))
     shrinks, expands = broker.isr_changes()
-    for name, value, doc in (
+    families += _singles("counter", (
         ("kafka_server_replicamanager_isrshrinks", shrinks, "ISR shrinks this broker wrote as a leader."),
         ("kafka_server_replicamanager_isrexpands", expands, "ISR expansions this broker wrote as a leader."),
-    ):
-        family = Family(name, "counter", doc)
-        family.add(value)
-        families.append(family)
+    ))
     return families + group_families(broker, stable)
 
 
@@ -193,15 +193,11 @@ def group_families(broker, stable: dict) -> list[Family]:
 
 
 def cleaner_families(broker, totals) -> list[Family]:
-    out = []
-    for name, scalar, doc in (
+    out = _singles("counter", [(name, _scalar(totals, scalar), doc) for name, scalar, doc in (
         ("kafka_log_logcleaner_passes", "cleaner_passes", "Cleanings the log cleaner finished."),
         ("kafka_log_logcleaner_bytes_read", "cleaner_bytes_read", "Bytes the log cleaner read."),
         ("kafka_log_logcleaner_bytes_written", "cleaner_bytes_written", "Bytes the log cleaner wrote."),
-    ):
-        family = Family(name, "counter", doc)
-        family.add(_scalar(totals, scalar))
-        out.append(family)
+    )])
     read, written = _scalar(totals, "cleaner_bytes_read"), _scalar(totals, "cleaner_bytes_written")
     recopy = Family("kafka_log_logcleaner_cleaner_recopy_percent", "gauge",
                     "Bytes written as a percentage of bytes read, over every cleaning so far.")
