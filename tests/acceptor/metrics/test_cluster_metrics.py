@@ -1,10 +1,13 @@
-"""Cluster figures on three brokers and a real ZooKeeper: a follower that dies makes its partition
-under-replicated on the leader, which counts the ISR shrink; exactly one broker reports itself controller."""
+"""Cluster figures on three brokers and a real ZooKeeper: followers' fetches count as replication bytes out;
+a follower that dies makes its partition under-replicated on the leader, which counts the ISR shrink; exactly
+one broker reports itself controller."""
 
 from __future__ import annotations
 
 from mmlog.client.admin import Admin
+from mmlog.protocol import records as rec
 from tests.acceptor.metrics.scrape import scrape
+from tests.client.consumer_tools import produce_batches, values
 from tests.acceptor.zookeeper.conftest import three_brokers, wait_for, zk_connect, zookeeper  # noqa: F401
 
 FAST = {"metrics.listen": "127.0.0.1:0", "replica.lag.time.max.ms": 1500, "replica.fetch.wait.max.ms": 200,
@@ -24,6 +27,12 @@ def test_a_dead_follower_makes_its_partition_under_replicated_on_the_leader(tmp_
             return None
 
         leader = wait_for(leader_in_sync, timeout=30, what="a leader with its whole ISR")
+        batch = rec.build_batch(values(5))
+        produce_batches(leader, "urp", 0, [batch])
+        # Both followers fetch the batch: each copy counts as replication bytes out, none as bytes out.
+        wait_for(lambda: scrape(leader).get("kafka_server_brokertopicmetrics_replicationbytesout_total")
+                 == 2 * len(batch), timeout=30, what="the followers' copies counted")
+        assert scrape(leader).get("kafka_server_brokertopicmetrics_bytesout_total") == 0
         assert sum(scrape(b).get("kafka_controller_kafkacontroller_activecontrollercount") for b in brokers) == 1
         follower = next(b for b in brokers if b is not leader)
         follower.kill()
