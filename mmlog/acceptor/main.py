@@ -28,11 +28,12 @@ from mmlog.acceptor import listener
 from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.metadata_store import EmbeddedStore
+from mmlog.acceptor.metrics.endpoint import MetricsServer, MetricsSources
 from mmlog.acceptor.supervisor import Supervisor
-from mmlog.config.broker import BrokerConfig
+from mmlog.config.broker import BrokerConfig, parse_metrics_listen
 from mmlog.config.settings import ConfigError
 from mmlog.security import tls
-from mmlog.log import compaction_kernels, kernels
+from mmlog.log import compaction_kernels, flush_timing, kernels
 from mmlog.log.manager import LogManager
 from mmlog.protocol import precompile
 
@@ -128,6 +129,19 @@ def open_store(config: BrokerConfig):
     return ZooKeeperStore(config, config.log_dirs[0])
 
 
+def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: ControlPlane, fork_lock):
+    """The Prometheus endpoint, when metrics.listen is set (else None); flushes timed from here on."""
+    address = parse_metrics_listen(config["metrics.listen"])
+    if address is None:
+        return None
+    server = MetricsServer(address, MetricsSources(supervisor.metrics, supervisor.board, control), fork_lock)
+    supervisor.close_in_children.append(server.socket)
+    flush_timing.observer = supervisor.main_metrics.flushed
+    server.start()
+    log.info("metrics listening=%s:%d path=/metrics", *server.address)
+    return server
+
+
 def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     max_open = config["log.max.open.partitions"] or default_max_open_partitions()
     manager = LogManager(config.log_dirs, config.log_config(), broker_id=config["broker.id"], max_open=max_open)
@@ -142,6 +156,7 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     control = ControlPlane(config, manager, store, fork_lock)
     supervisor = Supervisor(config, sockets, control, store.cluster_id, exit_with_parent)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
+    metrics = start_metrics(config, supervisor, control, fork_lock)
     # What exists now (numpy, numba and the loaded partitions: a few hundred thousand objects) lives
     # as long as the broker: out of the collector's sight, a full collection no longer scans it (one
     # took 260 ms on the control thread), and forked processors share its pages untouched.
@@ -163,6 +178,8 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
         code = supervisor.run(on_ready=ready)
     finally:
         notify_systemd("STOPPING=1")
+        if metrics is not None:
+            metrics.stop()
         if code == 0:
             control.controlled_shutdown(config["controlled.shutdown.timeout.ms"] / 1000)
         control.begin_shutdown()  # parked JoinGroup/SyncGroup answered, or processors would wait for them

@@ -58,7 +58,9 @@ from mmlog.acceptor.handoff import channel_pair, hand_off
 from mmlog.config.broker import BrokerConfig
 from mmlog.ipc.connection_table import ConnectionTable
 from mmlog.ipc.memory_pool import MemoryPool
+from mmlog.ipc.metrics_block import CLEANER as CLEANER_REGION, MAIN, NULL_REGION, MetricsBlock
 from mmlog.ipc.wake_board import WakeBoard
+from mmlog.log import flush_timing
 from mmlog.log.cleaner_manager import cleaner_main
 from mmlog.processors.worker import BOOT_ERROR, processor_main
 from mmlog.replication.fetcher import fetcher_main
@@ -119,6 +121,10 @@ class Supervisor:
         self.board = WakeBoard(self.nprocs)
         self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
         self.limits = ConnectionLimits(config, ConnectionTable(config["max.connections"]))
+        # With metrics.listen set: the counters every process writes (ipc/metrics_block.py).
+        self.metrics = MetricsBlock(self.nprocs) if config["metrics.listen"] else None
+        self.main_metrics = self.metrics.region(MAIN) if self.metrics else NULL_REGION
+        self.close_in_children: list[socket.socket] = []  # the main process's own sockets (metrics endpoint)
         self._next_collect = 0.0
         self._pool_short = False
         self._next_refusal_log = 0.0
@@ -316,6 +322,8 @@ class Supervisor:
             # Its connections and request memory died with it.
             self.limits.reclaim(worker.slot)
             self.pool.reclaim(worker.slot)
+            if self.metrics:
+                self.metrics.fold_processor(worker.slot)  # its counts stay, in the base region
             code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 continue
@@ -323,6 +331,7 @@ class Supervisor:
             if code == BOOT_ERROR:
                 raise BrokerStopped(f"processor {worker.slot} could not boot")
             delay = self._schedule_restart(worker.slot, worker.started)
+            self.main_metrics.add("processor_restarts", 1)
             log.warning("processor %d (pid %d) died with %s; replacing it in %.1f s (death %d in a row)",
                         worker.slot, pid, _describe(code), delay, self.backoff.deaths[worker.slot])
 
@@ -337,6 +346,8 @@ class Supervisor:
 
     def _cleaner_died(self, pid: int, status: int) -> None:
         self.cleaner_pid = None
+        if self.metrics:
+            self.metrics.fold(CLEANER_REGION)
         if self.stopping:
             return
         self._probe_after(os.waitstatus_to_exitcode(status))
@@ -375,7 +386,8 @@ class Supervisor:
             handoff_parent.close()
             control_parent.close()
             return processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id,
-                                  self.pool, self.limits.table)
+                                  self.pool, self.limits.table,
+                                  self.metrics.processor(slot) if self.metrics else NULL_REGION)
 
         pid = self._fork(child)
         handoff_child.close()
@@ -391,7 +403,8 @@ class Supervisor:
 
     def spawn_cleaner(self) -> None:
         """Fork the log cleaner process."""
-        self.cleaner_pid = self._fork(lambda: cleaner_main(self.config))
+        on_clean = count_cleaning(self.metrics.region(CLEANER_REGION)) if self.metrics else None
+        self.cleaner_pid = self._fork(lambda: cleaner_main(self.config, on_clean))
         self._cleaner_started = time.monotonic()
 
     def _fork(self, body) -> int:
@@ -411,8 +424,9 @@ class Supervisor:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
             return pid
         code = BOOT_ERROR  # ------------------------------------------------ the child
+        flush_timing.observer = None  # the main process's region is not the child's to write (worker sets its own)
         try:
-            for sock in self.listeners:
+            for sock in self.listeners + self.close_in_children:
                 sock.close()
             for w in self.workers.values():
                 w.handoff.close()
@@ -478,6 +492,20 @@ class Supervisor:
         signal.set_wakeup_fd(sig_w)
         for signum in SIGNALS:
             signal.signal(signum, lambda *_: None)  # queued through the wakeup fd
+
+
+def count_cleaning(region):
+    """What the cleaner process calls after each cleaning: its figures into its metrics region."""
+
+    def count(stats) -> None:
+        region.add("cleaner_passes", 1)
+        region.add("cleaner_bytes_read", stats.bytes_read)
+        region.add("cleaner_bytes_written", stats.bytes_written)
+        region.add("cleaner_records_read", stats.records_read)
+        region.add("cleaner_records_kept", stats.records_kept)
+        region.set("cleaner_last_pass_us", int(stats.elapsed_s * 1e6))
+
+    return count
 
 
 def _describe(code: int) -> str:

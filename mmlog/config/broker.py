@@ -29,13 +29,20 @@ def _positive_int(v: int) -> bool:
     return v > 0
 
 
-def _listener_ok(value: str) -> bool:
-    """The shape only: names are checked against listener.security.protocol.map in BrokerConfig.load."""
-    try:
-        parse_listeners(value, _AnyName())
-        return True
-    except ValueError:
-        return False
+def _parses(parse):
+    """A setting's validator: True when parse(value) does not raise ValueError."""
+
+    def check(value: str) -> bool:
+        try:
+            parse(value)
+            return True
+        except ValueError:
+            return False
+
+    return check
+
+
+_listener_ok = _parses(lambda value: parse_listeners(value, _AnyName()))  # the shape only: names are checked in load
 
 
 class _AnyName(dict):
@@ -58,12 +65,22 @@ def parse_connection_overrides(value: str) -> dict[str, int]:
     return out
 
 
-def _overrides_ok(value: str) -> bool:
-    try:
-        parse_connection_overrides(value)
-        return True
-    except ValueError:
-        return False
+_overrides_ok = _parses(parse_connection_overrides)
+
+
+def parse_metrics_listen(value: str) -> tuple[str, int] | None:
+    """metrics.listen: '' -> None (off); '9404' -> ('127.0.0.1', 9404); 'HOST:PORT' (IPv6 in [brackets])."""
+    value = value.strip()
+    if not value:
+        return None
+    host, colon, port = value.rpartition(":")
+    host = host.strip("[]") if colon else "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535 or not host:
+        raise ValueError(f"bad metrics address {value!r}: want [HOST:]PORT")
+    return host, int(port)
+
+
+_metrics_listen_ok = _parses(parse_metrics_listen)
 
 
 BROKER_SETTINGS: dict[str, Setting] = {
@@ -146,6 +163,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 lambda v: v > 0, "> 0"),
         Setting("controlled.shutdown.timeout.ms", int, 30_000, "How long SIGTERM waits for in-flight requests.",
                 lambda v: v >= 0, ">= 0"),
+        Setting("metrics.listen", str, "", "Serve Prometheus metrics over HTTP at [HOST:]PORT/metrics (a bare "
+                "port: 127.0.0.1 only); empty: off.", _metrics_listen_ok, "[HOST:]PORT",
+                flag="--metrics-listen"),
         Setting("broker.rack", str, "", "This broker's rack, as Metadata reports it (empty: none)."),
         Setting("cluster.id", str, "", "Cluster id (generated and kept in the data dir when empty)."),
         Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members before the first rebalance.",

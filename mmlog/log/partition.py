@@ -84,7 +84,7 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, log_dirs, producer_state, recovery, retention, segment_swap, txn_index
+from mmlog.log import compressed, flush_timing, log_dirs, producer_state, recovery, retention, segment_swap, txn_index
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
@@ -1136,6 +1136,7 @@ class Partition:
         return True
 
     def _flush_locked(self) -> None:
+        started = time.monotonic()
         s = self.state.snapshot()
         first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
         for base in self._bases:
@@ -1145,6 +1146,7 @@ class Partition:
                     txn_index.flush(self.directory, base)
         self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
         self.state.flush()
+        flush_timing.observed(time.monotonic() - started)
 
     # ------------------------------------------------------------ retention and truncation
 

@@ -49,7 +49,9 @@ from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
 from mmlog.ipc.connection_table import HANDOFF, ConnectionTable
 from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
 from mmlog.ipc.memory_pool import MemoryPool
+from mmlog.ipc.metrics_block import NULL_REGION, Region
 from mmlog.config.broker import BrokerConfig
+from mmlog.log import flush_timing
 from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
@@ -78,8 +80,10 @@ class Processor:
     """The state of one processor process (its slot, connections and shared views)."""
 
     def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> None:
+                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
+                 metrics: Region = NULL_REGION) -> None:
         self.slot = slot
+        self.metrics = metrics  # this slot's region of the broker's metrics block (ipc/metrics_block.py)
         self.config = config
         self.broker_id = config["broker.id"]
         self.host, self.port = config.advertised
@@ -121,6 +125,8 @@ class Processor:
     # ------------------------------------------------------------ setup
 
     def _setup(self) -> None:
+        if self.metrics is not NULL_REGION:
+            flush_timing.observer = self.metrics.flushed  # flush.messages fsyncs made here
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
                                   broker_id=self.broker_id)
         me = Endpoint.of(self.config)
@@ -241,6 +247,8 @@ class Processor:
                 conn = Connection(sock, self.max_frame, budget, ticket, listener.name,
                                   SaslSession() if listener.sasl else None)
                 self.conns[conn.fd] = conn
+                self.metrics.add("connections_created", 1)
+                self.metrics.set("connections", len(self.conns))
                 if conn.handshaking:
                     self._handshake(conn)  # its ClientHello is usually here already
                 else:
@@ -437,6 +445,8 @@ class Processor:
         conn.close()  # gives back its request memory
         if conn.ticket >= 0:
             self.table.closed(conn.ticket)  # the supervisor stops counting it
+        self.metrics.add("connections_closed", 1)
+        self.metrics.set("connections", len(self.conns))
 
     def _on_control(self, mask: int) -> None:
         try:
@@ -477,10 +487,11 @@ class Processor:
 
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> int:
+                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
+                   metrics: Region = NULL_REGION) -> int:
     """Entry point in the forked child; returns the exit code."""
     try:
-        return Processor(slot, config, handoff, control, board, cluster_id, pool, table).run()
+        return Processor(slot, config, handoff, control, board, cluster_id, pool, table, metrics).run()
     except Exception:  # noqa: BLE001
         log.exception("processor %d failed", slot)
         return 1

@@ -58,6 +58,7 @@ class ReplicaManager:
         # process may keep few partitions open: log.max.open.partitions).
         self.led: set[tuple[str, int]] = set()
         self.followed: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
+        self.isr_shrinks = self.isr_expands = 0  # ISR changes we wrote (Prometheus: acceptor/metrics/)
 
     # ------------------------------------------------------------ roles
 
@@ -173,6 +174,10 @@ class ReplicaManager:
         part.set_isr(isr, stat.version)
         part.maybe_advance_high_watermark()
         self.wake()
+        if len(isr) < len(rep.isr):
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
         return 1
 
     # ------------------------------------------------------------ the fetch plan
