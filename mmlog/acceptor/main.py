@@ -129,12 +129,13 @@ def open_store(config: BrokerConfig):
     return ZooKeeperStore(config, config.log_dirs[0])
 
 
-def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: ControlPlane, fork_lock):
+def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: ControlPlane):
     """The Prometheus endpoint, when metrics.listen is set (else None); flushes timed from here on."""
     address = parse_metrics_listen(config["metrics.listen"])
     if address is None:
         return None
-    server = MetricsServer(address, MetricsSources(supervisor.metrics, supervisor.board, control), fork_lock)
+    server = MetricsServer(address, MetricsSources(supervisor.metrics, supervisor.board, control),
+                           control.topic_lock)
     supervisor.close_in_children.append(server.socket)
     flush_timing.observer = supervisor.main_metrics.flushed
     server.start()
@@ -156,7 +157,7 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     control = ControlPlane(config, manager, store, fork_lock)
     supervisor = Supervisor(config, sockets, control, store.cluster_id, exit_with_parent)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
-    metrics = start_metrics(config, supervisor, control, fork_lock)
+    metrics = start_metrics(config, supervisor, control)
     # What exists now (numpy, numba and the loaded partitions: a few hundred thousand objects) lives
     # as long as the broker: out of the collector's sight, a full collection no longer scans it (one
     # took 260 ms on the control thread), and forked processors share its pages untouched.

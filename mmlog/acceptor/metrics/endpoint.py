@@ -3,10 +3,12 @@
 Off unless `metrics.listen` is set (a bare port listens on 127.0.0.1 only). The
 socket is bound at start-up with the broker's listeners, so a port in use stops
 the broker with one line, as a listener's would. Each scrape runs on the server
-thread holding the fork lock, as the control thread's work does: it reads the log
-manager, the coordinator and the ZooKeeper states while nothing else changes them,
-and the supervisor never forks in the middle of it. Forked children close the
-socket (`Supervisor._fork`). Any other path answers 404.
+thread holding the topic lock (`acceptor/control.py`): it opens partitions and reads
+the ZooKeeper states while no topic is being made or changed, and the supervisor
+never forks in the middle of it; the control thread queues its topic work meanwhile
+but goes on answering group requests (a scrape of thousands of partitions takes a
+while). Forked children close the socket (`Supervisor._fork`). Any other path
+answers 404.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ class MetricsSources:
 class MetricsServer:
     """An HTTP server on its own thread; `scrape()` is what it answers."""
 
-    def __init__(self, address: tuple[str, int], sources: MetricsSources, lock: threading.Lock) -> None:
+    def __init__(self, address: tuple[str, int], sources: MetricsSources, lock) -> None:
         self.sources = sources
         self.lock = lock
         server_class = _IPv6Server if ":" in address[0] else HTTPServer
