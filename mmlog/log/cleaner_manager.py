@@ -10,8 +10,8 @@ writes) and loops:
       has compact: dirty ratio = dirty bytes / cleanable bytes (`Cleaner.dirty_bytes`);
       clean the log that is due (ratio >= min.cleanable.dirty.ratio, or a dirty record
       older than max.compaction.lag.ms) with the highest ratio;
-      write cleaner-status.json (every compacted log's ratio and last cleaning) and
-      cleaner-metrics.json (passes, bytes, last pass, dirtiest ratio: `cleaner_metrics.py`).
+      write cleaner-status.json (every compacted log's ratio and last cleaning); the
+      broker's totals go to its metrics block through `on_clean`.
 
 A cleaning that fails (a segment that does not parse, a full disk) is logged and
 the partition is left alone until the process restarts; its cleaned files are
@@ -30,7 +30,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mmlog.errors import KafkaError
-from mmlog.log import cleaner_metrics
 from mmlog.log.cleaner import STATUS_FILE, Cleaner, Throttler, first_dirty_offset, now_ms, segment_max_timestamp
 from mmlog.log.files import atomic_write
 from mmlog.log.manager import LogManager
@@ -61,7 +60,6 @@ class LogCleanerManager:
                                          config["log.cleaner.io.buffer.load.factor"]),
                                Throttler(config["log.cleaner.io.max.bytes.per.second"]))
         self.status: dict[str, dict] = {}
-        self.metrics = cleaner_metrics.read(config.log_dirs[0])  # a replaced cleaner goes on counting
         self.failed: set[tuple[str, int]] = set()
         self.stopped = threading.Event()
 
@@ -121,7 +119,6 @@ class LogCleanerManager:
             entry = self.status.setdefault(f"{topic}-{number}", {})
             entry.update(last_run_ms=now_ms(), last_run=asdict(stats), first_dirty_offset=stats.end_offset,
                          dirty_ratio=0.0)
-            self.metrics.add_pass(stats, now_ms())
             if self.on_clean is not None:
                 self.on_clean(stats)
         self.write_status()
@@ -130,9 +127,6 @@ class LogCleanerManager:
     def write_status(self) -> None:
         atomic_write(self.config.log_dirs[0] / STATUS_FILE, json.dumps(self.status, sort_keys=True).encode(),
                      sync=False)
-        self.metrics.max_dirty_ratio = max((e.get("dirty_ratio", 0.0) for e in self.status.values()), default=0.0)
-        self.metrics.updated_ms = now_ms()
-        cleaner_metrics.write(self.config.log_dirs[0], self.metrics)
 
     def run(self) -> int:
         backoff = self.config["log.cleaner.backoff.ms"] / 1000
