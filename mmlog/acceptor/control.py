@@ -35,7 +35,10 @@ from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
 from mmlog.config.broker import BrokerConfig
+from mmlog.acceptor import broker_configs
 from mmlog.acceptor.topic_configs import altered
+from mmlog.config import quotas as client_quotas
+from mmlog.config.dynamic import merged
 from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
 
@@ -44,7 +47,7 @@ log = logging.getLogger(__name__)
 # How long one auto-creation step may keep the control thread (then it queues the next step
 # behind the work that arrived meanwhile). One topic is created per step at least.
 AUTO_CREATE_STEP_S = 0.01
-TOPIC_RESOURCE = 2  # DescribeConfigs / AlterConfigs resource types
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # DescribeConfigs / AlterConfigs resource types
 
 
 @dataclass
@@ -69,6 +72,7 @@ class ControlPlane:
         self._auto_budget = TokenBucket(config["auto.create.topics.max.per.second"])
         self._auto_queue: deque[_AutoCreation] = deque()
         self._auto_creating: set[str] = set()
+        self.on_dynamic: list = []  # hooks given the dynamic broker configs in force when they change
         self.server = ControlServer({
             "create_topics": self._locked(self.create_topics),
             "auto_create_topics": self._locked(self.auto_create_topics),
@@ -280,7 +284,8 @@ class ControlPlane:
 
     def admin_ops(self) -> dict:
         """The admin APIs' ops (issue #18)."""
-        return {"create_partitions": self.create_partitions, "alter_configs": self.alter_configs}
+        return {"create_partitions": self.create_partitions, "alter_configs": self.alter_configs,
+                "alter_client_quotas": self.alter_client_quotas}
 
     def create_partitions(self, args, reply) -> None:
         """CreatePartitions: each topic checked whole before it grows (validate_only grows none); a topic
@@ -304,15 +309,19 @@ class ControlPlane:
         reply(results)
 
     def alter_configs(self, args, reply) -> None:
-        """AlterConfigs / IncrementalAlterConfigs of topics (`topic_configs.py`): each resource checked whole,
-        then stored and applied to its running partitions (validate_only: checked only). Broker resources
-        are refused: this broker's settings change only through server.properties and a restart."""
+        """AlterConfigs / IncrementalAlterConfigs of topics (`topic_configs.py`) and brokers
+        (`broker_configs.py`): each resource checked whole, then stored and applied without a restart
+        (validate_only: checked only)."""
         results = []
         for kind, name, changes in args["resources"]:
             try:
+                if kind == BROKER_RESOURCE:
+                    self._alter_broker_config(name, changes, args["incremental"], args["validate_only"])
+                    results.append((kind, name, 0, None))
+                    continue
                 if kind != TOPIC_RESOURCE:
-                    raise InvalidRequest(f"resource type {kind}: only topic configs can be altered; broker "
-                                         "settings are read from server.properties at start")
+                    raise InvalidRequest(f"AlterConfigs is only supported for topics and brokers, but resource "
+                                         f"type is {kind}")
                 if name not in self.manager.topics():
                     self.store.sync_topics()  # cluster mode: made through another broker a moment ago?
                 if name not in self.manager.topics():
@@ -326,6 +335,46 @@ class ControlPlane:
             except KafkaError as exc:
                 log.info("not altering the config of %r: %s", name, exc)
                 results.append((kind, name, exc.code, str(exc)))
+        reply(results)
+
+    def _alter_broker_config(self, name: str, changes, incremental: bool, validate_only: bool) -> None:
+        """One broker resource: this broker's level or the cluster default, checked, stored, applied."""
+        level = broker_configs.level_of(name, self.config["broker.id"])
+        levels = dict(self.manager.dynamic.get("brokers", {}))
+        values = broker_configs.altered(levels.get(level, {}), changes, incremental, self.config.values,
+                                        self.manager.static_defaults)
+        if validate_only:
+            return
+        self.store.alter_broker_config(self.manager, level, values)
+        log.info("dynamic broker config %s now %s", level, values)
+        self.apply_dynamic()
+
+    def apply_dynamic(self) -> None:
+        """Give the dynamic broker configs in force to what reads them outside the log manager (the
+        supervisor's connection limits, the controller's unclean election default)."""
+        values = merged(self.manager.dynamic.get("brokers", {}), self.config["broker.id"])
+        for hook in self.on_dynamic:
+            hook(values)
+
+    def alter_client_quotas(self, args, reply) -> None:
+        """AlterClientQuotas: each entry checked (`config/quotas.py`), then the valid ones stored together
+        (validate_only: none). Processors take them with the catalogue; ZooKeeper carries them to the
+        other brokers."""
+        quotas = {k: dict(v) for k, v in self.manager.dynamic.get("quotas", {}).items()}
+        results, changed = [], False
+        for entity, ops in args["entries"]:
+            try:
+                where = client_quotas.entity_path(entity)
+                values = client_quotas.altered(quotas.get(where, {}), ops)
+                if values != quotas.get(where, {}):
+                    quotas[where] = values
+                    changed = True
+                results.append((entity, 0, None))
+            except KafkaError as exc:
+                results.append((entity, exc.code, str(exc)))
+        if changed and not args["validate_only"]:
+            self.store.set_client_quotas(self.manager, {k: v for k, v in quotas.items() if v})
+            log.info("client quotas now %s", self.manager.dynamic.get("quotas", {}))
         reply(results)
 
     def next_producer_id(self, _args, reply) -> None:

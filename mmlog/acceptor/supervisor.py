@@ -58,6 +58,7 @@ from mmlog.acceptor.handoff import channel_pair, hand_off
 from mmlog.config.broker import BrokerConfig
 from mmlog.ipc.connection_table import ConnectionTable
 from mmlog.ipc.memory_pool import MemoryPool
+from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.log.cleaner_manager import cleaner_main
 from mmlog.processors.worker import BOOT_ERROR, processor_main
@@ -120,6 +121,10 @@ class Supervisor:
         self.board = WakeBoard(self.nprocs)
         self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
         self.limits = ConnectionLimits(config, ConnectionTable(config["max.connections"]))
+        control.on_dynamic.append(self.limits.reconfigure)  # max.connections* are dynamic (config/dynamic.py)
+        control.apply_dynamic()
+        self.quota_block = QuotaBlock(self.nprocs, config["quota.window.num"],
+                                      config["quota.window.size.seconds"] * 1000)
         self._next_collect = 0.0
         self._pool_short = False
         self._next_refusal_log = 0.0
@@ -376,7 +381,7 @@ class Supervisor:
             handoff_parent.close()
             control_parent.close()
             return processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id,
-                                  self.pool, self.limits.table)
+                                  self.pool, self.limits.table, self.quota_block)
 
         pid = self._fork(child)
         handoff_child.close()

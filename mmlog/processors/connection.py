@@ -31,7 +31,7 @@ class Connection:
     """A client socket owned by this processor."""
 
     __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
-                 "produce_shape", "budget", "in_flight", "ticket")
+                 "produce_shape", "budget", "in_flight", "ticket", "throttled_until")
 
     def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1) -> None:
         sock.setblocking(False)
@@ -56,11 +56,12 @@ class Connection:
         self.last_active = time.monotonic()
         self.events = 0  # what the selector currently watches
         self.produce_shape = None  # the last one-partition Produce request's shape (handlers/produce.py)
+        self.throttled_until = 0.0  # muted by a client quota until then (monotonic s; processors/quotas.py)
 
     def wants_read(self) -> bool:
         reader = self.reader
         return (not self.closing and self.out.pending < MAX_PENDING_OUT and reader.queued < MAX_QUEUED_FRAMES
-                and not reader.starved)
+                and not reader.starved and not self.throttled_until)
 
     def has_queued_requests(self) -> bool:
         return self.reader.queued > 0
@@ -100,8 +101,8 @@ class Connection:
         return state in _PEER_GONE
 
     def next_request(self):
-        """The next whole request frame, unless one is already in flight."""
-        if self.busy or self.closing:
+        """The next whole request frame, unless one is already in flight (or a quota mutes the connection)."""
+        if self.busy or self.closing or self.throttled_until:
             return None
         frame = self.reader.next_frame()
         if frame is not None:

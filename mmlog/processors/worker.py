@@ -8,8 +8,9 @@ the compiled numba kernels and codecs, the wake board and its sockets.
 The loop is a list of named phases, each short:
 
     poll -> take new connections -> read -> notice a changed topic catalogue (altered
-         configs; a stat at most every 0.5 s) -> handle requests -> expire long polls
-         -> write -> resume starved connections -> close -> close idle connections
+         configs and quotas; a stat at most every 0.5 s) -> handle requests -> expire long
+         polls -> write -> resume starved connections -> unmute connections whose quota
+         throttle is over -> close -> close idle connections
 
 Request memory comes from the broker's shared pool (`memory.Allowance`). A
 connection whose next bytes the pool (or its own cap) cannot cover is *starved*:
@@ -27,6 +28,8 @@ passes).
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import os
 import selectors
@@ -38,6 +41,7 @@ from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
 from mmlog.ipc.connection_table import TICKET, ConnectionTable
 from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
 from mmlog.ipc.memory_pool import MemoryPool
+from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.config.broker import BrokerConfig
 from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
@@ -45,6 +49,7 @@ from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
 from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
 from mmlog.processors.purgatory import Purgatory
+from mmlog.processors.quotas import ClientQuotas
 from mmlog.processors.request import CloseConnection
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.protocol import FrameSizeError
@@ -63,8 +68,12 @@ class Processor:
     """The state of one processor process (its slot, connections and shared views)."""
 
     def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> None:
+                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
+                 quota_block: QuotaBlock | None = None) -> None:
         self.slot = slot
+        self.quota_block = quota_block
+        self._muted: list[tuple[float, int, Connection]] = []  # heap: (until, order, conn) of throttled connections
+        self._mute_order = itertools.count()
         self.config = config
         self.broker_id = config["broker.id"]
         self.host, self.port = config.advertised
@@ -98,6 +107,7 @@ class Processor:
     def _setup(self) -> None:
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
                                   broker_id=self.broker_id)
+        self.quotas = ClientQuotas(self.quota_block, self.slot, self.manager)
         me = Endpoint(self.broker_id, self.host, self.port, self.config["broker.rack"] or None)
         self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
         self.sel = selectors.EpollSelector()
@@ -135,6 +145,7 @@ class Processor:
             self.purgatory.expire()
             self._write()
             self._resume_starved()
+            self._unmute()
             self._close_finished()
             self._reap_idle()
         return 0
@@ -151,6 +162,9 @@ class Processor:
         if self._ready:
             return 0
         timeout = self.purgatory.timeout()
+        if self._muted:
+            until = max(self._muted[0][0] - time.monotonic(), 0)
+            timeout = until if timeout is None else min(timeout, until)
         if self.stopping:
             timeout = min(timeout or 0.05, 0.05)
         return 1.0 if timeout is None else min(timeout, 1.0)
@@ -224,7 +238,7 @@ class Processor:
                 conn.closing = True
                 conn.done()
                 self._dirty.add(conn)
-            if not conn.busy and conn.has_queued_requests():
+            if not conn.busy and conn.has_queued_requests() and not conn.throttled_until:
                 self._ready.add(conn)  # pipelined requests waiting behind a deferred one
             if conn not in self._dirty:
                 # A connection with a response queued is updated by the write phase, in this same
@@ -244,7 +258,7 @@ class Processor:
                 continue
             if conn.closing:
                 self._closing.add(conn)
-            elif not conn.busy and conn.has_queued_requests():
+            elif not conn.busy and conn.has_queued_requests() and not conn.throttled_until:
                 self._ready.add(conn)
             self._update_events(conn)
 
@@ -268,6 +282,20 @@ class Processor:
                 if not signalled:
                     log.warning("connection from %s resumed by the backstop: a memory wake-up was lost", conn.peer)
             if conn.reader.queued:
+                self._ready.add(conn)
+            self._update_events(conn)
+
+    def _unmute(self) -> None:
+        """Read again from connections whose quota throttle time is over."""
+        if not self._muted or self._muted[0][0] > time.monotonic():
+            return
+        now = time.monotonic()
+        while self._muted and self._muted[0][0] <= now:
+            _, _, conn = heapq.heappop(self._muted)
+            if self.conns.get(conn.fd) is not conn or not conn.throttled_until or conn.throttled_until > now:
+                continue  # closed, or muted again for longer (its later entry unmutes it)
+            conn.throttled_until = 0.0
+            if conn.has_queued_requests():
                 self._ready.add(conn)
             self._update_events(conn)
 
@@ -298,6 +326,15 @@ class Processor:
     def wants_write(self, conn: Connection) -> None:
         """A response was queued on conn (handlers call this through Request.respond)."""
         self._dirty.add(conn)
+
+    def throttle(self, conn: Connection, ms: int) -> None:
+        """Mute conn for ms after its response (a client quota's throttle time, Kafka's KIP-219): it is
+        neither read nor handled until then."""
+        until = time.monotonic() + ms / 1000
+        if until > conn.throttled_until:
+            conn.throttled_until = until
+            heapq.heappush(self._muted, (until, next(self._mute_order), conn))
+            self._update_events(conn)
 
     def appended(self) -> None:
         """An append happened here: wake our parked fetches and other processors'."""
@@ -358,6 +395,7 @@ class Processor:
         except KeyError:
             pass
         for conn in list(self.conns.values()):
+            conn.throttled_until = 0.0  # requests a quota held back are answered too
             self._read(conn)  # requests that reached us before the signal are answered too
             if self.conns.get(conn.fd) is conn:
                 self._update_events(conn)
@@ -369,10 +407,11 @@ class Processor:
 
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> int:
+                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
+                   quota_block: QuotaBlock | None = None) -> int:
     """Entry point in the forked child; returns the exit code."""
     try:
-        return Processor(slot, config, handoff, control, board, cluster_id, pool, table).run()
+        return Processor(slot, config, handoff, control, board, cluster_id, pool, table, quota_block).run()
     except Exception:  # noqa: BLE001
         log.exception("processor %d failed", slot)
         return 1

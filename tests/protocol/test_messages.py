@@ -94,6 +94,7 @@ ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexibl
     37: ("CreatePartitions", 0, 1, 2), 21: ("DeleteRecords", 0, 1, 2), 42: ("DeleteGroups", 0, 1, 2),
     47: ("OffsetDelete", 0, 0, None), 44: ("IncrementalAlterConfigs", 0, 0, 1), 33: ("AlterConfigs", 0, 1, 2),
     60: ("DescribeCluster", 0, 1, 0), 35: ("DescribeLogDirs", 1, 1, 2),
+    48: ("DescribeClientQuotas", 0, 0, 1), 49: ("AlterClientQuotas", 0, 0, 1),
 })
 # No non-flexible version exists (Kafka made them flexible from their first): we speak their flexible ones.
 FLEXIBLE_ONLY = {"DescribeCluster", "DescribeTransactions", "ListTransactions"}

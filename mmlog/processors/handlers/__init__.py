@@ -39,6 +39,7 @@ from mmlog.processors.handlers import (
 from mmlog.processors.handlers import (alter_configs, create_partitions, delete_groups,  # the admin APIs (#18)
                                       delete_records, describe_cluster, describe_log_dirs,
                                       incremental_alter_configs, offset_delete)
+from mmlog.processors.handlers import alter_client_quotas, describe_client_quotas  # quotas (#18)
 
 HANDLERS = {
     module.API_KEY: module
@@ -54,6 +55,7 @@ HANDLERS = {
         # the admin APIs (issue #18)
         create_partitions, delete_records, delete_groups, offset_delete, alter_configs, incremental_alter_configs,
         describe_cluster, describe_log_dirs,
+        describe_client_quotas, alter_client_quotas,
     )
 }
 
