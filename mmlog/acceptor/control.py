@@ -370,8 +370,8 @@ class ControlPlane:
                     quotas[where] = values
                     changed = True
                 results.append((entity, 0, None))
-            except KafkaError as exc:
-                results.append((entity, exc.code, str(exc)))
+            except client_quotas.QuotaError as exc:
+                results.append((entity, InvalidRequest.code, str(exc)))
         if changed and not args["validate_only"]:
             self.store.set_client_quotas(self.manager, {k: v for k, v in quotas.items() if v})
             log.info("client quotas now %s", self.manager.dynamic.get("quotas", {}))

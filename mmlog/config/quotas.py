@@ -23,7 +23,10 @@ from __future__ import annotations
 from typing import Iterable
 from urllib.parse import quote, unquote
 
-from mmlog.errors import InvalidRequest
+
+
+class QuotaError(ValueError):
+    """A request the quota rules refuse; the broker answers it INVALID_REQUEST with this message."""
 
 DEFAULT = "<default>"
 ANONYMOUS = "ANONYMOUS"  # the user of a PLAINTEXT connection
@@ -62,37 +65,37 @@ def entity_of(entity_path: str) -> dict[str, str | None]:
 
 
 def entity_path(entity: Iterable[tuple[str, str | None]]) -> str:
-    """The path of a request's entity ((type, name or None) pairs), or INVALID_REQUEST as Kafka answers."""
+    """The path of a request's entity ((type, name or None) pairs), or QuotaError in Kafka's words."""
     found: dict[str, str | None] = {}
     for kind, name in entity:
         if kind not in (USER, CLIENT_ID):
-            raise InvalidRequest(f"Unhandled client quota entity type: {kind}")
+            raise QuotaError(f"Unhandled client quota entity type: {kind}")
         if name is not None and name == "":
-            raise InvalidRequest(f"Empty {kind} not supported")
+            raise QuotaError(f"Empty {kind} not supported")
         if kind in found:
-            raise InvalidRequest(f"Duplicate {kind} entity type")
+            raise QuotaError(f"Duplicate {kind} entity type")
         found[kind] = name
     if not found:
-        raise InvalidRequest("Invalid empty client quota entity")
+        raise QuotaError("Invalid empty client quota entity")
     return path(found.get(USER, False), found.get(CLIENT_ID, False))
 
 
 def altered(current: dict[str, float], ops: Iterable[tuple[str, float, bool]]) -> dict[str, float]:
-    """An entity's quotas after (key, value, remove) operations; INVALID_REQUEST for a bad key or value."""
+    """An entity's quotas after (key, value, remove) operations; QuotaError for a bad key or value."""
     out = dict(current)
     for key, value, remove in ops:
         if key not in KEYS:
-            raise InvalidRequest(f"Invalid configuration key {key}")
+            raise QuotaError(f"Invalid configuration key {key}")
         if remove:
             out.pop(key, None)
             continue
         if KEYS[key] is int:
             whole = int(value + 1e-6)
             if abs(whole - value) > 1e-6:
-                raise InvalidRequest(f"Configuration {key} must be a LONG value")
+                raise QuotaError(f"Configuration {key} must be a LONG value")
             value = whole
         if not value > 0:
-            raise InvalidRequest(f"Configuration {key} must be positive, not {value}")
+            raise QuotaError(f"Configuration {key} must be positive, not {value}")
         out[key] = value
     return out
 
@@ -110,17 +113,17 @@ def matches(entity: dict[str, str | None], filters: list[tuple[str, int, str | N
 
 
 def check_filters(filters: list[tuple[str, int, str | None]]) -> None:
-    """INVALID_REQUEST for a filter Kafka refuses (an unknown or repeated entity type, a bad match type)."""
+    """QuotaError for a filter Kafka refuses (an unknown or repeated entity type, a bad match type)."""
     seen = set()
     for kind, how, _ in filters:
         if kind == "":
-            raise InvalidRequest("Unexpected empty filter component entity type")
+            raise QuotaError("Unexpected empty filter component entity type")
         if kind not in (USER, CLIENT_ID):
-            raise InvalidRequest(f"Custom entity type '{kind}' not supported")
+            raise QuotaError(f"Custom entity type '{kind}' not supported")
         if kind in seen:
-            raise InvalidRequest(f"Duplicate {kind} filter component entity type")
+            raise QuotaError(f"Duplicate {kind} filter component entity type")
         if how not in (EXACT, DEFAULT_MATCH, ANY):
-            raise InvalidRequest(f"Unknown match type {how}")
+            raise QuotaError(f"Unknown match type {how}")
         seen.add(kind)
 
 

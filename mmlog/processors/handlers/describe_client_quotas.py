@@ -7,7 +7,7 @@ types the filter does not name. A bad filter is INVALID_REQUEST, as Kafka answer
 """
 
 from mmlog.config import quotas
-from mmlog.errors import KafkaError
+from mmlog.errors import InvalidRequest
 from mmlog.protocol.messages import describe_client_quotas as schema
 
 API_KEY = schema.API_KEY
@@ -18,8 +18,9 @@ def handle(ctx, request):
     filters = [(c.entity_type, c.match_type, c.match) for c in request.body.components]
     try:
         quotas.check_filters(filters)
-    except KafkaError as exc:
-        return schema.RESPONSE(throttle_time_ms=0, error_code=exc.code, error_message=str(exc), entries=None)
+    except quotas.QuotaError as exc:
+        return schema.RESPONSE(throttle_time_ms=0, error_code=InvalidRequest.code, error_message=str(exc),
+                               entries=None)
     entries = []
     for where, values in sorted(ctx.manager.dynamic.get("quotas", {}).items()):
         entity = quotas.entity_of(where)
