@@ -201,9 +201,9 @@ class LogManager:
         dynamic = {k: v for k, v in dynamic.items() if v}
         if dynamic == self.dynamic:
             return False
-        self.dynamic = dynamic
         overrides = topic_defaults(merged(dynamic.get("brokers", {}), self.broker_id or 0))
-        defaults = LogConfig.from_props(overrides, self.static_defaults)
+        defaults = LogConfig.from_props(overrides, self.static_defaults)  # ConfigError: nothing changes
+        self.dynamic = dynamic
         changed, self.defaults = defaults != self.defaults, defaults
         return changed
 

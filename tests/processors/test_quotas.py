@@ -8,13 +8,18 @@ to W-1 windows), so its rate is the quota only over whole 11 s periods; with 2 t
 """
 
 import json
+import socket
+import struct
 import time
 
 import pytest
 from confluent_kafka import Consumer, Producer
 
 from mmlog.client.admin import Admin
+from mmlog.client.connection import BrokerConnection
+from mmlog.client.producer import Producer as MmlogProducer
 from mmlog.errors import InvalidRequest
+from mmlog.protocol.messages import metadata
 from mmlog.testing import EmbeddedBroker
 
 QUOTA = 1_000_000  # bytes a second
@@ -138,3 +143,80 @@ def test_a_consumer_quota_holds_a_consumer_to_its_rate(broker, admin):
     rate = (got - at2) / (now - 3)
     assert abs(rate - QUOTA) <= 0.15 * QUOTA, rate
     assert max(throttles) > 0
+
+
+def test_mmlogs_producer_is_held_to_its_quota_and_reports_the_throttle_time(broker, admin):
+    admin.create_topic("quota-mmlog", 1)
+    admin.alter_client_quotas({(("client-id", "mmlog-slow"),): {"producer_byte_rate": QUOTA}})
+    time.sleep(1)
+    with MmlogProducer(broker.bootstrap, client_id="mmlog-slow", linger_ms=5, batch_size=65536) as producer:
+        start, at2, sent = time.monotonic(), None, 0
+        while (now := time.monotonic() - start) < 8:
+            producer.send("quota-mmlog", VALUE).result(10) if sent % 50 == 49 else producer.send("quota-mmlog", VALUE)
+            sent += len(VALUE)
+            if at2 is None and now >= 2:
+                at2 = sent
+        producer.flush()
+        rate = (sent - at2) / (time.monotonic() - start - 2)
+        assert rate <= 1.15 * QUOTA, rate
+        assert producer.metrics()["throttle_time_ms_max"] > 0
+
+
+def test_a_request_quota_throttles_a_busy_client_and_mutes_its_connection(broker, admin):
+    admin.alter_client_quotas({(("client-id", "busy"),): {"request_percentage": 1}})
+    time.sleep(1)
+    conn = BrokerConnection("127.0.0.1", broker.port, client_id="busy", timeout=10)
+    try:
+        throttled = None
+        for _ in range(5000):
+            body = conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[], allow_auto_topic_creation=False))
+            if body.throttle_time_ms:
+                throttled = body.throttle_time_ms
+                break
+        assert throttled is not None and 0 < throttled <= 1000  # request time: at most one window
+        start = time.monotonic()
+        conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[], allow_auto_topic_creation=False))
+        assert time.monotonic() - start >= throttled / 1000 * 0.9  # not read until the throttle time passed
+    finally:
+        conn.close()
+        admin.alter_client_quotas({(("client-id", "busy"),): {"request_percentage": None}})
+
+
+def _recv_exact(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data
+
+
+def test_kafka_pythons_codec_alters_and_describes_quotas(broker, admin):
+    """kafka-python 3 has the two APIs' codecs (from Kafka's JSON schemas) but no AdminClient methods for them:
+    its bytes go to the broker as they are, and its decoder reads the answers."""
+    from kafka.protocol.admin import (AlterClientQuotasRequest, AlterClientQuotasResponse,
+                                      DescribeClientQuotasRequest, DescribeClientQuotasResponse)
+
+    def call(request, response_class):
+        request.with_header(correlation_id=7, client_id="kafka-python")
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+            sock.sendall(request.encode(version=0, header=True, framed=True))
+            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+            return response_class.decode(_recv_exact(sock, size), version=0, header=True)
+
+    entry = AlterClientQuotasRequest.EntryData
+    answer = call(AlterClientQuotasRequest(validate_only=False, entries=[entry(
+        entity=[entry.EntityData(entity_type="client-id", entity_name="kp")],
+        ops=[entry.OpData(key="consumer_byte_rate", value=5000.0, remove=False),
+             entry.OpData(key="no_such_rate", value=1.0, remove=False)])]), AlterClientQuotasResponse)
+    assert [(e.error_code, e.error_message) for e in answer.entries] == [(42, "Invalid configuration key no_such_rate")]
+    call(AlterClientQuotasRequest(validate_only=False, entries=[entry(
+        entity=[entry.EntityData(entity_type="client-id", entity_name="kp")],
+        ops=[entry.OpData(key="consumer_byte_rate", value=5000.0, remove=False)])]), AlterClientQuotasResponse)
+    component = DescribeClientQuotasRequest.ComponentData
+    answer = call(DescribeClientQuotasRequest(strict=True, components=[
+        component(entity_type="client-id", match_type=0, match="kp")]), DescribeClientQuotasResponse)
+    assert answer.error_code == 0
+    assert [([(d.entity_type, d.entity_name) for d in e.entity], [(v.key, v.value) for v in e.values])
+            for e in answer.entries] == [([("client-id", "kp")], [("consumer_byte_rate", 5000.0)])]
+    admin.alter_client_quotas({(("client-id", "kp"),): {"consumer_byte_rate": None}})

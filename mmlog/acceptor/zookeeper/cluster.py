@@ -61,6 +61,7 @@ from mmlog.acceptor.zookeeper.assignment import assign_replicas, next_partitions
 from mmlog.acceptor.zookeeper.controller import Controller
 from mmlog.acceptor.zookeeper.dynamic_configs import DynamicConfigs
 from mmlog.config.broker import BROKER_SETTINGS
+from mmlog.config.settings import ConfigError
 from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore
 from mmlog.acceptor.zookeeper.partition_states import PartitionStates
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
@@ -551,15 +552,18 @@ class ZooKeeperStore:
 
     def _load_dynamic(self) -> None:
         """A config change notification (or start-up): take the broker levels and quotas ZooKeeper holds."""
-        brokers, quotas = self.dynamic.read()
-        if quotas != self.manager.dynamic.get("quotas", {}):
-            self.manager.set_dynamic("quotas", quotas)
-            log.info("client quotas now %s", quotas)
-        if brokers != self.manager.dynamic.get("brokers", {}):
-            self.manager.set_dynamic("brokers", brokers)
-            log.info("dynamic broker configs now %s", brokers)
-        if self.control is not None:
-            self.control.apply_dynamic()
+        try:
+            brokers, quotas = self.dynamic.read()
+            if quotas != self.manager.dynamic.get("quotas", {}):
+                self.manager.set_dynamic("quotas", quotas)
+                log.info("client quotas now %s", quotas)
+            if brokers != self.manager.dynamic.get("brokers", {}):
+                self.manager.set_dynamic("brokers", brokers)
+                log.info("dynamic broker configs now %s", brokers)
+            if self.control is not None:
+                self.control.apply_dynamic()
+        except (ConfigError, ValueError) as exc:  # written by another tool without our checks: keep what we had
+            log.error("cannot apply the dynamic configs in ZooKeeper: %s", exc)
 
     def _dynamic_applied(self, values: dict[str, str]) -> None:
         """The controller's unclean election default follows the dynamic broker config."""
