@@ -64,13 +64,17 @@ class ClientQuotas:
 
     def produce(self, client_id, nbytes: int) -> int:
         """Record a Produce request's bytes; the throttle time in ms (0: within the quota)."""
-        sensor = self._sensor(PRODUCE, client_id)
+        return self._record(PRODUCE, client_id, nbytes)[0]
+
+    def _record(self, key: str, client_id, value: float) -> tuple[int, int, int]:
+        """Record value on the client's sensor of `key`: (throttle ms, slot, now ms); (0, -1, 0) without a quota."""
+        sensor = self._sensor(key, client_id)
         if sensor is None:
-            return 0
+            return 0, -1, 0
         limit, slot = sensor
         now = _now_ms()
-        self.block.record(slot, self.writer, now, nbytes)
-        return self.block.throttle_ms(slot, now, limit)
+        self.block.record(slot, self.writer, now, value)
+        return self.block.throttle_ms(slot, now, limit), slot, now
 
     def fetch_cap(self, client_id) -> int | None:
         """The most bytes one fetch may ask for: what the quota allows in W-1 windows (Kafka's
@@ -82,13 +86,7 @@ class ClientQuotas:
 
     def fetched(self, client_id, nbytes: int) -> int:
         """Record a fetch response's bytes; if that breaks the quota, unrecord them and return the throttle time."""
-        sensor = self._sensor(FETCH, client_id)
-        if sensor is None:
-            return 0
-        limit, slot = sensor
-        now = _now_ms()
-        self.block.record(slot, self.writer, now, nbytes)
-        throttle = self.block.throttle_ms(slot, now, limit)
+        throttle, slot, now = self._record(FETCH, client_id, nbytes)
         if throttle:
             self.block.record(slot, self.writer, now, -nbytes)
         return throttle

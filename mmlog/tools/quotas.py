@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 
-from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
+from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands, key_values
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{name}\t" + " ".join(f"{k}={_number(v)}" for k, v in sorted(values.items())))
         elif args.action == "alter":
             entity = _entity(args)
-            ops = {**{k: float(v) for k, v in _pairs(args.set).items()}, **{k: None for k in args.remove}}
+            ops = {**{k: _float(k, v) for k, v in key_values(args.set, "--set").items()},
+                   **{k: None for k in args.remove}}
             if not ops:
                 raise CommandError("nothing to alter: give --set KEY=VALUE or --remove KEY", 2)
             admin.alter_client_quotas({entity: ops}, validate_only=args.validate_only)
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             if (args.broker is None) == (not args.cluster_default):
                 raise CommandError("give --broker ID or --cluster-default", 2)
-            admin.alter_broker_config(args.broker, set=_pairs(args.set), delete=args.remove)
+            admin.alter_broker_config(args.broker, set=key_values(args.set, "--set"), delete=args.remove)
             print(f"altered dynamic configs of {'the cluster default' if args.broker is None else f'broker {args.broker}'}")
     return 0
 
@@ -76,14 +77,11 @@ def _entity(args) -> tuple:
     return tuple(out)
 
 
-def _pairs(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise CommandError(f"--set wants KEY=VALUE, got {item!r}", 2)
-        out[key.strip()] = value.strip()
-    return out
+def _float(key: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise CommandError(f"--set {key}: {text!r} is not a number", 2) from None
 
 
 def _number(value: float) -> str:

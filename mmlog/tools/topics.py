@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 
-from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
+from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands, key_values
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,10 +136,4 @@ def _ids(nodes) -> str:
 
 
 def _configs(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise CommandError(f"--config wants KEY=VALUE, got {item!r}", 2)
-        out[key.strip()] = value.strip()
-    return out
+    return key_values(items, "--config")
