@@ -71,6 +71,10 @@ def test_sources_and_synonyms_go_broker_then_cluster_default_then_static_then_de
     assert config["log.dirs"][1] == STATIC and config["num.partitions"] == ("1", DEFAULT)
     admin.create_topic("dyn-retention", 1)
     assert admin.topic_config("dyn-retention")[0]["retention.ms"] == "60000"
+    client = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [future] = client.describe_configs([ConfigResource("topic", "dyn-retention")]).values()
+    topic_entry = future.result(10)["retention.ms"]
+    assert (topic_entry.value, topic_entry.source) == ("60000", DYNAMIC_BROKER)  # the topic has no override
     alter(broker, "0", ("log.retention.ms", None, DELETE))
     assert admin.topic_config("dyn-retention")[0]["retention.ms"] == "120000"
     admin.alter_broker_config(None, delete=["log.retention.ms"])
