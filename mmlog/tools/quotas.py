@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
             if (args.broker is None) == (not args.cluster_default):
                 raise CommandError("give --broker ID or --cluster-default", 2)
             admin.alter_broker_config(args.broker, set=key_values(args.set, "--set"), delete=args.remove)
-            print(f"altered dynamic configs of {'the cluster default' if args.broker is None else f'broker {args.broker}'}")
+            level = "the cluster default" if args.broker is None else f"broker {args.broker}"
+            print(f"altered dynamic configs of {level}")
     return 0
 
 

@@ -84,8 +84,9 @@ def test_sources_and_synonyms_go_broker_then_cluster_default_then_static_then_de
 def test_synonyms_on_the_wire_are_in_kafkas_order(broker, admin):
     admin.alter_broker_config(None, set={"log.retention.hours": "2"})
     alter(broker, "0", ("log.retention.ms", "60000", SET))
-    body = admin._request(admin._controller(), describe_configs.API_KEY, 1, describe_configs.REQUEST(include_synonyms=True, resources=[
-        {"resource_type": 4, "resource_name": "0", "configuration_keys": ["log.retention.ms"]}]))
+    body = admin._request(admin._controller(), describe_configs.API_KEY, 1, describe_configs.REQUEST(
+        include_synonyms=True, resources=[
+            {"resource_type": 4, "resource_name": "0", "configuration_keys": ["log.retention.ms"]}]))
     [entry] = body.results[0].configs
     assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
         ("log.retention.ms", "60000", DYNAMIC_BROKER), ("log.retention.hours", "2", DYNAMIC_DEFAULT),

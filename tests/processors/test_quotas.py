@@ -17,7 +17,9 @@ from confluent_kafka import Consumer, Producer
 
 from mmlog.client.admin import Admin
 from mmlog.client.connection import BrokerConnection
+from mmlog.client.consumer import Consumer as MmlogConsumer
 from mmlog.client.producer import Producer as MmlogProducer
+from mmlog.client.records import TopicPartition
 from mmlog.errors import InvalidRequest
 from mmlog.protocol.messages import metadata
 from mmlog.testing import EmbeddedBroker
@@ -113,7 +115,7 @@ def test_a_produce_quota_holds_one_client_to_its_rate_while_another_runs_free(br
 
 def test_a_consumer_quota_holds_a_consumer_to_its_rate(broker, admin):
     admin.create_topic("quota-fetch", 1)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 65536})
     for _ in range(1200):
         producer.produce("quota-fetch", VALUE)
         producer.poll(0)
@@ -127,7 +129,7 @@ def test_a_consumer_quota_holds_a_consumer_to_its_rate(broker, admin):
 
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-consumer", "group.id": "qc",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False, "log_level": 0,
-                         "max.partition.fetch.bytes": 100_000,  # fetches of a tenth of the quota, not the whole
+                         "max.partition.fetch.bytes": 65536,  # a batch a fetch (the producer's batch.size)
                          "statistics.interval.ms": 500, "stats_cb": stats})
     consumer.subscribe(["quota-fetch"])
     got, start, at2 = 0, time.monotonic(), None
@@ -223,3 +225,30 @@ def test_kafka_pythons_codec_alters_and_describes_quotas(broker, admin):
     assert [([(d.entity_type, d.entity_name) for d in e.entity], [(v.key, v.value) for v in e.values])
             for e in answer.entries] == [([("client-id", "kp")], [("consumer_byte_rate", 5000.0)])]
     admin.alter_client_quotas({(("client-id", "kp"),): {"consumer_byte_rate": None}})
+
+
+def test_mmlogs_consumer_is_held_to_its_quota_and_reports_the_throttle_time(broker, admin):
+    admin.create_topic("quota-mmlog-fetch", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 65536})
+    for _ in range(800):
+        producer.produce("quota-mmlog-fetch", VALUE)
+        producer.poll(0)
+    producer.flush(30)
+    admin.alter_client_quotas({(("client-id", "mmlog-slow-consumer"),): {"consumer_byte_rate": QUOTA}})
+    time.sleep(1)
+    consumer = MmlogConsumer(broker.bootstrap, client_id="mmlog-slow-consumer", auto_offset_reset="earliest",
+                             max_partition_fetch_bytes=65536)
+    try:
+        consumer.assign([TopicPartition("quota-mmlog-fetch", 0)])
+        got, start, at2 = 0, time.monotonic(), None
+        while (now := time.monotonic() - start) < 7:
+            got += sum(len(r.value) for r in consumer.poll(0.1))
+            if at2 is None and now >= 2:
+                at2 = got
+        rate = (got - at2) / (time.monotonic() - start - 2)
+        # The quota counts the bytes the broker sends, the partial batch that ends a fetch included (Kafka
+        # counts the response's size): the values delivered come below it, by up to a batch a fetch.
+        assert 0.4 * QUOTA <= rate <= 1.1 * QUOTA, rate
+        assert consumer.metrics()["throttle_time_ms_max"] > 0
+    finally:
+        consumer.close()
