@@ -62,8 +62,8 @@ def handle_requests(ctx, conn) -> None:
         if _is_produce(frame):
             # A group, even of one: the group path reads a repeated request shape without the codec. A
             # client with a produce quota is answered (and maybe muted) one request at a time, as Kafka does.
-            quota = ctx.quotas.active() and ctx.quotas.limits_produce(_client_id(frame))
-            handle_produce_group(ctx, conn, [frame, *([] if quota else conn.take_queued(_is_produce, MAX_GROUP - 1))])
+            alone = ctx.quotas.enabled and ctx.quotas.limits_produce(_client_id(frame))
+            handle_produce_group(ctx, conn, [frame, *([] if alone else conn.take_queued(_is_produce, MAX_GROUP - 1))])
             continue
         handle_frame(ctx, conn, frame)
 
@@ -105,15 +105,15 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
         requests.append(request)
     if requests:
         quotas = ctx.quotas
-        throttle = 0
-        if quotas.active():  # a client quota: the group's bytes count as they arrive (processors/quotas.py)
+        quota, throttle = quotas.enabled, 0
+        if quota:  # a client quota: the group's bytes count as they arrive (processors/quotas.py)
             client_id, started = requests[0][0].client_id, time.perf_counter()
             throttle = max(quotas.produce(client_id, sum(len(f) for f in frames[:len(requests)])),
                            quotas.request_throttle(client_id))
         results = produce.handle_group(ctx, requests, throttle)
         produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)],
                                  lambda header, result: Request(conn, header, None, ctx).respond(result))
-        if quotas.active():
+        if quota:
             quotas.handled(client_id, time.perf_counter() - started)
             if throttle:
                 ctx.throttle(conn, throttle)
@@ -134,7 +134,7 @@ def handle_frame(ctx, conn, frame) -> None:
     body = _decode_body(header, frame, offset, handler)
     request = Request(conn, header, body, ctx)
     quotas = ctx.quotas
-    quota = quotas.active()
+    quota = quotas.enabled
     if quota:
         throttle, started = quotas.request_throttle(header.client_id), time.perf_counter()
     try:

@@ -39,6 +39,11 @@ class ClientQuotas:
         self.manager = manager  # its `dynamic["quotas"]` holds the quota configs (reloaded with the catalogue)
         self._quotas: dict | None = None
         self._resolved: dict[tuple, tuple | None] = {}  # (key, user, client id) -> (limit, slot) or None
+        self.enabled = False  # any quota set: what the hot path checks (one attribute), kept by `refresh`
+
+    def refresh(self) -> None:
+        """Take the quotas of the catalogue the manager holds now (the worker calls this after reloading it)."""
+        self.enabled = self.block is not None and bool(self.manager.dynamic.get("quotas"))
 
     def _sensor(self, key: str, client_id: str | None, user: str = ANONYMOUS):
         """(limit, slot) of a client's quota `key`, or None."""
@@ -53,10 +58,6 @@ class ClientQuotas:
             hit = resolve(quotas, user, client_id or "", key)
             found = self._resolved[cache_key] = None if hit is None else (hit[0], self.block.slot(hit[1], _now_ms()))
         return found
-
-    def active(self) -> bool:
-        """Whether any quota is set (else nothing needs recording)."""
-        return bool(self.block is not None and self.manager.dynamic.get("quotas"))
 
     def limits_produce(self, client_id) -> bool:
         """Whether the client has a produce quota."""
@@ -73,8 +74,8 @@ class ClientQuotas:
             return 0, -1, 0
         limit, slot = sensor
         now = _now_ms()
-        self.block.record(slot, self.writer, now, value)
-        return self.block.throttle_ms(slot, now, limit), slot, now
+        measured = self.block.record(slot, self.writer, now, value)
+        return self.block.throttle_ms(slot, now, limit, measured), slot, now
 
     def fetch_cap(self, client_id) -> int | None:
         """The most bytes one fetch may ask for: what the quota allows in W-1 windows (Kafka's

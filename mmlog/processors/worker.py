@@ -72,7 +72,7 @@ class Processor:
                  quota_block: QuotaBlock | None = None) -> None:
         self.slot = slot
         self.quota_block = quota_block
-        self._muted: list[tuple[float, int, Connection]] = []  # heap: (until, order, conn) of throttled connections
+        self._muted: list[tuple[float, int, Connection]] = []  # heap of throttled connections: (until, order, conn)
         self._mute_order = itertools.count()
         self.config = config
         self.broker_id = config["broker.id"]
@@ -157,6 +157,7 @@ class Processor:
         if now >= self._catalogue_due:
             self._catalogue_due = now + CATALOGUE_CHECK_S
             self.manager.reload()
+            self.quotas.refresh()
 
     def _poll_timeout(self) -> float | None:
         if self._ready:

@@ -2,7 +2,10 @@
 
 import os
 
-from mmlog.ipc.quota_block import QuotaBlock
+import numpy as np
+import pytest
+
+from mmlog.ipc.quota_block import QuotaBlock, record_rate, record_rate_py
 
 T0 = 1_000_000_000_000  # a window boundary (ms)
 
@@ -53,3 +56,16 @@ def test_a_full_block_reuses_a_stale_slot():
     block.slot("y", T0)
     later = T0 + 2 * 3_600_000
     assert block.slot("z", later) in (0, 1)  # x's windows are an hour old: its slot (or y's) goes to z
+
+
+def test_the_kernel_agrees_with_its_plain_python_reference_on_random_histories():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        shape = (3, int(rng.integers(1, 4)), int(rng.integers(2, 12)))
+        ids = rng.integers(T0 // 1000 - 20, T0 // 1000 + 1, size=shape).astype(np.int64)
+        values = rng.random(shape) * 1e6
+        ids_py, values_py = ids.copy(), values.copy()
+        args = (int(rng.integers(0, 3)), int(rng.integers(0, shape[1])), T0 + int(rng.integers(0, 1000)), 1000,
+                float(rng.choice([0.0, 1234.5, -10.0])))
+        assert record_rate(ids, values, *args) == pytest.approx(record_rate_py(ids_py, values_py, *args))
+        assert (ids == ids_py).all() and np.allclose(values, values_py)

@@ -75,7 +75,7 @@ def _respond_now(ctx, request) -> None:
 
 def _cap(ctx, request) -> int | None:
     """A consumer quota's bound on the response's bytes (processors/quotas.py), or None."""
-    if request.body.replica_id >= 0 or not ctx.quotas.active():
+    if request.body.replica_id >= 0 or not ctx.quotas.enabled:
         return None
     return ctx.quotas.fetch_cap(request.header.client_id)
 
@@ -84,7 +84,7 @@ def _respond(ctx, request, response, available: int) -> None:
     """Answer, unless a consumer quota throttles the client: then the answer carries no records, only
     the throttle time, and the connection is muted for it (Kafka's handleFetchRequest)."""
     throttle = 0
-    if request.body.replica_id < 0 and ctx.quotas.active():
+    if request.body.replica_id < 0 and ctx.quotas.enabled:
         client_id = request.header.client_id
         throttle = max(ctx.quotas.fetched(client_id, available), ctx.quotas.request_throttle(client_id))
         if throttle:
