@@ -12,6 +12,10 @@ budget (processors/memory.py) as they arrive, and a connection whose budget
 refuses is not read from (`starved`) until the processor finds memory for it.
 The connection gives a frame's bytes back when its request is done (response
 queued, or none due), and everything it holds when it closes.
+
+A client quota's throttle (processors/quotas.py) mutes the connection until
+`throttled_until`: it is neither read nor are its queued requests handled, while
+its responses still go out (the worker unmutes it).
 """
 
 from __future__ import annotations
