@@ -4,11 +4,13 @@ without a restart, described with Kafka's sources and synonym order; settings re
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
 from mmlog.errors import InvalidConfig, InvalidRequest
-from mmlog.protocol.messages import describe_configs, incremental_alter_configs
+from mmlog.protocol.messages import alter_configs, describe_configs, incremental_alter_configs
 from mmlog.testing import EmbeddedBroker
 
 DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 2, 3, 4, 5
@@ -113,3 +115,27 @@ def test_another_brokers_id_is_invalid_request(broker, admin):
             {"name": "log.retention.ms", "config_operation": 0, "value": "1"}]}]))
     [r] = body.responses
     assert (r.error_code, r.error_message) == (InvalidRequest.code, "Unexpected broker id, expected 0, but received 7")
+
+
+def test_alter_configs_replaces_a_brokers_whole_dynamic_set_and_kafka_python_uses_it(broker, admin):
+    """kafka-python's non-incremental path sends AlterConfigs with the broker's other dynamic configs filled
+    in; the API itself replaces the whole set."""
+    admin.alter_broker_config(0, set={"log.flush.interval.ms": "1000", "log.retention.bytes": "1000000"})
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        client.alter_configs([KpConfigResource(ConfigResourceType.BROKER, "0",
+                                               configs={"log.retention.bytes": "2000000"})], incremental=False)
+    finally:
+        client.close()
+    config = admin.broker_config(0)
+    assert config["log.retention.bytes"] == ("2000000", DYNAMIC_BROKER)
+    assert config["log.flush.interval.ms"] == ("1000", DYNAMIC_BROKER)
+    body = admin._request(admin._controller(), alter_configs.API_KEY, 1, alter_configs.REQUEST(
+        validate_only=False, resources=[{"resource_type": 4, "resource_name": "0", "configs": [
+            {"name": "log.retention.bytes", "value": "3000000"}]}]))
+    assert [(r.error_code, r.error_message) for r in body.responses] == [(0, None)]
+    config = admin.broker_config(0)
+    assert config["log.retention.bytes"] == ("3000000", DYNAMIC_BROKER)
+    assert config["log.flush.interval.ms"][1] == DEFAULT  # not in the new set: gone
+    admin.alter_broker_config(0, delete=["log.retention.bytes"])
+    assert admin.broker_config(0)["log.retention.bytes"] == ("-1", DEFAULT)
