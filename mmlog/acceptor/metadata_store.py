@@ -148,8 +148,7 @@ class EmbeddedStore:
 
     def alter_broker_config(self, manager: LogManager, level: str, values: dict[str, str]) -> None:
         """Replace one level of the dynamic broker configs (this broker's or the default) in the catalogue."""
-        manager.set_dynamic("brokers", {k: v for k, v in {**manager.dynamic.get("brokers", {}), level: values}.items()
-                                        if v})
+        manager.set_broker_level(level, values)
 
     def set_client_quotas(self, manager: LogManager, quotas: dict[str, dict]) -> None:
         """Replace the client quotas (entity path -> {key: value}) in the catalogue."""

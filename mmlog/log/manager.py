@@ -220,6 +220,11 @@ class LogManager:
                 part.config = LogConfig.from_props(self._topics[topic].config, self.defaults)
             self._not_due.clear()  # closed ones: housekeeping looks at them again, with the new defaults
 
+    def set_broker_level(self, level: str, values: dict[str, str]) -> None:
+        """Replace one level of the dynamic broker configs (a broker id or `<default>`; empty: removed)."""
+        levels = {**self.dynamic.get("brokers", {}), level: values}
+        self.set_dynamic("brokers", {k: v for k, v in levels.items() if v})
+
     def _save(self) -> None:
         """Write the catalogue now (caller holds _lock), or mark it pending inside one_catalogue_write."""
         if self._defer_save:

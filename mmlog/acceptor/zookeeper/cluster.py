@@ -542,8 +542,7 @@ class ZooKeeperStore:
         """Write /config/brokers/<level> and a change notification, then apply here; the other brokers
         apply it through their watch on /config/changes (`dynamic_configs.py`)."""
         self.dynamic.write_broker(level, values)
-        manager.set_dynamic("brokers", {k: v for k, v in {**manager.dynamic.get("brokers", {}), level: values}.items()
-                                        if v})
+        manager.set_broker_level(level, values)
 
     def set_client_quotas(self, manager: LogManager, quotas: dict[str, dict]) -> None:
         """Write the changed /config/clients and /config/users nodes, then apply here."""
