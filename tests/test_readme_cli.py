@@ -43,7 +43,7 @@ README = ROOT / "README.md"
 DEFAULT = "127.0.0.1:9092"
 ADDRESS = re.compile(r"(?:127\.0\.0\.1|localhost):\d+")
 RECORDS_CAP = 20_000
-CLIENTS = {"demo", "topics", "produce", "consume", "groups", "perf", "dump-log"}  # run in bash as written
+CLIENTS = {"demo", "topics", "produce", "consume", "groups", "quotas", "perf", "dump-log"}  # run in bash as written
 OPERATORS = {"&&", "||", ";", "&", "|"}
 
 
@@ -95,6 +95,7 @@ EXPECT = {
                                     and "checked every byte, and every record's offset and value: ok" in out),
     "mmlog topics create clicks --partitions 3 --config retention.ms=86400000":
         lambda out, err: out == "created topic clicks with 3 partition(s)\n",
+    "mmlog quotas describe": lambda out, err: out == "client-id=batch-loader\tproducer_byte_rate=1048576\n",
     "mmlog consume clicks --from-beginning --max-messages 2":
         lambda out, err: sorted(out.splitlines()) == ["cart", "home"],
     "mmlog consume clicks --group reporting --from-beginning --max-messages 2":

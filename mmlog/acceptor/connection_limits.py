@@ -18,7 +18,7 @@ import ipaddress
 import logging
 import socket
 
-from mmlog.config.broker import BrokerConfig, parse_connection_overrides
+from mmlog.config.broker import BROKER_SETTINGS, BrokerConfig, parse_connection_overrides
 from mmlog.ipc.connection_table import ConnectionTable
 
 log = logging.getLogger("mmlog.broker")
@@ -47,9 +47,8 @@ class ConnectionLimits:
     """Open connections in all and per client address; tickets in the shared table (supervisor side)."""
 
     def __init__(self, config: BrokerConfig, table: ConnectionTable) -> None:
-        self.max_total = config["max.connections"]
-        self.per_ip = config["max.connections.per.ip"]
-        self.overrides = resolve_overrides(config["max.connections.per.ip.overrides"])
+        self.config = config
+        self.reconfigure({})
         self.table = table
         self.open = 0
         self.by_ip: dict[str, int] = {}
@@ -57,6 +56,15 @@ class ConnectionLimits:
         self._free: list[int] = []
         self._used = 0  # tickets below this have been handed out at least once
         self.refused = 0
+
+    def reconfigure(self, dynamic: dict[str, str]) -> None:
+        """Take the limits from the dynamic broker configs in force (config/dynamic.py), else server.properties."""
+        def value(name):
+            return BROKER_SETTINGS[name].parse(dynamic[name]) if name in dynamic else self.config[name]
+
+        self.max_total = value("max.connections")
+        self.per_ip = value("max.connections.per.ip")
+        self.overrides = resolve_overrides(value("max.connections.per.ip.overrides"))
 
     def admit(self, ip: str) -> int | None:
         """A ticket for a new connection from `ip`, or None when a limit refuses it."""

@@ -40,20 +40,22 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 
 from mmlog.ipc.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
 from mmlog.config.broker import BrokerConfig
+from mmlog.acceptor import broker_configs
 from mmlog.acceptor.topic_configs import altered
+from mmlog.config import quotas as client_quotas
+from mmlog.config.dynamic import merged
 from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
 
-TOPIC_RESOURCE = 2  # DescribeConfigs / AlterConfigs resource types
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # DescribeConfigs / AlterConfigs resource types
 
 
 class _TopicWorker:
@@ -128,6 +130,7 @@ class ControlPlane:
         self._auto_budget = TokenBucket(config["auto.create.topics.max.per.second"])
         self._auto_creating: set[str] = set()
         self._worker = _TopicWorker(self._topic_wanted)
+        self.on_dynamic: list = []  # hooks given the dynamic broker configs in force when they change
         self.server = ControlServer({
             "create_topics": self._on_worker(self.create_topics),
             "create_partitions": self._on_worker(self.create_partitions),
@@ -399,7 +402,7 @@ class ControlPlane:
 
     def admin_ops(self) -> dict:
         """The admin APIs' ops (issue #18)."""
-        return {"alter_configs": self.alter_configs,
+        return {"alter_configs": self.alter_configs, "alter_client_quotas": self.alter_client_quotas,
                 "alter_scram_credentials": self.alter_scram_credentials}  # security (issue #19)
 
     def create_partitions(self, args, reply) -> None:
@@ -424,15 +427,19 @@ class ControlPlane:
         reply(results)
 
     def alter_configs(self, args, reply) -> None:
-        """AlterConfigs / IncrementalAlterConfigs of topics (`topic_configs.py`): each resource checked whole,
-        then stored and applied to its running partitions (validate_only: checked only). Broker resources
-        are refused: this broker's settings change only through server.properties and a restart."""
+        """AlterConfigs / IncrementalAlterConfigs of topics (`topic_configs.py`) and brokers
+        (`broker_configs.py`): each resource checked whole, then stored and applied without a restart
+        (validate_only: checked only)."""
         results = []
         for kind, name, changes in args["resources"]:
             try:
+                if kind == BROKER_RESOURCE:
+                    self._alter_broker_config(name, changes, args["incremental"], args["validate_only"])
+                    results.append((kind, name, 0, None))
+                    continue
                 if kind != TOPIC_RESOURCE:
-                    raise InvalidRequest(f"resource type {kind}: only topic configs can be altered; broker "
-                                         "settings are read from server.properties at start")
+                    raise InvalidRequest(f"AlterConfigs is only supported for topics and brokers, but resource "
+                                         f"type is {kind}")
                 if not self.manager.has_topic(name):
                     self.store.sync_topics()  # cluster mode: made through another broker a moment ago?
                 if not self.manager.has_topic(name):
@@ -452,6 +459,46 @@ class ControlPlane:
         """AlterUserScramCredentials, checked by the processor: stored (ZooKeeper or the data dir's
         credentials.json) and mirrored to the file every processor authenticates from."""
         reply(self.store.alter_scram_credentials(args["deletions"], args["upsertions"]))
+
+    def _alter_broker_config(self, name: str, changes, incremental: bool, validate_only: bool) -> None:
+        """One broker resource: this broker's level or the cluster default, checked, stored, applied."""
+        level = broker_configs.level_of(name, self.config["broker.id"])
+        levels = dict(self.manager.dynamic.get("brokers", {}))
+        values = broker_configs.altered(levels.get(level, {}), changes, incremental, self.config.values,
+                                        self.manager.static_defaults)
+        if validate_only:
+            return
+        self.store.alter_broker_config(self.manager, level, values)
+        log.info("dynamic broker config %s now %s", level, values)
+        self.apply_dynamic()
+
+    def apply_dynamic(self) -> None:
+        """Give the dynamic broker configs in force to what reads them outside the log manager (the
+        supervisor's connection limits, the controller's unclean election default)."""
+        values = merged(self.manager.dynamic.get("brokers", {}), self.config["broker.id"])
+        for hook in self.on_dynamic:
+            hook(values)
+
+    def alter_client_quotas(self, args, reply) -> None:
+        """AlterClientQuotas: each entry checked (`config/quotas.py`), then the valid ones stored together
+        (validate_only: none). Processors take them with the catalogue; ZooKeeper carries them to the
+        other brokers."""
+        quotas = {k: dict(v) for k, v in self.manager.dynamic.get("quotas", {}).items()}
+        results, changed = [], False
+        for entity, ops in args["entries"]:
+            try:
+                where = client_quotas.entity_path(entity)
+                values = client_quotas.altered(quotas.get(where, {}), ops)
+                if values != quotas.get(where, {}):
+                    quotas[where] = values
+                    changed = True
+                results.append((entity, 0, None))
+            except client_quotas.QuotaError as exc:
+                results.append((entity, InvalidRequest.code, str(exc)))
+        if changed and not args["validate_only"]:
+            self.store.set_client_quotas(self.manager, {k: v for k, v in quotas.items() if v})
+            log.info("client quotas now %s", self.manager.dynamic.get("quotas", {}))
+        reply(results)
 
     def next_producer_id(self, _args, reply) -> None:
         reply(self.store.next_producer_id())

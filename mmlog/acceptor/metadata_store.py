@@ -157,6 +157,14 @@ class EmbeddedStore:
         """Replace a topic's overrides in the catalogue; running partitions take them at once."""
         manager.alter_topic_config(name, overrides)
 
+    def alter_broker_config(self, manager: LogManager, level: str, values: dict[str, str]) -> None:
+        """Replace one level of the dynamic broker configs (this broker's or the default) in the catalogue."""
+        manager.set_broker_level(level, values)
+
+    def set_client_quotas(self, manager: LogManager, quotas: dict[str, dict]) -> None:
+        """Replace the client quotas (entity path -> {key: value}) in the catalogue."""
+        manager.set_dynamic("quotas", quotas)
+
     def create_partitions(self, manager: LogManager, name: str, count: int, assignments: list[list[int]] | None,
                           validate_only: bool = False, limits: PartitionLimits | None = None) -> None:
         """Grow a topic (CreatePartitions): every check first, then the new partitions, all or nothing."""

@@ -48,7 +48,6 @@ import os
 import selectors
 import signal
 import socket
-import threading
 import time
 from dataclasses import dataclass
 
@@ -59,6 +58,7 @@ from mmlog.config.broker import BrokerConfig
 from mmlog.ipc.connection_table import ConnectionTable
 from mmlog.ipc.memory_pool import MemoryPool
 from mmlog.ipc.metrics_block import CLEANER as CLEANER_REGION, MAIN, NULL_REGION, MetricsBlock
+from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.log import flush_timing
 from mmlog.log.cleaner_manager import cleaner_main
@@ -125,6 +125,10 @@ class Supervisor:
         self.metrics = MetricsBlock(self.nprocs) if config["metrics.listen"] else None
         self.main_metrics = self.metrics.region(MAIN) if self.metrics else NULL_REGION
         self.close_in_children: list[socket.socket] = []  # the main process's own sockets (metrics endpoint)
+        control.on_dynamic.append(self.limits.reconfigure)  # max.connections* are dynamic (config/dynamic.py)
+        control.apply_dynamic()
+        self.quota_block = QuotaBlock(self.nprocs, config["quota.window.num"],
+                                      config["quota.window.size.seconds"] * 1000)
         self._next_collect = 0.0
         self._pool_short = False
         self._next_refusal_log = 0.0
@@ -387,7 +391,7 @@ class Supervisor:
             control_parent.close()
             return processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id,
                                   self.pool, self.limits.table,
-                                  self.metrics.processor(slot) if self.metrics else NULL_REGION)
+                                  self.metrics.processor(slot) if self.metrics else NULL_REGION, self.quota_block)
 
         pid = self._fork(child)
         handoff_child.close()

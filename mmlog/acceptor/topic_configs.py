@@ -11,7 +11,7 @@ nothing.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from mmlog.config.settings import TOPIC_SETTINGS, ConfigError, LogConfig
 from mmlog.errors import InvalidConfig, InvalidRequest
@@ -24,36 +24,44 @@ def altered(current: dict[str, str], changes: Iterable[tuple[str, int, str | Non
             defaults: LogConfig) -> dict[str, str]:
     """The topic's overrides after `changes` ((name, operation, value); operation ignored unless incremental)."""
     changes = list(changes)
-    names = [name for name, _, _ in changes]
-    if len(set(names)) != len(names):
-        raise InvalidRequest("Error due to duplicate config keys")
-    for name in names:
+    for name, _, _ in changes:
         if name not in TOPIC_SETTINGS:
             raise InvalidConfig(f"Unknown topic config name: {name}")
-    if not incremental:
-        out = {name: value for name, _, value in changes if value is not None}
-    else:
-        out = dict(current)
-        for name, op, value in changes:
-            if op == SET:
-                if value is None:
-                    raise InvalidRequest(f"Null value not supported for : {name}")
-                out[name] = value
-            elif op == DELETE:
-                out.pop(name, None)
-            elif op in (APPEND, SUBTRACT):
-                if name not in LIST_CONFIGS:
-                    verb = "append" if op == APPEND else "subtract"
-                    raise InvalidConfig(f"Config value {verb} is not allowed for config key: {name}")
-                items = [v for v in out.get(name, str(getattr(defaults, name.replace(".", "_")))).split(",") if v]
-                given = [v.strip() for v in (value or "").split(",") if v.strip()]
-                items = items + [v for v in given if v not in items] if op == APPEND else \
-                    [v for v in items if v not in given]
-                out[name] = ",".join(items)
-            else:
-                raise InvalidRequest(f"Unknown config operation {op} for {name}")
+    out = apply_changes(current, changes, incremental, LIST_CONFIGS,
+                        lambda name: str(getattr(defaults, name.replace(".", "_"))))
     try:
         LogConfig.from_props(out, defaults)
     except ConfigError as exc:
         raise InvalidConfig(str(exc)) from exc
+    return out
+
+
+def apply_changes(current: dict[str, str], changes: list[tuple[str, int, str | None]], incremental: bool,
+                  list_configs: set[str], value_of: Callable[[str], str]) -> dict[str, str]:
+    """Overrides after AlterConfigs (the request's set replaces them) or IncrementalAlterConfigs operations,
+    of topics or brokers; `value_of(name)`: the value a list config has without an override."""
+    names = [name for name, _, _ in changes]
+    if len(set(names)) != len(names):
+        raise InvalidRequest("Error due to duplicate config keys")
+    if not incremental:
+        return {name: str(value) for name, _, value in changes if value is not None}
+    out = dict(current)
+    for name, op, value in changes:
+        if op == SET:
+            if value is None:
+                raise InvalidRequest(f"Null value not supported for : {name}")
+            out[name] = value
+        elif op == DELETE:
+            out.pop(name, None)
+        elif op in (APPEND, SUBTRACT):
+            if name not in list_configs:
+                verb = "append" if op == APPEND else "subtract"
+                raise InvalidConfig(f"Config value {verb} is not allowed for config key: {name}")
+            items = [v for v in out.get(name, value_of(name)).split(",") if v]
+            given = [v.strip() for v in (value or "").split(",") if v.strip()]
+            items = items + [v for v in given if v not in items] if op == APPEND else \
+                [v for v in items if v not in given]
+            out[name] = ",".join(items)
+        else:
+            raise InvalidRequest(f"Unknown config operation {op} for {name}")
     return {k: str(v) for k, v in out.items()}

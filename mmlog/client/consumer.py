@@ -273,6 +273,7 @@ class Consumer:
         self._channels: dict[int, Channel] = {}
         self._registered: dict[int, int] = {}  # node -> selector events
         self._fetching: set[int] = set()  # nodes with a Fetch in flight
+        self._throttle_ms = self._throttle_ms_max = 0  # a broker quota's throttle_time_ms: the last, the most
         self._reconnect: dict[int, tuple[float, float, int]] = {}  # node -> (retry at, last delay, failures)
         self._need_metadata = True
         self._metadata_at = float("-inf")
@@ -667,6 +668,10 @@ class Consumer:
 
     def _woke(self) -> None:
         self._woken = True
+
+    def metrics(self) -> dict:
+        """The throttle_time_ms of a broker's client quota: in the last Fetch answer, and the most so far."""
+        return {"throttle_time_ms": self._throttle_ms, "throttle_time_ms_max": self._throttle_ms_max}
 
     def close(self) -> None:
         """Close the consumer: with a group, commit the positions (enable_auto_commit), give the partitions
@@ -1120,6 +1125,8 @@ class Consumer:
             self._note_failure(exc)
             return
         self._note_success(node)
+        self._throttle_ms = body.throttle_time_ms
+        self._throttle_ms_max = max(self._throttle_ms_max, body.throttle_time_ms)
         now = time.monotonic()
         bulk = self._bulk
         chunks = []

@@ -469,9 +469,11 @@ class Producer:
         return n if n is not None else self._fetch_partitions(topic)
 
     def metrics(self) -> dict:
-        """A few counters: batches not done, bytes waiting, open connections."""
+        """A few counters: batches not done, bytes waiting, open connections, and the throttle_time_ms of
+        a broker's client quota (in the last answer, and the most so far)."""
         return {"pending_batches": self._acc.pending(), "buffered_bytes": self._acc.buffered,
-                "connections": len(self._sender.channels)}
+                "connections": len(self._sender.channels), "throttle_time_ms": self._sender.throttle_ms,
+                "throttle_time_ms_max": self._sender.throttle_ms_max}
 
     # ------------------------------------------------------------ internals
 

@@ -137,6 +137,7 @@ class Sender:
         self.txn = p._txn  # a transactional producer's TransactionManager (its producer id comes from it)
         self.producer_id = self.producer_epoch = -1
         self._producer_id_next = 0.0
+        self.throttle_ms = self.throttle_ms_max = 0  # a broker quota's throttle_time_ms: the last answer's, the most
 
     # ------------------------------------------------------------ the step
 
@@ -595,6 +596,7 @@ class Sender:
                 template = self._wire(batch.queue)[1]
                 values = template.read(frame) if template is not None else None
                 if values is not None and values[1] == 0:  # (correlation id, error code, base offset, ...)
+                    self._throttled(values[5])
                     self._succeeded(batch, values[2])
                     return
             try:
@@ -616,12 +618,19 @@ class Sender:
             for batch in batches:
                 self._succeeded(batch, -1)
             return
+        self._throttled(response.throttle_time_ms)
         results = {}
         for topic in response.responses:
             for part in topic.partition_responses:
                 results[(topic.name, part.index)] = part
         for batch in batches:
             self._outcome(batch, results.get((batch.topic, batch.partition)))
+
+    def _throttled(self, ms: int) -> None:
+        """Keep the throttle time a broker's client quota put in an answer (the broker mutes us meanwhile)."""
+        self.throttle_ms = ms
+        if ms > self.throttle_ms_max:
+            self.throttle_ms_max = ms
 
     def _outcome(self, batch, part) -> None:
         """Resolve or retry a batch after its partition's answer (None: the response left it out)."""

@@ -148,6 +148,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "are closed on accept.", lambda v: v >= 0, ">= 0"),
         Setting("max.connections.per.ip.overrides", str, "", "Per-address exceptions: HOST:N[,HOST:N...] "
                 "(names resolved at start).", _overrides_ok, "HOST:N list"),
+        Setting("quota.window.num", int, 11, "Samples a client quota's rate is measured over.",
+                lambda v: v >= 2, ">= 2"),
+        Setting("quota.window.size.seconds", int, 1, "Length of each quota sample (s).", lambda v: v >= 1, ">= 1"),
         Setting("log.cleaner.enable", bool, True, "Run the log cleaner process, which compacts topics whose "
                 "cleanup.policy has compact."),
         Setting("log.cleaner.dedupe.buffer.size", int, 128 << 20, "Memory of the cleaner's offset map (24 bytes "

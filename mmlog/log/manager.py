@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from mmlog.config.dynamic import merged, topic_defaults
 from mmlog.config.settings import ConfigError, LogConfig
 from mmlog.errors import (
     InvalidConfig,
@@ -135,7 +136,11 @@ class LogManager:
                  broker_id: int | None = None, max_open: int | None = None) -> None:
         """`max_open` (owner only): partitions kept open at once after load (None: no limit)."""
         self.log_dirs = [Path(d) for d in (log_dirs if isinstance(log_dirs, list) else [log_dirs])]
-        self.defaults = defaults or LogConfig()
+        self.defaults = self.static_defaults = defaults or LogConfig()
+        # Dynamic configs kept in the catalogue beside the topics: {"brokers": {level: {name: value}},
+        # "quotas": {entity path: {key: value}}} (config/dynamic.py, config/quotas.py); the broker levels
+        # make `defaults` over the static ones.
+        self.dynamic: dict = {}
         self.owner = owner
         self.broker_id = broker_id
         self.max_open = max(2, max_open) if owner and max_open else None
@@ -187,6 +192,7 @@ class LogManager:
             return
         data = json.loads(self.catalogue_path.read_text())
         with self._lock:
+            defaults_changed = self._take_dynamic(data.get("dynamic", {}))
             before = {name: t.topic_id for name, t in self._topics.items()}
             configs = {name: t.config for name, t in self._topics.items()}
             self._replicas = None
@@ -199,9 +205,38 @@ class LogManager:
                         if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])]:
                 self._partitions.pop(key).close(clean=False)
             for (topic, _), part in self._partitions.items():  # altered configs apply at once (issue #18)
-                if self._topics[topic].config != configs.get(topic):
+                if defaults_changed or self._topics[topic].config != configs.get(topic):
                     part.config = LogConfig.from_props(self._topics[topic].config, self.defaults)
             self._catalogue_stamp = stamp
+
+    def _take_dynamic(self, dynamic: dict) -> bool:
+        """Hold these dynamic configs (caller holds _lock); True if the topic defaults changed."""
+        dynamic = {k: v for k, v in dynamic.items() if v}
+        if dynamic == self.dynamic:
+            return False
+        overrides = topic_defaults(merged(dynamic.get("brokers", {}), self.broker_id or 0))
+        defaults = LogConfig.from_props(overrides, self.static_defaults)  # ConfigError: nothing changes
+        self.dynamic = dynamic
+        changed, self.defaults = defaults != self.defaults, defaults
+        return changed
+
+    def set_dynamic(self, section: str, value: dict) -> None:
+        """Replace one section of the dynamic configs ("brokers" or "quotas") and write the catalogue: open
+        partitions take new topic defaults at once here, other processes when they reload (owner only)."""
+        self._require_owner()
+        with self._lock:
+            if not self._take_dynamic({**self.dynamic, section: value}):
+                self._save()
+                return
+            self._save()
+            for (topic, _), part in self._partitions.items():
+                part.config = LogConfig.from_props(self._topics[topic].config, self.defaults)
+            self._not_due.clear()  # closed ones: housekeeping looks at them again, with the new defaults
+
+    def set_broker_level(self, level: str, values: dict[str, str]) -> None:
+        """Replace one level of the dynamic broker configs (a broker id or `<default>`; empty: removed)."""
+        levels = {**self.dynamic.get("brokers", {}), level: values}
+        self.set_dynamic("brokers", {k: v for k, v in levels.items() if v})
 
     def _save(self, created: TopicInfo | None = None) -> None:
         """Write the catalogue now (caller holds _lock), or mark it pending inside one_catalogue_write.
@@ -222,7 +257,8 @@ class LogManager:
         fragments = [self._fragment(name, info) for name, info in sorted(self._topics.items())]
         for name in [n for n in self._fragments if n not in self._topics]:
             del self._fragments[name]
-        return self._version, b'{"version":1,"topics":{' + b",".join(fragments) + b"}}"
+        dynamic = b',"dynamic":' + json.dumps(self.dynamic, separators=(",", ":")).encode() if self.dynamic else b""
+        return self._version, b'{"version":1,"topics":{' + b",".join(fragments) + b"}" + dynamic + b"}"
 
     def _fragment(self, name: str, info: TopicInfo) -> bytes:
         """`"name":{...}` of one topic in the catalogue's JSON, encoded once per change of the topic."""

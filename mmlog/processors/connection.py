@@ -21,6 +21,10 @@ handshake never blocks other connections. A TLS socket may hold decrypted bytes
 that epoll cannot see, so `fill` reads until OpenSSL wants more from the network.
 `principal` is `User:<name>` after SASL, `User:<certificate DN>` after mutual TLS,
 else `User:ANONYMOUS`.
+
+A client quota's throttle (processors/quotas.py) mutes the connection until
+`throttled_until`: it is neither read nor are its queued requests handled, while
+its responses still go out (the worker unmutes it).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ class Connection:
 
     __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
                  "produce_shape", "budget", "in_flight", "ticket", "listener_name", "handshaking", "tls_wants",
-                 "tls", "sasl", "principal")
+                 "tls", "sasl", "principal", "throttled_until")
 
     def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1,
                  listener_name: str | None = None, sasl=None) -> None:
@@ -70,6 +74,7 @@ class Connection:
         self.last_active = time.monotonic()
         self.events = 0  # what the selector currently watches
         self.produce_shape = None  # the last one-partition Produce request's shape (handlers/produce.py)
+        self.throttled_until = 0.0  # muted by a client quota until then (monotonic s; processors/quotas.py)
         self.listener_name = listener_name
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.handshaking = self.tls
@@ -100,7 +105,7 @@ class Connection:
     def wants_read(self) -> bool:
         reader = self.reader
         return (not self.closing and self.out.pending < MAX_PENDING_OUT and reader.queued < MAX_QUEUED_FRAMES
-                and not reader.starved)
+                and not reader.starved and not self.throttled_until)
 
     def has_queued_requests(self) -> bool:
         return self.reader.queued > 0
@@ -140,8 +145,8 @@ class Connection:
         return state in _PEER_GONE
 
     def next_request(self):
-        """The next whole request frame, unless one is already in flight."""
-        if self.busy or self.closing:
+        """The next whole request frame, unless one is already in flight (or a quota mutes the connection)."""
+        if self.busy or self.closing or self.throttled_until:
             return None
         frame = self.reader.next_frame()
         if frame is not None:

@@ -21,6 +21,9 @@ tokens. One attribute test per request on every other connection.
 Produce requests (a pipelining producer's) are handled as one group, so that their
 appends share a lock hold and a write (`handlers/produce.py`); their responses are
 queued in request order like any others.
+
+Client quotas (`quotas.py`) are applied here, per request, for clients that have one:
+the throttle time goes into the response and the connection is muted for it.
 """
 
 from __future__ import annotations
@@ -71,8 +74,10 @@ def handle_requests(ctx, conn) -> None:
             sasl_gate(ctx, conn, frame)
             continue
         if _is_produce(frame):
-            # A group, even of one: the group path reads a repeated request shape without the codec.
-            handle_produce_group(ctx, conn, [frame, *conn.take_queued(_is_produce, MAX_GROUP - 1)])
+            # A group, even of one: the group path reads a repeated request shape without the codec. A
+            # client with a produce quota is answered (and maybe muted) one request at a time, as Kafka does.
+            alone = ctx.quotas.enabled and ctx.quotas.limits_produce(_client_id(frame))
+            handle_produce_group(ctx, conn, [frame, *([] if alone else conn.take_queued(_is_produce, MAX_GROUP - 1))])
             continue
         handle_frame(ctx, conn, frame)
 
@@ -83,6 +88,12 @@ _PRODUCE_VERSIONS = frozenset(v for v in range(256) if is_supported(produce.API_
 def _is_produce(frame) -> bool:
     """A Produce request of a version we serve (api_key and api_version are bytes 0-3)."""
     return len(frame) >= 4 and frame[3] in _PRODUCE_VERSIONS and frame[0] == 0 == frame[1] and frame[2] == 0
+
+
+def _client_id(frame) -> str | None:
+    """The client id of a request frame (request header v1+: after api key, version and correlation id)."""
+    size = int.from_bytes(frame[8:10], "big", signed=True) if len(frame) >= 10 else -1
+    return None if size < 0 else bytes(frame[10:10 + size]).decode("utf-8", "replace")
 
 
 def handle_produce_group(ctx, conn, frames: list) -> None:
@@ -108,7 +119,13 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
             conn.produce_shape = produce.RequestShape.learn(header, body)
         requests.append(request)
     if requests:
-        results = produce.handle_group(ctx, requests)
+        quotas = ctx.quotas
+        quota, throttle = quotas.enabled, 0
+        if quota:  # a client quota: the group's bytes count as they arrive (processors/quotas.py)
+            client_id, started = requests[0][0].client_id, time.perf_counter()
+            throttle = max(quotas.produce(client_id, sum(len(f) for f in frames[:len(requests)])),
+                           quotas.request_throttle(client_id))
+        results = produce.handle_group(ctx, requests, throttle)
         handled = time.monotonic()
         unanswered = results.count(NO_RESPONSE)  # acks=0: counted here, as no response is sent
         if unanswered:
@@ -130,6 +147,10 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
             answered = time.monotonic()
             ctx.metrics.requests(produce.API_KEY, answered_now[0], received, answered, answered)
         answered_now[0] = -1
+        if quota:
+            quotas.handled(client_id, time.perf_counter() - started)
+            if throttle:
+                ctx.throttle(conn, throttle)
     if failure is not None:
         raise failure
 
@@ -182,16 +203,28 @@ def handle_frame(ctx, conn, frame, parsed=None) -> None:
         raise CloseConnection(f"unsupported API {header.api_key} v{header.api_version}")
     body = _decode_body(header, frame, offset, handler)
     request = Request(conn, header, body, ctx)
+    quotas = ctx.quotas
+    quota = quotas.enabled
+    if quota:
+        throttle, started = quotas.request_throttle(header.client_id), time.perf_counter()
     try:
         result = handler.handle(ctx, request)
     except KafkaError as exc:
         raise CloseConnection(f"{exc.__class__.__name__}: {exc}") from exc
+    if quota:
+        quotas.handled(header.client_id, time.perf_counter() - started)
+        if throttle and result is not DEFERRED and result is not NO_RESPONSE and hasattr(result, "throttle_time_ms"):
+            result.throttle_time_ms = throttle  # a deferred answer (a parked fetch) carries its own
+        else:
+            throttle = 0
     if result is NO_RESPONSE:
         conn.done()
     elif result is DEFERRED:
         request.handled = time.monotonic()  # from here on it waits: remote time (ipc/metrics_block.py)
     else:
         request.respond(result, with_files=getattr(handler, "WITH_FILES", False))
+    if quota and throttle:
+        ctx.throttle(conn, throttle)
 
 
 def _parse_header(frame) -> tuple:

@@ -8,8 +8,9 @@ the compiled numba kernels and codecs, the wake board and its sockets.
 The loop is a list of named phases, each short:
 
     poll -> take new connections -> read -> notice a changed topic catalogue (altered
-         configs; a stat at most every 0.5 s) -> handle requests -> expire long polls
-         -> write -> resume starved connections -> close -> close idle connections
+         configs and quotas; a stat at most every 0.5 s) -> handle requests -> expire long
+         polls -> write -> resume starved connections -> unmute connections whose quota
+         throttle is over -> close -> close idle connections
 
 Request memory comes from the broker's shared pool (`memory.Allowance`). A
 connection whose next bytes the pool (or its own cap) cannot cover is *starved*:
@@ -36,6 +37,7 @@ passes).
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import os
 import queue
@@ -50,6 +52,7 @@ from mmlog.ipc.connection_table import HANDOFF, ConnectionTable
 from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
 from mmlog.ipc.memory_pool import MemoryPool
 from mmlog.ipc.metrics_block import NULL_REGION, Region
+from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.config.broker import BrokerConfig
 from mmlog.log import flush_timing
 from mmlog.log.manager import LogManager
@@ -59,6 +62,7 @@ from mmlog.processors.handlers import advertised_versions
 from mmlog.processors.log_cap import LogCap
 from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
 from mmlog.processors.purgatory import Purgatory
+from mmlog.processors.quotas import ClientQuotas
 from mmlog.processors.request import CloseConnection
 from mmlog.processors.sasl import SaslSession
 from mmlog.security import credentials, tls
@@ -81,9 +85,12 @@ class Processor:
 
     def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
                  board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
-                 metrics: Region = NULL_REGION) -> None:
+                 metrics: Region = NULL_REGION, quota_block: QuotaBlock | None = None) -> None:
         self.slot = slot
         self.metrics = metrics  # this slot's region of the broker's metrics block (ipc/metrics_block.py)
+        self.quota_block = quota_block
+        self._muted: list[tuple[float, int, Connection]] = []  # heap of throttled connections: (until, order, conn)
+        self._mute_order = itertools.count()
         self.config = config
         self.broker_id = config["broker.id"]
         self.host, self.port = config.advertised
@@ -129,6 +136,7 @@ class Processor:
             flush_timing.observer = self.metrics.flushed  # flush.messages fsyncs made here
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
                                   broker_id=self.broker_id)
+        self.quotas = ClientQuotas(self.quota_block, self.slot, self.manager)
         me = Endpoint.of(self.config)
         self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
         self.credentials = credentials.CredentialReader(credentials.path_in(self.config.log_dirs[0]))
@@ -171,6 +179,7 @@ class Processor:
             self.purgatory.expire()
             self._write()
             self._resume_starved()
+            self._unmute()
             self._close_finished()
             self._reap_idle()
         return 0
@@ -182,6 +191,7 @@ class Processor:
         if now >= self._catalogue_due:
             self._catalogue_due = now + CATALOGUE_CHECK_S
             self.manager.reload()
+            self.quotas.refresh()
 
     def _poll_timeout(self) -> float | None:
         if self._ready:
@@ -190,6 +200,9 @@ class Processor:
         if self._timers:
             due = max(0.0, self._timers[0][0] - time.monotonic())
             timeout = due if timeout is None else min(timeout, due)
+        if self._muted:
+            until = max(self._muted[0][0] - time.monotonic(), 0)
+            timeout = until if timeout is None else min(timeout, until)
         if self.stopping:
             timeout = min(timeout or 0.05, 0.05)
         return 1.0 if timeout is None else min(timeout, 1.0)
@@ -293,7 +306,7 @@ class Processor:
                 conn.closing = True
                 conn.done()
                 self._dirty.add(conn)
-            if not conn.busy and conn.has_queued_requests():
+            if not conn.busy and conn.has_queued_requests() and not conn.throttled_until:
                 self._ready.add(conn)  # pipelined requests waiting behind a deferred one
             if conn not in self._dirty:
                 # A connection with a response queued is updated by the write phase, in this same
@@ -313,7 +326,7 @@ class Processor:
                 continue
             if conn.closing:
                 self._closing.add(conn)
-            elif not conn.busy and conn.has_queued_requests():
+            elif not conn.busy and conn.has_queued_requests() and not conn.throttled_until:
                 self._ready.add(conn)
             self._update_events(conn)
 
@@ -341,6 +354,20 @@ class Processor:
             self._update_events(conn)
             if conn.tls and not conn.reader.starved and conn.sock.pending():
                 self._read(conn)  # bytes OpenSSL decrypted before it starved: epoll will not tell
+
+    def _unmute(self) -> None:
+        """Read again from connections whose quota throttle time is over."""
+        if not self._muted or self._muted[0][0] > time.monotonic():
+            return
+        now = time.monotonic()
+        while self._muted and self._muted[0][0] <= now:
+            _, _, conn = heapq.heappop(self._muted)
+            if self.conns.get(conn.fd) is not conn or not conn.throttled_until or conn.throttled_until > now:
+                continue  # closed, or muted again for longer (its later entry unmutes it)
+            conn.throttled_until = 0.0
+            if conn.has_queued_requests():
+                self._ready.add(conn)
+            self._update_events(conn)
 
     def _close_finished(self) -> None:
         if self._closing:
@@ -412,6 +439,15 @@ class Processor:
         """A response was queued on conn (handlers call this through Request.respond)."""
         self._dirty.add(conn)
 
+    def throttle(self, conn: Connection, ms: int) -> None:
+        """Mute conn for ms after its response (a client quota's throttle time, Kafka's KIP-219): it is
+        neither read nor handled until then."""
+        until = time.monotonic() + ms / 1000
+        if until > conn.throttled_until:
+            conn.throttled_until = until
+            heapq.heappush(self._muted, (until, next(self._mute_order), conn))
+            self._update_events(conn)
+
     def appended(self) -> None:
         """An append happened here: wake our parked fetches and other processors'."""
         self.board.notify_others(self.slot)
@@ -476,6 +512,7 @@ class Processor:
         except KeyError:
             pass
         for conn in list(self.conns.values()):
+            conn.throttled_until = 0.0  # requests a quota held back are answered too
             self._read(conn)  # requests that reached us before the signal are answered too
             if self.conns.get(conn.fd) is conn:
                 self._update_events(conn)
@@ -488,10 +525,10 @@ class Processor:
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
                    board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
-                   metrics: Region = NULL_REGION) -> int:
+                   metrics: Region = NULL_REGION, quota_block: QuotaBlock | None = None) -> int:
     """Entry point in the forked child; returns the exit code."""
     try:
-        return Processor(slot, config, handoff, control, board, cluster_id, pool, table, metrics).run()
+        return Processor(slot, config, handoff, control, board, cluster_id, pool, table, metrics, quota_block).run()
     except Exception:  # noqa: BLE001
         log.exception("processor %d failed", slot)
         return 1

@@ -99,3 +99,14 @@ def add_subcommands(parser: argparse.ArgumentParser, common: Sequence[Option],
         return subparsers.add_parser(name, parents=[shared], **parser_kwargs)
 
     return add
+
+
+def key_values(items: Sequence[str], flag: str) -> dict[str, str]:
+    """KEY=VALUE arguments of a repeated option as a dict; CommandError naming `flag` for one without '='."""
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise CommandError(f"{flag} wants KEY=VALUE, got {item!r}", 2)
+        out[key.strip()] = value.strip()
+    return out

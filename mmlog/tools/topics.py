@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import argparse
 
-from mmlog.tools import BOOTSTRAP, COMMAND_CONFIG, TIMEOUT, CommandError, add_subcommands, client_security
+from mmlog.tools import (BOOTSTRAP, COMMAND_CONFIG, TIMEOUT, CommandError, add_subcommands, client_security,
+                         key_values)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,10 +137,4 @@ def _ids(nodes) -> str:
 
 
 def _configs(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise CommandError(f"--config wants KEY=VALUE, got {item!r}", 2)
-        out[key.strip()] = value.strip()
-    return out
+    return key_values(items, "--config")

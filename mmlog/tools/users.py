@@ -111,7 +111,8 @@ def _zookeeper(args, password: str | None) -> int:
         if args.action == "describe":
             names = args.names or zk.get_children("/config/users") if zk.exists("/config/users") else []
             _print({n: {m: scram.ScramCredential.from_kafka(t).iterations for m, t in
-                        json.loads(zk.get(f"/config/users/{n}")[0]).get("config", {}).items()} for n in names})
+                        json.loads(zk.get(f"/config/users/{n}")[0]).get("config", {}).items() if m in scram.MECHANISMS}
+                     for n in names})
             return 0
         path = f"/config/users/{args.name}"
         doc = json.loads(zk.get(path)[0]) if zk.exists(path) else {"version": 1, "config": {}}

@@ -95,11 +95,11 @@ def test_validate_only_an_unknown_topic_and_a_broker_resource(broker, admin):
             validate_only=False, resources=[
                 {"resource_type": 2, "resource_name": "cfg-none", "configs": [
                     {"name": "retention.ms", "config_operation": 0, "value": "1"}]},
-                {"resource_type": 4, "resource_name": "0", "configs": [
-                    {"name": "log.retention.ms", "config_operation": 0, "value": "1"}]},
+                {"resource_type": 4, "resource_name": "0", "configs": [  # read at start only (broker_configs.py)
+                    {"name": "log.dirs", "config_operation": 0, "value": "/elsewhere"}]},
                 {"resource_type": 2, "resource_name": "cfg-v", "configs": [
                     {"name": "retention.ms", "config_operation": 0, "value": "777"}]}]))
-    assert [(r.resource_name, r.error_code) for r in body.responses] == [("cfg-none", 3), ("0", 42), ("cfg-v", 0)]
+    assert [(r.resource_name, r.error_code) for r in body.responses] == [("cfg-none", 3), ("0", 40), ("cfg-v", 0)]
     assert body.responses[0].error_message == "The topic 'cfg-none' does not exist."
     assert admin.topic_config("cfg-v")[0]["retention.ms"] == "777"
 

@@ -101,3 +101,15 @@ def test_connections_of_a_processor_that_died_stop_counting(tmp_path, conns):
             with pytest.raises((ConnectionClosed, KafkaError, OSError)):
                 conn.request(api_versions.API_KEY, 3, api_versions.REQUEST(client_software_name="t",
                                                                           client_software_version="1"))
+
+
+def test_a_per_ip_limit_set_dynamically_applies_to_the_next_accept(tmp_path, conns):
+    from mmlog.client.admin import Admin
+
+    with EmbeddedBroker(tmp_path / "data") as broker:
+        with Admin(broker.bootstrap) as admin:
+            admin.alter_broker_config(0, set={"max.connections.per.ip": "3"})  # config/dynamic.py
+            conns += [talk(broker) for _ in range(2)]  # with the admin's own: 3
+            assert refused(broker)
+            admin.alter_broker_config(0, delete=["max.connections.per.ip"])
+            conns.append(talk(broker))

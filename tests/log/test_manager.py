@@ -195,6 +195,24 @@ def test_alter_topic_config_applies_to_open_partitions_and_survives_a_restart(tm
     assert managers(tmp_path).config_for("t").retention_ms == 1000
 
 
+def test_dynamic_broker_configs_make_the_topic_defaults_of_open_partitions_and_survive_a_restart(tmp_path, managers):
+    m = managers(tmp_path, broker_id=0)
+    m.create_topic("plain", 1)
+    m.create_topic("own", 1, {"retention.ms": "5000"})
+    plain, own = m.partition("plain", 0), m.partition("own", 0)
+    m.set_broker_level("<default>", {"log.segment.bytes": "65536", "log.retention.hours": "2"})
+    m.set_broker_level("0", {"log.segment.bytes": "131072"})  # this broker's level wins over the default
+    assert (plain.config.segment_bytes, plain.config.retention_ms) == (131072, 7_200_000)
+    assert (own.config.segment_bytes, own.config.retention_ms) == (131072, 5000)  # the topic's override wins
+    attached = managers(tmp_path, owner=False, broker_id=0)
+    assert attached.partition("plain", 0).config.segment_bytes == 131072
+    m.set_broker_level("0", {})
+    attached.reload()
+    assert attached.partition("plain", 0).config.segment_bytes == 65536
+    m.close()
+    assert managers(tmp_path, broker_id=0).config_for("plain").retention_ms == 7_200_000
+
+
 # ---------------------------------------------------------------- attached managers
 
 

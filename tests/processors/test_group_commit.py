@@ -19,6 +19,7 @@ from mmlog.processors.handlers import advertised_versions
 from mmlog.processors import dispatch
 from mmlog.processors.connection import Connection
 from mmlog.processors.handlers import produce as handler
+from mmlog.processors.quotas import ClientQuotas
 from mmlog.processors.request import CloseConnection
 from mmlog.protocol import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from mmlog.protocol.messages import api_versions, metadata, produce
@@ -163,6 +164,7 @@ class Ctx:
         self.manager = manager
         self.appends = 0
         self.advertised_versions = advertised_versions()
+        self.quotas = ClientQuotas(None, 0, manager)  # no quota block: no client has a quota
 
     def appended(self):
         self.appends += 1

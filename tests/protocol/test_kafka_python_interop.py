@@ -30,7 +30,7 @@ OLD_MODULES = [importlib.import_module(f"kafka.protocol.old.{name}") for name in
 # No hand-written kafka-python structs (their JSON schemas are checked above like every other's): a
 # broker-to-broker API, and admin-tool APIs.
 NO_OLD_STRUCTS = {"WriteTxnMarkers", "DescribeTransactions", "ListTransactions", "DescribeCluster", "DescribeLogDirs",
-                  "IncrementalAlterConfigs", "OffsetDelete"}
+                  "IncrementalAlterConfigs", "OffsetDelete", "DescribeClientQuotas", "AlterClientQuotas"}
 
 # hand-written structs that group fields differently (CreatePartitions nests count and assignment in
 # `new_partitions`): the same bytes, other names, so only the bytes are compared

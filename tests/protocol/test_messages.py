@@ -94,6 +94,7 @@ ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexibl
     37: ("CreatePartitions", 0, 1, 2), 21: ("DeleteRecords", 0, 1, 2), 42: ("DeleteGroups", 0, 1, 2),
     47: ("OffsetDelete", 0, 0, None), 44: ("IncrementalAlterConfigs", 0, 0, 1), 33: ("AlterConfigs", 0, 1, 2),
     60: ("DescribeCluster", 0, 1, 0), 35: ("DescribeLogDirs", 1, 1, 2),
+    48: ("DescribeClientQuotas", 0, 0, 1), 49: ("AlterClientQuotas", 0, 0, 1),
 })
 ADVERTISED.update({  # security (issue #19): SaslAuthenticate v2 is flexible (kafka-python sends it)
     17: ("SaslHandshake", 0, 1, None), 36: ("SaslAuthenticate", 0, 2, 2),

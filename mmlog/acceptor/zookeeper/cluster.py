@@ -20,7 +20,9 @@ What this broker does there, all from the main process:
   partitions' nodes and states in one transaction; each broker watches every
   topic node and grows its catalogue when the count there is higher.
   AlterConfigs writes `/config/topics/<name>`; each broker watches it and applies
-  the overrides to its running partitions.
+  the overrides to its running partitions. Dynamic broker configs and client
+  quotas go through `/config/brokers`, `/config/clients`, `/config/users` and the
+  change notifications under `/config/changes` (`dynamic_configs.py`).
 - Replication: every broker watches every partition state node
   (`partition_states.py`); the changes of its own replicas become roles, ISR
   proposals and the replica fetcher's plan (`replicas.py`), and all of them go to
@@ -58,13 +60,16 @@ from mmlog.acceptor.zookeeper import paths, session
 from mmlog.acceptor.growth import check_growth
 from mmlog.acceptor.zookeeper.assignment import assign_replicas, next_partitions
 from mmlog.acceptor.zookeeper.controller import Controller
+from mmlog.acceptor.zookeeper.dynamic_configs import DynamicConfigs
+from mmlog.config.broker import BROKER_SETTINGS
+from mmlog.config.settings import ConfigError
 from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore
 from mmlog.acceptor.zookeeper.partition_states import PartitionStates
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
 from mmlog.acceptor.zookeeper.replicas import ReplicaManager
 from mmlog.errors import InvalidPartitions, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
-from mmlog.security import credentials
+from mmlog.security import credentials, scram
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +106,7 @@ class ZooKeeperStore:
         self.config = config
         self.states = PartitionStates(self.zk, self._soon, self._states_changed)
         self.controller = Controller(self.zk, self.states, config["unclean.leader.election.enable"])
+        self.dynamic = DynamicConfigs(self.zk, self.broker_id)
         self.replicas: ReplicaManager | None = None
         self._offline_keys: set[tuple[str, int]] = set()  # our replicas on failed log dirs
         self._topic_watches: dict[str, str] = {}  # topic -> the topic id its growth watch serves
@@ -149,6 +155,9 @@ class ZooKeeperStore:
         self.states.drain()  # watches that fired before there was a control thread
         self._states_changed({(t, p) for t in self.states.topics() for p in range(self.manager.topic(t).partitions)})
         self.zk.add_listener(self._state_changed)
+        control.on_dynamic.append(self._dynamic_applied)
+        self._load_dynamic()
+        ChildrenWatch(self.zk, paths.CONFIG_CHANGES, lambda _: self._soon(self._load_dynamic))
         ChildrenWatch(self.zk, paths.BROKER_IDS, lambda _: self._soon(self._membership_changed))
         DataWatch(self.zk, paths.CONTROLLER, lambda *_: self._soon(self._controller_changed))
         ChildrenWatch(self.zk, paths.TOPICS, lambda _: self._soon(self.sync_topics))
@@ -542,6 +551,7 @@ class ZooKeeperStore:
                 config = paths.load(self.zk.get(paths.user_config(name))[0]).get("config", {})
             except NoNodeError:
                 continue
+            config = {k: v for k, v in config.items() if k in scram.MECHANISMS}  # the node holds quotas too
             if config:
                 users[name] = config
         credentials.save(credentials.path_in(self.dir), users)
@@ -584,6 +594,37 @@ class ZooKeeperStore:
         except NoNodeError:
             self.zk.create(path, data, makepath=True)
         manager.alter_topic_config(name, overrides)
+
+    def alter_broker_config(self, manager: LogManager, level: str, values: dict[str, str]) -> None:
+        """Write /config/brokers/<level> and a change notification, then apply here; the other brokers
+        apply it through their watch on /config/changes (`dynamic_configs.py`)."""
+        self.dynamic.write_broker(level, values)
+        manager.set_broker_level(level, values)
+
+    def set_client_quotas(self, manager: LogManager, quotas: dict[str, dict]) -> None:
+        """Write the changed /config/clients and /config/users nodes, then apply here."""
+        self.dynamic.write_quotas(manager.dynamic.get("quotas", {}), quotas)
+        manager.set_dynamic("quotas", quotas)
+
+    def _load_dynamic(self) -> None:
+        """A config change notification (or start-up): take the broker levels and quotas ZooKeeper holds."""
+        try:
+            brokers, quotas = self.dynamic.read()
+            if quotas != self.manager.dynamic.get("quotas", {}):
+                self.manager.set_dynamic("quotas", quotas)
+                log.info("client quotas now %s", quotas)
+            if brokers != self.manager.dynamic.get("brokers", {}):
+                self.manager.set_dynamic("brokers", brokers)
+                log.info("dynamic broker configs now %s", brokers)
+            if self.control is not None:
+                self.control.apply_dynamic()
+        except (ConfigError, ValueError) as exc:  # written by another tool without our checks: keep what we had
+            log.error("cannot apply the dynamic configs in ZooKeeper: %s", exc)
+
+    def _dynamic_applied(self, values: dict[str, str]) -> None:
+        """The controller's unclean election default follows the dynamic broker config."""
+        setting = BROKER_SETTINGS["unclean.leader.election.enable"]
+        self.controller.unclean_default = setting.parse(values.get(setting.name, self.config[setting.name]))
 
     def _config_changed(self, name: str, topic_id: str, data: bytes) -> None:
         """A topic's config node changed (control thread): apply it if it is not what we hold."""

@@ -8,6 +8,10 @@
     /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{"0":[id,...],...}}
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":E,"leader":id|-1,"leader_epoch":N,"isr":[...]}
     /config/topics/<topic>                        {"version":1,"config":{...overrides}}
+    /config/brokers/<id> and /<default>           {"version":1,"config":{...dynamic broker configs}}
+    /config/clients/<id>, /config/users/<user>,   {"version":1,"config":{"producer_byte_rate":"1048576",...}}
+      /config/users/<user>/clients/<id>           (client quotas; names percent-encoded, <default> for all)
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"clients/x"}: watched by every broker
     /latest_producer_id_block                     {"version":1,"broker":id,"block_start":S,"block_end":E}
     /consumers/<group>/offsets/<topic>/<p>        {"offset":...,"leader_epoch":...,"metadata":...,"commit_ms":...}
     /consumers/<group>/generation                 {"protocol_type":...,"generation":N}
@@ -34,11 +38,15 @@ BROKER_IDS = "/brokers/ids"
 OFFLINE_REPLICAS = "/brokers/offline_replicas"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
-USER_CONFIGS = "/config/users"  # SCRAM credentials, Kafka's layout: {"version":1,"config":{mechanism: cred}}
+USER_CONFIGS = "/config/users"  # SCRAM credentials and user quotas, Kafka's layout: {"version":1,"config":{...}}
+CONFIG = "/config"
+BROKER_CONFIGS = "/config/brokers"
+CONFIG_CHANGES = "/config/changes"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
 
-BASE_PATHS = (BROKER_IDS, OFFLINE_REPLICAS, TOPICS, TOPIC_CONFIGS, USER_CONFIGS, CONSUMERS)
+BASE_PATHS = (BROKER_IDS, OFFLINE_REPLICAS, TOPICS, TOPIC_CONFIGS, USER_CONFIGS, CONSUMERS, BROKER_CONFIGS,
+              CONFIG_CHANGES, "/config/clients")
 
 
 def dump(doc) -> bytes:

@@ -41,6 +41,7 @@ from mmlog.processors.handlers import (alter_configs, create_partitions, delete_
                                       incremental_alter_configs, offset_delete)
 from mmlog.processors.handlers import (alter_user_scram_credentials, describe_user_scram_credentials,  # security
                                       sasl_authenticate, sasl_handshake)
+from mmlog.processors.handlers import alter_client_quotas, describe_client_quotas  # quotas (#18)
 
 HANDLERS = {
     module.API_KEY: module
@@ -58,6 +59,7 @@ HANDLERS = {
         describe_cluster, describe_log_dirs,
         # security (issue #19)
         sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
+        describe_client_quotas, alter_client_quotas,
     )
 }
 

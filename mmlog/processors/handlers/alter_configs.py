@@ -1,9 +1,10 @@
-"""AlterConfigs (33): replace topics' config overrides (the control plane checks, stores and applies them).
+"""AlterConfigs (33): replace topics' config overrides or a broker's dynamic configs (the control plane checks,
+stores and applies them: acceptor/topic_configs.py, acceptor/broker_configs.py).
 
 Each resource answers for itself: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG (an
-unknown name or a bad value), INVALID_REQUEST (a broker resource: its settings come
-from server.properties). validate_only checks without changing anything. Every
-processor sees the new overrides within `CATALOGUE_CHECK_S` (worker.py), this one
+unknown name, a bad value, a broker setting read only at start), INVALID_REQUEST
+(another broker's id). validate_only checks without changing anything. Every
+processor sees the new configs within `CATALOGUE_CHECK_S` (worker.py), this one
 at once.
 """
 

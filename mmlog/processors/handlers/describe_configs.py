@@ -1,22 +1,28 @@
 """DescribeConfigs (32): a topic's effective configuration (Kafka names), or a broker's.
 
-Each topic config says where its value comes from, as Kafka does: DYNAMIC_TOPIC_CONFIG
-(an override set at creation or by AlterConfigs), STATIC_BROKER_CONFIG (the broker's
-server.properties sets the broker-level synonym, e.g. log.retention.ms, to other than
-its default) or DEFAULT_CONFIG. With include_synonyms (v1+) each config lists them
-all, the winning one first: the topic override, then the broker setting, then the
-default under the broker setting's name.
+Each config says where its value comes from, as Kafka does: DYNAMIC_TOPIC_CONFIG (a
+topic override set at creation or by AlterConfigs), DYNAMIC_BROKER_CONFIG (this broker's
+dynamic config, `config/dynamic.py`), DYNAMIC_DEFAULT_BROKER_CONFIG (the cluster-wide
+dynamic default), STATIC_BROKER_CONFIG (server.properties sets it, e.g. log.retention.ms,
+to other than its default) or DEFAULT_CONFIG. With include_synonyms (v1+) each config
+lists every level that sets it, the winning one first: the topic override, then the
+broker setting's levels in that order (with its aliases, log.retention.hours...).
+A broker's settings are read_only unless they can change dynamically; the broker
+resource "" describes the cluster default's dynamic configs.
 """
 
 from mmlog.config.broker import BROKER_SETTINGS, is_sensitive
-from mmlog.config.settings import BROKER_TOPIC_DEFAULTS
+from mmlog.config.dynamic import DYNAMIC, levels
+from mmlog.config.settings import BROKER_ALIASES, BROKER_TOPIC_DEFAULTS, attr_name
+from mmlog.errors import InvalidRequest
 from mmlog.processors.handlers._common import error_code
 from mmlog.protocol.messages import describe_configs as schema
 
 API_KEY = schema.API_KEY
 TOPIC, BROKER = 2, 4
 # config_source values (DescribeConfigsResponse.json)
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = \
+    1, 2, 3, 4, 5
 INVALID_REQUEST = 42
 BROKER_NAME = {topic: broker for broker, topic in BROKER_TOPIC_DEFAULTS.items()}  # retention.ms -> log.retention.ms
 
@@ -32,7 +38,8 @@ def handle(ctx, request):
                 result["configs"] = _topic_configs(ctx, res.resource_name, res.configuration_keys,
                                                    request.version >= 1 and request.body.include_synonyms)
             elif res.resource_type == BROKER:
-                result["configs"] = _broker_configs(ctx, res.configuration_keys)
+                result["configs"] = _broker_configs(ctx, res.resource_name, res.configuration_keys,
+                                                    request.version >= 1 and request.body.include_synonyms)
             else:
                 result.update(error_code=INVALID_REQUEST, error_message="only topic and broker resources")
         except Exception as exc:  # noqa: BLE001
@@ -74,18 +81,54 @@ def _sources(ctx, info, name):
         found.append((name, info.config[name], DYNAMIC_TOPIC_CONFIG))
     broker = BROKER_NAME.get(name)
     if broker is not None:
-        value, default = ctx.config.values.get(broker), BROKER_SETTINGS[broker].default
-        if value is not None and value != default:
-            found.append((broker, value, STATIC_BROKER_CONFIG))
-        found.append((broker, default, DEFAULT_CONFIG))
+        found += _broker_synonyms(ctx, broker)
     else:
         found.append((name, ctx.manager.defaults.to_props()[name], DEFAULT_CONFIG))
     return found
 
 
-def _broker_configs(ctx, keys):
-    return [
-        _entry(name, value, STATIC_BROKER_CONFIG, read_only=True)
-        for name, value in sorted(ctx.config.values.items())
-        if (keys is None or name in keys) and value is not None
-    ]
+def _broker_synonyms(ctx, name):
+    """(name, value, source) of a broker setting and its aliases at every level that sets them, as Kafka's
+    ConfigHelper orders them: by level (this broker's dynamic configs, the cluster default's,
+    server.properties, the built-in default), then by name (log.retention.ms, .minutes, .hours); entries
+    before the first of `name` itself are dropped."""
+    names = [name] + [alias for alias, (target, _) in BROKER_ALIASES.items() if target == name]
+    mine, default = levels(ctx.manager.dynamic.get("brokers", {}), ctx.config["broker.id"])
+    static = {n: v for n, v in ctx.config.values.items()
+              if v is not None and n in BROKER_SETTINGS and v != BROKER_SETTINGS[n].default}
+    builtin = {n: s.default for n, s in BROKER_SETTINGS.items() if s.default is not None}
+    found = [(n, values[n], source)
+             for source, values in ((DYNAMIC_BROKER_CONFIG, mine), (DYNAMIC_DEFAULT_BROKER_CONFIG, default),
+                                    (STATIC_BROKER_CONFIG, static), (DEFAULT_CONFIG, builtin))
+             for n in names if n in values]
+    while found and found[0][0] != name:
+        found.pop(0)
+    return found
+
+
+def _broker_configs(ctx, resource_name, keys, synonyms: bool):
+    """A broker's settings with their sources; the empty name: the cluster default's dynamic configs."""
+    if resource_name == "":
+        _, default = levels(ctx.manager.dynamic.get("brokers", {}), ctx.config["broker.id"])
+        return [_entry(n, v, DYNAMIC_DEFAULT_BROKER_CONFIG) for n, v in sorted(default.items())
+                if keys is None or n in keys]
+    if resource_name != str(ctx.config["broker.id"]):
+        raise InvalidRequest(f"Unexpected broker id, expected {ctx.config['broker.id']} or empty string, but "
+                             f"received {resource_name}")
+    defaults = ctx.manager.defaults
+    out = []
+    for name in sorted(BROKER_SETTINGS):
+        if keys is not None and name not in keys:
+            continue
+        found = _broker_synonyms(ctx, name)
+        if name in BROKER_TOPIC_DEFAULTS:  # what partitions use: the aliases already folded in
+            value = getattr(defaults, attr_name(BROKER_TOPIC_DEFAULTS[name]))
+        elif found:
+            value = found[0][1]
+        else:
+            continue  # an alias set nowhere (log.retention.hours)
+        entry = _entry(name, value, found[0][2] if found else DEFAULT_CONFIG, read_only=name not in DYNAMIC)
+        if synonyms:
+            entry["synonyms"] = [{"name": n, "value": _text(v), "source": src} for n, v, src in found]
+        out.append(entry)
+    return out

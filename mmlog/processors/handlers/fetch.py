@@ -49,10 +49,10 @@ WITH_FILES = True  # responses carry FileSlices: encode as parts, send with send
 
 def handle(ctx, request):
     body = request.body
-    response, available, failed = read(ctx, body, record=True)
+    response, available, failed = read(ctx, body, record=True, cap=_cap(ctx, request))
     if available >= body.min_bytes or body.max_wait_ms <= 0 or failed:
-        ctx.metrics.fetched(available, body.replica_id >= 0)
-        return response
+        _respond(ctx, request, response, available)
+        return DEFERRED  # answered already
     deadline = time.monotonic() + body.max_wait_ms / 1000
     ctx.purgatory.park(request, deadline, lambda: _retry(ctx, request), lambda: _respond_now(ctx, request))
     return DEFERRED
@@ -60,26 +60,54 @@ def handle(ctx, request):
 
 def _retry(ctx, request) -> bool:
     """Called when woken: answer if min_bytes are now there (True), else stay parked."""
-    response, available, failed = read(ctx, request.body)
+    response, available, failed = read(ctx, request.body, cap=_cap(ctx, request))
     if available >= request.body.min_bytes or failed:
-        ctx.metrics.fetched(available, request.body.replica_id >= 0)
-        request.respond(response, with_files=True)
+        _respond(ctx, request, response, available)
         return True
     return False
 
 
 def _respond_now(ctx, request) -> None:
     """max_wait_ms passed: answer with whatever there is."""
-    response, available, _ = read(ctx, request.body)
+    response, available, _ = read(ctx, request.body, cap=_cap(ctx, request))
+    _respond(ctx, request, response, available)
+
+
+def _cap(ctx, request) -> int | None:
+    """A consumer quota's bound on the response's bytes (processors/quotas.py), or None."""
+    if request.body.replica_id >= 0 or not ctx.quotas.enabled:
+        return None
+    return ctx.quotas.fetch_cap(request.header.client_id)
+
+
+def _respond(ctx, request, response, available: int) -> None:
+    """Answer, unless a consumer quota throttles the client: then the answer carries no records, only
+    the throttle time, and the connection is muted for it (Kafka's handleFetchRequest)."""
+    throttle = 0
+    if request.body.replica_id < 0 and ctx.quotas.enabled:
+        client_id = request.header.client_id
+        throttle = max(ctx.quotas.fetched(client_id, available), ctx.quotas.request_throttle(client_id))
+        if throttle:
+            response.throttle_time_ms = throttle
+            for topic in response.responses:
+                for entry in topic["partitions"]:
+                    entry.update(records=b"", aborted_transactions=None if entry["aborted_transactions"] is None
+                                 else [])
+            available = 0
     ctx.metrics.fetched(available, request.body.replica_id >= 0)
     request.respond(response, with_files=True)
+    if throttle:
+        ctx.throttle(request.conn, throttle)
 
 
-def read(ctx, body, record: bool = False) -> tuple[object, int, bool]:
+def read(ctx, body, record: bool = False, cap: int | None = None) -> tuple[object, int, bool]:
     """Read every requested partition; return (response, bytes available, any error).
 
-    `record`: a follower's fetch offsets are its progress (the first read of a request)."""
+    `record`: a follower's fetch offsets are its progress (the first read of a request); `cap`:
+    at most this many bytes in all (a consumer quota's)."""
     remaining = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
+    if cap is not None:
+        remaining = min(remaining, cap)
     follower = body.replica_id if body.replica_id >= 0 else None
     committed = follower is None and body.isolation_level == READ_COMMITTED
     first_with_data = True

@@ -1,4 +1,4 @@
-"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT topic configs (the control plane decides)."""
+"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT topic or broker configs (the control plane)."""
 
 from mmlog.processors.handlers import alter_configs
 from mmlog.protocol.messages import incremental_alter_configs as schema

@@ -32,6 +32,7 @@ offset and log start offset into a copy (1 µs instead of 4).
 """
 
 import time
+from functools import partial
 
 from mmlog.errors import (
     InvalidRecord,
@@ -64,10 +65,10 @@ def parts(body) -> tuple:
             body.timeout_ms)
 
 
-def handle_group(ctx, requests: list) -> list:
+def handle_group(ctx, requests: list, throttle_ms: int = 0) -> list:
     """Answer Produce requests of one connection, in order: a response (a body, or a frame from the
     template), NO_RESPONSE, or `AwaitingReplicas` each. A request is (header, acks, [(topic,
-    [(partition, records)])], timeout ms)."""
+    [(partition, records)])], timeout ms). throttle_ms: a client quota's (processors/quotas.py)."""
     answers = []  # per request: [(topic, [(partition, error code, base offset, log start offset, message)])]
     waits = []  # per request: [(results, slot, partition log, offset the HW must reach)]
     pending: dict[tuple[str, int], list] = {}  # (topic, partition) -> [(records, results, slot, waits)], in order
@@ -117,9 +118,10 @@ def handle_group(ctx, requests: list) -> list:
     out = []
     for (header, acks, _, timeout_ms), answer, waiting in zip(requests, answers, waits):
         if waiting:
-            out.append(AwaitingReplicas(header, answer, waiting, time.monotonic() + max(timeout_ms, 0) / 1000))
+            out.append(AwaitingReplicas(header, answer, waiting, time.monotonic() + max(timeout_ms, 0) / 1000,
+                                        partial(_answer, throttle_ms=throttle_ms) if throttle_ms else None))
         else:
-            out.append(NO_RESPONSE if acks == 0 else _answer(header, answer))
+            out.append(NO_RESPONSE if acks == 0 else _answer(header, answer, throttle_ms))
     return out
 
 
@@ -299,15 +301,16 @@ class RequestShape:
                 [(self.name, [(index, frame[head:])])], self.timeout_ms)
 
 
-def _answer(header, topics):
-    """The response: a frame from the template in the common case, else a body for the codec."""
-    if len(topics) == 1 and len(topics[0][1]) == 1:
+def _answer(header, topics, throttle_ms: int = 0):
+    """The response: a frame from the template in the common case, else a body for the codec (so is
+    a throttled one: throttle_time_ms is 0 in the templates)."""
+    if len(topics) == 1 and len(topics[0][1]) == 1 and not throttle_ms:
         result = topics[0][1][0]
         if result[4] is None:  # no error message
             template = _templates[topics[0][0], header.api_version]
             if template is not None:  # (correlation id, index, error code, base offset, log start offset)
                 return template.fill(header.correlation_id, *result[:4])
-    return schema.RESPONSE(throttle_time_ms=0, responses=[
+    return schema.RESPONSE(throttle_time_ms=throttle_ms, responses=[
         {"name": name, "partition_responses": [_fields(*result) for result in results]} for name, results in topics])
 
 

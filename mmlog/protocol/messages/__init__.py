@@ -23,6 +23,7 @@ from . import (alter_configs, create_partitions, delete_groups, delete_records, 
                describe_log_dirs, incremental_alter_configs, offset_delete)
 from . import (alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate,  # security
                sasl_handshake)
+from . import alter_client_quotas, describe_client_quotas  # quotas (#18)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ APIS: dict[int, Api] = {api.key: api for api in map(_api, [
     create_partitions, delete_records, delete_groups, offset_delete, incremental_alter_configs, alter_configs,
     describe_cluster, describe_log_dirs,
     sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
+    describe_client_quotas, alter_client_quotas,
 ])}
 
 
