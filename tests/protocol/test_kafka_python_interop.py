@@ -22,15 +22,16 @@ from mmlog.protocol.schema import Struct  # noqa: E402
 from .protocol_samples import every_api_version, sample  # noqa: E402
 
 KP_MODULES = [importlib.import_module(f"kafka.protocol.{group}")
-              for group in ("metadata", "consumer", "producer", "admin")]
+              for group in ("metadata", "consumer", "producer", "admin", "sasl")]
 OLD_MODULES = [importlib.import_module(f"kafka.protocol.old.{name}") for name in (
     "metadata", "produce", "fetch", "list_offsets", "group", "commit", "api_versions",
     "find_coordinator", "admin", "init_producer_id", "offset_for_leader_epoch", "add_partitions_to_txn",
-    "add_offsets_to_txn", "end_txn", "txn_offset_commit")]
+    "add_offsets_to_txn", "end_txn", "txn_offset_commit", "sasl_handshake", "sasl_authenticate")]
 # No hand-written kafka-python structs (their JSON schemas are checked above like every other's): a
 # broker-to-broker API, and admin-tool APIs.
 NO_OLD_STRUCTS = {"WriteTxnMarkers", "DescribeTransactions", "ListTransactions", "DescribeCluster", "DescribeLogDirs",
-                  "IncrementalAlterConfigs", "OffsetDelete", "DescribeClientQuotas", "AlterClientQuotas"}
+                  "IncrementalAlterConfigs", "OffsetDelete", "DescribeClientQuotas", "AlterClientQuotas",
+                  "DescribeUserScramCredentials", "AlterUserScramCredentials"}
 
 # hand-written structs that group fields differently (CreatePartitions nests count and assignment in
 # `new_partitions`): the same bytes, other names, so only the bytes are compared
