@@ -25,6 +25,10 @@ from mmlog.config.settings import (
 )
 
 
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # Kafka's security protocols that encrypt
+SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})  # ... and those that authenticate with SASL
+
+
 def _positive_int(v: int) -> bool:
     return v > 0
 
@@ -229,11 +233,11 @@ class Listener:
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     def url(self, host: str | None = None, port: int | None = None) -> str:
         host = self.host if host is None else host

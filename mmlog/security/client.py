@@ -14,6 +14,7 @@ import socket
 import ssl
 from dataclasses import dataclass
 
+from mmlog.config.broker import SASL_PROTOCOLS, TLS_PROTOCOLS
 from mmlog.errors import SaslAuthenticationFailed, error_for_code
 from mmlog.protocol import FrameReader, RequestHeader, decode_response, encode_request
 from mmlog.protocol.messages import sasl_authenticate, sasl_handshake
@@ -32,11 +33,11 @@ class ClientSecurity:
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     @classmethod
     def from_options(cls, security_protocol: str = "PLAINTEXT", sasl_mechanism: str = "PLAIN",
