@@ -47,6 +47,11 @@ AUTO_CREATE_STEP_S = 0.01
 TOPIC_RESOURCE = 2  # DescribeConfigs / AlterConfigs resource types
 
 
+def _code(exc: KafkaError | None) -> tuple[int, str | None]:
+    """(Kafka error code, message) of a per-partition result (0, None when it succeeded)."""
+    return (0, None) if exc is None else (exc.code, str(exc) or None)
+
+
 @dataclass
 class _AutoCreation:
     """One Metadata request's topics to auto-create, answered once all are made."""
@@ -280,7 +285,38 @@ class ControlPlane:
 
     def admin_ops(self) -> dict:
         """The admin APIs' ops (issue #18)."""
-        return {"create_partitions": self.create_partitions, "alter_configs": self.alter_configs}
+        return {"create_partitions": self.create_partitions, "alter_configs": self.alter_configs,
+                "elect_leaders": self.elect_leaders, "alter_reassignments": self.alter_reassignments,
+                "list_reassignments": self.list_reassignments}
+
+    def elect_leaders(self, args, reply) -> None:
+        """ElectLeaders (the controller decides): {"results": [(topic, p, code, message)]}, or every asked
+        partition answered NOT_CONTROLLER here (Kafka's ZooKeeper-mode answer)."""
+        try:
+            results = self.store.elect_leaders(self.manager, args["election_type"], args["partitions"])
+        except KafkaError as exc:
+            keys = args["partitions"] or [(t, p) for t, i in self.manager.topics().items() for p in range(i.partitions)]
+            results = {key: exc for key in keys}
+        reply([(t, p, *_code(e)) for (t, p), e in results.items()])
+
+    def alter_reassignments(self, args, reply) -> None:
+        """AlterPartitionReassignments (controller only): (top-level (code, message), [(topic, p, code, message)])."""
+        try:
+            results = self.store.alter_reassignments(self.manager, args["partitions"])
+        except KafkaError as exc:
+            reply((_code(exc), []))
+            return
+        reply(((0, None), [(t, p, *_code(e)) for (t, p), e in results.items()]))
+
+    def list_reassignments(self, args, reply) -> None:
+        """ListPartitionReassignments (controller only): (top-level (code, message), [(topic, p, RS, AR, RR)])."""
+        try:
+            ongoing = self.store.list_reassignments(self.manager, args["partitions"])
+        except KafkaError as exc:
+            reply((_code(exc), []))
+            return
+        reply(((0, None), [(t, p, list(o.replicas), list(o.adding), list(o.removing))
+                           for (t, p), o in ongoing.items()]))
 
     def create_partitions(self, args, reply) -> None:
         """CreatePartitions: each topic checked whole before it grows (validate_only grows none); a topic

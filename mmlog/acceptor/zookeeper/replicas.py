@@ -93,14 +93,24 @@ class ReplicaManager:
         self.followed = {k: v for k, v in self.followed.items() if k[0] != topic}
         self.write_plan()
 
+    def drop(self, keys) -> None:
+        """Partitions reassigned away from us (their replicas deleted here): no role, no fetching."""
+        keys = set(keys)
+        if keys:
+            self.led -= keys
+            for key in keys:
+                self.followed.pop(key, None)
+            self.write_plan()
+
     def _apply_one(self, topic: str, p: int, replicas: list[int], state: LeaderAndIsr) -> bool:
         part = self.manager.partition(topic, p)
         rep = part.replication()
         if state.leader_epoch < rep.leader_epoch:
             return False  # an older state than the one applied (a re-read raced the watch)
         self._note_role(topic, p, state)
+        moved = tuple(rep.replicas) != tuple(replicas)  # reassigned: the state came before the topic node
         if state.leader == self.me:
-            if rep.role != LEADER or rep.leader_epoch != state.leader_epoch:
+            if rep.role != LEADER or rep.leader_epoch != state.leader_epoch or moved:
                 part.become_leader(state.leader_epoch, replicas, state.isr, state.version, leader_id=self.me)
                 log.info("%s-%d: leader in epoch %d, ISR %s", topic, p, state.leader_epoch, list(state.isr))
             elif rep.isr != state.isr or rep.isr_version != state.version:
@@ -110,15 +120,16 @@ class ReplicaManager:
             part.maybe_advance_high_watermark()
             return True
         if state.leader >= 0:
-            if rep.role != FOLLOWER or (rep.leader_id, rep.leader_epoch) != (state.leader, state.leader_epoch):
+            if (rep.role != FOLLOWER or (rep.leader_id, rep.leader_epoch) != (state.leader, state.leader_epoch)
+                    or moved):
                 part.become_follower(state.leader, state.leader_epoch, replicas, state.isr, state.version)
                 log.info("%s-%d: following broker %d in epoch %d", topic, p, state.leader, state.leader_epoch)
                 return True
             if rep.isr != state.isr or rep.isr_version != state.version:
                 part.set_isr(state.isr, state.version)
             return False
-        if rep.role != NONE:
-            part.stop_serving()
+        if rep.role != NONE or moved:
+            part.stop_serving(replicas)
             log.info("%s-%d: offline (no live in-sync replica)", topic, p)
             return True
         return False

@@ -39,6 +39,8 @@ from mmlog.processors.handlers import (
 from mmlog.processors.handlers import (alter_configs, create_partitions, delete_groups,  # the admin APIs (#18)
                                       delete_records, describe_cluster, describe_log_dirs,
                                       incremental_alter_configs, offset_delete)
+from mmlog.processors.handlers import (alter_partition_reassignments, elect_leaders,  # replicas (#18)
+                                      list_partition_reassignments)
 
 HANDLERS = {
     module.API_KEY: module
@@ -54,6 +56,7 @@ HANDLERS = {
         # the admin APIs (issue #18)
         create_partitions, delete_records, delete_groups, offset_delete, alter_configs, incremental_alter_configs,
         describe_cluster, describe_log_dirs,
+        elect_leaders, alter_partition_reassignments, list_partition_reassignments,
     )
 }
 
