@@ -15,7 +15,6 @@ from kafka.admin import KafkaAdminClient
 
 from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
-from mmlog.client.producer import Producer
 from mmlog.client.records import TopicPartition
 from mmlog.errors import EligibleLeadersNotAvailable, ElectionNotNeeded, PreferredLeaderNotAvailable
 from tests.acceptor.zookeeper.conftest import three_brokers, wait_for
@@ -38,6 +37,15 @@ def by_id(brokers, node: int):
 def full_isr(bootstrap: str, topic: str, n: int = 3) -> tuple:
     return wait_for(lambda: (s := partition_state(bootstrap, topic)) and len(s[2]) == n and s, timeout=30,
                     what=f"{topic}-0 with {n} replicas in its ISR")
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    """acks=all, each value acknowledged (librdkafka: no compile to wait for)."""
+    errors = []
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for v in values:
+        producer.produce(topic, v, partition=0, on_delivery=lambda err, _: err and errors.append(err))
+    assert producer.flush(20) == 0 and not errors
 
 
 def moved_away(brokers, topic: str) -> tuple[int, tuple]:
@@ -87,10 +95,7 @@ def test_an_unclean_election_revives_a_partition_whose_isr_died_losing_what_only
     with Admin(brokers[0].bootstrap) as admin:
         admin.create_topic("unclean", 1, {"min.insync.replicas": "1"}, replication_factor=3)
     leader, replicas, _ = full_isr(brokers[0].bootstrap, "unclean")
-    with Producer(brokers[0].bootstrap, acks=-1) as producer:
-        for i in range(10):
-            producer.send("unclean", b"both-%d" % i, partition=0)
-        producer.flush(20)
+    produce(brokers[0].bootstrap, "unclean", [b"both-%d" % i for i in range(10)])
     followers = [by_id(brokers, r) for r in replicas if r != leader]
     survivor = followers[0]
     survivor.stop()  # out of the ISR, holding the first ten records
@@ -99,8 +104,7 @@ def test_an_unclean_election_revives_a_partition_whose_isr_died_losing_what_only
     followers[1].kill()
     wait_for(lambda: partition_state(by_id(brokers, leader).bootstrap, "unclean")[2] == (leader,), timeout=30,
              what="the leader alone in the ISR")
-    with Producer(by_id(brokers, leader).bootstrap, acks=-1) as producer:
-        producer.send("unclean", b"only-on-the-leader", partition=0).result(20)
+    produce(by_id(brokers, leader).bootstrap, "unclean", [b"only-on-the-leader"])
     by_id(brokers, leader).kill()  # the whole ISR is dead now
     survivor.start()
     wait_for(lambda: partition_state(survivor.bootstrap, "unclean")[0] == -1, what="the partition offline")
