@@ -376,7 +376,9 @@ class LogManager:
             for p in sorted(before - after):
                 part = self._partitions.pop((name, p), None)
                 try:
-                    (part or self._open(name, p, grown)).delete()
+                    part = part or self._open(name, p, grown)
+                    part.stop_serving()  # requests parked on it (acks=all) answer NOT_LEADER_OR_FOLLOWER
+                    part.delete()
                 except (KafkaError, OSError) as exc:  # gone already, or an offline dir: load() removes it
                     log.warning("cannot delete %s-%d, no longer a replica here: %s", name, p, exc)
                 for table in (self._closed_hw, self._not_due, self._slot_of):

@@ -101,6 +101,7 @@ class ReplicaManager:
             for key in keys:
                 self.followed.pop(key, None)
             self.write_plan()
+            self.wake()  # requests parked on them are answered (the partitions serve nobody now)
 
     def _apply_one(self, topic: str, p: int, replicas: list[int], state: LeaderAndIsr) -> bool:
         part = self.manager.partition(topic, p)
