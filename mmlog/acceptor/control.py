@@ -36,7 +36,7 @@ from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
 from mmlog.config.broker import BrokerConfig
 from mmlog.acceptor.topic_configs import altered
-from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
+from mmlog.errors import InvalidConfig, InvalidRequest, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
 # How long one auto-creation step may keep the control thread (then it queues the next step
 # behind the work that arrived meanwhile). One topic is created per step at least.
 AUTO_CREATE_STEP_S = 0.01
-TOPIC_RESOURCE = 2  # DescribeConfigs / AlterConfigs resource types
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # DescribeConfigs / AlterConfigs resource types
+THROTTLE_RATE = "follower.replication.throttled.rate"
 
 
 def _code(exc: KafkaError | None) -> tuple[int, str | None]:
@@ -346,6 +347,9 @@ class ControlPlane:
         results = []
         for kind, name, changes in args["resources"]:
             try:
+                if kind == BROKER_RESOURCE and name == "" and hasattr(self.store, "alter_broker_config"):
+                    results.append((kind, name, *self._alter_throttle(changes, args)))
+                    continue
                 if kind != TOPIC_RESOURCE:
                     raise InvalidRequest(f"resource type {kind}: only topic configs can be altered; broker "
                                          "settings are read from server.properties at start")
@@ -363,6 +367,26 @@ class ControlPlane:
                 log.info("not altering the config of %r: %s", name, exc)
                 results.append((kind, name, exc.code, str(exc)))
         reply(results)
+
+    def _alter_throttle(self, changes, args) -> tuple[int, str | None]:
+        """The one dynamic broker config (every broker's, resource name ""): follower.replication.throttled.rate."""
+        try:
+            out = {}
+            for key, op, value in changes:
+                if key != THROTTLE_RATE:
+                    raise InvalidRequest(f"Cannot update these configs dynamically: {{{key}}} (mmlog's only dynamic "
+                                         f"broker config is {THROTTLE_RATE}; the rest are read from server.properties)")
+                if (op == 1 and args["incremental"]) or value is None:
+                    out[key] = None
+                elif not value.isdigit() or int(value) <= 0:
+                    raise InvalidConfig(f"Invalid value {value} for configuration {key}: must be a positive integer")
+                else:
+                    out[key] = value
+            if not args["validate_only"]:
+                self.store.alter_broker_config("", out)
+            return 0, None
+        except KafkaError as exc:
+            return exc.code, str(exc)
 
     def next_producer_id(self, _args, reply) -> None:
         reply(self.store.next_producer_id())

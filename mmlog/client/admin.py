@@ -26,7 +26,7 @@ from mmlog.protocol.messages import alter_partition_reassignments, elect_leaders
 
 LATEST, EARLIEST = -1, -2
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
-TOPIC_RESOURCE = 2
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 
 
 @dataclass
@@ -395,6 +395,17 @@ class Admin:
         return {TopicPartition(t.name, r.partition_index): Reassignment(
             tuple(r.replicas), tuple(r.adding_replicas), tuple(r.removing_replicas))
             for t in body.topics for r in t.partitions}
+
+    def set_replication_throttle(self, rate: int | None) -> None:
+        """follower.replication.throttled.rate of every broker (bytes/s; None removes it): how fast replicas
+        a reassignment adds copy the log (IncrementalAlterConfigs on the default broker resource)."""
+        op = [{"name": "follower.replication.throttled.rate", "config_operation": 0, "value": str(rate)}] \
+            if rate is not None else [{"name": "follower.replication.throttled.rate", "config_operation": 1,
+                                       "value": None}]
+        body = self._request(self._controller(), incremental_alter_configs.API_KEY, 0,
+                             incremental_alter_configs.REQUEST(validate_only=False, resources=[
+                                 {"resource_type": BROKER_RESOURCE, "resource_name": "", "configs": op}]))
+        self._raise_first((r.error_code, r.error_message or "") for r in body.responses)
 
     def _to_controller(self, api_key: int, version: int, request, not_controller, attempts: int = 10):
         """A request only the controller answers: sent to the one Metadata names, again after a refresh

@@ -8,7 +8,10 @@ next one finishes the move; bad requests get Kafka's error codes.
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
+
+import confluent_kafka
 
 import pytest
 from kafka import TopicPartition as KpTopicPartition
@@ -122,6 +125,44 @@ def test_a_new_controller_finishes_a_reassignment_the_killed_one_started(replica
     finally:
         added.resume()
     moved_to(replicated, "failover-move", [leader, added.broker_id], p, by_id(replicated, leader).bootstrap)
+
+
+def fill(bootstrap: str, topic: str, size: int) -> None:
+    """About `size` bytes of 1 KiB values in partition 0, acknowledged by the leader."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 20})
+    for i in range(size // 1024):
+        producer.produce(topic, b"%1024d" % i, partition=0)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def timed_move(brokers, topic: str) -> tuple[float, int]:
+    """(seconds, bytes) of adding a second replica to `topic`-0."""
+    first = partition_state(brokers[0].bootstrap, topic)[0]
+    added = next(b for b in brokers if b.broker_id != first)
+    size = sum(f.stat().st_size for f in (Path(by_id(brokers, first).data_dir) / f"{topic}-0").glob("*.log"))
+    start = time.monotonic()
+    with Admin(brokers[0].bootstrap) as admin:
+        admin.alter_partition_reassignments({TopicPartition(topic, 0): [first, added.broker_id]})
+    moved_to(brokers, topic, [first, added.broker_id])
+    return time.monotonic() - start, size
+
+
+def test_the_follower_throttle_slows_a_reassignments_catch_up_to_its_rate(replicated):
+    rate = 1 << 20
+    with Admin(replicated[0].bootstrap) as admin:
+        for topic in ("free", "slow"):
+            admin.create_topic(topic, 1, replication_factor=1)
+            fill(replicated[0].bootstrap, topic, 3 << 20)
+        free_s, free_bytes = timed_move(replicated, "free")
+        admin.set_replication_throttle(rate)
+        slow_s, slow_bytes = timed_move(replicated, "slow")
+        admin.set_replication_throttle(None)
+    print(f"unthrottled: {free_bytes / free_s / 1e6:.1f} MB/s; throttled at {rate / 1e6:.1f} MB/s: "
+          f"{slow_bytes / slow_s / 1e6:.2f} MB/s ({slow_bytes} B in {slow_s:.1f} s)")
+    assert rate / 2 < slow_bytes / slow_s < rate * 1.5
+    assert slow_s > 2 * free_s
 
 
 def test_bad_reassignments_get_kafkas_error_codes(replicated):

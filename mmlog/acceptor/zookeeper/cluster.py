@@ -155,6 +155,7 @@ class ZooKeeperStore:
         DataWatch(self.zk, paths.CONTROLLER, lambda *_: self._soon(self._controller_changed))
         ChildrenWatch(self.zk, paths.TOPICS, lambda _: self._soon(self.sync_topics))
         ChildrenWatch(self.zk, paths.OFFLINE_REPLICAS, lambda _: self._soon(self._elect))
+        DataWatch(self.zk, paths.BROKER_DEFAULT_CONFIG, lambda data, *_: self._soon(lambda: self._throttle(data)))
 
     def _soon(self, fn: Callable[[], None]) -> None:
         """Watches fire on kazoo's thread: do the work on the control thread (returning keeps the watch).
@@ -271,6 +272,33 @@ class ZooKeeperStore:
         """Controller: finish the reassignments (of `keys`) whose target replicas are all in the ISR."""
         if self.is_controller and self.reassignments.ongoing:
             self.reassignments.progress(set(self._live_ids()), keys)
+
+    def _throttle(self, data: bytes | None) -> None:
+        """The dynamic follower.replication.throttled.rate (else server.properties'), into the fetch plan."""
+        rate = (paths.load(data).get("config", {}) if data else {}).get("follower.replication.throttled.rate")
+        rate = int(rate) if rate is not None else self.config["follower.replication.throttled.rate"]
+        self.replicas.throttle_rate = rate if rate < 2**63 - 1 else None
+        self.replicas.write_plan()
+        log.info("follower.replication.throttled.rate: %s", "unlimited" if rate >= 2**63 - 1 else f"{rate} B/s")
+
+    def alter_broker_config(self, name: str, changes: dict[str, str | None]) -> None:
+        """Dynamic broker configs of every broker (resource name ""): only the follower's replication
+        throttle is dynamic in mmlog; `changes` maps it to a value, or None to remove it."""
+        try:
+            data, stat = self.zk.get(paths.BROKER_DEFAULT_CONFIG)
+            config, version = paths.load(data).get("config", {}), stat.version
+        except NoNodeError:
+            config, version = {}, None
+        for key, value in changes.items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        data = paths.dump({"version": 1, "config": config})
+        if version is None:
+            self.zk.create(paths.BROKER_DEFAULT_CONFIG, data, makepath=True)
+        else:
+            self.zk.set(paths.BROKER_DEFAULT_CONFIG, data, version=version)
 
     def _require_controller(self) -> None:
         if not self.is_controller:
@@ -419,10 +447,12 @@ class ZooKeeperStore:
         grown (CreatePartitions made elsewhere), its partition states watched."""
         manager = self.manager
         try:
-            replicas, topic_id = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
+            data = self.zk.get(paths.topic(name))[0]
         except NoNodeError:
             return
+        replicas, topic_id = paths.parse_assignment(data)
         info = manager.topics().get(name)
+        self._note_adding(name, data)
         if info is not None and info.topic_id == topic_id:
             if len(replicas) == info.partitions and replicas != info.assignment:
                 self._reassigned(name, replicas)
@@ -489,6 +519,14 @@ class ZooKeeperStore:
             return True
 
         DataWatch(self.zk, paths.topic_config(name), config_changed)
+
+    def _note_adding(self, name: str, data: bytes) -> None:
+        """Which of our replicas of a topic a reassignment is adding (the throttled ones)."""
+        adding, _ = paths.parse_reassigning(data)
+        mine = {(name, p) for p, r in adding.items() if self.broker_id in r}
+        if self.replicas is not None and mine != {k for k in self.replicas.adding if k[0] == name}:
+            self.replicas.adding = {k for k in self.replicas.adding if k[0] != name} | mine
+            self.replicas.write_plan()
 
     def _reassigned(self, name: str, replicas: list[list[int]]) -> None:
         """A topic's replicas changed (a reassignment): replicas new here are made, those no longer here

@@ -9,6 +9,7 @@
                                                    "adding_replicas":{"0":[id,...]},"removing_replicas":{...}}
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":E,"leader":id|-1,"leader_epoch":N,"isr":[...]}
     /config/topics/<topic>                        {"version":1,"config":{...overrides}}
+    /config/brokers/<default>                     {"version":1,"config":{"follower.replication.throttled.rate":...}}
     /latest_producer_id_block                     {"version":1,"broker":id,"block_start":S,"block_end":E}
     /consumers/<group>/offsets/<topic>/<p>        {"offset":...,"leader_epoch":...,"metadata":...,"commit_ms":...}
     /consumers/<group>/generation                 {"protocol_type":...,"generation":N}
@@ -35,6 +36,7 @@ BROKER_IDS = "/brokers/ids"
 OFFLINE_REPLICAS = "/brokers/offline_replicas"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
+BROKER_DEFAULT_CONFIG = "/config/brokers/<default>"  # dynamic broker configs of every broker (Kafka's node)
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
 

@@ -13,7 +13,8 @@ Runs on the control thread of the main process (which owns the log manager):
   the write fails and the watch brings the newer state.
 - The fetch plan (`fetch-plan.json`, first data dir, written atomically when it
   changes): each followed partition with its leader and epoch, and the leaders'
-  addresses. The replica fetcher process (`mmlog/replication/`) re-reads it.
+  addresses, and the throttle of the replicas a reassignment is adding here. The
+  replica fetcher process (`mmlog/replication/`) re-reads it.
 - `leave()`, at a controlled shutdown: hand each partition we lead to the next
   live ISR member (leader epoch + 1) and leave every ISR, so clients move before
   we stop instead of waiting out the session timeout.
@@ -57,6 +58,8 @@ class ReplicaManager:
         # process may keep few partitions open: log.max.open.partitions).
         self.led: set[tuple[str, int]] = set()
         self.followed: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
+        self.adding: set[tuple[str, int]] = set()  # replicas a reassignment is adding here: throttled
+        self.throttle_rate: int | None = None  # follower.replication.throttled.rate (None: unlimited)
 
     # ------------------------------------------------------------ roles
 
@@ -193,7 +196,9 @@ class ReplicaManager:
         if brokers is not None:
             self._brokers = {b.node_id: (b.host, b.port) for b in brokers.values()}
         followed = [[topic, p, leader, epoch] for (topic, p), (leader, epoch) in self.followed.items()]
-        plan = fetch_plan.encode(self._brokers, followed)
+        throttled = [[t, p] for t, p in sorted(self.adding & self.followed.keys())]
+        throttle = (self.throttle_rate, throttled) if self.throttle_rate is not None and throttled else None
+        plan = fetch_plan.encode(self._brokers, followed, throttle)
         if plan != self._plan:
             fetch_plan.write(self.manager.log_dirs[0], plan)
             self._plan = plan
