@@ -266,7 +266,8 @@ class ZooKeeperStore:
         """Controller: decide every partition's leader for the live brokers (controller.py), replicas
         on failed log dirs counted as dead."""
         if self.is_controller:
-            self.controller.elect(set(self._live_ids()), self.manager.topics(), preferred, self._offline_replicas())
+            self.controller.elect(set(self._live_ids()), self.manager.topics(), preferred, self._offline_replicas(),
+                                  set(self.reassignments.ongoing))
 
     def _reassign(self, keys=None) -> None:
         """Controller: finish the reassignments (of `keys`) whose target replicas are all in the ISR."""

@@ -95,10 +95,12 @@ class Controller:
         self.epoch = 0
         self.epoch_version = -1  # version of /controller_epoch as we wrote it
 
-    def elect(self, live, topics: dict, preferred: bool = False, offline: dict | None = None) -> int:
+    def elect(self, live, topics: dict, preferred: bool = False, offline: dict | None = None,
+              moving=frozenset()) -> int:
         """Decide every partition of `topics` (name -> TopicInfo) for the live brokers; returns changes made.
         `offline`: {(topic, partition): broker ids} of replicas on a failed log dir, which count as dead
-        for that partition alone (Kafka's offline replicas)."""
+        for that partition alone (Kafka's offline replicas); `moving`: partitions being reassigned, which a
+        preferred election leaves alone."""
         changes = []
         offline = offline or {}
         for name, info in topics.items():
@@ -108,7 +110,8 @@ class Controller:
             for p, replicas in enumerate(info.assignment):
                 cur = self.states.get(name, p)
                 here = live - offline[(name, p)] if (name, p) in offline else live
-                if cur is not None and (new := decide(cur, replicas, here, unclean, self.epoch, preferred)):
+                rebalance = preferred and (name, p) not in moving  # as Kafka: no rebalance of a moving partition
+                if cur is not None and (new := decide(cur, replicas, here, unclean, self.epoch, rebalance)):
                     changes.append((name, p, replicas, unclean, cur, new, here))
         done = 0
         for i in range(0, len(changes), MAX_OPS):
