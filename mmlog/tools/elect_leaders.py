@@ -18,7 +18,7 @@ from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for option in (BOOTSTRAP, TIMEOUT):
         option.add(parser)
-    parser.add_argument("--election-type", required=True, choices=["preferred", "unclean"])
+    parser.add_argument("--election-type", required=True, metavar="preferred|unclean")
     parser.add_argument("--topic")
     parser.add_argument("--partition", type=int)
     parser.add_argument("--all-topic-partitions", action="store_true", help="every partition of every topic")
@@ -29,6 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from mmlog.client.records import TopicPartition
     from mmlog.errors import ElectionNotNeeded
 
+    if args.election_type not in ("preferred", "unclean"):
+        raise CommandError(f"--election-type {args.election_type!r}: choose preferred or unclean", status=2)
     if args.all_topic_partitions == (args.topic is not None):
         raise CommandError("give --topic (with --partition) or --all-topic-partitions", status=2)
     if args.topic is not None and args.partition is None:

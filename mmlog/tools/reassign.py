@@ -32,7 +32,7 @@ from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     for option in (BOOTSTRAP, TIMEOUT):
         option.add(parser)
-    action = parser.add_mutually_exclusive_group(required=True)
+    action = parser.add_mutually_exclusive_group()
     action.add_argument("--generate", action="store_true", help="propose a balanced assignment (changes nothing)")
     action.add_argument("--execute", action="store_true", help="start the moves of the reassignment file")
     action.add_argument("--verify", action="store_true", help="show progress; remove the throttle when all are done")
@@ -48,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mmlog.client.admin import Admin
 
+    if not (args.generate or args.execute or args.verify or args.cancel or args.list):
+        raise CommandError("give one of --generate, --execute, --verify, --cancel, --list", status=2)
     with Admin(args.bootstrap, timeout=args.timeout) as admin:
         if args.generate:
             generate(admin, args)
