@@ -31,9 +31,10 @@ def by_id(brokers, node: int):
     return next(b for b in brokers if b.broker_id == node)
 
 
-def controller_of(brokers) -> int:
-    live = [b for b in brokers if b.proc.poll() is None]
-    meta = Cluster(live[0].bootstrap, timeout=5)
+def controller_of(brokers, bootstrap: str | None = None) -> int:
+    """Metadata's controller id, asked of `bootstrap` (a paused broker would not answer) or the first live one."""
+    bootstrap = bootstrap or next(b for b in brokers if b.proc.poll() is None).bootstrap
+    meta = Cluster(bootstrap, timeout=5)
     meta.refresh([])
     return meta.controller_id
 
@@ -121,7 +122,8 @@ def test_a_new_controller_finishes_a_reassignment_the_killed_one_started(replica
             admin.alter_partition_reassignments({TopicPartition("failover-move", p): [leader, added.broker_id]})
             assert TopicPartition("failover-move", p) in admin.list_partition_reassignments()
         by_id(replicated, controller).kill()
-        wait_for(lambda: controller_of(replicated) not in (-1, controller), what="a new controller")
+        asked = by_id(replicated, leader).bootstrap  # the one broker neither killed nor paused
+        wait_for(lambda: controller_of(replicated, asked) not in (-1, controller), what="a new controller")
     finally:
         added.resume()
     moved_to(replicated, "failover-move", [leader, added.broker_id], p, by_id(replicated, leader).bootstrap)
