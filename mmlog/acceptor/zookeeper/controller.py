@@ -112,10 +112,10 @@ class Controller:
                 here = live - offline[(name, p)] if (name, p) in offline else live
                 rebalance = preferred and (name, p) not in moving  # as Kafka: no rebalance of a moving partition
                 if cur is not None and (new := decide(cur, replicas, here, unclean, self.epoch, rebalance)):
-                    changes.append((name, p, replicas, unclean, cur, new, here))
+                    changes.append((name, p, replicas, unclean, cur, new, here, rebalance))
         done = 0
         for i in range(0, len(changes), MAX_OPS):
-            done += self._write(changes[i:i + MAX_OPS], live, preferred)
+            done += self._write(changes[i:i + MAX_OPS], live)
         if done:
             log.info("controller: %d partition states changed (live brokers %s)", done, sorted(live))
         return done
@@ -153,10 +153,10 @@ class Controller:
             add(tx)
         return not any(isinstance(r, Exception) for r in tx.commit())
 
-    def _write(self, batch: list, live, preferred: bool) -> int:
+    def _write(self, batch: list, live) -> int:
         tx = self.zk.transaction()
         tx.check(paths.CONTROLLER_EPOCH, self.epoch_version)
-        for name, p, _, _, cur, new, _ in batch:
+        for name, p, _, _, cur, new, _, _ in batch:
             tx.set_data(paths.partition_state(name, p), new.to_json(), version=cur.version)
         results = tx.commit()
         if not any(isinstance(r, Exception) for r in results):
@@ -165,7 +165,7 @@ class Controller:
             log.warning("controller epoch %d is stale: not writing partition states", self.epoch)
             return 0
         return sum(self._retry_one(name, p, replicas, unclean, here, preferred)
-                   for name, p, replicas, unclean, _, _, here in batch)
+                   for name, p, replicas, unclean, _, _, here, preferred in batch)
 
     def _retry_one(self, name: str, p: int, replicas, unclean: bool, live, preferred: bool) -> int:
         """A state changed under the batch: read it again and decide it alone (a few rounds at most)."""
