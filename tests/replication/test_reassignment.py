@@ -53,6 +53,17 @@ def moved_to(brokers, topic: str, replicas: list[int], partition: int = 0, boots
     wait_for(done, timeout=40, what=f"{topic}-{partition} on {replicas}")
 
 
+@contextlib.contextmanager
+def logs_on_failure(brokers):
+    """Print the brokers' last log lines if the block fails (failover tests on a loaded machine)."""
+    try:
+        yield
+    except BaseException:
+        for b in brokers:
+            print(f"---- broker {b.broker_id}", *b.log_lines[-40:], sep="\n")
+        raise
+
+
 def has_dir(broker, topic: str, partition: int = 0) -> bool:
     return (Path(broker.data_dir) / f"{topic}-{partition}").is_dir()
 
@@ -117,16 +128,18 @@ def test_a_new_controller_finishes_a_reassignment_the_killed_one_started(replica
     p, leader = next((p, l) for p, l in enumerate(meta.topics["failover-move"].leaders) if l != controller)
     added = next(b for b in replicated if b.broker_id not in (controller, leader))
     added.pause()
-    try:
-        with Admin(by_id(replicated, leader).bootstrap) as admin:
-            admin.alter_partition_reassignments({TopicPartition("failover-move", p): [leader, added.broker_id]})
-            assert TopicPartition("failover-move", p) in admin.list_partition_reassignments()
-        by_id(replicated, controller).kill()
-        asked = by_id(replicated, leader).bootstrap  # the one broker neither killed nor paused
-        wait_for(lambda: controller_of(replicated, asked) not in (-1, controller), what="a new controller")
-    finally:
-        added.resume()
-    moved_to(replicated, "failover-move", [leader, added.broker_id], p, by_id(replicated, leader).bootstrap)
+    with logs_on_failure(replicated):
+        try:
+            with Admin(by_id(replicated, leader).bootstrap) as admin:
+                admin.alter_partition_reassignments({TopicPartition("failover-move", p): [leader, added.broker_id]})
+                assert TopicPartition("failover-move", p) in admin.list_partition_reassignments()
+            by_id(replicated, controller).kill()
+            asked = by_id(replicated, leader).bootstrap  # the one broker neither killed nor paused
+            wait_for(lambda: controller_of(replicated, asked) not in (-1, controller), timeout=40,
+                     what="a new controller")
+        finally:
+            added.resume()
+        moved_to(replicated, "failover-move", [leader, added.broker_id], p, by_id(replicated, leader).bootstrap)
 
 
 def fill(bootstrap: str, topic: str, size: int) -> None:
