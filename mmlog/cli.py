@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "elect-leaders": ("mmlog.tools.elect_leaders", "preferred or unclean leader elections"),
     "perf": ("mmlog.tools.perf", "measure a broker: produce or consume load with live progress and a summary"),
     "dump-log": ("mmlog.tools.dump_log", "print and check the batches of segment files or partition directories"),
+    "users": ("mmlog.tools.users", "set, describe and delete SCRAM users (through a broker, or its store directly)"),
 }
 
 USAGE_ERROR = 2

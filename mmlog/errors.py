@@ -312,6 +312,27 @@ class NoReassignmentInProgress(KafkaError):
     code = 85
 
 
+# Security (issue #19)
+class UnsupportedSaslMechanism(KafkaError):
+    code = 33
+
+
+class IllegalSaslState(KafkaError):
+    code = 34
+
+
+class SaslAuthenticationFailed(KafkaError):
+    code = 58
+
+
+class ResourceNotFound(KafkaError):
+    code = 91
+
+
+class UnacceptableCredential(KafkaError):
+    code = 93
+
+
 BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls for cls in KafkaError.__subclasses__()
 }
@@ -323,3 +344,4 @@ def error_for_code(code: int, message: str = "") -> KafkaError:
     if cls is None:
         return UnknownServerError(f"error code {code}: {message}".rstrip(": "))
     return cls(message)
+

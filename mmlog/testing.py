@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Self
 
 _READY = re.compile(r"msg=ready listening=(?P<host>\S+):(?P<port>\d+)")
+_LISTENERS = re.compile(r" listeners=(?P<listeners>\S+)")
 
 
 class BrokerFailed(RuntimeError):
@@ -79,6 +80,7 @@ class EmbeddedBroker(_ScratchProcess):
         self.ready_timeout = ready_timeout
         self.proc: subprocess.Popen | None = None
         self.log_lines: list[str] = []
+        self.listener_ports: dict[str, int] = {}
         self._ready = threading.Event()
 
     @property
@@ -96,7 +98,9 @@ class EmbeddedBroker(_ScratchProcess):
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "mmlog", "broker", "--data-dir", str(self.data_dir),
-               "--listen", self.bootstrap, "--processors", str(self.processors), "--exit-with-parent"]
+               "--processors", str(self.processors), "--exit-with-parent"]
+        if "listeners" not in self.config:  # several listeners (issue #19) come in the config
+            cmd += ["--listen", self.bootstrap]
         for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -127,6 +131,10 @@ class EmbeddedBroker(_ScratchProcess):
             m = _READY.search(line)
             if m:
                 self.port = int(m["port"])
+                found = _LISTENERS.search(line)
+                if found:  # NAME://host:port,... as bound: the ports tests connect to
+                    self.listener_ports = {url.split("://")[0]: int(url.rpartition(":")[2])
+                                           for url in found["listeners"].split(",")}
                 self._ready.set()
 
     def processor_pids(self) -> list[int]:

@@ -41,7 +41,8 @@ def test_usage_errors_are_one_line_and_non_zero(capsys, argv, status, error):
 
 NO_BROKER = {"broker", "demo", "dump-log"}  # every other command talks to a broker
 # a value for each option a command family takes, as typed and as parsed
-VALUES = {"--bootstrap": ("10.1.2.3:9999", "10.1.2.3:9999"), "--timeout": ("3.5", 3.5)}
+VALUES = {"--bootstrap": ("10.1.2.3:9999", "10.1.2.3:9999"), "--timeout": ("3.5", 3.5),
+          "--command-config": ("client.properties", "client.properties")}
 
 
 def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...]):
@@ -93,7 +94,7 @@ def test_every_command_that_talks_to_a_broker_takes_its_options_before_and_after
     options = dict.fromkeys(["--bootstrap", *(family_options(path[0]) if len(path) > 1 else [])])
     for option in options:
         typed, value = VALUES[option]
-        dest = option[2:]
+        dest = option[2:].replace("-", "_")
         assert getattr(parse(path, [option, typed], []), dest) == value, f"{option} before"
         assert getattr(parse(path, [], [option, typed]), dest) == value, f"{option} after"
     assert parse(path, [], []).bootstrap == "10.9.9.9:1234"

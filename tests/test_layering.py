@@ -15,14 +15,15 @@ ROOT = Path(mmlog.__file__).parent
 LAYERS = [
     ("mmlog.errors", "mmlog.config"),
     ("mmlog.protocol",),
+    ("mmlog.security",),
     ("mmlog.log",),
     ("mmlog.ipc",),
     ("mmlog.processors", "mmlog.replication"),
     ("mmlog.acceptor",),
 ]
 # Beside the broker: the client speaks the protocol; Spark sits on the client.
-SIDE = {"mmlog.client": ("mmlog.errors", "mmlog.config", "mmlog.protocol"),
-        "mmlog.spark": ("mmlog.errors", "mmlog.config", "mmlog.protocol", "mmlog.client")}
+SIDE = {"mmlog.client": ("mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol"),
+        "mmlog.spark": ("mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol", "mmlog.client")}
 # On top, each over everything above: a test broker; the commands (over the broker and the client); the CLI.
 TOP = ["mmlog.testing", "mmlog.tools", "mmlog.cli", "mmlog.__main__"]
 

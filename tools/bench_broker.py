@@ -12,6 +12,17 @@ Starts a broker (EmbeddedBroker, loopback, temp dir), then:
   * ceiling: os.sendfile of a page-cached file of the same size to a loopback
     TCP socket drained by a thread, the best any broker can do here.
 Prints msg/s, MB/s and each figure's ratio to the ceiling.
+
+    python tools/bench_broker.py --metrics-cost [--rounds R] [--records N]
+
+The cost of metrics instead: two brokers, one with metrics.listen set (every request
+counted in the shared block, ipc/metrics_block.py) and one without, and the produce
+runs above (batches of 1, then 50) alternating between them, R rounds each, the
+order flipped every round so that drift on a shared machine falls on both alike.
+Prints each side's median msg/s and the throughput cost: 1 - the median of the
+rounds' on/off ratios (each round ran both sides back to back), with its quartiles;
+and the CPU the broker's processes spent per message on each side (from /proc),
+which a loaded machine disturbs far less than throughput.
 """
 
 from __future__ import annotations
@@ -20,11 +31,18 @@ import argparse
 import contextlib
 import os
 import socket
+import statistics
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from mmlog.client.connection import BrokerConnection
+from mmlog.ipc.metrics_block import NULL_REGION, MetricsBlock
+from mmlog.log.manager import LogManager
+from mmlog.processors.connection import Connection
+from mmlog.processors.dispatch import handle_requests
+from mmlog.processors.sendfile import OutQueue
 from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import fetch, metadata, produce
 from mmlog.protocol.records import build_batch, iter_batches
@@ -127,6 +145,105 @@ def sendfile_ceiling(nbytes: int) -> float:
         return elapsed * nbytes / size
 
 
+def broker_cpu(broker: EmbeddedBroker) -> int:
+    """Clock ticks (user + system) the broker's main process and its children have used so far."""
+    total = 0
+    for pid in [broker.pid, *broker.processor_pids()]:
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of proc(5))
+    return total
+
+
+def metrics_cost(processors: int, records: int, rounds: int, window: int) -> None:
+    """Produce with metrics on vs off, interleaved in one run; print the medians and the cost."""
+    with EmbeddedBroker(processors=processors, config={"metrics.listen": "127.0.0.1:0"}) as on, \
+            EmbeddedBroker(processors=processors) as off:
+        conns = {}
+        for name, broker in (("on", on), ("off", off)):
+            host, port = broker.bootstrap.rsplit(":", 1)
+            conns[name] = BrokerConnection(host, int(port))
+        brokers = {"on": on, "off": off}
+        print(f"{'':<12}{'msg/s':>24}{'throughput cost':>19}{'':<10}{'broker CPU us/msg':>24}")
+        print(f"{'produce':<12}{'on':>12}{'off':>12}{'median':>8}{'quartiles':>13}{'':<5}{'on':>8}{'off':>8}"
+              f"{'cost':>8}")
+        for per_batch, count in ((1, records // 10), (50, records)):
+            topic = f"cost-{per_batch}"
+            rates: dict[str, list[float]] = {"on": [], "off": []}
+            for name, conn in conns.items():
+                conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": topic}]))
+                bench_produce(conn, topic, count // 4, per_batch, window)  # warm: compile, page cache
+            cpu = {"on": 0, "off": 0}  # clock ticks the broker's processes spent in the runs
+            for r in range(rounds):
+                for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
+                    ticks = broker_cpu(brokers[name])
+                    rates[name].append(count / bench_produce(conns[name], topic, count, per_batch, window))
+                    cpu[name] += broker_cpu(brokers[name]) - ticks
+            on_rate, off_rate = statistics.median(rates["on"]), statistics.median(rates["off"])
+            # Each round ran both back to back: its ratio is the paired comparison, less exposed to drift.
+            paired = sorted(on / off for on, off in zip(rates["on"], rates["off"]))
+            q1, _, q3 = statistics.quantiles(paired, n=4)
+            per_msg = {name: ticks / os.sysconf("SC_CLK_TCK") / (count * rounds) * 1e6 for name, ticks in cpu.items()}
+            print(f"{f'batch {per_batch}':<12}{on_rate:>12,.0f}{off_rate:>12,.0f}"
+                  f"{1 - statistics.median(paired):>8.1%} {1 - q3:>7.1%} .. {1 - q1:<7.1%}"
+                  f"{per_msg['on']:>8.2f}{per_msg['off']:>8.2f}{per_msg['on'] / per_msg['off'] - 1:>8.1%}")
+        for conn in conns.values():
+            conn.close()
+
+
+class _HandlerContext:
+    """What dispatch and the Produce handler use of a processor: the log manager and its metrics region."""
+
+    def __init__(self, manager, metrics) -> None:
+        self.manager = manager
+        self.metrics = metrics
+
+    def appended(self) -> None:
+        pass
+
+    def wants_write(self, conn) -> None:
+        pass
+
+
+def metrics_cost_in_process(rounds: int, requests: int, group: int) -> None:
+    """The broker's produce path alone (dispatch, handler, append, response), metrics on vs off.
+
+    No socket, no client and no scheduler between the rounds: the processor's own CPU per request,
+    which a shared machine disturbs far less than a whole broker's throughput."""
+    with tempfile.TemporaryDirectory() as data:
+        manager = LogManager(Path(data))
+        manager.create_topic("t", 1)
+        block = MetricsBlock(1)
+        sides = {"on": block.processor(0), "off": NULL_REGION}
+        body = produce.REQUEST(acks=1, timeout_ms=30000, topic_data=[
+            {"name": "t", "partition_data": [{"index": 0, "records": build_batch([(None, b"x" * RECORD)])}]}])
+        frames = b"".join(encode_request(RequestHeader(produce.API_KEY, 8, i, "bench"), body) for i in range(group))
+        a, b = socket.socketpair()
+        conn = Connection(a, 1 << 20)
+        times: dict[str, list[float]] = {"on": [], "off": []}
+        for r in range(rounds + 1):
+            for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
+                ctx = _HandlerContext(manager, sides[name])
+                start = time.process_time()
+                for _ in range(requests // group):
+                    conn.reader.feed(frames)
+                    handle_requests(ctx, conn)
+                    conn.out = OutQueue()  # the responses are not sent anywhere
+                if r:  # round 0 warms up
+                    times[name].append((time.process_time() - start) / requests * 1e6)
+        a.close()
+        b.close()
+        manager.close()
+    # Other processes on the machine only ever add time: the fastest rounds are the least disturbed
+    # (timeit's rule), and many short alternating rounds give both sides the same chances.
+    on, off = min(times["on"]), min(times["off"])
+    paired = statistics.median(x / y for x, y in zip(times["on"], times["off"]))
+    print(f"in-process produce path, batch 1, groups of {group:>2}: fastest round {on:.2f} us/request with "
+          f"metrics, {off:.2f} without: cost {on / off - 1:.1%} (median of paired rounds: {paired - 1:.1%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
@@ -134,7 +251,14 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=16, help="produce requests in flight")
     parser.add_argument("--bootstrap", default=None, metavar="HOST:PORT",
                         help="measure a running broker instead of starting one (topics bench-1, bench-50)")
+    parser.add_argument("--metrics-cost", action="store_true", help="produce with metrics on vs off, interleaved")
+    parser.add_argument("--rounds", type=int, default=10, help="rounds per side with --metrics-cost")
     args = parser.parse_args()
+    if args.metrics_cost:
+        metrics_cost_in_process(args.rounds * 20, 1_024, 1)
+        metrics_cost_in_process(args.rounds * 20, 1_024, args.window)
+        metrics_cost(args.processors, args.records, args.rounds, args.window)
+        return
     with contextlib.nullcontext(None) if args.bootstrap else EmbeddedBroker(processors=args.processors) as broker:
         host, port = (args.bootstrap or broker.bootstrap).rsplit(":", 1)
         conn = BrokerConnection(host, int(port))

@@ -8,23 +8,35 @@ cluster mode (whose watches also land here, through `run_soon`). Housekeeping ru
 here too, on timers: retention every `log.retention.check.interval.ms`, the
 flush.ms / segment.ms checks every `log.flush.scheduler.interval.ms`, offset
 expiry every `offsets.retention.check.interval.ms`, and the coordinator's session
-and rebalance timers. Everything runs on the one control thread, holding the fork
-lock, so the supervisor never forks while a handler holds a partition lock or is
-half way through a catalogue write.
+and rebalance timers.
 
-Limits (`limits.py`) are checked before anything is created. Auto-creation asked
-for by Metadata is budgeted (`auto.create.topics.max.per.request`, `.max.per.second`)
-and made in steps of about `AUTO_CREATE_STEP_S` each, one catalogue write per step,
-queued behind whatever else the control thread has to do: group heartbeats keep
-being answered in milliseconds while thousands of topics are created. A name past
-the budget, or already being created for another request, is answered
-LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created) and the client
-asks again.
+What makes partitions (CreateTopics, CreatePartitions, auto-creation) runs on the
+topic worker, a thread of its own: a creation waits on the file system (a partition's
+files can take hundreds of milliseconds when the disk is busy; 10,000 partitions tens
+of seconds), and the control thread goes on answering heartbeats meanwhile. Limits
+(`limits.py`) are checked before anything is created. Auto-creation asked for by
+Metadata is budgeted (`auto.create.topics.max.per.request`, `.max.per.second`), made
+one topic at a time, and the catalogue written once per request before the answer
+goes; a name past the budget, or already being created for another request, is
+answered LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created) and the
+client asks again.
+
+Two locks keep threads apart. The fork lock is held by everything on the control
+thread: the supervisor takes it to fork, so no child starts while a handler holds a
+partition lock or is half way through a change. The topic lock is held by whatever
+reads or changes the store's topics: the topic worker (for one auto-created topic at
+a time, or one admin request), and the control thread's ops, tasks and timers except
+the group coordinator's, which never touch topics. The control thread never waits
+for it: work that finds it taken is queued, in order, and run once the worker lets
+go (the worker lets queued work go first). The supervisor takes the topic lock, then
+the fork lock, to fork. A topic being created so never holds up a heartbeat.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -41,9 +53,6 @@ from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
 
-# How long one auto-creation step may keep the control thread (then it queues the next step
-# behind the work that arrived meanwhile). One topic is created per step at least.
-AUTO_CREATE_STEP_S = 0.01
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # DescribeConfigs / AlterConfigs resource types
 THROTTLE_RATE = "follower.replication.throttled.rate"
 
@@ -53,13 +62,59 @@ def _code(exc: KafkaError | None) -> tuple[int, str | None]:
     return (0, None) if exc is None else (exc.code, str(exc) or None)
 
 
-@dataclass
-class _AutoCreation:
-    """One Metadata request's topics to auto-create, answered once all are made."""
+class _TopicWorker:
+    """The thread that makes partitions (auto-creation, CreateTopics, CreatePartitions): a creation
+    waits on the file system (a partition's files can take hundreds of milliseconds when the disk
+    is busy), and the control thread goes on answering heartbeats meanwhile. Jobs run in order."""
 
-    names: deque
-    deferred: list[str]
-    reply: object
+    def __init__(self, wanted: threading.Event) -> None:
+        self.wanted = wanted  # set while the control thread has work waiting for the topic lock
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="topic-worker", daemon=True)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join(5)
+
+    def let_control_go_first(self) -> None:
+        """Call before taking the topic lock: a lock is not fair, and taken again at once it would
+        starve the control thread's queued work."""
+        for _ in range(1000):  # a second at most, should the control thread be stuck elsewhere
+            if not self.wanted.is_set():
+                return
+            time.sleep(0.001)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - a job answers its own failures; this is a bug's last net
+                log.exception("topic worker job failed")
+            # The topics made live as long as the broker: out of the collector's sight (see main.py),
+            # so that thousands of them do not make each full collection a long pause.
+            gc.freeze()
+
+
+class ForkGuard:
+    """What the supervisor holds to fork: the given locks, in order."""
+
+    def __init__(self, *locks) -> None:
+        self.locks = locks
+
+    def __enter__(self) -> None:
+        for lock in self.locks:
+            lock.acquire()
+
+    def __exit__(self, *exc) -> None:
+        for lock in reversed(self.locks):
+            lock.release()
 
 
 class ControlPlane:
@@ -71,38 +126,106 @@ class ControlPlane:
         self.manager = manager
         self.store = store
         self.fork_lock = fork_lock
+        self.topic_lock = threading.RLock()
+        self.fork_guard = ForkGuard(self.topic_lock, fork_lock)
+        self._topic_work: deque = deque()  # control thread work waiting for the topic lock, in order
+        self._topic_wanted = threading.Event()
         self.limits = PartitionLimits(config)
         self._auto_budget = TokenBucket(config["auto.create.topics.max.per.second"])
-        self._auto_queue: deque[_AutoCreation] = deque()
         self._auto_creating: set[str] = set()
+        self._worker = _TopicWorker(self._topic_wanted)
         self.server = ControlServer({
-            "create_topics": self._locked(self.create_topics),
+            "create_topics": self._on_worker(self.create_topics),
+            "create_partitions": self._on_worker(self.create_partitions),
             "auto_create_topics": self._locked(self.auto_create_topics),
             "delete_topics": self._locked(self.delete_topics),
             "next_producer_id": self._locked(self.next_producer_id),
         })
         self.server.handlers.update({op: self._locked(fn) for op, fn in self.admin_ops().items()})
         self.coordinator = GroupCoordinator(config, store.offset_store(self.run_soon), self._partition_count,
-                                            self._call_later, owns=store.owns_group)
+                                            self._group_call_later, owns=store.owns_group)
         for note in self.coordinator.load():
             log.warning("recovered: %s", note)
-        self.server.handlers.update({op: self._locked(fn) for op, fn in self.coordinator.ops().items()})
+        self.server.handlers.update({op: self._group_locked(fn) for op, fn in self.coordinator.ops().items()})
         self.transactions = TransactionCoordinator(config, manager, store, self._call_later, self.run_soon)
         self.server.handlers.update({op: self._locked(fn) for op, fn in self.transactions.ops().items()})
 
     def _locked(self, fn):
+        def run(args, reply):
+            def op() -> None:
+                try:
+                    fn(args, reply)
+                except Exception as exc:  # noqa: BLE001 - run late: fail as ControlServer would
+                    log.exception("control op failed")
+                    reply(exc, ok=False)
+
+            with self.fork_lock:
+                self._with_topic_lock(op)
+
+        return run
+
+    def _group_locked(self, fn):
         def run(args, reply):
             with self.fork_lock:
                 fn(args, reply)
 
         return run
 
+    def _on_worker(self, fn):
+        """An op that makes partitions: run by the topic worker under the topic lock; its answer goes
+        back through the control thread (which owns the processors' channels)."""
+        def run(args, reply):
+            def answer(value, ok=True) -> None:
+                self.server.call_soon(lambda: reply(value, ok))
+
+            def job() -> None:
+                self._worker.let_control_go_first()
+                try:
+                    with self.topic_lock:
+                        fn(args, answer)
+                except Exception as exc:  # noqa: BLE001 - as ControlServer answers a failed op
+                    log.exception("control op failed")
+                    answer(exc, ok=False)
+
+            self._worker.submit(job)
+
+        return run
+
     def _locked_task(self, fn):
         def run():
             with self.fork_lock:
-                fn()
+                self._with_topic_lock(fn)
 
         return run
+
+    def _with_topic_lock(self, fn) -> None:
+        """On the control thread (fork lock held): run fn holding the topic lock, now if it is free,
+        else once the topic creator has made its current topic, after the work queued before it."""
+        if not self._topic_work and self.topic_lock.acquire(blocking=False):
+            try:
+                fn()
+            finally:
+                self.topic_lock.release()
+            return
+        self._topic_work.append(fn)
+        if len(self._topic_work) == 1:
+            self._topic_wanted.set()
+            self.server.call_later(0.001, self._run_topic_work)
+
+    def _run_topic_work(self) -> None:
+        with self.fork_lock:
+            if not self.topic_lock.acquire(blocking=False):
+                self.server.call_later(0.001, self._run_topic_work)
+                return
+            try:
+                while self._topic_work:
+                    try:
+                        self._topic_work.popleft()()
+                    except Exception:  # noqa: BLE001 - as ControlServer runs its tasks
+                        log.exception("control plane task failed")
+            finally:
+                self._topic_wanted.clear()
+                self.topic_lock.release()
 
     def run_soon(self, fn) -> None:
         """Run fn on the control thread holding the fork lock (thread-safe: ZooKeeper watches use it)."""
@@ -117,13 +240,24 @@ class ControlPlane:
         self.coordinator.delete_topic(name)
 
     def _call_later(self, delay: float, fn) -> None:
-        """The coordinator's timers: on the control thread, holding the fork lock like the ops."""
+        """The transaction coordinator's timers: on the control thread, locked like the ops."""
         self.server.call_later(delay, self._locked_task(fn))
+
+    def _group_call_later(self, delay: float, fn) -> None:
+        """The group coordinator's timers: holding the fork lock, as its ops."""
+        def run():
+            with self.fork_lock:
+                fn()
+
+        self.server.call_later(delay, run)
 
     def _partition_count(self, topic: str) -> int | None:
         info = self.manager.topics().get(topic)
-        if info is None:  # cluster mode: created through another broker, our watch not yet run
-            self.store.sync_topics()
+        if info is None and self.topic_lock.acquire(blocking=False):  # else the client asks again
+            try:  # cluster mode: created through another broker, our watch not yet run
+                self.store.sync_topics()
+            finally:
+                self.topic_lock.release()
             info = self.manager.topics().get(topic)
         return None if info is None else info.partitions
 
@@ -169,6 +303,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         self.server.stop()
+        self._worker.stop()
         self.transactions.stop()
         self.coordinator.close()
 
@@ -205,8 +340,9 @@ class ControlPlane:
         reply(results)
 
     def auto_create_topics(self, names, reply) -> None:
-        """Metadata's unknown topics: create those the budget allows, in steps; reply with the names left
-        for later (past the budget, or being created for another request) once the others exist."""
+        """Metadata's unknown topics: have the topic creator make those the budget allows; reply with the
+        names left for later (past the budget, or being created for another request) once the others
+        exist and the catalogue names them."""
         topics = self.manager.topics()
         wanted, deferred = [], []
         for name in dict.fromkeys(names):
@@ -221,54 +357,37 @@ class ControlPlane:
         if not granted:
             reply(deferred)
             return
-        self._auto_creating.update(wanted[:granted])
-        self._auto_queue.append(_AutoCreation(deque(wanted[:granted]), deferred, reply))
-        if len(self._auto_queue) == 1:
-            self.run_soon(self._auto_create_step)
+        making = wanted[:granted]
+        self._auto_creating.update(making)
 
-    def _auto_create_step(self) -> None:
-        """Create queued topics for about AUTO_CREATE_STEP_S (at least one), then write the catalogue
-        beside this thread; the answers and the next step follow, behind whatever arrived meanwhile."""
-        deadline = time.monotonic() + AUTO_CREATE_STEP_S
-        done = []
-        tried = 0
-        with self.manager.one_catalogue_write(write_at_end=False):
-            while self._auto_queue and (not tried or time.monotonic() < deadline):
-                tried += 1
-                job = self._auto_queue[0]
-                name = job.names.popleft()
-                try:
-                    if name not in self.manager.topics():
-                        self.store.create_topic(self.manager, name, self.config["num.partitions"], {},
-                                                replication_factor=self.config["default.replication.factor"],
-                                                limits=self.limits)
-                        log.info("auto-created topic %s", name)
-                except KafkaError as exc:
-                    log.info("not auto-creating %r: %s", name, exc)
-                finally:
-                    self._auto_creating.discard(name)
-                if not job.names:
-                    done.append(self._auto_queue.popleft())
-        # The catalogue write waits on an fsync (up to ~100 ms on a busy disk): a thread of its own
-        # makes it, under the manager's lock, while this thread goes on answering heartbeats; the
-        # answers and the next step come back here once it is written. Forking meanwhile is safe:
-        # a processor never uses the main process's manager or the file being written.
-        def write() -> None:
+        def job() -> None:
             try:
+                for name in making:
+                    self._worker.let_control_go_first()
+                    with self.topic_lock, self.manager.one_catalogue_write(write_at_end=False):
+                        try:
+                            self._auto_create(name)
+                        except KafkaError as exc:
+                            log.info("not auto-creating %r: %s", name, exc)
+                # Once per request, outside the topic lock: the write waits on an fsync, and no child
+                # forked meanwhile inherits anything of it.
                 self.manager.write_pending_catalogue()
-            except Exception:  # noqa: BLE001 - the next write carries these topics too
-                log.exception("writing the topic catalogue failed")
             finally:
-                self.run_soon(lambda: self._auto_created(done))
+                self.run_soon(made)
 
-        threading.Thread(target=write, name="catalogue-writer", daemon=True).start()
+        def made() -> None:
+            self._auto_creating.difference_update(making)
+            reply(deferred)
 
-    def _auto_created(self, done: list[_AutoCreation]) -> None:
-        """The catalogue is written: answer (the processors reload it and find the topics), go on."""
-        for job in done:
-            job.reply(job.deferred)
-        if self._auto_queue:
-            self._auto_create_step()
+        self._worker.submit(job)
+
+    def _auto_create(self, name: str) -> None:
+        """One auto-created topic (on the topic worker, holding the topic lock)."""
+        if not self.manager.has_topic(name):
+            self.store.create_topic(self.manager, name, self.config["num.partitions"], {},
+                                    replication_factor=self.config["default.replication.factor"],
+                                    limits=self.limits)
+            log.info("auto-created topic %s", name)
 
     def delete_topics(self, names, reply) -> None:
         results = []
@@ -286,7 +405,8 @@ class ControlPlane:
 
     def admin_ops(self) -> dict:
         """The admin APIs' ops (issue #18)."""
-        return {"create_partitions": self.create_partitions, "alter_configs": self.alter_configs,
+        return {"alter_configs": self.alter_configs,
+                "alter_scram_credentials": self.alter_scram_credentials,  # security (issue #19)
                 "elect_leaders": self.elect_leaders, "alter_reassignments": self.alter_reassignments,
                 "list_reassignments": self.list_reassignments}
 
@@ -353,9 +473,9 @@ class ControlPlane:
                 if kind != TOPIC_RESOURCE:
                     raise InvalidRequest(f"resource type {kind}: only topic configs can be altered; broker "
                                          "settings are read from server.properties at start")
-                if name not in self.manager.topics():
+                if not self.manager.has_topic(name):
                     self.store.sync_topics()  # cluster mode: made through another broker a moment ago?
-                if name not in self.manager.topics():
+                if not self.manager.has_topic(name):
                     raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
                 overrides = altered(self.manager.topic(name).config, changes, args["incremental"],
                                     self.manager.defaults)
@@ -367,6 +487,11 @@ class ControlPlane:
                 log.info("not altering the config of %r: %s", name, exc)
                 results.append((kind, name, exc.code, str(exc)))
         reply(results)
+
+    def alter_scram_credentials(self, args, reply) -> None:
+        """AlterUserScramCredentials, checked by the processor: stored (ZooKeeper or the data dir's
+        credentials.json) and mirrored to the file every processor authenticates from."""
+        reply(self.store.alter_scram_credentials(args["deletions"], args["upsertions"]))
 
     def _alter_throttle(self, changes, args) -> tuple[int, str | None]:
         """The one dynamic broker config (every broker's, resource name ""): follower.replication.throttled.rate."""
@@ -395,12 +520,15 @@ class ControlPlane:
 
     def _every(self, interval_ms: int, fn, name: str) -> None:
         def tick() -> None:
-            try:
-                with self.fork_lock:
+            def round_() -> None:
+                try:
                     fn()
-            except Exception:  # noqa: BLE001 - a failed round is retried next time
-                log.exception("housekeeping %s failed", name)
-            self.server.call_later(interval_ms / 1000, tick)
+                except Exception:  # noqa: BLE001 - a failed round is retried next time
+                    log.exception("housekeeping %s failed", name)
+                self.server.call_later(interval_ms / 1000, tick)
+
+            with self.fork_lock:
+                self._with_topic_lock(round_)
 
         self.server.call_soon(lambda: self.server.call_later(interval_ms / 1000, tick))
 

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
+from mmlog.acceptor import users as users_module
 from mmlog.acceptor.coordinator.offset_log import OffsetLog
 from mmlog.acceptor.coordinator.offsets import OffsetStore
 from mmlog.acceptor.growth import check_growth
@@ -28,6 +29,7 @@ from mmlog.errors import (ElectionNotNeeded, InvalidReplicaAssignment, InvalidRe
                           NoReassignmentInProgress, TopicAlreadyExists, UnknownTopicOrPartition)
 from mmlog.log.files import atomic_write
 from mmlog.log.manager import LogManager
+from mmlog.security import credentials
 
 META = "meta.properties"
 PRODUCER_IDS = "producer_id_block"
@@ -110,6 +112,7 @@ class EmbeddedStore:
     def start(self, control, me: Endpoint) -> None:
         """Publish the view: this broker alone, its own controller and every group's coordinator."""
         self.me = me
+        self.inter_broker = control.config.inter_broker_listener.name
         ClusterView.standalone(me).write(self.dir)
 
     def live_brokers(self) -> int:
@@ -118,9 +121,17 @@ class EmbeddedStore:
     def replicas_offline(self, keys) -> None:
         """Standalone: no other replica can lead them; they answer KAFKA_STORAGE_ERROR (the supervisor logs it)."""
 
+    def alter_scram_credentials(self, deletions, upsertions) -> dict:
+        """Standalone the credentials file is the store (security/credentials.py)."""
+        path = credentials.path_in(self.dir)
+        users = credentials.load(path)
+        results = users_module.apply(users, deletions, upsertions)
+        credentials.save(path, users)
+        return results
+
     def marker_address(self, topic: str, partition: int) -> tuple[str, int]:
         """Where a transaction marker for a partition (or a group) goes: here, the only broker."""
-        return self.me.host, self.me.port
+        return self.me.address(self.inter_broker)
 
     def create_topic(self, manager: LogManager, name: str, partitions: int, configs: dict,
                      validate_only: bool = False, replication_factor: int = 1,
@@ -132,11 +143,11 @@ class EmbeddedStore:
             raise InvalidReplicationFactor(f"replication factor {replication_factor} larger than the 1 available "
                                            "broker (a standalone broker keeps one replica per partition)")
         manager.validate_topic(name, partitions, configs)
-        if name in manager.topics():
+        if manager.has_topic(name):
             raise TopicAlreadyExists(f"topic {name!r} already exists")
         if limits is not None:
             me = manager.broker_id or 0
-            limits.check_hosting(name, hosted_replicas(manager.topics(), me), partitions, None, me)
+            limits.check_hosting(name, hosted_replicas(manager, me), partitions, None, me)
         if not validate_only:
             manager.create_topic(name, partitions, configs)
 
@@ -150,14 +161,14 @@ class EmbeddedStore:
     def create_partitions(self, manager: LogManager, name: str, count: int, assignments: list[list[int]] | None,
                           validate_only: bool = False, limits: PartitionLimits | None = None) -> None:
         """Grow a topic (CreatePartitions): every check first, then the new partitions, all or nothing."""
-        if name not in manager.topics():
+        if not manager.has_topic(name):
             raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.")
         info = manager.topic(name)
         me = manager.broker_id or 0
         check_growth(name, info.partitions, count, assignments, [me], 1)
         if limits is not None:
             limits.check_topic(name, count - info.partitions)
-            limits.check_hosting(name, hosted_replicas(manager.topics(), me), count - info.partitions, None, me)
+            limits.check_hosting(name, hosted_replicas(manager, me), count - info.partitions, None, me)
         if not validate_only:
             manager.add_partitions(name, count)
 

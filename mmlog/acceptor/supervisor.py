@@ -58,7 +58,9 @@ from mmlog.acceptor.handoff import channel_pair, hand_off
 from mmlog.config.broker import BrokerConfig
 from mmlog.ipc.connection_table import ConnectionTable
 from mmlog.ipc.memory_pool import MemoryPool
+from mmlog.ipc.metrics_block import CLEANER as CLEANER_REGION, MAIN, NULL_REGION, MetricsBlock
 from mmlog.ipc.wake_board import WakeBoard
+from mmlog.log import flush_timing
 from mmlog.log.cleaner_manager import cleaner_main
 from mmlog.processors.worker import BOOT_ERROR, processor_main
 from mmlog.replication.fetcher import fetcher_main
@@ -110,16 +112,19 @@ class Supervisor:
     """The main loop of the broker's main process."""
 
     def __init__(self, config: BrokerConfig, listeners: list[socket.socket], control: ControlPlane,
-                 cluster_id: str, fork_lock: threading.Lock, exit_with_parent: bool = False) -> None:
+                 cluster_id: str, exit_with_parent: bool = False) -> None:
         self.config = config
         self.listeners = listeners
         self.control = control
         self.cluster_id = cluster_id
-        self.fork_lock = fork_lock
         self.nprocs = config["num.network.threads"]
         self.board = WakeBoard(self.nprocs)
         self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
         self.limits = ConnectionLimits(config, ConnectionTable(config["max.connections"]))
+        # With metrics.listen set: the counters every process writes (ipc/metrics_block.py).
+        self.metrics = MetricsBlock(self.nprocs) if config["metrics.listen"] else None
+        self.main_metrics = self.metrics.region(MAIN) if self.metrics else NULL_REGION
+        self.close_in_children: list[socket.socket] = []  # the main process's own sockets (metrics endpoint)
         self._next_collect = 0.0
         self._pool_short = False
         self._next_refusal_log = 0.0
@@ -150,8 +155,8 @@ class Supervisor:
             self.spawn_cleaner()
         on_ready()
         self.sel = selectors.DefaultSelector()
-        for sock in self.listeners:
-            self.sel.register(sock, selectors.EVENT_READ, "listener")
+        for index, sock in enumerate(self.listeners):
+            self.sel.register(sock, selectors.EVENT_READ, index)  # its place in `listeners`
         self.sel.register(self._sig_r, selectors.EVENT_READ, "signal")
         try:
             while not self.stopping:
@@ -173,15 +178,15 @@ class Supervisor:
         if self._restarts:
             timeout = min(timeout, max(0.0, min(self._restarts.values()) - time.monotonic()))
         for key, _ in self.sel.select(timeout):
-            if key.data == "listener":
-                self.accept(key.fileobj)
+            if isinstance(key.data, int):
+                self.accept(key.fileobj, key.data)
             else:
                 try:
                     self._signals.extend(os.read(self._sig_r, 64))
                 except BlockingIOError:
                     pass
 
-    def accept(self, listener: socket.socket) -> None:
+    def accept(self, listener: socket.socket, index: int = 0) -> None:
         """Accept every pending connection; close those over a limit, hand the others to the next processor."""
         while True:
             try:
@@ -198,15 +203,15 @@ class Supervisor:
                 conn.close()
                 self._log_refusal(address[0])
                 continue
-            self._hand_to_processor(conn, ticket)
+            self._hand_to_processor(conn, ticket, index)
 
-    def _hand_to_processor(self, conn: socket.socket, ticket: int) -> None:
+    def _hand_to_processor(self, conn: socket.socket, ticket: int, index: int = 0) -> None:
         workers = sorted(self.workers.values(), key=lambda w: w.slot)
         for _ in range(len(workers)):
             worker = workers[self._next % len(workers)]
             self._next += 1
             try:
-                hand_off(worker.handoff, conn, ticket)
+                hand_off(worker.handoff, conn, ticket, index)
             except OSError:
                 continue  # that processor is backed up or gone: try the next
             self.limits.handed(ticket, worker.slot)
@@ -317,6 +322,8 @@ class Supervisor:
             # Its connections and request memory died with it.
             self.limits.reclaim(worker.slot)
             self.pool.reclaim(worker.slot)
+            if self.metrics:
+                self.metrics.fold_processor(worker.slot)  # its counts stay, in the base region
             code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 continue
@@ -324,6 +331,7 @@ class Supervisor:
             if code == BOOT_ERROR:
                 raise BrokerStopped(f"processor {worker.slot} could not boot")
             delay = self._schedule_restart(worker.slot, worker.started)
+            self.main_metrics.add("processor_restarts", 1)
             log.warning("processor %d (pid %d) died with %s; replacing it in %.1f s (death %d in a row)",
                         worker.slot, pid, _describe(code), delay, self.backoff.deaths[worker.slot])
 
@@ -338,6 +346,8 @@ class Supervisor:
 
     def _cleaner_died(self, pid: int, status: int) -> None:
         self.cleaner_pid = None
+        if self.metrics:
+            self.metrics.fold(CLEANER_REGION)
         if self.stopping:
             return
         self._probe_after(os.waitstatus_to_exitcode(status))
@@ -376,7 +386,8 @@ class Supervisor:
             handoff_parent.close()
             control_parent.close()
             return processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id,
-                                  self.pool, self.limits.table)
+                                  self.pool, self.limits.table,
+                                  self.metrics.processor(slot) if self.metrics else NULL_REGION)
 
         pid = self._fork(child)
         handoff_child.close()
@@ -392,7 +403,8 @@ class Supervisor:
 
     def spawn_cleaner(self) -> None:
         """Fork the log cleaner process."""
-        self.cleaner_pid = self._fork(lambda: cleaner_main(self.config))
+        on_clean = count_cleaning(self.metrics.region(CLEANER_REGION)) if self.metrics else None
+        self.cleaner_pid = self._fork(lambda: cleaner_main(self.config, on_clean))
         self._cleaner_started = time.monotonic()
 
     def _fork(self, body) -> int:
@@ -403,7 +415,7 @@ class Supervisor:
         # parent's handler in the child and being lost.
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
-            with self.fork_lock:
+            with self.control.fork_guard:  # no thread of ours is half way through a change (control.py)
                 pid = os.fork()
         except BaseException:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
@@ -412,8 +424,9 @@ class Supervisor:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
             return pid
         code = BOOT_ERROR  # ------------------------------------------------ the child
+        flush_timing.observer = None  # the main process's region is not the child's to write (worker sets its own)
         try:
-            for sock in self.listeners:
+            for sock in self.listeners + self.close_in_children:
                 sock.close()
             for w in self.workers.values():
                 w.handoff.close()
@@ -479,6 +492,20 @@ class Supervisor:
         signal.set_wakeup_fd(sig_w)
         for signum in SIGNALS:
             signal.signal(signum, lambda *_: None)  # queued through the wakeup fd
+
+
+def count_cleaning(region):
+    """What the cleaner process calls after each cleaning: its figures into its metrics region."""
+
+    def count(stats) -> None:
+        region.add("cleaner_passes", 1)
+        region.add("cleaner_bytes_read", stats.bytes_read)
+        region.add("cleaner_bytes_written", stats.bytes_written)
+        region.add("cleaner_records_read", stats.records_read)
+        region.add("cleaner_records_kept", stats.records_kept)
+        region.set("cleaner_last_pass_us", int(stats.elapsed_s * 1e6))
+
+    return count
 
 
 def _describe(code: int) -> str:

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import time
+import os
 from dataclasses import dataclass, field
 
+from mmlog.security.client import ClientSecurity
 from mmlog.client import consumer_protocol as cp
 from mmlog.client.cluster import Cluster
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.records import TopicPartition
 from mmlog.errors import KafkaError, LeaderNotAvailable, NotController, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
+from mmlog.protocol.messages import alter_user_scram_credentials, describe_user_scram_credentials
+from mmlog.security import scram
 from mmlog.protocol.messages import (create_partitions, create_topics, delete_groups, delete_records, delete_topics,
                                      describe_configs, describe_groups, find_coordinator, incremental_alter_configs,
                                      list_groups, list_offsets, offset_commit, offset_delete, offset_fetch)
@@ -27,6 +31,7 @@ from mmlog.protocol.messages import alter_partition_reassignments, elect_leaders
 LATEST, EARLIEST = -1, -2
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+SCRAM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # AlterUserScramCredentials mechanism codes
 
 
 @dataclass
@@ -104,8 +109,9 @@ class Admin:
     """Topic administration and offset look-ups against a cluster."""
 
     def __init__(self, bootstrap: str = "127.0.0.1:9092", *, client_id: str = "mmlog-admin",
-                 timeout: float = 30.0) -> None:
-        self.cluster = Cluster(bootstrap, client_id=client_id, timeout=timeout)
+                 timeout: float = 30.0, **security) -> None:
+        self.cluster = Cluster(bootstrap, client_id=client_id, timeout=timeout,
+                               security=ClientSecurity.from_options(**security))
         self.timeout = timeout
         self._conns: dict[int, BrokerConnection] = {}
 
@@ -418,6 +424,34 @@ class Admin:
             self.cluster.refresh([])
         return self._request(self._controller(), api_key, version, request)
 
+    # ------------------------------------------------------------ SCRAM users (issue #19)
+
+    def set_user_password(self, user: str, password: str, mechanism: str = "SCRAM-SHA-512",
+                          iterations: int = scram.MIN_ITERATIONS) -> None:
+        """Create or replace a user's SCRAM credential: salted here, so the password never leaves the client."""
+        salt = os.urandom(32)
+        salted = scram.salted_password(mechanism, password, salt, iterations)
+        self._alter_users([], [{"name": user, "mechanism": SCRAM_CODES[mechanism], "iterations": iterations,
+                                "salt": salt, "salted_password": salted}])
+
+    def delete_user(self, user: str, mechanism: str = "SCRAM-SHA-512") -> None:
+        self._alter_users([{"name": user, "mechanism": SCRAM_CODES[mechanism]}], [])
+
+    def describe_users(self, users: list[str] | None = None) -> dict[str, dict[str, int]]:
+        """user -> {mechanism: iterations} (all users when None); ResourceNotFound for a named unknown user."""
+        body = self._request(self._controller(), describe_user_scram_credentials.API_KEY, 0,
+                             describe_user_scram_credentials.REQUEST(
+                                 users=None if users is None else [{"name": u} for u in users]))
+        self._raise_first([(body.error_code, body.error_message or "")])
+        self._raise_first((r.error_code, f"{r.user}: {r.error_message or ''}") for r in body.results)
+        names = {code: name for name, code in SCRAM_CODES.items()}
+        return {r.user: {names[i.mechanism]: i.iterations for i in r.credential_infos} for r in body.results}
+
+    def _alter_users(self, deletions: list, upsertions: list) -> None:
+        body = self._request(self._controller(), alter_user_scram_credentials.API_KEY, 0,
+                             alter_user_scram_credentials.REQUEST(deletions=deletions, upsertions=upsertions))
+        self._raise_first((r.error_code, f"{r.user}: {r.error_message or ''}") for r in body.results)
+
     def _coordinator(self, group: str) -> int:
         """The node id of the group's coordinator."""
         body = self._request(self._controller(), find_coordinator.API_KEY, 2, find_coordinator.REQUEST(
@@ -455,7 +489,7 @@ class Admin:
         if conn is None:
             broker = self.cluster.brokers[node_id]
             conn = self._conns[node_id] = BrokerConnection(broker.host, broker.port, client_id=self.cluster.client_id,
-                                                          timeout=self.timeout)
+                                                           timeout=self.timeout, security=self.cluster.security)
         return conn
 
     @staticmethod

@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass
 
 from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
-from mmlog.errors import KafkaError, LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
+from mmlog.security.client import ClientSecurity
+from mmlog.errors import (IllegalSaslState, KafkaError, LeaderNotAvailable, SaslAuthenticationFailed,
+                          UnknownTopicOrPartition, UnsupportedSaslMechanism, error_for_code)
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import metadata
 
@@ -48,9 +50,11 @@ class TopicInfo:
 class Cluster:
     """The cached cluster view shared by a client's producer, consumer or admin."""
 
-    def __init__(self, bootstrap: str, *, client_id: str = "mmlog", timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, *, client_id: str = "mmlog", timeout: float = 30.0,
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
+        self.security = security  # every connection of this client: TLS and SASL (security/client.py)
         self.timeout = timeout
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
@@ -95,10 +99,12 @@ class Cluster:
         while True:
             for host, port in candidates:
                 try:
-                    with BrokerConnection(host, port, client_id=self.client_id,
+                    with BrokerConnection(host, port, client_id=self.client_id, security=self.security,
                                           timeout=max(1.0, min(10.0, deadline - time.monotonic())),
                                           connect_timeout=max(0.5, min(5.0, deadline - time.monotonic()))) as conn:
                         return conn.request(api_key, version, request)
+                except (SaslAuthenticationFailed, UnsupportedSaslMechanism, IllegalSaslState):
+                    raise  # refused credentials do not get better by asking again (Kafka's clients stop too)
                 except (ConnectionClosed, KafkaError, OSError, ProtocolError) as exc:
                     last = exc  # ProtocolError: something that is not a broker listens there
                 if time.monotonic() >= deadline:

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from mmlog.errors import KafkaError, RequestTimedOut
-from mmlog.protocol import APIS, FrameReader, RequestHeader, decode_response, encode_request
+from mmlog.protocol import APIS, FrameReader, ProtocolError, RequestHeader, decode_response, encode_request
+from mmlog.security.client import ClientSecurity
 
 
 class ConnectionClosed(KafkaError):
@@ -37,13 +38,26 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return out
 
 
-def connect(host: str, port: int, timeout: float) -> socket.socket:
-    """A TCP connection to a broker with Nagle off; ConnectionClosed if it cannot be made in time."""
+def connect(host: str, port: int, timeout: float, security: ClientSecurity | None = None,
+            client_id: str = "mmlog") -> socket.socket:
+    """A TCP connection to a broker with Nagle off, TLS-wrapped and SASL-authenticated as `security` says
+    (blocking, within timeout); ConnectionClosed if it cannot be made in time, the broker's SASL error
+    (SaslAuthenticationFailed, UnsupportedSaslMechanism) if it refuses us."""
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except OSError as exc:
         raise ConnectionClosed(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if security is not None and security.protocol != "PLAINTEXT":
+        try:
+            sock = security.secure(sock, host, client_id)
+        except KafkaError:
+            sock.close()
+            raise
+        except (OSError, ProtocolError) as exc:
+            sock.close()
+            raise ConnectionClosed(f"cannot secure the connection to {host}:{port} ({security.protocol}): "
+                                   f"{exc}") from exc
     return sock
 
 
@@ -51,11 +65,11 @@ class BrokerConnection:
     """One TCP connection to a broker, used from one thread."""
 
     def __init__(self, host: str, port: int, *, client_id: str = "mmlog", timeout: float = 30.0,
-                 connect_timeout: float = 10.0) -> None:
+                 connect_timeout: float = 10.0, security: ClientSecurity | None = None) -> None:
         self.host, self.port = host, port
         self.client_id = client_id
         self.timeout = timeout
-        self.sock = connect(host, port, connect_timeout)
+        self.sock = connect(host, port, connect_timeout, security, client_id)
         self.sock.settimeout(timeout)
         self._ids = itertools.count(1)
         self._reader = FrameReader(max_frame_size=1 << 30)

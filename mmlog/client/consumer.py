@@ -110,6 +110,7 @@ import selectors
 import time
 from typing import Iterable, Iterator
 
+from mmlog.security.client import ClientSecurity
 from mmlog.client.assignors import ASSIGNORS
 from mmlog.client.channel import Channel
 from mmlog.client.cluster import Cluster
@@ -214,7 +215,7 @@ class Consumer:
                  request_timeout_ms: int = 30_000, reconnect_backoff_ms: int = 50,
                  reconnect_backoff_max_ms: int = 1_000, retry_backoff_ms: int = 100,
                  metadata_max_age_ms: int = 300_000, check_crcs: bool = True,
-                 isolation_level: str = "read_committed") -> None:
+                 isolation_level: str = "read_committed", **security) -> None:
         if auto_offset_reset not in RESETS:
             raise ValueError(f"auto_offset_reset must be one of {', '.join(RESETS)}, not {auto_offset_reset!r}")
         for name, value, low in (("fetch_max_bytes", fetch_max_bytes, 1),
@@ -265,7 +266,8 @@ class Consumer:
         self._retry_backoff = retry_backoff_ms / 1000
         self._metadata_max_age = metadata_max_age_ms / 1000
         self._check_crcs = check_crcs
-        self._cluster = Cluster(bootstrap, client_id=client_id, timeout=self._request_timeout)
+        self._cluster = Cluster(bootstrap, client_id=client_id, timeout=self._request_timeout,
+                                security=ClientSecurity.from_options(**security))
         self._assigned: dict[TopicPartition, _Partition] = {}
         self._ready: collections.deque = collections.deque()  # (state, epoch, RecordArrays | exception)
         self._channels: dict[int, Channel] = {}
@@ -904,7 +906,7 @@ class Consumer:
             return None
         try:
             ch = Channel(node, broker.host, broker.port, client_id=self.client_id,
-                         connect_timeout=min(self._request_timeout, 5.0))
+                         connect_timeout=min(self._request_timeout, 5.0), security=self._cluster.security)
         except ConnectionClosed as exc:
             self._connect_failed(node, exc)
             return None
@@ -1068,6 +1070,7 @@ class Consumer:
                 for node, group in by_leader.items():
                     broker = self._cluster.brokers[node]
                     with BrokerConnection(broker.host, broker.port, client_id=self.client_id,
+                                          security=self._cluster.security,
                                           timeout=max(0.1, deadline - time.monotonic()),
                                           connect_timeout=max(0.1, min(5.0, deadline - time.monotonic()))) as conn:
                         body = conn.request(list_offsets.API_KEY, LIST_OFFSETS_VERSION,

@@ -46,6 +46,7 @@ from crc32c import crc32c
 from numba import njit
 
 from mmlog.protocol import records as rec
+from mmlog.protocol.wire_kernels import put_varint as _put_varint, varint_size as _varint_size
 
 HEADER_SIZE = rec.HEADER_SIZE  # 61
 RECORD_OVERHEAD_MAX = 5 + 1 + 10 + 5 + 5 + 5 + 5  # worst-case varints and attributes of one record
@@ -55,28 +56,6 @@ _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
 # ---------------------------------------------------------------- kernels
-
-
-@njit(cache=True, inline="always")
-def _varint_size(n):
-    """Bytes of the zigzag varint of a signed 64-bit n."""
-    u = np.uint64((n << 1) ^ (n >> 63))
-    size = 1
-    while u >= np.uint64(0x80):
-        u >>= np.uint64(7)
-        size += 1
-    return size
-
-
-@njit(cache=True, inline="always")
-def _put_varint(out, p, n):
-    u = np.uint64((n << 1) ^ (n >> 63))
-    while u >= np.uint64(0x80):
-        out[p] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
-        u >>= np.uint64(7)
-        p += 1
-    out[p] = np.uint8(u)
-    return p + 1
 
 
 @njit(cache=True, inline="always")

@@ -351,7 +351,7 @@ class GroupMembership:
                           self.coordinator.address)
             c = self.coordinator
             self.channel = Channel(c.node_id, c.host, c.port, client_id=self.client_id,
-                                   connect_timeout=min(self.request_timeout, 5.0))
+                                   connect_timeout=min(self.request_timeout, 5.0), security=self._cluster.security)
         except (KafkaError, OSError, ProtocolError) as exc:
             self._note_failure(exc)
             self.coordinator = None
@@ -374,7 +374,7 @@ class GroupMembership:
         last: BaseException | None = None
         for host, port in dict.fromkeys(candidates):
             try:
-                with BrokerConnection(host, port, client_id=self.client_id,
+                with BrokerConnection(host, port, client_id=self.client_id, security=self._cluster.security,
                                       timeout=min(self.request_timeout, 10.0),
                                       connect_timeout=min(self.request_timeout, 5.0)) as conn:
                     body = conn.request(find_coordinator.API_KEY, FIND_COORDINATOR_VERSION,
@@ -759,7 +759,7 @@ class GroupMembership:
             conn.close()
         timeout = max(0.5, min(self.request_timeout, self.session_timeout_ms / 1000))
         return BrokerConnection(host, port, client_id=self.client_id, timeout=timeout,
-                                connect_timeout=min(timeout, 5.0))
+                                connect_timeout=min(timeout, 5.0), security=self._cluster.security)
 
     def _beat(self, target: tuple, conn: BrokerConnection | None) -> tuple[int | None, BrokerConnection | None]:
         """One Heartbeat: (error code, connection), code None if it got no answer."""

@@ -51,6 +51,7 @@ import weakref
 
 import numpy as np
 
+from mmlog.security.client import ClientSecurity
 from mmlog.client import encode
 from mmlog.client.accumulator import RECORD_OVERHEAD, RecordAccumulator
 from mmlog.client.cluster import Cluster
@@ -126,7 +127,7 @@ class Producer:
                  max_block_ms: float | None = None, buffer_memory: int = 32 * 1024 * 1024,
                  max_request_size: int = 1048576, client_id: str = "mmlog", compression_type: str = "none",
                  compression_level: int | None = None, enable_idempotence: bool | None = None,
-                 transactional_id: str | None = None, transaction_timeout_ms: int = 60_000) -> None:
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60_000, **security) -> None:
         if transactional_id is not None and (enable_idempotence is False or _ACKS.get(acks) != -1):
             raise ValueError("a transactional producer is idempotent: it needs acks='all' and enable_idempotence")
         if transactional_id is not None:
@@ -167,7 +168,8 @@ class Producer:
         self.client_id = client_id
         self._key_partition, self._keys_partitions = resolve_partitioner(partitioner)
         # Each metadata attempt is short (the sender must not stall long); callers loop to their deadline.
-        self._cluster = Cluster(bootstrap, client_id=client_id, timeout=min(self.request_timeout, 0.5))
+        self._cluster = Cluster(bootstrap, client_id=client_id, timeout=min(self.request_timeout, 0.5),
+                                security=ClientSecurity.from_options(**security))
         self._partition_counts: dict[str, int] = {}
         self._acc = RecordAccumulator(batch_size=self.batch_size, linger=self.linger,
                                       max_records=self.max_batch_records, buffer_memory=int(buffer_memory),

@@ -468,7 +468,7 @@ class Sender:
         self.blocking = True
         try:
             channel = Channel(node, broker.host, broker.port, client_id=self.client_id,
-                              connect_timeout=min(self.request_timeout, 10.0))
+                              connect_timeout=min(self.request_timeout, 10.0), security=self.cluster.security)
         except ConnectionClosed as exc:
             self._backoff[node] = (time.monotonic() + backoff, min(backoff * 2, RECONNECT_BACKOFF_MAX))
             self._need_metadata()

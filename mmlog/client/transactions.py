@@ -215,7 +215,7 @@ class TransactionManager:
         if found.error_code:
             raise error_for_code(found.error_code, found.error_message or "")
         conn = BrokerConnection(found.host, found.port, client_id=self.cluster.client_id,
-                                timeout=self.request_timeout)
+                                timeout=self.request_timeout, security=self.cluster.security)
         self._conns[(key_type, key)] = conn
         return conn
 

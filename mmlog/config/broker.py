@@ -29,12 +29,28 @@ def _positive_int(v: int) -> bool:
     return v > 0
 
 
-def _listener_ok(value: str) -> bool:
-    try:
-        parse_listeners(value)
+def _parses(parse):
+    """A setting's validator: True when parse(value) does not raise ValueError."""
+
+    def check(value: str) -> bool:
+        try:
+            parse(value)
+            return True
+        except ValueError:
+            return False
+
+    return check
+
+
+_listener_ok = _parses(lambda value: parse_listeners(value, _AnyName()))  # the shape only: names are checked in load
+
+
+class _AnyName(dict):
+    def __contains__(self, name) -> bool:
         return True
-    except ValueError:
-        return False
+
+    def __getitem__(self, name) -> str:
+        return "PLAINTEXT"
 
 
 def parse_connection_overrides(value: str) -> dict[str, int]:
@@ -49,12 +65,22 @@ def parse_connection_overrides(value: str) -> dict[str, int]:
     return out
 
 
-def _overrides_ok(value: str) -> bool:
-    try:
-        parse_connection_overrides(value)
-        return True
-    except ValueError:
-        return False
+_overrides_ok = _parses(parse_connection_overrides)
+
+
+def parse_metrics_listen(value: str) -> tuple[str, int] | None:
+    """metrics.listen: '' -> None (off); '9404' -> ('127.0.0.1', 9404); 'HOST:PORT' (IPv6 in [brackets])."""
+    value = value.strip()
+    if not value:
+        return None
+    host, colon, port = value.rpartition(":")
+    host = host.strip("[]") if colon else "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535 or not host:
+        raise ValueError(f"bad metrics address {value!r}: want [HOST:]PORT")
+    return host, int(port)
+
+
+_metrics_listen_ok = _parses(parse_metrics_listen)
 
 
 BROKER_SETTINGS: dict[str, Setting] = {
@@ -64,10 +90,12 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 flag="--broker-id"),
         Setting("log.dirs", str, "/var/lib/mmlog", "Comma-separated data directories.", bool, "non-empty",
                 flag="--data-dir"),
-        Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Where to listen: [PLAINTEXT://]HOST:PORT[,...].",
-                _listener_ok, "HOST:PORT list", flag="--listen"),
-        Setting("advertised.listeners", str, "", "The address clients are told to connect to (default: listeners).",
-                lambda v: v == "" or _listener_ok(v), "HOST:PORT list", flag="--advertised-listener"),
+        Setting("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Where to listen: [NAME://]HOST:PORT[,...], NAME a "
+                "security protocol or a name in listener.security.protocol.map.", _listener_ok, "[NAME://]HOST:PORT list",
+                flag="--listen"),
+        Setting("advertised.listeners", str, "", "The addresses clients are told to connect to, per listener name "
+                "(default: listeners).", lambda v: v == "" or _listener_ok(v), "[NAME://]HOST:PORT list",
+                flag="--advertised-listener"),
         Setting("num.network.threads", int, os.cpu_count() or 1, "Processor processes serving connections.",
                 lambda v: 1 <= v <= 256, "1 .. 256", flag="--processors"),
         Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", lambda v: v >= 1, ">= 1"),
@@ -139,6 +167,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 lambda v: v > 0, "> 0"),
         Setting("controlled.shutdown.timeout.ms", int, 30_000, "How long SIGTERM waits for in-flight requests.",
                 lambda v: v >= 0, ">= 0"),
+        Setting("metrics.listen", str, "", "Serve Prometheus metrics over HTTP at [HOST:]PORT/metrics (a bare "
+                "port: 127.0.0.1 only); empty: off.", _metrics_listen_ok, "[HOST:]PORT",
+                flag="--metrics-listen"),
         Setting("broker.rack", str, "", "This broker's rack, as Metadata reports it (empty: none)."),
         Setting("cluster.id", str, "", "Cluster id (generated and kept in the data dir when empty)."),
         Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members before the first rebalance.",
@@ -182,20 +213,170 @@ for _alias, (_target, _scale) in BROKER_ALIASES.items():
 BROKER_SETTINGS["log.dir"] = Setting("log.dir", str, "", "A single data directory (log.dirs wins).")
 
 
-def parse_listeners(value: str) -> list[tuple[str, int]]:
-    """'PLAINTEXT://host:9092,host2:9093' -> [(host, port), ...]; IPv6 hosts in [brackets]."""
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SSL_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One entry of `listeners`: its name, its security protocol and where it binds."""
+
+    name: str
+    protocol: str
+    host: str
+    port: int
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def url(self, host: str | None = None, port: int | None = None) -> str:
+        host = self.host if host is None else host
+        return f"{self.name}://{f'[{host}]' if ':' in host else host}:{self.port if port is None else port}"
+
+
+def parse_protocol_map(value: str) -> dict[str, str]:
+    """'CLIENT:SASL_SSL,REPLICATION:SSL' -> {name: protocol}; every protocol one of Kafka's four."""
+    out = {}
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        name, colon, protocol = item.partition(":")
+        if not colon or not name.strip() or protocol.strip().upper() not in PROTOCOLS:
+            raise ValueError(f"bad entry {item!r}: want NAME:{'|'.join(PROTOCOLS)}")
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
+def parse_listeners(value: str, protocol_map: Mapping[str, str] | None = None) -> list[Listener]:
+    """'PLAINTEXT://host:9092,SASL_SSL://host2:9093' -> [Listener, ...]; a bare HOST:PORT is PLAINTEXT.
+
+    A name is looked up in protocol_map (`listener.security.protocol.map`, Kafka's default maps
+    each protocol to itself); IPv6 hosts in [brackets]. Names must be unique."""
+    protocol_map = parse_protocol_map(DEFAULT_PROTOCOL_MAP) if protocol_map is None else protocol_map
     out = []
     for item in filter(None, (p.strip() for p in value.split(","))):
-        _, sep, rest = item.rpartition("://")
-        if sep and _ not in ("PLAINTEXT", ""):
-            raise ValueError(f"only PLAINTEXT listeners are supported, not {_}")
+        name, sep, rest = item.rpartition("://")
+        name = name.strip().upper() if sep else "PLAINTEXT"
+        if name not in protocol_map:
+            raise ValueError(f"listener {name} has no security protocol (listener.security.protocol.map)")
         host, colon, port = rest.rpartition(":")
         if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
-            raise ValueError(f"bad listener {item!r}: want HOST:PORT")
-        out.append((host.strip("[]") or "0.0.0.0", int(port)))
+            raise ValueError(f"bad listener {item!r}: want [NAME://]HOST:PORT")
+        if any(known.name == name for known in out):
+            raise ValueError(f"listener name {name} appears twice")
+        out.append(Listener(name, protocol_map[name], host.strip("[]") or "0.0.0.0", int(port)))
     if not out:
         raise ValueError("no listener")
     return out
+
+
+def _mechanisms_ok(value: str) -> bool:
+    names = [m.strip() for m in value.split(",") if m.strip()]
+    return bool(names) and set(names) <= set(SASL_MECHANISMS)
+
+
+def _protocols_ok(value: str) -> bool:
+    names = [m.strip() for m in value.split(",") if m.strip()]
+    return bool(names) and set(names) <= set(SSL_PROTOCOLS)
+
+
+# Security (issue #19): listeners of Kafka's four kinds, TLS from PEM files, SASL PLAIN and SCRAM.
+BROKER_SETTINGS.update({s.name: s for s in [
+    Setting("listener.security.protocol.map", str, DEFAULT_PROTOCOL_MAP, "Listener name -> security protocol "
+            "(NAME:PROTOCOL,...).", lambda v: _try(parse_protocol_map, v),
+            "NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL list"),
+    Setting("inter.broker.listener.name", str, "", "The listener other brokers reach this one on (replica "
+            "fetches, transaction markers); empty: the first listener."),
+    Setting("ssl.keystore.type", str, "PEM", "PEM only: the keystore is a PEM file (JKS/PKCS12 are refused).",
+            lambda v: v.upper() == "PEM", "PEM"),
+    Setting("ssl.keystore.location", str, "", "PEM file with this broker's certificate chain and private key."),
+    Setting("ssl.key.password", str, "", "Password of the private key in ssl.keystore.location (empty: none)."),
+    Setting("ssl.truststore.type", str, "PEM", "PEM only.", lambda v: v.upper() == "PEM", "PEM"),
+    Setting("ssl.truststore.location", str, "", "PEM file of the CA certificates client (and peer broker) "
+            "certificates are checked against (empty: the system's)."),
+    Setting("ssl.client.auth", str, "none", "Client certificates: required (mutual TLS), requested (checked "
+            "when sent) or none.", lambda v: v in ("required", "requested", "none"), "required|requested|none"),
+    Setting("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted.", _protocols_ok,
+            "TLSv1.2,TLSv1.3"),
+    Setting("ssl.cipher.suites", str, "", "OpenSSL cipher list for TLS 1.2 (empty: OpenSSL's default; TLS 1.3 "
+            "suites are OpenSSL's)."),
+    Setting("ssl.endpoint.identification.algorithm", str, "https", "https: a broker connecting to a peer "
+            "checks the peer certificate's host name; empty: it does not.", lambda v: v in ("https", ""),
+            "https or empty"),
+    Setting("sasl.enabled.mechanisms", str, "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms SASL listeners "
+            "accept.", _mechanisms_ok, "|".join(SASL_MECHANISMS) + " list"),
+    Setting("sasl.mechanism.inter.broker.protocol", str, "SCRAM-SHA-512", "The mechanism a broker uses on a "
+            "SASL inter-broker listener.", lambda v: v in SASL_MECHANISMS, "|".join(SASL_MECHANISMS)),
+    Setting("sasl.jaas.config", str, "", "The broker's own login on a SASL inter-broker listener: "
+            '...LoginModule required username="..." password="...";'),
+    Setting("connections.max.reauth.ms", int, 0, "SASL sessions last this long (ms): a client re-authenticates "
+            "before, or its connection is closed; 0: forever.", lambda v: v >= 0, ">= 0"),
+    Setting("connection.failed.authentication.delay.ms", int, 100, "How long a failed authentication's answer "
+            "is held back before the connection closes (slows password guessing).", lambda v: v >= 0, ">= 0"),
+]})
+
+
+# Settings a listener may override as Kafka spells it: listener.name.<listener>.<setting> (lower-case name).
+PER_LISTENER = ("ssl.client.auth", "sasl.enabled.mechanisms", "ssl.keystore.location", "ssl.key.password",
+                "ssl.truststore.location", "ssl.enabled.protocols", "ssl.cipher.suites")
+
+
+def _per_listener(name: str) -> Setting | None:
+    """The setting a listener.name.<listener>.<setting> overrides (None: not one mmlog honours)."""
+    prefix, _, rest = name.partition("listener.name.")
+    if prefix or not rest:
+        return None
+    _, dot, setting = rest.partition(".")
+    return BROKER_SETTINGS[setting] if dot and setting in PER_LISTENER else None
+
+
+SENSITIVE = frozenset({"ssl.key.password", "sasl.jaas.config"})  # never shown (DescribeConfigs answers null)
+
+
+def is_sensitive(name: str) -> bool:
+    """A password, under its own name or a listener's (listener.name.<l>.ssl.key.password)."""
+    return name in SENSITIVE or any(name.endswith("." + s) for s in SENSITIVE)
+
+
+def _try(parse, value) -> bool:
+    try:
+        parse(value)
+        return True
+    except ValueError:
+        return False
+
+
+def _check_security(config: "BrokerConfig") -> None:
+    """What one setting alone cannot tell: listener names known, TLS listeners with a keystore, an
+    inter-broker login on a SASL inter-broker listener."""
+    try:
+        listeners = config.listeners
+        advertised = config.advertised_listeners
+    except ValueError as exc:
+        raise ConfigError(f"listeners: {exc}") from exc
+    names = {lst.name for lst in listeners}
+    extra = {a.name for a in parse_listeners(config["advertised.listeners"], config.protocol_map)} - names \
+        if config["advertised.listeners"] else set()
+    if extra:
+        raise ConfigError(f"advertised.listeners: {', '.join(sorted(extra))} is not in listeners")
+    inter = config["inter.broker.listener.name"].upper()
+    if inter and inter not in names:
+        raise ConfigError(f"inter.broker.listener.name: {inter} is not in listeners ({', '.join(sorted(names))})")
+    for name in config.values:
+        if name.startswith("listener.name.") and name.split(".")[2].upper() not in names:
+            raise ConfigError(f"{name}: {name.split('.')[2]} is not in listeners")
+    for lst in listeners:
+        if lst.tls and not config.for_listener(lst.name, "ssl.keystore.location"):
+            raise ConfigError(f"listener {lst.name} ({lst.protocol}) needs ssl.keystore.location (PEM: certificate "
+                              "chain and key)")
+    if config.inter_broker_listener.sasl and not config["sasl.jaas.config"]:
+        raise ConfigError("a SASL inter.broker.listener.name needs sasl.jaas.config (the broker's own login)")
+    del advertised
 
 
 @dataclass(frozen=True)
@@ -219,7 +400,7 @@ class BrokerConfig:
         raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
         values = {name: s.default for name, s in BROKER_SETTINGS.items()}
         for name, value in raw.items():
-            setting = BROKER_SETTINGS.get(name)
+            setting = BROKER_SETTINGS.get(name) or _per_listener(name)
             if setting is None:
                 raise ConfigError(f"unknown setting {name!r}")
             values[name] = setting.parse(value)
@@ -228,6 +409,7 @@ class BrokerConfig:
                 values[target] = values[alias] * scale if values[alias] >= 0 else -1
         if "log.dir" in raw and "log.dirs" not in raw:
             values["log.dirs"] = values["log.dir"]
+        _check_security(cls(values))
         if values["queued.max.request.bytes"] < values["socket.request.max.bytes"]:
             # A frame of the largest size must fit in the pool, or its connection would wait forever.
             raise ConfigError(f"queued.max.request.bytes ({values['queued.max.request.bytes']}) must be at least "
@@ -239,27 +421,59 @@ class BrokerConfig:
         return [Path(d.strip()) for d in self["log.dirs"].split(",") if d.strip()]
 
     @property
-    def listeners(self) -> list[tuple[str, int]]:
-        return parse_listeners(self["listeners"])
+    def protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self["listener.security.protocol.map"])
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return parse_listeners(self["listeners"], self.protocol_map)
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        """Each listener as clients are told to reach it: advertised.listeners by name, else where it binds
+        (a wildcard host advertised as 127.0.0.1)."""
+        told = {a.name: a for a in parse_listeners(self["advertised.listeners"], self.protocol_map)} \
+            if self["advertised.listeners"] else {}
+        out = []
+        for listener in self.listeners:
+            a = told.get(listener.name, listener)
+            host = "127.0.0.1" if a.host in ("0.0.0.0", "::", "") else a.host
+            out.append(Listener(listener.name, listener.protocol, host, a.port))
+        return out
+
+    def for_listener(self, listener: str, name: str):
+        """A setting as one listener sees it: listener.name.<listener>.<name> if set, else <name>."""
+        return self.values.get(f"listener.name.{listener.lower()}.{name}", self.values[name])
+
+    def listener_sets(self, listener: str, name: str) -> bool:
+        return f"listener.name.{listener.lower()}.{name}" in self.values
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        name = self["inter.broker.listener.name"].upper()
+        return next(a for a in self.advertised_listeners if a.name == name) if name else self.advertised_listeners[0]
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """The (host, port) Metadata reports for this broker."""
-        value = self["advertised.listeners"]
-        host, port = parse_listeners(value)[0] if value else self.listeners[0]
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        return host, port
+        """The (host, port) Metadata reports for this broker on its first listener."""
+        first = self.advertised_listeners[0]
+        return first.host, first.port
 
     def log_config(self) -> LogConfig:
         """Topic defaults from the broker-level settings."""
         return LogConfig.from_props({t: self.values[b] for b, t in BROKER_TOPIC_DEFAULTS.items()})
 
-    def with_port(self, port: int) -> "BrokerConfig":
-        """The same config listening on the actually bound port (after binding port 0)."""
+    def with_ports(self, ports: list[int]) -> "BrokerConfig":
+        """The same config listening on the actually bound ports (after binding port 0), in listener order."""
         values = dict(self.values)
-        host, _ = self.listeners[0]
-        values["listeners"] = f"{host}:{port}"
-        if not values["advertised.listeners"]:
-            values["advertised.listeners"] = f"{self.advertised[0]}:{port}"
+        listeners = self.listeners
+        advertised = self.advertised_listeners
+        values["listeners"] = ",".join(lst.url(port=port) for lst, port in zip(listeners, ports))
+        told = {a.name for a in parse_listeners(self["advertised.listeners"], self.protocol_map)} \
+            if self["advertised.listeners"] else set()
+        values["advertised.listeners"] = ",".join(
+            a.url() if a.name in told and a.port else a.url(port=port) for a, port in zip(advertised, ports))
         return BrokerConfig(values)
+
+    def with_port(self, port: int) -> "BrokerConfig":
+        return self.with_ports([port] + [lst.port for lst in self.listeners[1:]])

@@ -6,7 +6,9 @@
 - `control_channel`: the request/reply channel from each processor to the main
   process (topic admin, group coordination, producer ids);
 - `wake_board`: eventfds and parked-request counters, so an append in one processor
-  wakes long polls parked in another.
+  wakes long polls parked in another;
+- `metrics_block`: the counters and histograms every process bumps without locks, one
+  region per process, that the main process sums when Prometheus scrapes it.
 
 The layering, bottom to top (imports only ever point down):
 

@@ -31,12 +31,30 @@ TRANSACTION_STATE = "__transaction_state"
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A live broker as clients reach it."""
+    """A live broker as clients reach it: host and port of its first listener, and every listener's
+    (name, host, port), so Metadata answers with the listener the request came in on (Kafka's rule)."""
 
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    listeners: tuple = ()  # ((name, host, port), ...)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "listeners", tuple(tuple(x) for x in self.listeners))
+
+    @classmethod
+    def of(cls, config) -> "Endpoint":
+        """This broker as a BrokerConfig describes it: every advertised listener."""
+        return cls(config["broker.id"], *config.advertised, config["broker.rack"] or None,
+                   tuple((a.name, a.host, a.port) for a in config.advertised_listeners))
+
+    def address(self, listener: str | None) -> tuple[str, int]:
+        """(host, port) on the named listener; the first listener's for a broker that has no such name."""
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 @dataclass(frozen=True)
@@ -76,8 +94,8 @@ class ClusterView:
     def to_json(self) -> bytes:
         return json.dumps({
             "controller": self.controller_id, "partitions": self.partitions,
-            "brokers": [[b.node_id, b.host, b.port, b.rack] for b in sorted(self.brokers.values(),
-                                                                           key=lambda b: b.node_id)],
+            "brokers": [[b.node_id, b.host, b.port, b.rack, b.listeners]
+                        for b in sorted(self.brokers.values(), key=lambda b: b.node_id)],
         }).encode()
 
     @classmethod

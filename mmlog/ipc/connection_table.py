@@ -27,6 +27,7 @@ import numpy as np
 FREE, OPEN, CLOSED = 0, 1, 2
 MAX_CAPACITY = 1 << 20
 TICKET = struct.Struct("<I")  # a ticket as the hand-off message carries it
+HANDOFF = struct.Struct("<IB")  # the hand-off message: (ticket, index of the listener in `listeners`)
 
 
 class ConnectionTable:

@@ -7,7 +7,7 @@ not. A cleaning
 
     1. picks the range [first dirty, first uncleanable): the first uncleanable offset
        is the smallest of the active segment's base (never touched), the high
-       watermark, and the base of the first segment holding a record younger than
+       watermark, the last stable offset, and the base of the first segment holding a record younger than
        min.compaction.lag.ms; the range ends at a segment boundary;
     2. maps every key of the dirty range to its latest offset (`offset_map.py`): at
        most log.cleaner.dedupe.buffer.size of memory; when the keys do not fit, the
@@ -15,33 +15,55 @@ not. A cleaning
     3. rewrites every segment from the log start to the end of that range, in groups
        that fit one segment (segment.bytes, the index size, int32 relative offsets),
        each into one cleaned segment named after the group's first base. A record
-       stays if its key has no later offset in the map; records without a key go
-       (Kafka's rule); a tombstone (key with null value) stays while its segment was
-       modified within delete.retention.ms of the end of the cleaned head (Kafka's
-       per-segment delete horizon), so a consumer starting within that time sees the
-       delete. Kept records keep their offsets and their order;
+       stays if its key has no later offset in the map, or it lies past where the map
+       ended; records without a key go (Kafka's rule). Kept records keep their offsets
+       and their order;
     4. swaps each cleaned segment in for its group (`segment_swap.py`: the steps and
        every crash point, finished or rolled back by recovery);
     5. moves the partition's first dirty offset in the checkpoint to the range's end.
 
-Batches (`compaction_kernels.py`): a batch whose records all stay is copied as is;
-one that loses some is rebuilt with the kept records (baseOffset and lastOffsetDelta
-unchanged, so offsets and an idempotent producer's last sequence survive; a
-compressed one recompressed with its codec); one that loses all disappears, except
-the last batch of each producer id in its segment, which stays as an empty batch
-(Kafka's RETAIN_EMPTY: the producer's last sequence survives). A group whose
-records all go becomes an empty segment, merged away by a later cleaning.
+Tombstones and delete horizons (KIP-534, Kafka's rule for v2 batches). The first
+cleaning that keeps a tombstone (key, null value) in a batch stamps the batch with a
+delete horizon: attributes bit 6 set, the base timestamp replaced by now +
+delete.retention.ms, every record's timestamp delta rewritten so its timestamp stays
+(`compaction_kernels.rewrite`). Cleanings before the horizon keep the tombstone (a
+consumer starting within delete.retention.ms of that first cleaning sees the
+delete); the first cleaning at or past it removes it. The stamp is in the batch
+itself, so it survives swaps, restarts and replication (a follower copies the bytes).
 
-Transactions, as Kafka's cleaner treats them: nothing at or above the last stable
-offset is cleaned (an undecided transaction's records may not shadow anything);
-the batches of aborted transactions (from the partition's .txnindex) are dropped
-and their keys never enter the offset map, so an aborted write cannot remove the
-committed value it would have replaced; committed transactional batches are kept
-whole, and transaction markers (control batches) are kept forever (Kafka removes a
-marker once its transaction's records are gone and delete.retention.ms passed:
-not done). A cleaned segment's .txnindex is the concatenation of its group's
-(`segment_swap.py` carries it through the swap): an entry whose records are gone
-matches no batch any more, which read_committed consumers handle like Kafka's.
+Batches (`compaction_kernels.py`): a batch whose records all stay is copied as is;
+one that loses some (or is stamped) is rebuilt with the kept records (baseOffset and
+lastOffsetDelta unchanged, so offsets and an idempotent producer's last sequence
+survive; a compressed one recompressed with its codec); one that loses all
+disappears, except where Kafka keeps it as an empty batch (RETAIN_EMPTY): the batch
+holding an active producer's last data offset (its last sequence, so that the
+producer is not told OUT_OF_ORDER_SEQUENCE_NUMBER after a restart rebuilds its state
+from the log), a producer's marker when it has no data batch in its epoch (its
+epoch, so that a restart still fences older ones), and the batch ending just below
+the first uncleanable offset. Active producers are the producer state as of the log
+end (`Partition.last_records_of_producers`). A group whose records all go becomes
+an empty segment, merged away by a later cleaning.
+
+Transactions (Kafka's CleanedTransactionMetadata). Nothing at or above the last
+stable offset is cleaned (an undecided transaction's records may not shadow
+anything). Committed transactional batches are compacted like any others: their
+records enter the offset map and shadow older values. Aborted transactions' batches
+(the partition's .txnindex says which) are dropped and their keys never enter the
+map, so an aborted write cannot remove the committed value it would have replaced.
+A transaction marker (control batch) stays while its transaction has data: a
+transactional batch of its producer since that producer's previous marker, in the
+log this cleaning reads (`_Transactions`, carried from segment to segment). The
+first cleaning that finds a marker without data stamps it with a delete horizon as
+above, and the first cleaning past the horizon removes it: two passes at least, so a
+read_committed consumer within delete.retention.ms still finds the marker that ends
+what it read. A cleaned segment's .txnindex keeps only the entries whose abort
+marker stays with its aborted data (Kafka's cleaned transaction index); the others
+go with their data.
+
+Decompression: each compressed batch is decompressed once per pass (once to map
+its keys, once to clean it), lz4 ones a segment at a time by numba kernels
+(`protocol/lz4_frame.py`), the other codecs one codec call a batch; a segment's
+decompressed records are held while it is cleaned.
 
 Where it runs: its own process under the supervisor (`cleaner_main`, forked like
 the replica fetcher and replaced if it dies), never in a processor. It opens the log
@@ -58,7 +80,7 @@ crash-point tests set it.
 
 What it reports: `cleaner-status.json` in the first log dir (per log: dirty ratio,
 first dirty offset, last run and its figures), read by `mmlog topics describe
---log-dirs`.
+--log-dirs`; the broker's totals are in its metrics block (README, "Metrics").
 """
 
 from __future__ import annotations
@@ -72,11 +94,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mmlog.log import cleaner_checkpoint, compaction_kernels as ck, segment_swap
+from mmlog.log import cleaner_checkpoint, compaction_kernels as ck, segment_swap, txn_index
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, atomic_write, segment_file
 from mmlog.log.kernels import CRC_TABLES, scan_segment
 from mmlog.log.offset_map import OffsetMap
-from mmlog.protocol import compression
+from mmlog.protocol import compression, lz4_frame
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +108,7 @@ CRASH_POINTS = ("cleaned-written", "swap-begun", "swap-committed", "old-segments
                 "before-checkpoint")
 STATUS_FILE = "cleaner-status.json"
 INT32_MAX = 2**31 - 1
-_TXN_OR_CONTROL = 0x10 | 0x20
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20  # batch attributes (records.TRANSACTIONAL_BIT, CONTROL_BIT)
 DECOMPRESS_LIMIT = 256 << 20
 
 
@@ -151,9 +173,15 @@ class _Source:
         self.inode, self.size, self.mtime_ns = st.st_ino, st.st_size, st.st_mtime_ns
         self.mm = mmap.mmap(self.file.fileno(), self.size, prot=mmap.PROT_READ) if self.size else None
         self.buf = np.frombuffer(self.mm, dtype=np.uint8) if self.mm is not None else np.zeros(0, np.uint8)
+        self.packed = np.zeros(0, np.int64)  # rows(): the compressed batches, decompressed into plain
+        self.plain = np.zeros(0, np.uint8)
+        self.plain_starts = np.zeros(1, np.int64)
 
     def rows(self) -> _Rows:
-        """Walk every batch and record (compressed batches decompressed one at a time)."""
+        """Walk every batch and record. Compressed batches are decompressed once each, into
+        `self.plain` (each as its 61-byte header then its records, batch i of `self.packed` at
+        plain_starts[i]); their rows point into it, and a rebuild reads it again (no second
+        decompression). The segment's decompressed records are held while it is cleaned."""
         nb, nr, _ = ck.count_batches(self.buf, 0, self.size)
         r = _Rows(np.zeros((nb, ck.NCOLS), np.int64), np.zeros(nr, np.uint64), np.zeros(nr, np.uint64),
                   np.zeros(nr, np.int64), np.zeros(nr, np.int64), np.zeros(nr, np.int64), np.zeros(nr, np.int64))
@@ -161,31 +189,133 @@ class _Source:
                                          r.rstart, r.rend)
         if status != ck.WALK_OK:
             raise ValueError(f"{self.path}: batch {walked} does not parse")
-        for b in np.nonzero(r.batches[:, ck.ATTRS] & 0x07)[0]:
-            plain = self.plain(r.batches[b])
-            row = r.batches[b]
-            if ck.walk_records(plain, 61, len(plain), row[ck.COUNT], row[ck.BASE], row[ck.FIRST_ROW], r.h1, r.h2,
-                               r.offsets, r.flags, r.rstart, r.rend) != ck.WALK_OK:
-                raise ValueError(f"{self.path}: compressed batch at {row[ck.POS]} does not parse")
+        self.packed = np.nonzero(r.batches[:, ck.ATTRS] & 0x07)[0]
+        if len(self.packed):
+            self._decompress(r.batches[self.packed])
+            t = r.batches[self.packed]
+            bad = ck.walk_plain_batches(self.plain, self.plain_starts, t[:, ck.COUNT], t[:, ck.BASE],
+                                        t[:, ck.FIRST_ROW], r.h1, r.h2, r.offsets, r.flags, r.rstart, r.rend)
+            if bad >= 0:
+                raise ValueError(f"{self.path}: compressed batch at {t[bad, ck.POS]} does not parse")
         return r
 
-    def plain(self, row) -> np.ndarray:
-        """A compressed batch as header + decompressed records (positions as walk_records saw them)."""
-        pos, size = int(row[ck.POS]), int(row[ck.SIZE])
-        body = compression.decompress(int(row[ck.ATTRS]) & 0x07, self.mm[pos + 61 : pos + size], DECOMPRESS_LIMIT)
-        plain = np.empty(61 + len(body), np.uint8)
-        plain[:61] = self.buf[pos : pos + 61]
-        plain[61:] = np.frombuffer(body, np.uint8)
-        return plain
+    def _decompress(self, table: np.ndarray) -> None:
+        """Fill self.plain and self.plain_starts from the compressed batches of `table`: lz4 ones all
+        at once by numba kernels (`lz4_frame.py`), the other codecs one codec call a batch."""
+        pos, size, codec = table[:, ck.POS], table[:, ck.SIZE], table[:, ck.ATTRS] & 0x07
+        lengths = np.zeros(len(table), np.int64)
+        lz4 = np.nonzero(codec == compression.LZ4)[0]
+        if len(lz4):
+            starts, ends = pos[lz4] + 61, pos[lz4] + size[lz4]
+            sizes = np.zeros(len(lz4), np.int64)
+            if lz4_frame.frame_sizes(self.buf, starts, ends, sizes) >= 0:
+                lz4 = lz4[:0]  # a frame these kernels do not read: the codec call decides, below
+            else:
+                lengths[lz4] = sizes
+        bodies = {}
+        for i in np.setdiff1d(np.arange(len(table)), lz4).tolist():  # one codec call a batch
+            p, n = int(pos[i]), int(size[i])
+            bodies[i] = bytes(compression.decompress(int(codec[i]), self.mm[p + 61 : p + n], DECOMPRESS_LIMIT))
+            lengths[i] = len(bodies[i])
+        if lengths.max() > DECOMPRESS_LIMIT:
+            raise ValueError(f"{self.path}: a batch expands past {DECOMPRESS_LIMIT:,} bytes")
+        self.plain_starts = np.zeros(len(table) + 1, np.int64)
+        np.cumsum(lengths + 61, out=self.plain_starts[1:])
+        self.plain = np.empty(int(self.plain_starts[-1]), np.uint8)
+        ck.gather(self.buf, pos, np.full(len(table), 61, np.int64), self.plain, self.plain_starts[:-1])
+        if len(lz4) and lz4_frame.decode_frames(self.buf, pos[lz4] + 61, pos[lz4] + size[lz4], self.plain,
+                                                self.plain_starts[lz4] + 61) >= 0:
+            raise ValueError(f"{self.path}: an lz4 batch does not decompress")
+        for i, body in bodies.items():
+            at = int(self.plain_starts[i]) + 61
+            self.plain[at : at + len(body)] = np.frombuffer(body, np.uint8)
 
     def close(self) -> None:
         self.buf = np.zeros(0, np.uint8)
+        self.plain = np.zeros(0, np.uint8)
         if self.mm is not None:
             try:
                 self.mm.close()
             except BufferError:  # a view still alive (a traceback's frame): unmapped when it is collected
                 pass
         self.file.close()
+
+
+class _Transactions:
+    """Which transaction markers still have their transaction's data (Kafka's CleanedTransactionMetadata),
+    carried through one cleaning's segments in log order, one numpy pass a segment.
+
+    A marker (control batch) "has data" when a transactional data batch of its producer lies
+    between the producer's previous control batch and it, in what this cleaning reads (the log
+    from its start): for a commit, Kafka's ongoingCommittedTxns; for an abort, its aborted
+    transaction's lastObservedBatchOffset (the producer's transactional batches after its previous
+    marker are that transaction's). A marker without data may go once its delete horizon passed."""
+
+    def __init__(self) -> None:
+        self.open: set[int] = set()  # producers with transactional data since their last control batch
+
+    def markers_with_data(self, batches: np.ndarray) -> np.ndarray:
+        """Per batch of this segment: a control batch whose transaction has data here or before."""
+        pid, attrs = batches[:, ck.PID], batches[:, ck.ATTRS]
+        has = np.zeros(len(batches), np.bool_)
+        idx = np.nonzero(((attrs & _TRANSACTIONAL) != 0) & (pid >= 0))[0]  # markers are transactional too
+        if not len(idx):
+            return has
+        order = idx[np.argsort(pid[idx], kind="stable")]  # by producer, in log order within each
+        p, ctrl = pid[order], (attrs[order] & _CONTROL) != 0
+        first = np.ones(len(order), np.bool_)
+        first[1:] = p[1:] != p[:-1]
+        last = np.ones(len(order), np.bool_)
+        last[:-1] = first[1:]
+        starts = first.copy()
+        starts[1:] |= ctrl[:-1]  # a run: a producer's batches up to and including its next control batch
+        run = np.cumsum(starts) - 1
+        data = np.bincount(run, weights=~ctrl, minlength=run[-1] + 1) > 0
+        carried = np.fromiter((x in self.open for x in p[first].tolist()), np.bool_, int(first.sum()))
+        data[run[first]] |= carried  # a producer's first run here goes on from the previous segment
+        has[order[ctrl]] = data[run[ctrl]]
+        for producer, ends_with_control in zip(p[last].tolist(), ctrl[last].tolist()):
+            if ends_with_control:
+                self.open.discard(producer)
+            else:
+                self.open.add(producer)
+        return has
+
+
+class _Producers:
+    """The producers the log end knows, as Kafka's lastRecordsOfActiveProducers: a batch of theirs
+    stays as an empty batch if it holds the producer's last data offset (its last sequence), or, for
+    a producer with no data batch in its current epoch, if it is a marker of that epoch."""
+
+    def __init__(self, last_records: dict[int, tuple[int, int]]) -> None:
+        self.pids = np.array(sorted(last_records), np.int64)
+        self.last_data = np.array([last_records[p][0] for p in self.pids.tolist()], np.int64)
+        self.epochs = np.array([last_records[p][1] for p in self.pids.tolist()], np.int64)
+
+    def last_batches(self, batches: np.ndarray) -> np.ndarray:
+        pid = batches[:, ck.PID]
+        if not len(self.pids):
+            return np.zeros(len(batches), np.bool_)
+        i = np.minimum(np.searchsorted(self.pids, pid), len(self.pids) - 1)
+        known = (self.pids[i] == pid) & (pid >= 0)
+        last_data, epoch = self.last_data[i], self.epochs[i]
+        control = (batches[:, ck.ATTRS] & _CONTROL) != 0
+        return known & np.where(last_data >= 0, batches[:, ck.LAST] == last_data,
+                                control & (batches[:, ck.EPOCH] == epoch))
+
+
+@dataclass
+class _Round:
+    """What one cleaning decides by, beside the offset map."""
+
+    now: int
+    delete_retention_ms: int
+    map_end: int  # records at or past it were not mapped: they stay (Kafka's pastLatestOffset)
+    round_end: int  # the first uncleanable offset: the batch ending just below it stays, if only empty
+    aborted: list  # the aborted transactions (txn_index.AbortedTxn) of the cleaned range
+    producers: _Producers
+    transactions: _Transactions
+    live_markers: set  # offsets of markers kept with their transaction's data, in the group at hand
 
 
 class Cleaner:
@@ -195,7 +325,6 @@ class Cleaner:
                  crash_at: str | None = None) -> None:
         self.map = offset_map
         self.throttler = throttler
-        self._aborted: list = []  # the partition's aborted transactions, for the cleaning at hand
         self.crash_at = crash_at if crash_at is not None else os.environ.get(CRASH_ENV)
 
     def crash(self, point: str) -> None:
@@ -212,7 +341,8 @@ class Cleaner:
     @staticmethod
     def cleanable_segments(part, now: int) -> tuple[list[int], dict[int, int]]:
         """The segments a cleaning may touch, and each one's next base: those wholly below the active
-        segment, the high watermark and the first segment within min.compaction.lag.ms."""
+        segment, the high watermark, the last stable offset and the first segment within
+        min.compaction.lag.ms."""
         snap = part.snapshot()
         limit = min(snap.active_base, snap.high_watermark, snap.last_stable_offset)
         lag = part.config.min_compaction_lag_ms
@@ -252,34 +382,37 @@ class Cleaner:
             return None
         end = nxt[dirty[-1]]
         stats = CleanStats(first_dirty=first_dirty)
-        self._aborted = part.aborted_transactions(part.snapshot().log_start, end)
-        end_offset = self._build_map(directory, dirty, first_dirty, end)
+        aborted = part.aborted_transactions(part.snapshot().log_start, end)
+        end_offset = self._build_map(directory, dirty, first_dirty, end, aborted)
         if end_offset <= first_dirty:
             log.warning("%s: log.cleaner.dedupe.buffer.size holds no key of the dirty range", directory.name)
             return None
         stats.end_offset = end_offset
-        horizon = self._delete_horizon(directory, cleanable, nxt, first_dirty, part.config.delete_retention_ms)
+        rnd = _Round(now, part.config.delete_retention_ms, end_offset, end, aborted,
+                     _Producers(part.last_records_of_producers()), _Transactions(), set())
         self._name_in_checkpoint(directory, first_dirty)
         for group in group_segments(part, [b for b in cleanable if b < end_offset], nxt):
-            if self._clean_group(part, group, nxt[group[-1]], horizon, stats):
+            if self._clean_group(part, group, nxt[group[-1]], rnd, stats):
                 stats.segments_swapped += len(group)
         self.crash("before-checkpoint")
         set_first_dirty(directory, end_offset)
         stats.elapsed_s = time.monotonic() - started
         return stats
 
-    def _aborted_batches(self, batches: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _aborted_batches(batches: np.ndarray, aborted: list) -> np.ndarray:
         """Which batches belong to an aborted transaction: its producer's, from its first offset to
         its abort marker (one numpy pass per aborted transaction, none per record)."""
         mask = np.zeros(len(batches), np.bool_)
-        for txn in self._aborted:
+        for txn in aborted:
             mask |= ((batches[:, ck.PID] == txn.producer_id) & (batches[:, ck.BASE] >= txn.first_offset)
-                     & (batches[:, ck.BASE] < txn.last_offset) & ((batches[:, ck.ATTRS] & 0x20) == 0))
+                     & (batches[:, ck.BASE] < txn.last_offset) & ((batches[:, ck.ATTRS] & _CONTROL) == 0))
         return mask
 
-    def _build_map(self, directory: Path, dirty: list[int], first_dirty: int, end: int) -> int:
+    def _build_map(self, directory: Path, dirty: list[int], first_dirty: int, end: int, aborted: list) -> int:
         """Map the keys of the dirty segments; return the offset the map covers up to (the new first
-        dirty): `end`, or just past the last record mapped when the map filled first (Kafka's rule)."""
+        dirty): `end`, or just past the last record mapped when the map filled first (Kafka's rule).
+        Committed transactions' records are mapped like any; aborted ones' and markers' are not."""
         self.map.clear()
         for base in dirty:
             source = _Source(directory, base)
@@ -287,24 +420,14 @@ class Cleaner:
                 rows = source.rows()
                 self._io(source.size)
                 bor = rows.batch_of_row()
-                control = (rows.batches[bor, ck.ATTRS] & 0x20) != 0 if len(bor) else np.zeros(0, np.bool_)
-                aborted = self._aborted_batches(rows.batches)[bor] if len(bor) else np.zeros(0, np.bool_)
-                mask = ((rows.flags & ck.HAS_KEY) != 0) & ~control & ~aborted & (rows.offsets >= first_dirty)
+                control = (rows.batches[bor, ck.ATTRS] & _CONTROL) != 0 if len(bor) else np.zeros(0, np.bool_)
+                dropped = self._aborted_batches(rows.batches, aborted)[bor] if len(bor) else np.zeros(0, np.bool_)
+                mask = ((rows.flags & ck.HAS_KEY) != 0) & ~control & ~dropped & (rows.offsets >= first_dirty)
                 if not self.map.put(rows.h1, rows.h2, rows.offsets, mask):
                     return self.map.latest_offset + 1
             finally:
                 source.close()
         return end
-
-    @staticmethod
-    def _delete_horizon(directory: Path, cleanable: list[int], nxt: dict[int, int], first_dirty: int,
-                        retention_ms: int) -> int:
-        """Tombstones in segments modified before this go (Kafka: the cleaned head's last segment's
-        modification time minus delete.retention.ms; 0 before the first cleaning)."""
-        head = [b for b in cleanable if nxt[b] <= first_dirty]
-        if not head:
-            return 0
-        return os.stat(segment_file(directory, head[-1], LOG_SUFFIX)).st_mtime_ns // 1_000_000 - retention_ms
 
     def _name_in_checkpoint(self, directory: Path, first_dirty: int) -> None:
         """Before a partition's first swap, name it in the checkpoint (recovery then allows gaps)."""
@@ -314,21 +437,21 @@ class Cleaner:
             entries[key] = first_dirty
             cleaner_checkpoint.write(directory.parent, entries)
 
-    def _clean_group(self, part, group: list[int], end: int, horizon: int, stats: CleanStats) -> bool:
+    def _clean_group(self, part, group: list[int], end: int, rnd: _Round, stats: CleanStats) -> bool:
         """Write the group's cleaned segment and swap it in; False if nothing changed or the swap lost."""
         directory = part.directory
         base = group[0]
         segment_swap.discard_cleaned(directory, base)
         out_path = segment_swap.temp_file(directory, base, LOG_SUFFIX, segment_swap.CLEANED)
         inodes, changed, mtime_ns = [], False, 0
+        rnd.live_markers = set()
         with open(out_path, "wb") as out:
             for b in group:
                 source = _Source(directory, b)
                 try:
                     inodes.append(source.inode)
                     mtime_ns = max(mtime_ns, source.mtime_ns)
-                    retain_deletes = source.mtime_ns // 1_000_000 > horizon
-                    data, same = self._clean_segment(source, retain_deletes, stats)
+                    data, same = self._clean_segment(source, rnd, stats)
                     changed |= not same
                     out.write(data)
                     self._io(source.size + len(data))
@@ -339,13 +462,13 @@ class Cleaner:
         if not changed and len(group) == 1:
             segment_swap.discard_cleaned(directory, base)
             return False
-        os.utime(out_path, ns=(mtime_ns, mtime_ns))  # the delete horizon reads it next time
+        os.utime(out_path, ns=(mtime_ns, mtime_ns))  # keeps the group's last modification (Kafka's too)
         write_indexes(directory, base, part.config)
-        carry_txnindex(directory, group)
+        carry_txnindex(directory, group, rnd.live_markers)
         self.crash("cleaned-written")
         return part.replace_with_cleaned(group, end, inodes, self.crash)
 
-    def _clean_segment(self, source: _Source, retain_deletes: bool, stats: CleanStats):
+    def _clean_segment(self, source: _Source, rnd: _Round, stats: CleanStats):
         """(cleaned bytes of one segment, whether they are the segment's bytes unchanged)."""
         if not source.size:
             return b"", True
@@ -353,65 +476,89 @@ class Cleaner:
         batches = rows.batches
         nb = len(batches)
         bor = rows.batch_of_row()
-        attrs = batches[:, ck.ATTRS]
-        latest = self.map.get(rows.h1, rows.h2)
-        has_key = (rows.flags & ck.HAS_KEY) != 0
-        tomb = (rows.flags & ck.NULL_VALUE) != 0
-        keep = has_key & ((latest < 0) | (rows.offsets >= latest))
-        if not retain_deletes:
-            keep &= ~tomb
-        aborted = self._aborted_batches(batches)  # transactions: see the module docstring
-        untouchable = ((attrs & _TXN_OR_CONTROL) != 0) & ~aborted
-        if len(bor):
-            keep |= untouchable[bor]
-            keep &= ~aborted[bor]
-        kept = np.bincount(bor, weights=keep, minlength=nb).astype(np.int64) if len(bor) else np.zeros(nb, np.int64)
-        count = batches[:, ck.COUNT]
-        actions = np.where(kept == count, ck.COPY, np.where(kept == 0, ck.DROP, ck.REBUILD)).astype(np.int64)
-        actions[(count == 0)] = ck.DROP  # an old empty batch goes unless kept below
-        # Kept as an empty batch: each producer's last batch here.
-        retain_empty = np.zeros(nb, np.bool_)
-        pids = batches[:, ck.PID]
-        idem = np.nonzero(pids >= 0)[0]
-        if len(idem):
-            _, last_of = np.unique(pids[idem][::-1], return_index=True)
-            retain_empty[idem[len(idem) - 1 - last_of]] = True
+        attrs, count = batches[:, ck.ATTRS], batches[:, ck.COUNT]
+        control = (attrs & _CONTROL) != 0
+        aborted = self._aborted_batches(batches, rnd.aborted)
+        with_data = rnd.transactions.markers_with_data(batches)
+        empty_marker = control & (~with_data | (count == 0))  # its transaction's data is gone
+        stamped = (attrs & ck.DELETE_HORIZON_BIT) != 0
+        expired = stamped & (batches[:, ck.BASE_TS] <= rnd.now)  # past its delete horizon
+        keep, tomb = self._kept_records(rows, bor, control, empty_marker & expired, expired, aborted, rnd)
+        kept = _per_batch(bor, keep, nb)
+        keeps_tombstone = _per_batch(bor, keep & tomb, nb) > 0
+        stamp = ~stamped & (kept > 0) & np.where(control, empty_marker, keeps_tombstone)
+        horizons = np.where(stamp, rnd.now + rnd.delete_retention_ms, -1).astype(np.int64)
+        actions = np.where((kept == count) & ~stamp, ck.COPY,
+                           np.where(kept == 0, ck.DROP, ck.REBUILD)).astype(np.int64)
+        actions[count == 0] = ck.DROP  # an old empty batch goes unless kept below
+        retain_empty = rnd.producers.last_batches(batches) | (batches[:, ck.LAST] + 1 == rnd.round_end)
         actions[(actions == ck.DROP) & retain_empty] = ck.EMPTY
         actions[(count == 0) & retain_empty] = ck.COPY
-        actions[untouchable] = ck.COPY
-        compressed = (attrs & 0x07) != 0
-        side, side_start, side_len = self._rebuild_compressed(source, rows, keep, actions, compressed)
-        out = np.empty(source.size + len(side), np.uint8)
-        n = ck.rewrite(source.buf, batches, actions, keep, rows.rstart, rows.rend, side, side_start, side_len, out,
-                       CRC_TABLES)
+        rnd.live_markers.update(batches[control & with_data & (kept > 0), ck.BASE].tolist())
+        side, side_start, side_len = self._rebuild_compressed(source, rows, keep, actions, horizons)
+        out = np.empty(source.size + len(side) + 10 * len(keep), np.uint8)
+        n = ck.rewrite(source.buf, batches, actions, keep, rows.rstart, rows.rend, side, side_start, side_len,
+                       horizons, out, CRC_TABLES)
         stats.bytes_read += source.size
         stats.bytes_written += n
         stats.records_read += int(count.sum())
         stats.records_kept += int(kept.sum())
         return out[:n], bool((actions == ck.COPY).all())
 
+    def _kept_records(self, rows: _Rows, bor, control, marker_goes, expired, aborted, rnd: _Round):
+        """(which records stay, which are tombstones). A data record stays if no later offset of its
+        key is mapped (or it lies past the map), and, if a tombstone, while its batch's delete horizon
+        has not passed (KIP-534: a batch not yet stamped keeps its tombstones); records without a key
+        go. A marker's record stays unless its transaction's data is gone and its horizon passed.
+        Aborted transactions' records go."""
+        latest = self.map.get(rows.h1, rows.h2)
+        has_key = (rows.flags & ck.HAS_KEY) != 0
+        tomb = (rows.flags & ck.NULL_VALUE) != 0
+        if not len(bor):
+            return has_key, tomb
+        keep = has_key & ((latest < 0) | (rows.offsets >= latest)) & ~(tomb & expired[bor])
+        keep |= rows.offsets >= rnd.map_end
+        keep = np.where(control[bor], ~marker_goes[bor], keep)
+        keep &= ~aborted[bor]
+        return keep, tomb & ~control[bor]
+
     @staticmethod
-    def _rebuild_compressed(source: _Source, rows: _Rows, keep, actions, compressed):
-        """Compressed batches losing some records: rebuilt plain, recompressed with their codec (SIDE)."""
+    def _rebuild_compressed(source: _Source, rows: _Rows, keep, actions, horizons):
+        """Compressed batches losing some records (or stamped): rebuilt plain from the records rows()
+        decompressed, in one kernel call, then recompressed with their codec one by one (SIDE)."""
         nb = len(rows.batches)
         side_start = np.zeros(nb, np.int64)
         side_len = np.zeros(nb, np.int64)
-        parts, at = [], 0
-        for b in np.nonzero(compressed & (actions == ck.REBUILD))[0]:  # one step per batch, not per record
-            row = rows.batches[b]
-            plain = source.plain(row)
-            one = row.copy().reshape(1, ck.NCOLS)
-            one[0, ck.POS], one[0, ck.SIZE] = 0, len(plain)
-            rebuilt = np.empty(len(plain), np.uint8)
-            n = ck.rewrite(plain, one, np.array([ck.REBUILD]), keep, rows.rstart, rows.rend, np.zeros(0, np.uint8),
-                           side_start[:1], side_len[:1], rebuilt, CRC_TABLES)
-            batch = compression.compress_batch(rebuilt[:n].tobytes(), int(row[ck.ATTRS]) & 0x07)
+        todo = np.nonzero(((rows.batches[:, ck.ATTRS] & 0x07) != 0) & (actions == ck.REBUILD))[0]
+        if not len(todo):
+            return np.zeros(0, np.uint8), side_start, side_len
+        which = np.searchsorted(source.packed, todo)  # their places among the decompressed batches
+        table = rows.batches[todo].copy()
+        table[:, ck.POS] = source.plain_starts[which]
+        table[:, ck.SIZE] = source.plain_starts[which + 1] - source.plain_starts[which]
+        plain = np.empty(int(table[:, ck.SIZE].sum()) + 10 * int(table[:, ck.COUNT].sum()), np.uint8)
+        n = ck.rewrite(source.plain, table, np.full(len(todo), ck.REBUILD, np.int64), keep, rows.rstart, rows.rend,
+                       np.zeros(0, np.uint8), side_start[: len(todo)], side_len[: len(todo)], horizons[todo], plain,
+                       CRC_TABLES)
+        at = np.zeros(len(todo) + 1, np.int64)
+        ck.batch_positions(plain, n, at)
+        at[len(todo)] = n
+        parts, total = [], 0
+        codecs = (table[:, ck.ATTRS] & 0x07).tolist()
+        for i, b in enumerate(todo.tolist()):  # one codec call per batch, not per record
+            batch = compression.compress_batch(plain[at[i] : at[i + 1]], codecs[i])
             parts.append(batch)
-            side_start[b], side_len[b] = at, len(batch)
-            at += len(batch)
-            actions[b] = ck.SIDE
-        side = np.frombuffer(b"".join(parts), np.uint8) if parts else np.zeros(0, np.uint8)
-        return side, side_start, side_len
+            side_start[b], side_len[b] = total, len(batch)
+            total += len(batch)
+        actions[todo] = ck.SIDE
+        return np.frombuffer(b"".join(parts), np.uint8), side_start, side_len
+
+
+def _per_batch(bor: np.ndarray, mask: np.ndarray, nb: int) -> np.ndarray:
+    """How many rows of each batch the mask holds."""
+    if not len(bor):
+        return np.zeros(nb, np.int64)
+    return np.bincount(bor, weights=mask, minlength=nb).astype(np.int64)
 
 
 # ---------------------------------------------------------------- helpers over a partition's files
@@ -480,17 +627,13 @@ def write_indexes(directory: Path, base: int, config) -> None:
             os.fsync(f.fileno())
 
 
-def carry_txnindex(directory: Path, group: list[int]) -> None:
-    """The group's .txnindex files, concatenated, as the cleaned segment's (none if none has one)."""
-    parts = []
-    for b in group:
-        try:
-            parts.append(segment_file(directory, b, segment_swap.TXNINDEX_SUFFIX).read_bytes())
-        except FileNotFoundError:
-            pass
-    if parts:
+def carry_txnindex(directory: Path, group: list[int], live_markers: set) -> None:
+    """The cleaned segment's .txnindex: the group's entries whose abort marker stays with its aborted
+    data (Kafka's cleaned transaction index); none if no entry is left."""
+    entries = [e for b in group for e in txn_index.read(directory, b) if e.last_offset in live_markers]
+    if entries:
         path = segment_swap.temp_file(directory, group[0], segment_swap.TXNINDEX_SUFFIX, segment_swap.CLEANED)
-        atomic_write(path, b"".join(parts))
+        atomic_write(path, b"".join(txn_index.ENTRY.pack(txn_index.VERSION, *e) for e in entries))
 
 
 def first_dirty_offset(directory: Path) -> int:

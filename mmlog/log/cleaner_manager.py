@@ -10,7 +10,8 @@ writes) and loops:
       has compact: dirty ratio = dirty bytes / cleanable bytes (`Cleaner.dirty_bytes`);
       clean the log that is due (ratio >= min.cleanable.dirty.ratio, or a dirty record
       older than max.compaction.lag.ms) with the highest ratio;
-      write cleaner-status.json (every compacted log's ratio and last cleaning).
+      write cleaner-status.json (every compacted log's ratio and last cleaning); the
+      broker's totals go to its metrics block through `on_clean`.
 
 A cleaning that fails (a segment that does not parse, a full disk) is logged and
 the partition is left alone until the process restarts; its cleaned files are
@@ -50,8 +51,9 @@ def _name_process(name: str) -> None:
 class LogCleanerManager:
     """Chooses the dirtiest log and cleans it; keeps the status others read."""
 
-    def __init__(self, config, manager: LogManager | None = None) -> None:
+    def __init__(self, config, manager: LogManager | None = None, on_clean=None) -> None:
         self.config = config
+        self.on_clean = on_clean  # called with each cleaning's CleanStats (the broker's metrics counters)
         self.manager = manager or LogManager(config.log_dirs, config.log_config(), owner=False,
                                              broker_id=config["broker.id"])
         self.cleaner = Cleaner(OffsetMap(config["log.cleaner.dedupe.buffer.size"],
@@ -117,6 +119,8 @@ class LogCleanerManager:
             entry = self.status.setdefault(f"{topic}-{number}", {})
             entry.update(last_run_ms=now_ms(), last_run=asdict(stats), first_dirty_offset=stats.end_offset,
                          dirty_ratio=0.0)
+            if self.on_clean is not None:
+                self.on_clean(stats)
         self.write_status()
         return stats is not None
 
@@ -146,13 +150,13 @@ def read_status(log_dir: Path) -> dict[str, dict]:
         return {}
 
 
-def cleaner_main(config) -> int:
-    """The cleaner process's body (after fork): run until SIGTERM."""
+def cleaner_main(config, on_clean=None) -> int:
+    """The cleaner process's body (after fork): run until SIGTERM. on_clean(stats) after each cleaning."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     _name_process(PROCESS_NAME)
-    manager = LogCleanerManager(config)
+    manager = LogCleanerManager(config, on_clean=on_clean)
     signal.signal(signal.SIGTERM, lambda *_: manager.stopped.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD})
     log.debug("log cleaner ready (pid %d)", os.getpid())

@@ -4,6 +4,7 @@
 batch table and, for every record of an uncompressed batch, one row:
 
     batch table (int64, one row per batch):  POS SIZE BASE LAST ATTRS COUNT PID FIRST_ROW
+                                             EPOCH BASE_TS (producer epoch, base timestamp)
     record rows (arrays, one entry per record, a batch's records at FIRST_ROW ...):
         h1, h2   the key's 128-bit hash (offset_map.hash_key); 0, 0 without a key
         offset   baseOffset + offsetDelta
@@ -23,8 +24,16 @@ section (one Python step per compressed batch, never per record).
              last offset so that a producer's last sequence survives), so kept
              records keep their offsets and offset deltas may have gaps
     EMPTY    the header alone, no records (Kafka's empty batch: it keeps an
-             idempotent producer's last sequence, or a group's end offset)
+             idempotent producer's last sequence, or a group's end offset); no
+             codec and no delete horizon bit (Kafka's writeEmptyHeader)
     SIDE     bytes the caller built (a compressed batch rebuilt and recompressed)
+
+A REBUILD may also stamp the batch with a delete horizon (KIP-534; `horizons[b]`
+>= 0): attribute bit 6 set and the base timestamp replaced by the horizon, each
+kept record's timestamp delta rewritten against it (so every record keeps its
+timestamp: delta' = old base + delta - horizon; its length varint redone). Kafka
+stamps a batch the first time the cleaner keeps a tombstone or an empty
+transaction's marker in it, and removes those once a cleaning runs past it.
 
 Every kernel has a `*_py` reference; tests compare them on random segments.
 """
@@ -37,10 +46,12 @@ from numba import njit
 from mmlog.log.kernels import CRC_TABLES, crc32c
 from mmlog.log.offset_map import hash_key, hash_key_py
 from mmlog.protocol import records as rec
-from mmlog.protocol.wire_kernels import be_i32, be_i64, varint
+from mmlog.protocol.wire_kernels import be_i32, be_i64, put_varint, varint, varint_size
 
-POS, SIZE, BASE, LAST, ATTRS, COUNT, PID, FIRST_ROW = range(8)
-NCOLS = 8
+POS, SIZE, BASE, LAST, ATTRS, COUNT, PID, FIRST_ROW, EPOCH, BASE_TS = range(10)
+NCOLS = 10
+DELETE_HORIZON_BIT = rec.DELETE_HORIZON_BIT  # attributes bit 6 (KIP-534): the base timestamp is the delete horizon
+_NO_CODEC_NO_HORIZON = 0xFF & ~(0x07 | DELETE_HORIZON_BIT)
 HAS_KEY, NULL_VALUE = 1, 2
 DROP, COPY, REBUILD, EMPTY, SIDE = range(5)
 # walk statuses
@@ -131,6 +142,8 @@ def walk_segment(buf, start, end, batches, h1, h2, offsets, flags, rstart, rend)
         batches[n, COUNT] = count
         batches[n, PID] = be_i64(buf, p + 43)
         batches[n, FIRST_ROW] = row
+        batches[n, EPOCH] = (np.int64(buf[p + 51]) << 8) | np.int64(buf[p + 52])
+        batches[n, BASE_TS] = be_i64(buf, p + 27)
         if not attrs & 0x07:
             if walk_records(buf, p + _HEADER, p + size, count, base, row, h1, h2, offsets, flags, rstart,
                             rend) != WALK_OK:
@@ -141,6 +154,39 @@ def walk_segment(buf, start, end, batches, h1, h2, offsets, flags, rstart, rend)
     return WALK_OK, n
 
 
+@njit(cache=True)
+def walk_plain_batches(plain, starts, counts, bases, first_rows, h1, h2, offsets, flags, rstart, rend):
+    """walk_records over many decompressed batches laid out in `plain` (each one's 61-byte header
+    then its records, from starts[i] to starts[i + 1]): one call for a segment's compressed batches.
+    Returns the index of the first batch whose records do not parse, -1 if all do."""
+    for i in range(len(counts)):
+        end = starts[i + 1]
+        if walk_records(plain, starts[i] + _HEADER, end, counts[i], bases[i], first_rows[i], h1, h2, offsets,
+                        flags, rstart, rend) != WALK_OK:
+            return i
+    return -1
+
+
+@njit(cache=True)
+def gather(src, src_starts, lengths, dst, dst_starts):
+    """Copy src[src_starts[i]:+lengths[i]] to dst[dst_starts[i]:] for every i (batch headers, say)."""
+    for i in range(len(lengths)):
+        n = lengths[i]
+        dst[dst_starts[i] : dst_starts[i] + n] = src[src_starts[i] : src_starts[i] + n]
+
+
+@njit(cache=True)
+def batch_positions(buf, end, out):
+    """The position of each whole batch in buf[:end] (written to out); their number."""
+    p = 0
+    n = 0
+    while p + _HEADER <= end and n < len(out):
+        out[n] = p
+        n += 1
+        p += 12 + be_i32(buf, p + 8)
+    return n
+
+
 def walk_segment_py(buf, start, end, batches, h1, h2, offsets, flags, rstart, rend):
     """Reference for walk_segment (records.py decodes the records)."""
     data = bytes(buf[:end])
@@ -149,7 +195,7 @@ def walk_segment_py(buf, start, end, batches, h1, h2, offsets, flags, rstart, re
         if n >= batches.shape[0]:
             break
         batches[n] = (pos, h.size, h.base_offset, h.last_offset, h.attributes, max(h.records_count, 0),
-                      h.producer_id, row)
+                      h.producer_id, row, h.producer_epoch & 0xFFFF, h.base_timestamp)
         if not h.compression:
             if walk_records_py(data, pos + _HEADER, pos + h.size, h.records_count, h.base_offset, row, h1, h2,
                                offsets, flags, rstart, rend) != WALK_OK:
@@ -205,8 +251,31 @@ def _finish(out, o, q, count, tables):
 
 
 @njit(cache=True)
-def rewrite(src, batches, actions, keep, rstart, rend, side, side_start, side_len, out, tables):
-    """Write each batch by its action into out (see the module docstring); return the bytes written."""
+def _put_i64(buf, p, v):
+    u = np.uint64(v)
+    for k in range(8):
+        buf[p + k] = np.uint8((u >> np.uint64(56 - 8 * k)) & np.uint64(0xFF))
+
+
+@njit(cache=True)
+def _restamped_record(src, start, end, shift, out, q):
+    """Copy the record src[start:end] to out[q] with its timestamp delta plus `shift`; next q."""
+    _, a = varint(src, start, end)  # the length varint, redone below
+    delta, r = varint(src, a + 1, end)
+    new_delta = delta + shift
+    body = 1 + varint_size(new_delta) + (end - r)
+    q = put_varint(out, q, body)
+    out[q] = src[a]
+    q = put_varint(out, q + 1, new_delta)
+    n = end - r
+    out[q : q + n] = src[r:end]
+    return q + n
+
+
+@njit(cache=True)
+def rewrite(src, batches, actions, keep, rstart, rend, side, side_start, side_len, horizons, out, tables):
+    """Write each batch by its action into out (see the module docstring); return the bytes written.
+    out needs room for the source plus side bytes plus 10 bytes a stamped record (its longer varints)."""
     o = 0
     for b in range(batches.shape[0]):
         action = actions[b]
@@ -217,20 +286,29 @@ def rewrite(src, batches, actions, keep, rstart, rend, side, side_start, side_le
             o += size
         elif action == REBUILD:
             out[o : o + _HEADER] = src[pos : pos + _HEADER]
+            horizon = horizons[b]
+            shift = np.int64(0)
+            if horizon >= 0:
+                out[o + 22] = out[o + 22] | DELETE_HORIZON_BIT
+                _put_i64(out, o + 27, horizon)
+                shift = batches[b, BASE_TS] - horizon
             q = o + _HEADER
             kept = 0
             first = batches[b, FIRST_ROW]
             for r in range(first, first + batches[b, COUNT]):
                 if keep[r]:
-                    n = rend[r] - rstart[r]
-                    out[q : q + n] = src[rstart[r] : rend[r]]
-                    q += n
+                    if horizon >= 0:
+                        q = _restamped_record(src, rstart[r], rend[r], shift, out, q)
+                    else:
+                        n = rend[r] - rstart[r]
+                        out[q : q + n] = src[rstart[r] : rend[r]]
+                        q += n
                     kept += 1
             _finish(out, o, q, kept, tables)
             o = q
         elif action == EMPTY:
             out[o : o + _HEADER] = src[pos : pos + _HEADER]
-            out[o + 22] = out[o + 22] & 0xF8  # no records, so no codec
+            out[o + 22] = out[o + 22] & _NO_CODEC_NO_HORIZON  # no records: no codec, nothing to delete
             _finish(out, o, o + _HEADER, 0, tables)
             o += _HEADER
         elif action == SIDE:
@@ -240,8 +318,8 @@ def rewrite(src, batches, actions, keep, rstart, rend, side, side_start, side_le
     return o
 
 
-def rewrite_py(src, batches, actions, keep, rstart, rend, side, side_start, side_len, out, tables=None):
-    """Reference for rewrite, assembling bytes objects."""
+def rewrite_py(src, batches, actions, keep, rstart, rend, side, side_start, side_len, horizons, out, tables=None):
+    """Reference for rewrite, assembling bytes objects (records re-encoded with records.py's varints)."""
     from crc32c import crc32c as c
 
     parts = []
@@ -253,15 +331,30 @@ def rewrite_py(src, batches, actions, keep, rstart, rend, side, side_start, side
             continue
         if action in (REBUILD, EMPTY):
             header = bytearray(src[pos : pos + _HEADER])
-            body = b""
+            body = bytearray()
             kept = 0
             if action == REBUILD:
+                horizon = int(horizons[b])
+                if horizon >= 0:
+                    header[22] |= DELETE_HORIZON_BIT
+                    header[27:35] = horizon.to_bytes(8, "big", signed=True)
                 first = int(batches[b, FIRST_ROW])
                 rows = [r for r in range(first, first + int(batches[b, COUNT])) if keep[r]]
-                body = b"".join(bytes(src[rstart[r] : rend[r]]) for r in rows)
+                for r in rows:
+                    record = bytes(src[rstart[r] : rend[r]])
+                    if horizon >= 0:
+                        _, a = rec.read_varint(record, 0)
+                        delta, rest = rec.read_varint(record, a + 1)
+                        inner = bytearray(record[a : a + 1])
+                        rec.write_varint(inner, delta + int(batches[b, BASE_TS]) - horizon)
+                        inner += record[rest:]
+                        record = bytearray()
+                        rec.write_varint(record, len(inner))
+                        record += inner
+                    body += record
                 kept = len(rows)
             else:
-                header[22] &= 0xF8
+                header[22] &= _NO_CODEC_NO_HORIZON
             batch = header + body
             batch[8:12] = (len(batch) - 12).to_bytes(4, "big")
             batch[57:61] = kept.to_bytes(4, "big")
@@ -277,8 +370,10 @@ def rewrite_py(src, batches, actions, keep, rstart, rend, side, side_start, side
 def warm() -> None:
     """Compile the kernels (and the offset map's) before forking."""
     from mmlog.log import offset_map
+    from mmlog.protocol import compression, lz4_frame
 
     offset_map.warm()
+    lz4_frame.decompress(compression.compress(compression.LZ4, b"warm"))
     buf = np.asarray(rec.build_batch([(b"k", b"v")]), dtype=np.uint8)
     nb, nr, _ = count_batches(buf, 0, len(buf))
     batches = np.zeros((nb, NCOLS), np.int64)
@@ -286,6 +381,10 @@ def warm() -> None:
     offsets, flags = np.zeros(nr, np.int64), np.zeros(nr, np.int64)
     rstart, rend = np.zeros(nr, np.int64), np.zeros(nr, np.int64)
     walk_segment(buf, 0, len(buf), batches, h1, h2, offsets, flags, rstart, rend)
-    out = np.zeros(len(buf), np.uint8)
-    rewrite(buf, batches, np.full(nb, COPY, np.int64), np.ones(nr, np.bool_), rstart, rend,
-            np.zeros(0, np.uint8), np.zeros(nb, np.int64), np.zeros(nb, np.int64), out, CRC_TABLES)
+    out = np.zeros(len(buf) + 10 * nr, np.uint8)
+    gather(buf, np.zeros(1, np.int64), np.ones(1, np.int64), out, np.zeros(1, np.int64))
+    batch_positions(buf, len(buf), np.zeros(2, np.int64))
+    for action, horizon in ((COPY, -1), (REBUILD, 1)):
+        rewrite(buf, batches, np.full(nb, action, np.int64), np.ones(nr, np.bool_), rstart, rend,
+                np.zeros(0, np.uint8), np.zeros(nb, np.int64), np.zeros(nb, np.int64), np.full(nb, horizon, np.int64),
+                out, CRC_TABLES)

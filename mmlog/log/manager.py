@@ -59,7 +59,7 @@ import stat
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +109,12 @@ class TopicInfo:
             doc["assignment"] = self.assignment
         return doc
 
+    def replica_counts(self) -> Counter:
+        """Its partition replicas per broker id (None for a standalone topic's, all on this broker)."""
+        if self.assignment is None:
+            return Counter({None: self.partitions})
+        return Counter(b for replicas in self.assignment for b in replicas)
+
     def replicas(self, partition: int, standalone_id: int) -> list[int]:
         """The brokers holding a partition, its preferred leader first."""
         return [standalone_id] if self.assignment is None else self.assignment[partition]
@@ -138,6 +144,12 @@ class LogManager:
         self.broker_id = broker_id
         self.max_open = max(2, max_open) if owner and max_open else None
         self._topics: dict[str, TopicInfo] = {}
+        # Both caches spare the owner work per topic when thousands are auto-created: each topic's
+        # catalogue JSON, valid while its TopicInfo and the objects it holds are the same (changes
+        # replace them), and the replicas per broker, updated by a creation, recounted after any
+        # other change.
+        self._fragments: dict[str, tuple] = {}
+        self._replicas: Counter | None = None
         self._partitions: OrderedDict[tuple[str, int], Partition] = OrderedDict()  # least recently used first
         self._known: set[tuple[str, int]] = set()  # opened with recovery (or created) by this owner
         self._closed_hw: dict[tuple[str, int], int] = {}  # HW of a closed partition when it was closed
@@ -181,6 +193,7 @@ class LogManager:
         with self._lock:
             before = {name: t.topic_id for name, t in self._topics.items()}
             configs = {name: t.config for name, t in self._topics.items()}
+            self._replicas = None
             self._topics = {
                 name: TopicInfo(name, t["partitions"], dict(t.get("config", {})), t.get("id", ""),
                                 t.get("assignment"))
@@ -200,8 +213,14 @@ class LogManager:
         return (self.broker_id is None or info.assignment is None or partition >= info.partitions
                 or self.broker_id in info.assignment[partition])
 
-    def _save(self) -> None:
-        """Write the catalogue now (caller holds _lock), or mark it pending inside one_catalogue_write."""
+    def _save(self, created: TopicInfo | None = None) -> None:
+        """Write the catalogue now (caller holds _lock), or mark it pending inside one_catalogue_write.
+        Every change of the catalogue comes here: `created` names a new topic (its replicas are counted
+        in), anything else makes the replica counts be recounted."""
+        if created is not None and self._replicas is not None:
+            self._replicas.update(created.replica_counts())
+        else:
+            self._replicas = None
         if self._defer_save:
             self._save_pending = True
             return
@@ -210,8 +229,28 @@ class LogManager:
     def _snapshot_catalogue(self) -> tuple[int, bytes]:
         """(version, bytes) of the catalogue as it is now (caller holds _lock)."""
         self._version += 1
-        data = {"version": 1, "topics": {n: t.to_json() for n, t in sorted(self._topics.items())}}
-        return self._version, json.dumps(data, separators=(",", ":")).encode()
+        fragments = [self._fragment(name, info) for name, info in sorted(self._topics.items())]
+        for name in [n for n in self._fragments if n not in self._topics]:
+            del self._fragments[name]
+        return self._version, b'{"version":1,"topics":{' + b",".join(fragments) + b"}}"
+
+    def _fragment(self, name: str, info: TopicInfo) -> bytes:
+        """`"name":{...}` of one topic in the catalogue's JSON, encoded once per change of the topic."""
+        key = (info, info.config, info.assignment, info.partitions)
+        cached = self._fragments.get(name)
+        if cached is None or any(a is not b for a, b in zip(cached[:3], key)) or cached[3] != key[3]:
+            text = json.dumps(name) + ":" + json.dumps(info.to_json(), separators=(",", ":"))
+            cached = self._fragments[name] = (*key, text.encode())
+        return cached[4]
+
+    def replica_counts(self) -> Counter:
+        """Partition replicas per broker id over the catalogue (None: standalone topics' ones)."""
+        with self._lock:
+            if self._replicas is None:
+                self._replicas = Counter()
+                for info in self._topics.values():
+                    self._replicas.update(info.replica_counts())
+            return Counter(self._replicas)
 
     def _write(self, snapshot: tuple[int, bytes]) -> None:
         version, data = snapshot
@@ -252,7 +291,12 @@ class LogManager:
         self._write(snapshot)
 
     def topics(self) -> dict[str, TopicInfo]:
+        """A copy of the catalogue (safe to iterate while topics come and go)."""
         return dict(self._topics)
+
+    def has_topic(self, name: str) -> bool:
+        """Whether the catalogue names the topic (without `topics()`' copy of it)."""
+        return name in self._topics
 
     def topic(self, name: str) -> TopicInfo:
         info = self._topics.get(name)
@@ -298,10 +342,11 @@ class LogManager:
                 for p in hosted:  # the normalised assignment (an old catalogue's [id, ...] is [[id], ...] there)
                     self._make_partition(name, p, log_config, info.assignment, counts, made)
                 self._topics[name] = info
-                self._save()
+                self._save(created=info)
             except BaseException as exc:
                 # Crash point: directories made but not yet named by the catalogue are removed by load().
                 self._topics.pop(name, None)
+                self._replicas = None
                 self._undo_create(name, made)
                 if isinstance(exc, OSError):
                     if made:

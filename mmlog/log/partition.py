@@ -84,7 +84,7 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, log_dirs, producer_state, recovery, retention, segment_swap, txn_index
+from mmlog.log import compressed, flush_timing, log_dirs, producer_state, recovery, retention, segment_swap, txn_index
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
 from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
@@ -548,6 +548,16 @@ class Partition:
             if complete:
                 break
         return found
+
+    def last_records_of_producers(self) -> dict[int, tuple[int, int]]:
+        """{producer id: (last data offset, -1 if none in its epoch; epoch)} as of the log end (Kafka's
+        lastRecordsOfActiveProducers, what the cleaner keeps empty batches for). Built in a private
+        ProducerState from the newest snapshot and the batches after it, without the lock."""
+        snap = self.snapshot()
+        state = ProducerState(self.directory)
+        state.load(snap.log_end, snap.log_start, now_ms(), PRODUCER_EXPIRATION_MS)
+        state.apply_batches(self._stored_batches(snap, state.upto))
+        return {pid: (e.batches[-1][3] if e.batches else -1, e.epoch) for pid, e in state.producers.items()}
 
     @property
     def last_stable_offset(self) -> int:
@@ -1126,6 +1136,7 @@ class Partition:
         return True
 
     def _flush_locked(self) -> None:
+        started = time.monotonic()
         s = self.state.snapshot()
         first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
         for base in self._bases:
@@ -1135,6 +1146,7 @@ class Partition:
                     txn_index.flush(self.directory, base)
         self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
         self.state.flush()
+        flush_timing.observed(time.monotonic() - started)
 
     # ------------------------------------------------------------ retention and truncation
 
@@ -1268,7 +1280,8 @@ class Partition:
         if self._owner if clean is None else clean:
             try:
                 with self._writing() as s:
-                    self._flush_locked()
+                    if s.unflushed or s.recovery_point != s.log_end:  # else the files hold nothing unsynced
+                        self._flush_locked()
                     if s.log_end > s.active_base:  # the restart then reads no batch header to know its producers
                         self._catch_up_producers(s)
                         self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS)

@@ -256,8 +256,19 @@ class ProducerState:
                        base_offset + h.last_offset_delta, h.max_timestamp, h.is_transactional)
             return None
         if marker is None:
+            if not h.records_count:  # a marker the cleaner emptied: kept for its producer's epoch
+                self._keep_epoch(pid, h.producer_epoch, h.max_timestamp)
             return None
         return self.apply_marker(pid, h.producer_epoch, marker, base_offset, h.max_timestamp)
+
+    def _keep_epoch(self, pid: int, epoch: int, timestamp: int) -> None:
+        """A producer's epoch as an emptied marker holds it (the cleaner keeps the last one of a
+        producer with no data batch in its epoch so that a restart still fences older epochs)."""
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(epoch)
+        entry.set_epoch(max(entry.epoch, epoch))
+        entry.last_timestamp = max(entry.last_timestamp, timestamp)
 
     def apply_batches(self, batches, on_complete: Callable[[Completed], None] | None = None) -> None:
         """Apply stored batches, (header, marker or None) in log order; each transaction a marker

@@ -12,15 +12,27 @@ budget (processors/memory.py) as they arrive, and a connection whose budget
 refuses is not read from (`starved`) until the processor finds memory for it.
 The connection gives a frame's bytes back when its request is done (response
 queued, or none due), and everything it holds when it closes.
+
+Security (issue #19): a connection knows the listener it came in on (its name,
+for Metadata's answer, and its protocol). On an SSL or SASL_SSL listener the socket
+is an `ssl.SSLSocket` that starts `handshaking`: the worker steps the handshake on
+each readiness event (`handshake`), watching whatever OpenSSL wants next, so a slow
+handshake never blocks other connections. A TLS socket may hold decrypted bytes
+that epoll cannot see, so `fill` reads until OpenSSL wants more from the network.
+`principal` is `User:<name>` after SASL, `User:<certificate DN>` after mutual TLS,
+else `User:ANONYMOUS`.
 """
 
 from __future__ import annotations
 
+import selectors
 import socket
+import ssl
 import time
 
 from mmlog.processors.sendfile import OutQueue
 from mmlog.protocol import FrameReader
+from mmlog.security.tls import ktls_active, principal_of
 
 MAX_PENDING_OUT = 8 << 20  # stop reading a client that does not read its responses
 MAX_QUEUED_FRAMES = 64  # pipelined requests buffered before we stop reading
@@ -31,9 +43,11 @@ class Connection:
     """A client socket owned by this processor."""
 
     __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
-                 "produce_shape", "budget", "in_flight", "ticket")
+                 "produce_shape", "budget", "in_flight", "ticket", "listener_name", "handshaking", "tls_wants",
+                 "tls", "sasl", "principal")
 
-    def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1) -> None:
+    def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1,
+                 listener_name: str | None = None, sasl=None) -> None:
         sock.setblocking(False)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -56,6 +70,32 @@ class Connection:
         self.last_active = time.monotonic()
         self.events = 0  # what the selector currently watches
         self.produce_shape = None  # the last one-partition Produce request's shape (handlers/produce.py)
+        self.listener_name = listener_name
+        self.tls = isinstance(sock, ssl.SSLSocket)
+        self.handshaking = self.tls
+        self.tls_wants = selectors.EVENT_READ  # what the handshake waits for
+        self.sasl = sasl  # a processors.sasl.SaslSession on SASL listeners
+        self.principal = "User:ANONYMOUS"
+
+    def handshake(self) -> bool:
+        """Step the TLS handshake; True once done. ssl.SSLError (an untrusted or expired certificate, a
+        plaintext client) when it fails."""
+        try:
+            self.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            self.tls_wants = selectors.EVENT_READ
+            return False
+        except ssl.SSLWantWriteError:
+            self.tls_wants = selectors.EVENT_WRITE
+            return False
+        self.handshaking = False
+        self.last_active = time.monotonic()
+        dn = principal_of(self.sock.getpeercert())
+        if dn is not None and self.sasl is None:
+            self.principal = f"User:{dn}"
+        if ktls_active(self.sock):
+            self.out.ktls = True
+        return True
 
     def wants_read(self) -> bool:
         reader = self.reader
@@ -81,11 +121,11 @@ class Connection:
                 if n == 0:
                     return False
                 reader.buffer_updated(n)
-                if n < len(buf):
-                    break
-        except BlockingIOError:
+                if n < len(buf) and not self.tls:
+                    break  # a TLS socket reads on: OpenSSL may hold more than the kernel shows epoll
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             pass
-        except (ConnectionError, TimeoutError):
+        except (ConnectionError, TimeoutError, ssl.SSLError):
             return False
         self.last_active = time.monotonic()
         return True

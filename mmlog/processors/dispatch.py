@@ -11,6 +11,12 @@ What a Kafka broker does with bad requests, we do: an ApiVersions version above
 ours gets error 35 in the v0 layout (never a closed socket); any other unknown API
 or unsupported version, or a body that does not parse, closes the connection.
 
+On a SASL listener a connection's requests pass a gate first (`sasl_gate`): until
+it has authenticated, or once its session expired, only ApiVersions, SaslHandshake
+and SaslAuthenticate are served and anything else closes the connection (Kafka's
+ILLEGAL_SASL_STATE behaviour); after a SaslHandshake v0 the frames are bare SASL
+tokens. One attribute test per request on every other connection.
+
 `handle_requests` takes a connection's queued requests in order. Consecutive
 Produce requests (a pipelining producer's) are handled as one group, so that their
 appends share a lock hold and a write (`handlers/produce.py`); their responses are
@@ -20,10 +26,15 @@ queued in request order like any others.
 from __future__ import annotations
 
 import logging
+import struct
+import time
 
 from mmlog.errors import KafkaError
 from mmlog.processors.handlers import HANDLERS, produce
 from mmlog.processors.request import DEFERRED, NO_RESPONSE, CloseConnection, Request
+from mmlog.processors.sasl import ALLOWED_BEFORE, AUTHENTICATE, log_failure
+from mmlog.protocol.messages import APIS
+from mmlog.security.sasl import AuthenticationFailed
 from mmlog.protocol import (
     API_VERSIONS,
     ProtocolError,
@@ -42,6 +53,7 @@ log = logging.getLogger(__name__)
 # Splitting smaller runs (answering the first half of 5 or 16 early) measured slower: on two
 # cores CPU runs out first, and each extra send and wake-up costs more than the overlap gains.
 MAX_GROUP = 32
+UNSUPPORTED_VERSION = 35
 
 
 def handle_requests(ctx, conn) -> None:
@@ -55,6 +67,9 @@ def handle_requests(ctx, conn) -> None:
         frame = conn.next_request()
         if frame is None:
             return
+        if conn.sasl is not None and not conn.sasl.open():
+            sasl_gate(ctx, conn, frame)
+            continue
         if _is_produce(frame):
             # A group, even of one: the group path reads a repeated request shape without the codec.
             handle_produce_group(ctx, conn, [frame, *conn.take_queued(_is_produce, MAX_GROUP - 1)])
@@ -78,6 +93,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
     """
     requests = []
     failure = None
+    received = time.monotonic()
     for frame in frames:
         shape = conn.produce_shape
         request = shape.read(frame) if shape is not None else None
@@ -93,20 +109,75 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
         requests.append(request)
     if requests:
         results = produce.handle_group(ctx, requests)
-        produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)],
-                                 lambda header, result: Request(conn, header, None, ctx).respond(result))
+        handled = time.monotonic()
+        unanswered = results.count(NO_RESPONSE)  # acks=0: counted here, as no response is sent
+        if unanswered:
+            ctx.metrics.requests(produce.API_KEY, unanswered, received, handled, handled)
+
+        answered_now = [0]  # answered before respond_in_order returns; the others waited for replicas
+
+        def respond(header, result) -> None:
+            request = Request(conn, header, None, ctx)
+            if answered_now[0] >= 0:
+                request.counted = False  # counted below, all with one call
+                answered_now[0] += 1
+            else:
+                request.received, request.handled = received, handled
+            request.respond(result)
+
+        produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)], respond)
+        if answered_now[0]:
+            answered = time.monotonic()
+            ctx.metrics.requests(produce.API_KEY, answered_now[0], received, answered, answered)
+        answered_now[0] = -1
     if failure is not None:
         raise failure
 
 
-def handle_frame(ctx, conn, frame) -> None:
-    """Decode one request frame and run its handler; CloseConnection for what cannot be answered."""
+def sasl_gate(ctx, conn, frame) -> None:
+    """A request on a connection not (or no longer) authenticated: the SASL exchange, or the door."""
+    session = conn.sasl
+    if session.legacy and session.state is AUTHENTICATE:
+        _legacy_token(ctx, conn, bytes(frame))
+        return
     header, offset = _parse_header(frame)
+    key = header.api_key
+    if key not in ALLOWED_BEFORE:
+        api = APIS.get(key)
+        name = api.name if api else f"API {key}"
+        state = "after the SASL session expired" if session.expired() else "before SASL authentication"
+        raise CloseConnection(f"ILLEGAL_SASL_STATE: {name} request {state}")
+    handle_frame(ctx, conn, frame, (header, offset))
+
+
+def _legacy_token(ctx, conn, token: bytes) -> None:
+    """After SaslHandshake v0: a bare token in, a bare size-prefixed token out (no Kafka header)."""
+    try:
+        answer = conn.sasl.step(token, ctx.reauth_ms)
+    except AuthenticationFailed as exc:
+        log_failure(conn, conn.sasl.mechanism, str(exc))
+
+        def close() -> None:
+            conn.closing = True
+            conn.done()
+            ctx.wants_write(conn)
+
+        ctx.later(ctx.auth_failure_delay_s, close)  # the connection stays busy: nothing else is read
+        return
+    conn.principal = conn.sasl.principal or conn.principal
+    conn.queue((struct.pack(">i", len(answer)) + answer,))
+    ctx.wants_write(conn)
+
+
+def handle_frame(ctx, conn, frame, parsed=None) -> None:
+    """Decode one request frame and run its handler; CloseConnection for what cannot be answered."""
+    header, offset = parsed or _parse_header(frame)
     handler = HANDLERS.get(header.api_key)
     if handler is None or not is_supported(header.api_key, header.api_version):
         if header.api_key == API_VERSIONS:
             conn.queue((encode_unsupported_api_versions(header),))
             ctx.wants_write(conn)
+            ctx.metrics.error(API_VERSIONS, UNSUPPORTED_VERSION)
             return
         raise CloseConnection(f"unsupported API {header.api_key} v{header.api_version}")
     body = _decode_body(header, frame, offset, handler)
@@ -117,7 +188,9 @@ def handle_frame(ctx, conn, frame) -> None:
         raise CloseConnection(f"{exc.__class__.__name__}: {exc}") from exc
     if result is NO_RESPONSE:
         conn.done()
-    elif result is not DEFERRED:
+    elif result is DEFERRED:
+        request.handled = time.monotonic()  # from here on it waits: remote time (ipc/metrics_block.py)
+    else:
         request.respond(result, with_files=getattr(handler, "WITH_FILES", False))
 
 

@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+from mmlog.processors.request_metrics import COUNTED_BY_HANDLER, count_errors
 from mmlog.protocol import RequestHeader, encode_response, encode_response_parts
 
 log = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ class CloseConnection(Exception):
 class Request:
     """A decoded request on its way through a handler."""
 
-    __slots__ = ("conn", "header", "body", "ctx", "received")
+    __slots__ = ("conn", "header", "body", "ctx", "received", "handled", "counted")
 
     def __init__(self, conn, header: RequestHeader, body: Any, ctx) -> None:
         self.conn = conn
@@ -29,6 +30,8 @@ class Request:
         self.body = body
         self.ctx = ctx
         self.received = time.monotonic()
+        self.handled = 0.0  # when its handler returned DEFERRED: the wait after it is remote time
+        self.counted = True  # False: whoever answers it counts it (a group of Produce requests, dispatch.py)
 
     @property
     def version(self) -> int:
@@ -50,6 +53,13 @@ class Request:
         else:
             self.conn.queue((encode_response(self.header, body),))
         self.ctx.wants_write(self.conn)
+        metrics = self.ctx.metrics
+        if self.counted and metrics.on:
+            answered = time.monotonic()
+            api = self.header.api_key
+            metrics.requests(api, 1, self.received, self.handled or answered, answered)
+            if api not in COUNTED_BY_HANDLER:
+                count_errors(metrics, api, body)
 
     def fail(self, exc: BaseException) -> None:
         """A deferred request that cannot be answered: drop the connection."""

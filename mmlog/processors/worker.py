@@ -19,6 +19,14 @@ any release in this processor, or when the pool's eventfd for this slot fires
 ipc/memory_pool.py for why no wake-up is lost). A retry every few seconds also
 runs, as a backstop that should never be the one to resume anything.
 
+Connections come tagged with the listener they arrived on. TLS listeners' sockets
+are wrapped here and handshake inside the loop (connection.py); SASL listeners'
+connections carry a `SaslSession` that dispatch gates requests on (sasl.py). A
+failed authentication's answer waits `connection.failed.authentication.delay.ms`
+in a timer list (`later`) that the loop runs between handling and writing. Work
+that would hold the loop for milliseconds (a PLAIN password's PBKDF2) runs on a
+helper thread (`offload`); its result comes back through a pipe the loop polls.
+
 A failure while serving one connection closes that connection only. SIGTERM stops
 taking connections and reading requests; requests already received are answered,
 responses are flushed, then the process exits 0 (or when the shutdown timeout
@@ -27,25 +35,33 @@ passes).
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
+import queue
 import selectors
 import signal
 import socket
+import ssl
 import time
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
-from mmlog.ipc.connection_table import TICKET, ConnectionTable
+from mmlog.ipc.connection_table import HANDOFF, ConnectionTable
 from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
 from mmlog.ipc.memory_pool import MemoryPool
+from mmlog.ipc.metrics_block import NULL_REGION, Region
 from mmlog.config.broker import BrokerConfig
+from mmlog.log import flush_timing
 from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
+from mmlog.processors.log_cap import LogCap
 from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.request import CloseConnection
+from mmlog.processors.sasl import SaslSession
+from mmlog.security import credentials, tls
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.protocol import FrameSizeError
 
@@ -54,8 +70,9 @@ log = logging.getLogger(__name__)
 BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor stops the broker
 
 READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
-_HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY = "handoff", "control", "wake", "signal", "memory"
+_HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY, _OFFLOADED = "handoff", "control", "wake", "signal", "memory", "offloaded"
 CATALOGUE_CHECK_S = 0.5  # how soon an altered topic config reaches this processor's open partitions
+_handshake_failures = LogCap(log, 10, "failed TLS handshakes")  # a plaintext client storm cannot flood the log
 STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
 
 
@@ -63,8 +80,10 @@ class Processor:
     """The state of one processor process (its slot, connections and shared views)."""
 
     def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> None:
+                 board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
+                 metrics: Region = NULL_REGION) -> None:
         self.slot = slot
+        self.metrics = metrics  # this slot's region of the broker's metrics block (ipc/metrics_block.py)
         self.config = config
         self.broker_id = config["broker.id"]
         self.host, self.port = config.advertised
@@ -92,20 +111,36 @@ class Processor:
         self.stopping = False
         self._stop_by = 0.0
         self._next_reap = 0.0
+        self.listeners = config.listeners  # the hand-off message names one by its index here
+        self.tls_contexts: dict[str, ssl.SSLContext] = {}  # by listener name
+        self.sasl_mechanisms = {lst.name: [m.strip() for m in config.for_listener(lst.name, "sasl.enabled.mechanisms")
+                                           .split(",") if m.strip()] for lst in self.listeners}
+        self.reauth_ms = config["connections.max.reauth.ms"]
+        self.auth_failure_delay_s = config["connection.failed.authentication.delay.ms"] / 1000
+        self._timers: list = []  # heap of (due, seq, fn): held-back answers
+        self._timer_seq = 0
+        self._helper = None  # a one-thread pool for `offload`, made on first use
+        self._offloaded: queue.SimpleQueue = queue.SimpleQueue()  # (done, future) finished on the helper
 
     # ------------------------------------------------------------ setup
 
     def _setup(self) -> None:
+        if self.metrics is not NULL_REGION:
+            flush_timing.observer = self.metrics.flushed  # flush.messages fsyncs made here
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
                                   broker_id=self.broker_id)
-        me = Endpoint(self.broker_id, self.host, self.port, self.config["broker.rack"] or None)
+        me = Endpoint.of(self.config)
         self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
+        self.credentials = credentials.CredentialReader(credentials.path_in(self.config.log_dirs[0]))
+        self.tls_contexts = {lst.name: tls.server_context(self.config, lst) for lst in self.listeners if lst.tls}
         self.sel = selectors.EpollSelector()
         self.handoff.setblocking(False)
         self.sel.register(self.handoff, READ, _HANDOFF)
         self.sel.register(self.control.sock, READ, _CONTROL)
         self.sel.register(self.board.fds[self.slot], READ, _WAKE)
         self.sel.register(self.pool.fds[self.slot], READ, _MEMORY)
+        self._offload_r, self._offload_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.sel.register(self._offload_r, READ, _OFFLOADED)
         self._sig_r, sig_w = os.pipe()
         os.set_blocking(sig_w, False)
         os.set_blocking(self._sig_r, False)
@@ -132,6 +167,7 @@ class Processor:
             self._on_events(events)
             self._notice_catalogue()  # before handling: the first request after an idle poll sees new configs
             self._handle_requests()
+            self._run_timers()
             self.purgatory.expire()
             self._write()
             self._resume_starved()
@@ -151,6 +187,9 @@ class Processor:
         if self._ready:
             return 0
         timeout = self.purgatory.timeout()
+        if self._timers:
+            due = max(0.0, self._timers[0][0] - time.monotonic())
+            timeout = due if timeout is None else min(timeout, due)
         if self.stopping:
             timeout = min(timeout or 0.05, 0.05)
         return 1.0 if timeout is None else min(timeout, 1.0)
@@ -170,8 +209,13 @@ class Processor:
             elif kind is _MEMORY:
                 self.pool.drain(self.slot)
                 self._memory_woken = True
+            elif kind is _OFFLOADED:
+                self._finish_offloaded()
             else:
                 conn = kind
+                if conn.handshaking:
+                    self._handshake(conn)
+                    continue
                 if mask & READ:
                     self._read(conn)
                 if mask & WRITE:
@@ -191,13 +235,38 @@ class Processor:
                 if not self.stopping:
                     self._begin_stop()  # the acceptor went away
                 return
-            ticket = TICKET.unpack(msg)[0] if len(msg) == TICKET.size else -1
+            ticket, index = HANDOFF.unpack(msg) if len(msg) == HANDOFF.size else (-1, 0)
+            listener = self.listeners[index]
             for fd in fds:
                 sock = socket.socket(fileno=fd)
+                if listener.tls:
+                    sock.setblocking(False)
+                    sock = self.tls_contexts[listener.name].wrap_socket(sock, server_side=True,
+                                                                        do_handshake_on_connect=False)
                 budget = ConnectionBudget(self.memory, self.connection_limit)
-                conn = Connection(sock, self.max_frame, budget, ticket)
+                conn = Connection(sock, self.max_frame, budget, ticket, listener.name,
+                                  SaslSession() if listener.sasl else None)
                 self.conns[conn.fd] = conn
-                self._update_events(conn)
+                self.metrics.add("connections_created", 1)
+                self.metrics.set("connections", len(self.conns))
+                if conn.handshaking:
+                    self._handshake(conn)  # its ClientHello is usually here already
+                else:
+                    self._update_events(conn)
+
+    def _handshake(self, conn: Connection) -> None:
+        """Step a TLS handshake; a failed one (untrusted or expired certificate, a plaintext client on a
+        TLS port) closes its connection only."""
+        try:
+            done = conn.handshake()
+        except (ssl.SSLError, OSError) as exc:
+            _handshake_failures(logging.INFO, "TLS handshake from %s on listener %s failed: %s", conn.peer,
+                                conn.listener_name, getattr(exc, "reason", None) or exc)
+            self._close(conn)
+            return
+        self._update_events(conn)
+        if done:
+            self._read(conn)  # what came with the handshake's last flight is decrypted already
 
     def _read(self, conn: Connection) -> None:
         try:
@@ -270,6 +339,8 @@ class Processor:
             if conn.reader.queued:
                 self._ready.add(conn)
             self._update_events(conn)
+            if conn.tls and not conn.reader.starved and conn.sock.pending():
+                self._read(conn)  # bytes OpenSSL decrypted before it starved: epoll will not tell
 
     def _close_finished(self) -> None:
         if self._closing:
@@ -290,10 +361,52 @@ class Processor:
         self._next_reap = now + 1.0
         for conn in [c for c in self.conns.values() if now - c.last_active > self.idle_s and not c.busy]:
             self._close(conn)
+        for conn in [c for c in self.conns.values() if c.sasl is not None and c.sasl.expired() and not c.busy]:
+            log.info("closing connection from %s: SASL session of %s expired (connections.max.reauth.ms)",
+                     conn.peer, conn.sasl.principal)
+            self._close(conn)
         for conn in [c for c in self._starved if c.peer_gone()]:
             self._close(conn)  # gave up waiting: its memory goes back now, not after the idle time
 
     # ------------------------------------------------------------ helpers
+
+    def later(self, delay_s: float, fn) -> None:
+        """Run fn after delay_s seconds, in the loop (a failed authentication's held-back answer)."""
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (time.monotonic() + delay_s, self._timer_seq, fn))
+
+    def offload(self, fn, done) -> None:
+        """Run fn() on the helper thread (it must touch nothing the loop uses meanwhile); the loop then
+        calls done(result, None) or done(None, exception)."""
+        if self._helper is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._helper = ThreadPoolExecutor(1, thread_name_prefix=f"processor-{self.slot}-helper")
+
+        def finished(future) -> None:
+            self._offloaded.put((done, future))
+            try:
+                os.write(self._offload_w, b"x")
+            except BlockingIOError:
+                pass  # the pipe is full of wake-ups already
+
+        self._helper.submit(fn).add_done_callback(finished)
+
+    def _finish_offloaded(self) -> None:
+        try:
+            while os.read(self._offload_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        while not self._offloaded.empty():
+            done, future = self._offloaded.get()
+            exc = future.exception()
+            done(None if exc else future.result(), exc)
+
+    def _run_timers(self) -> None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][0] <= now:
+            heapq.heappop(self._timers)[2]()
 
     def wants_write(self, conn: Connection) -> None:
         """A response was queued on conn (handlers call this through Request.respond)."""
@@ -306,7 +419,10 @@ class Processor:
             self.purgatory.wake()
 
     def _update_events(self, conn: Connection) -> None:
-        want = (READ if conn.wants_read() and not self.stopping else 0) | (WRITE if conn.out else 0)
+        if conn.handshaking:
+            want = conn.tls_wants
+        else:
+            want = (READ if conn.wants_read() and not self.stopping else 0) | (WRITE if conn.out else 0)
         if want == conn.events or self.conns.get(conn.fd) is not conn:
             return
         if conn.events == 0:
@@ -329,6 +445,8 @@ class Processor:
         conn.close()  # gives back its request memory
         if conn.ticket >= 0:
             self.table.closed(conn.ticket)  # the supervisor stops counting it
+        self.metrics.add("connections_closed", 1)
+        self.metrics.set("connections", len(self.conns))
 
     def _on_control(self, mask: int) -> None:
         try:
@@ -369,10 +487,11 @@ class Processor:
 
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
-                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable) -> int:
+                   board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
+                   metrics: Region = NULL_REGION) -> int:
     """Entry point in the forked child; returns the exit code."""
     try:
-        return Processor(slot, config, handoff, control, board, cluster_id, pool, table).run()
+        return Processor(slot, config, handoff, control, board, cluster_id, pool, table, metrics).run()
     except Exception:  # noqa: BLE001
         log.exception("processor %d failed", slot)
         return 1

@@ -54,3 +54,26 @@ def varint(b, p, end):
         if shift > np.uint64(63):
             return np.int64(0), -1
     return np.int64(0), -1
+
+
+@njit(cache=True, inline="always")
+def varint_size(n):
+    """Bytes of the zigzag varint of a signed 64-bit n."""
+    u = np.uint64((n << 1) ^ (n >> 63))
+    size = 1
+    while u >= np.uint64(0x80):
+        u >>= np.uint64(7)
+        size += 1
+    return size
+
+
+@njit(cache=True, inline="always")
+def put_varint(out, p, n):
+    """Write n as a zigzag varint at out[p]; return the next position."""
+    u = np.uint64((n << 1) ^ (n >> 63))
+    while u >= np.uint64(0x80):
+        out[p] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+        u >>= np.uint64(7)
+        p += 1
+    out[p] = np.uint8(u)
+    return p + 1

@@ -37,6 +37,7 @@ from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import fetch, offset_for_leader_epoch
 from mmlog.protocol.records import iter_batches
 from mmlog.replication.peer import PeerConnection
+from mmlog.security.client import inter_broker
 from mmlog.replication.throttle import Throttle
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class SourceFetcher(threading.Thread):
         self.leader_id = leader_id
         self.manager = manager
         self.wait_ms = config["replica.fetch.wait.max.ms"]
+        self.security = inter_broker(config)  # the protocol of the leaders' inter.broker.listener.name
         self.max_bytes = config["replica.fetch.max.bytes"]
         self.backoff = config["replica.fetch.backoff.ms"] / 1000
         self.throttle = throttle or Throttle()
@@ -238,7 +240,7 @@ class SourceFetcher(threading.Thread):
 
     def _exchange(self, api_key: int, version: int, body):
         if self._peer is None:
-            self._peer = PeerConnection(self.address, f"replica-{self.me}")
+            self._peer = PeerConnection(self.address, f"replica-{self.me}", self.security)
         return self._peer.request(api_key, version, body, self.wait_ms / 1000 + 30)
 
     def _close(self) -> None:

@@ -32,6 +32,7 @@ from mmlog.client import bulk
 from mmlog.client.cluster import Cluster
 from mmlog.client.consumer import FETCH_VERSION, REFRESH_CODES
 from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
+from mmlog.security.client import ClientSecurity
 from mmlog.errors import CorruptMessage, KafkaError, OffsetOutOfRange, RequestTimedOut, error_for_code
 from mmlog.protocol.messages import fetch
 
@@ -48,7 +49,9 @@ class RangeFetcher:
     """Fetches one partition from its leader, falling back to the bootstrap brokers' metadata."""
 
     def __init__(self, topic: str, partition: int, leader: str, bootstrap: str, *, max_bytes: int,
-                 fail_on_data_loss: bool = True, timeout: float = 120.0, read_committed: bool = True) -> None:
+                 fail_on_data_loss: bool = True, timeout: float = 120.0, read_committed: bool = True,
+                 security: tuple = ()) -> None:
+        self.security = ClientSecurity.from_options(**dict(security))
         self.read_committed = read_committed
         self.topic, self.partition = topic, partition
         self.leader = leader
@@ -113,7 +116,7 @@ class RangeFetcher:
         if self._conn is None:
             host, port = parse_bootstrap(self.leader)[0]
             self._conn = BrokerConnection(host, port, client_id="mmlog-spark", timeout=min(self.timeout, 30.0),
-                                          connect_timeout=min(self.timeout, 10.0))
+                                          connect_timeout=min(self.timeout, 10.0), security=self.security)
         self._conn.send(fetch.API_KEY, FETCH_VERSION, fetch.REQUEST(
             replica_id=-1, max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=size,
             isolation_level=int(self.read_committed),
@@ -177,7 +180,7 @@ class RangeFetcher:
         self._backoff = min(self._backoff * 2, 1.0)
         try:
             cluster = Cluster(f"{self.leader},{self.bootstrap}", client_id="mmlog-spark",
-                              timeout=min(self.timeout, 10.0))
+                              timeout=min(self.timeout, 10.0), security=self.security)
             cluster.refresh([self.topic], allow_auto_create=False)
             self.leader = cluster.leader(self.topic, self.partition).address
         except KafkaError:

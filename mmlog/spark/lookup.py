@@ -15,8 +15,9 @@ from mmlog.spark.offsets import EARLIEST, LATEST
 class BrokerLookup:
     """Metadata and ListOffsets through one Admin client (closed with `close`)."""
 
-    def __init__(self, bootstrap: str, timeout: float = 30.0, *, read_committed: bool = True) -> None:
-        self.admin = Admin(bootstrap, client_id="mmlog-spark", timeout=timeout)
+    def __init__(self, bootstrap: str, timeout: float = 30.0, *, read_committed: bool = True,
+                 security: tuple = ()) -> None:
+        self.admin = Admin(bootstrap, client_id="mmlog-spark", timeout=timeout, **dict(security))
         self.read_committed = read_committed
 
     def topics(self, names: tuple[str, ...] | None, pattern: str | None, *, missing_ok: bool) -> list[str]:

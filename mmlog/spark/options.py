@@ -28,6 +28,18 @@ Batch only:  endingOffsets (latest | JSON, default latest), minPartitions,
 Streaming only:  maxOffsetsPerTrigger (records per micro-batch over all partitions).
 
 Write: bootstrap, topic (overrides a topic column, as in Spark), requestTimeoutMs.
+
+Security (read and write), as Spark's Kafka source takes them:
+
+    kafka.security.protocol     PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+    kafka.sasl.mechanism        PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    kafka.sasl.jaas.config      ...ScramLoginModule required username="..." password="...";
+    kafka.ssl.truststore.location   CA certificates (PEM)
+    kafka.ssl.keystore.location     the client's certificate chain and key (PEM), for mutual TLS
+    kafka.ssl.key.password, kafka.ssl.endpoint.identification.algorithm, kafka.ssl.*.type (PEM)
+
+mapped onto the client's options (security/client.py `options_from_properties`) and
+checked on the driver; each executor builds its own TLS context from the same files.
 """
 
 from __future__ import annotations
@@ -37,6 +49,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from mmlog.client.connection import parse_bootstrap
+from mmlog.security.client import ClientSecurity, options_from_properties
 from mmlog.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_spec
 
 MiB = 1 << 20
@@ -108,6 +121,20 @@ def _bootstrap(opts: Options) -> str:
     return value
 
 
+_SECURITY_PREFIXES = ("kafka.security.", "kafka.sasl.", "kafka.ssl.")
+
+
+def _security(opts: Options) -> tuple:
+    """The kafka.security/sasl/ssl options as the client's keywords (sorted pairs: options are pickled)."""
+    props = {name[len("kafka."):]: opts.take(name) for name in list(opts._left) if name.startswith(_SECURITY_PREFIXES)}
+    try:
+        keywords = options_from_properties(props)
+        ClientSecurity.from_options(**keywords)  # the files load and the settings agree, on the driver
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"mmlog security options: {exc}") from None
+    return tuple(sorted(keywords.items()))
+
+
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
@@ -143,6 +170,7 @@ class ReadOptions:
     max_records_per_partition: int
     max_offsets_per_trigger: int | None
     read_committed: bool = True
+    security: tuple = ()  # (client keyword, value) pairs: TLS and SASL (see the module docstring)
 
     @classmethod
     def parse(cls, given: Mapping[str, str], *, streaming: bool) -> "ReadOptions":
@@ -185,7 +213,7 @@ class ReadOptions:
                                          aliases=("kafka.max.partition.fetch.bytes",)),
             poll_timeout_ms=opts.integer("pollTimeoutMs", 120_000, 1, aliases=("kafkaConsumer.pollTimeoutMs",)),
             min_partitions=min_partitions, max_records_per_partition=max_records,
-            max_offsets_per_trigger=max_per_trigger, read_committed=_read_committed(opts))
+            max_offsets_per_trigger=max_per_trigger, read_committed=_read_committed(opts), security=_security(opts))
         opts.finish("bootstrap, subscribe, subscribePattern, startingOffsets, includeHeaders, failOnDataLoss, "
                     "fetchMaxBytes, pollTimeoutMs, isolation_level, readCommitted, " + ("maxOffsetsPerTrigger" if streaming else
                                                         "endingOffsets, minPartitions, maxRecordsPerPartition"))
@@ -202,6 +230,7 @@ class WriteOptions:
     request_timeout_ms: int
     exactly_once: bool = True
     transactional_id_prefix: str | None = None
+    security: tuple = ()  # (client keyword, value) pairs
 
     @classmethod
     def parse(cls, given: Mapping[str, str], *, streaming: bool = False) -> "WriteOptions":
@@ -211,6 +240,6 @@ class WriteOptions:
         write = cls(bootstrap=_bootstrap(opts), topic=opts.text("topic"),
                     request_timeout_ms=opts.integer("requestTimeoutMs", 30_000, 1),
                     exactly_once=opts.boolean("exactlyOnce", True),
-                    transactional_id_prefix=opts.text("transactionalIdPrefix"))
+                    transactional_id_prefix=opts.text("transactionalIdPrefix"), security=_security(opts))
         opts.finish("bootstrap, topic, requestTimeoutMs, exactlyOnce, transactionalIdPrefix")
         return write

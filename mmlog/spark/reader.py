@@ -44,7 +44,8 @@ def read_range(part: RangePartition, options: ReadOptions) -> Iterator[pa.Record
     schema = to_arrow_schema(record_schema(options.include_headers), timezone="UTC")
     fetcher = RangeFetcher(part.topic, part.partition, part.leader, options.bootstrap,
                            max_bytes=options.fetch_max_bytes, fail_on_data_loss=options.fail_on_data_loss,
-                           timeout=options.poll_timeout_ms / 1000, read_committed=options.read_committed)
+                           timeout=options.poll_timeout_ms / 1000, read_committed=options.read_committed,
+                           security=options.security)
     for arrays in fetcher.chunks(part.start, part.end):
         yield record_batch(arrays, schema)
 
@@ -74,7 +75,7 @@ class BatchReader(RangeReader, DataSourceReader):
 
     def partitions(self) -> list[RangePartition]:
         o = self.options
-        with BrokerLookup(o.bootstrap, read_committed=o.read_committed) as lookup:
+        with BrokerLookup(o.bootstrap, read_committed=o.read_committed, security=o.security) as lookup:
             topics = lookup.topics(o.topics, o.pattern, missing_ok=False)
             bounds = lookup.bounds(topics)
             for tp in sorted(spec_partitions(o.starting) | spec_partitions(o.ending)):

@@ -40,7 +40,8 @@ class StreamReader(RangeReader, DataSourceStreamReader, SupportsTriggerAvailable
     @property
     def lookup(self) -> BrokerLookup:
         if self._lookup is None:
-            self._lookup = BrokerLookup(self.options.bootstrap, read_committed=self.options.read_committed)
+            self._lookup = BrokerLookup(self.options.bootstrap, read_committed=self.options.read_committed,
+                                        security=self.options.security)
         return self._lookup
 
     def _bounds(self) -> dict[TopicPartition, tuple[int, int]]:

@@ -159,7 +159,8 @@ class BatchWriter(DataSourceArrowWriter):
         # The producer fails a batch after its delivery timeout, so flush() ends, and so does the task.
         producer = Producer(self.options.bootstrap, acks="all", linger_ms=5, client_id="mmlog-spark",
                             request_timeout_ms=self.options.request_timeout_ms,
-                            delivery_timeout_ms=max(120.0, 4 * timeout) * 1000, transactional_id=txn_id)
+                            delivery_timeout_ms=max(120.0, 4 * timeout) * 1000, transactional_id=txn_id,
+                            **dict(self.options.security))
         report = WriteReport()
         try:
             if txn_id is None:
@@ -167,7 +168,7 @@ class BatchWriter(DataSourceArrowWriter):
                 return report
             marker = (self.options.topic or first.column("topic")[0].as_py(), 0)
             producer.init_transactions(timeout)  # fences an earlier attempt; its commit, if under way, ends
-            if _committed_batch(self.options.bootstrap, txn_id, marker, timeout) > batch_id:
+            if _committed_batch(self.options.bootstrap, txn_id, marker, timeout, self.options.security) > batch_id:
                 report.skipped.append(f"{txn_id} batch {batch_id}")
                 return report
             producer.begin_transaction()
@@ -249,9 +250,9 @@ class StreamWriter(BatchWriter, DataSourceStreamArrowWriter):
 QUERY_ID, BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
 
 
-def _committed_batch(bootstrap: str, group: str, marker: tuple[str, int], timeout: float) -> int:
+def _committed_batch(bootstrap: str, group: str, marker: tuple[str, int], timeout: float, security: tuple = ()) -> int:
     """The next batch id the group's marker says is due (0: none committed yet)."""
-    with Consumer(bootstrap, group_id=group, enable_auto_commit=False) as consumer:
+    with Consumer(bootstrap, group_id=group, enable_auto_commit=False, **dict(security)) as consumer:
         [offset] = consumer.committed([marker], timeout).values()
     return offset or 0
 

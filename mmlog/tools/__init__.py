@@ -5,7 +5,8 @@ and `run(args) -> int`. It imports what it needs inside `run` or at its own top 
 never from the other subcommands, so `mmlog --help` and each command load only their
 own dependencies (numba alone takes half a second to import).
 
-Options that several commands take (`--bootstrap`, `--timeout`) are defined once here,
+Options that several commands take (`--bootstrap`, `--timeout`, `--command-config`:
+the client's security settings, read by `client_security`) are defined once here,
 as `Option`s. A command family with sub-subcommands (`topics create|list|...`) gets
 them through `add_subcommands`, which accepts each one both before and after the
 sub-subcommand's name, as kafka-topics.sh and rpk users type them.
@@ -54,6 +55,28 @@ BOOTSTRAP = Option("--bootstrap", "--bootstrap-server", metavar="HOST:PORT",
                    help="a broker to start from (default {default}, or $MMLOG_BOOTSTRAP)")
 TIMEOUT = Option("--timeout", type=float, default=10.0, metavar="S",
                  help="seconds to wait for a broker (default {default:g})")
+
+
+COMMAND_CONFIG = Option("--command-config", metavar="FILE", help="client security properties in Kafka's names: "
+                        "security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...")
+
+
+def client_security(args: argparse.Namespace) -> dict:
+    """The client keywords (security_protocol=..., ...) that --command-config's properties file gives."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    from pathlib import Path
+
+    from mmlog.config.settings import parse_properties
+    from mmlog.security.client import options_from_properties
+
+    try:
+        return options_from_properties(parse_properties(Path(path).read_text()))
+    except OSError as exc:
+        raise CommandError(f"--command-config {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise CommandError(f"--command-config {path}: {exc}") from exc
 
 
 def add_subcommands(parser: argparse.ArgumentParser, common: Sequence[Option],

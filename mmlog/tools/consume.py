@@ -22,12 +22,13 @@ import argparse
 import sys
 import time
 
-from mmlog.tools import BOOTSTRAP, CommandError
+from mmlog.tools import BOOTSTRAP, COMMAND_CONFIG, CommandError, client_security
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", metavar="TOPIC", help="the topic to read")
     BOOTSTRAP.add(parser)
+    COMMAND_CONFIG.add(parser)
     parser.add_argument("--from-beginning", action="store_true",
                         help="start at the oldest record instead of the end")
     parser.add_argument("--partition", type=int, metavar="N", help="read only this partition")
@@ -68,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     printed = 0
     consumer = Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest",
-                        client_id="mmlog-consume", request_timeout_ms=args.request_timeout_ms, group_id=args.group)
+                        client_id="mmlog-consume", request_timeout_ms=args.request_timeout_ms, group_id=args.group,
+                        **client_security(args))
     try:
         partitions = consumer.partitions_for(args.topic)
         if args.group is not None:

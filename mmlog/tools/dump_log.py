@@ -501,7 +501,8 @@ def _marker(batch) -> str:
 
 def format_batch(position: int, h: records.BatchHeader, crc_ok: bool) -> str:
     flags = [name for bit, name in ((records.TRANSACTIONAL_BIT, "transactional"), (records.CONTROL_BIT, "control"),
-                                    (records.TIMESTAMP_TYPE_BIT, "LogAppendTime")) if h.attributes & bit]
+                                    (records.TIMESTAMP_TYPE_BIT, "LogAppendTime"),
+                                    (records.DELETE_HORIZON_BIT, "deleteHorizon")) if h.attributes & bit]
     return (
         f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
         f"position: {position} size: {h.size} baseTimestamp: {h.base_timestamp} maxTimestamp: {h.max_timestamp} "

@@ -30,11 +30,11 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
+from mmlog.tools import BOOTSTRAP, COMMAND_CONFIG, TIMEOUT, CommandError, add_subcommands, client_security
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action",
+    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT, COMMAND_CONFIG], dest="action",
                               metavar="list|describe|reset-offsets|delete-offsets|delete", required=True)
     command("list", help="list the groups with their state and member count")
     describe = command("describe", help="members, partitions, committed offsets and lag of a group")
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mmlog.client.admin import Admin
 
-    with Admin(args.bootstrap, timeout=args.timeout) as admin:
+    with Admin(args.bootstrap, timeout=args.timeout, **client_security(args)) as admin:
         if args.action == "list":
             for group in admin.list_groups():
                 d = admin.describe_group(group)

@@ -12,9 +12,9 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from mmlog.tools import BOOTSTRAP, add_subcommands, perf_consume, perf_produce
+    from mmlog.tools import BOOTSTRAP, COMMAND_CONFIG, add_subcommands, perf_consume, perf_produce
 
-    command = add_subcommands(parser, [BOOTSTRAP], dest="mode", metavar="produce|consume", required=True)
+    command = add_subcommands(parser, [BOOTSTRAP, COMMAND_CONFIG], dest="mode", metavar="produce|consume", required=True)
     perf_produce.add_arguments(command("produce", help="produce records as fast as possible, or at a rate"))
     perf_consume.add_arguments(command("consume", help="consume a topic from the beginning"))
 

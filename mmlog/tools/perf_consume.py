@@ -14,7 +14,7 @@ import argparse
 import threading
 import time
 
-from mmlog.tools import CommandError
+from mmlog.tools import CommandError, client_security
 
 MiB = 1 << 20
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     # Consumer() loads (or compiles) the bulk kernels: before the clock starts
     with Consumer(args.bootstrap, auto_offset_reset="earliest", client_id="mmlog-perf",
                   fetch_max_bytes=args.fetch_max_bytes, max_partition_fetch_bytes=args.max_partition_fetch_bytes,
-                  check_crcs=args.check_crcs, request_timeout_ms=args.timeout_ms) as consumer:
+                  check_crcs=args.check_crcs, request_timeout_ms=args.timeout_ms, **client_security(args)) as consumer:
         tps = [(args.topic, p) for p in sorted(consumer.partitions_for(args.topic))]
         consumer.assign(tps)
         consumer.seek_to_beginning()

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from mmlog.tools import TIMEOUT, CommandError
+from mmlog.tools import TIMEOUT, CommandError, client_security
 
 SAMPLES = 10_000  # latency samples at most, for --api send (each keeps a future, and its batch, alive)
 
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         producer = Producer(args.bootstrap, acks=args.acks, linger_ms=args.linger_ms, batch_size=batch_bytes,
                             max_batch_records=args.batch_size, max_in_flight=args.max_in_flight,
                             request_timeout_ms=args.timeout * 1000, max_block_ms=args.timeout * 1000,
-                            client_id="mmlog-perf")
+                            client_id="mmlog-perf", **client_security(args))
     except ValueError as exc:
         raise CommandError(str(exc), 2) from None
     with producer:
@@ -122,7 +122,7 @@ class _StoredCount:
     def __init__(self, args) -> None:
         from mmlog.client.admin import Admin
 
-        self.admin = Admin(args.bootstrap, client_id="mmlog-perf")
+        self.admin = Admin(args.bootstrap, client_id="mmlog-perf", **client_security(args))
         self.topic, self.partition = args.topic, args.partition
         self.before = self._end()
 

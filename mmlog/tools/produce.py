@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mmlog.tools import BOOTSTRAP, CommandError
+from mmlog.tools import BOOTSTRAP, COMMAND_CONFIG, CommandError, client_security
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", help="topic to produce to (auto-created if the broker allows it)")
     BOOTSTRAP.add(parser)
+    COMMAND_CONFIG.add(parser)
     parser.add_argument("--key-separator", metavar="SEP", help="split each line into KEY SEP VALUE at the first SEP")
     parser.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"],
                         help="0: no answer, 1: the leader wrote it (default), all/-1: every replica did")
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace, stdin=None) -> int:
     try:
         producer = Producer(args.bootstrap, acks=args.acks, linger_ms=args.linger_ms,
                             request_timeout_ms=args.timeout * 1000, delivery_timeout_ms=max(args.timeout, 30) * 1000,
-                            client_id="mmlog-produce")
+                            client_id="mmlog-produce", **client_security(args))
     except ValueError as exc:
         raise CommandError(str(exc), 2) from None
     try:

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import argparse
 
-from mmlog.tools import BOOTSTRAP, TIMEOUT, CommandError, add_subcommands
+from mmlog.tools import BOOTSTRAP, COMMAND_CONFIG, TIMEOUT, CommandError, add_subcommands, client_security
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT], dest="action", metavar="create|list|describe|alter|delete-records|delete",
+    command = add_subcommands(parser, [BOOTSTRAP, TIMEOUT, COMMAND_CONFIG], dest="action", metavar="create|list|describe|alter|delete-records|delete",
                               required=True)
     create = command("create", help="create a topic")
     create.add_argument("name")
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mmlog.client.admin import Admin
 
-    with Admin(args.bootstrap, timeout=args.timeout) as admin:
+    with Admin(args.bootstrap, timeout=args.timeout, **client_security(args)) as admin:
         if args.action == "create":
             admin.create_topic(args.name, args.partitions, _configs(args.config), args.replication_factor)
             print(f"created topic {args.name} with {args.partitions} partition(s)")

@@ -71,9 +71,12 @@ def cleaned(broker: EmbeddedBroker, topic: str, timeout: float = 30) -> dict:
     raise AssertionError(f"no cleaning of {topic} within {timeout} s:\n" + "\n".join(broker.log_lines[-20:]))
 
 
-def read_confluent(bootstrap: str, topic: str) -> list[tuple[int, bytes, bytes | None]]:
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
-                                         "enable.auto.commit": False, "enable.partition.eof": True})
+def read_confluent(bootstrap: str, topic: str,
+                   isolation: str = "read_uncommitted") -> list[tuple[int, bytes, bytes | None]]:
+    """(offset, key, value) of every record a consumer of `isolation` reads from the start to the end."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}",
+                                         "isolation.level": isolation, "enable.auto.commit": False,
+                                         "enable.partition.eof": True})
     consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
     out = []
     try:

@@ -8,6 +8,7 @@ import time
 import confluent_kafka
 import pytest
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from mmlog.client.producer import Producer
 from mmlog.errors import ProducerFenced
@@ -82,6 +83,35 @@ def test_an_open_transaction_holds_read_committed_consumers_at_its_first_offset(
     assert read(broker, "open", "read_uncommitted", 3) == [b"before", b"pending", b"plain-after"]
     p.commit_transaction(20)
     assert read(broker, "open", "read_committed", 3) == [b"before", b"pending", b"plain-after"]
+
+
+def make_topic(broker, name, partitions):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # held until the result is in
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+
+
+def test_aborting_at_once_after_produce_while_partitions_are_being_added_is_not_fatal(broker):
+    """librdkafka sends AddPartitionsToTxn for a transaction begun right after a commit while the
+    commit's markers are still written (CONCURRENT_TRANSACTIONS); an abort before its retry still
+    sends EndTxn(abort), which finds nothing open: the abort succeeds and the producer goes on."""
+    make_topic(broker, "quick-abort", 3)
+    p = txn_producer(broker, "quick-abort")
+    p.init_transactions(20)
+    committed = []
+    for i in range(24):
+        p.begin_transaction()
+        for k in range(3):
+            p.produce("quick-abort", b"aborted-%d-%d" % (i, k), partition=k)
+        time.sleep((i % 12) / 1000)  # 0 .. 11 ms: before, while and after AddPartitionsToTxn is answered
+        p.abort_transaction(20)  # raised INVALID_TXN_STATE, fatal (issue: abort right after produce)
+        p.begin_transaction()
+        for k in range(3):
+            committed.append(b"committed-%d-%d" % (i, k))
+            p.produce("quick-abort", committed[-1], partition=k)
+        time.sleep((i % 12) / 1000)
+        p.commit_transaction(20)  # right after produce too: commit itself waits for the records
+    got = read(broker, "quick-abort", "read_committed", len(committed), partitions=(0, 1, 2))
+    assert sorted(got) == sorted(committed)
 
 
 def test_a_second_producer_with_the_same_transactional_id_fences_the_first(broker):

@@ -144,23 +144,26 @@ def test_the_active_segment_and_records_above_the_high_watermark_are_never_touch
     assert [r.offset for r in read_all(p) if r.offset >= active] == list(range(active, 60))
 
 
-def test_a_tombstone_stays_for_delete_retention_after_its_segment_is_cleaned_then_goes(compacted):
-    p = compacted(LogConfig(**{**COMPACT.__dict__, "delete_retention_ms": 60_000}))
-    pairs = [(b"k%d" % (i % 5), b"v%d" % i) for i in range(100)] + [(b"k1", None)]
+def test_a_tombstone_is_stamped_with_a_delete_horizon_when_first_cleaned_and_goes_once_a_cleaning_passes_it(compacted):
+    """KIP-534: the first cleaning that keeps a tombstone sets its batch's delete horizon (attributes bit
+    6, base timestamp = now + delete.retention.ms, records keeping their timestamps); cleanings before
+    the horizon keep it, the first one at or past it removes it."""
+    p = compacted(dataclasses.replace(COMPACT, delete_retention_ms=60_000))
+    pairs = [(b"k%d" % (i % 5), b"v%d" % i) for i in range(100)]
     produce(p, pairs)
-    clean(p)
-    assert (b"k1", None) in [(r.key, r.value) for r in read_all(p)]  # a consumer starting now sees the delete
+    deleted_at = p.append(rec.build_batch([(b"k1", None)], base_timestamp=1_000)).base_offset
+    t0 = 1_800_000_000_000
+    clean(p, now=t0)
+    [tomb] = [b for b in stored_batches(p.directory) if b.base_offset == deleted_at]
+    assert tomb.header.attributes & compaction_kernels.DELETE_HORIZON_BIT
+    assert tomb.header.base_timestamp == t0 + 60_000
+    [record] = [r for r in read_all(p) if r.offset == deleted_at]
+    assert (record.key, record.value, record.timestamp) == (b"k1", None, 1_000)  # a consumer now sees the delete
     produce(p, [(b"k2", b"later%d" % i) for i in range(40)])
-    clean(p)
+    clean(p, now=t0 + 59_999)
     assert (b"k1", None) in [(r.key, r.value) for r in read_all(p)]  # still within delete.retention.ms
-    for base in p.segment_bases():  # an hour passes
-        path = p.directory / f"{base:020d}.log"
-        st = os.stat(path)
-        os.utime(path, ns=(st.st_atime_ns - 3600 * 10**9, st.st_mtime_ns - 3600 * 10**9))
     produce(p, [(b"k3", b"x%d" % i) for i in range(40)])
-    clean(p)  # segments written now join the cleaned head: its end is now an hour after the tombstone's
-    produce(p, [(b"k4", b"y%d" % i) for i in range(40)])
-    clean(p)
+    clean(p, now=t0 + 60_000)
     assert b"k1" not in [r.key for r in read_all(p)]
     assert {r.key for r in read_all(p)} == {b"k0", b"k2", b"k3", b"k4"}
 

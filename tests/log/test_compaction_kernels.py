@@ -15,8 +15,10 @@ from mmlog.protocol import records as rec
 def random_segment(rng: random.Random, batches: int) -> bytes:
     out, offset = bytearray(), 100
     for _ in range(batches):
-        records = [(None if rng.random() < 0.1 else b"k%d" % rng.randrange(9),
-                    None if rng.random() < 0.2 else rng.randbytes(rng.randrange(0, 300)))
+        start = 1_700_000_000_000 + rng.randrange(10**6)
+        records = [rec.Record(None if rng.random() < 0.2 else rng.randbytes(rng.randrange(0, 300)),
+                              None if rng.random() < 0.1 else b"k%d" % rng.randrange(9),
+                              timestamp=start + rng.choice([0, rng.randrange(10**7)]))
                    for _ in range(rng.randrange(1, 8))]
         batch = rec.build_batch(records, base_offset=offset)
         offset += len(records) + rng.randrange(0, 3)  # gaps, as a compacted log has
@@ -59,14 +61,19 @@ def test_rewrite_matches_its_reference_for_every_action_and_keeps_only_the_kept_
     batches, h1, h2, offsets, flags, rstart, rend = arrays
     keep = np.array([rng.random() < 0.5 for _ in range(len(offsets))])
     actions = np.array([rng.choice([ck.DROP, ck.COPY, ck.REBUILD, ck.EMPTY]) for _ in range(len(batches))], np.int64)
+    # some rebuilt batches stamped with a delete horizon, before or far after their records' timestamps
+    horizons = np.array([rng.choice([-1, -1, 0, 1, 2**41 + rng.randrange(10**6)]) for _ in range(len(batches))],
+                        np.int64)
     side = np.zeros(0, np.uint8)
     zeros = np.zeros(len(batches), np.int64)
-    out, ref = np.zeros(len(data), np.uint8), np.zeros(len(data), np.uint8)
-    n = ck.rewrite(buf, batches, actions, keep, rstart, rend, side, zeros, zeros, out, CRC_TABLES)
-    assert n == ck.rewrite_py(buf, batches, actions, keep, rstart, rend, side, zeros, zeros, ref)
+    room = len(data) + 10 * len(offsets)
+    out, ref = np.zeros(room, np.uint8), np.zeros(room, np.uint8)
+    n = ck.rewrite(buf, batches, actions, keep, rstart, rend, side, zeros, zeros, horizons, out, CRC_TABLES)
+    assert n == ck.rewrite_py(buf, batches, actions, keep, rstart, rend, side, zeros, zeros, horizons, ref)
     assert out[:n].tobytes() == ref[:n].tobytes()
     written = out[:n].tobytes()
     headers = rec.validate_batches(written, dense=False) if n else []  # every batch CRC-valid
+    original = {r.offset: r for pos, _ in rec.iter_batches(data) for r in rec.decode_records(data, pos)}
     expected = []
     for b, action in enumerate(actions):
         first, count = batches[b, ck.FIRST_ROW], batches[b, ck.COUNT]
@@ -82,3 +89,11 @@ def test_rewrite_matches_its_reference_for_every_action_and_keeps_only_the_kept_
     kept_batches = [b for b, a in enumerate(actions) if a != ck.DROP]
     assert [(h.base_offset, h.last_offset) for h in headers] == \
         [(batches[b, ck.BASE], batches[b, ck.LAST]) for b in kept_batches]  # offsets never change
+    for (pos, h), b in zip(rec.iter_batches(written), kept_batches):
+        stamped = actions[b] == ck.REBUILD and horizons[b] >= 0
+        assert bool(h.attributes & ck.DELETE_HORIZON_BIT) == stamped
+        if stamped:
+            assert h.base_timestamp == horizons[b]
+        for r in rec.decode_records(written, pos):  # every record keeps its key, value and timestamp
+            o = original[r.offset]
+            assert (r.key, r.value, r.timestamp, r.headers) == (o.key, o.value, o.timestamp, o.headers)

@@ -287,3 +287,22 @@ def test_an_attached_manager_follows_a_topic_deleted_and_created_again(tmp_path,
     attached.reload()  # what a processor does when a client refreshes its metadata
     assert attached.partition("t", 0).log_end_offset == 1
     assert attached.partition("t", 0).append(tagged_batch("again")).base_offset == 1
+
+
+def test_the_catalogue_file_and_the_replica_counts_follow_every_change(tmp_path, managers):
+    """Both are kept incrementally (per-topic JSON, counts updated by creations): after creations,
+    growth, a config change and a deletion they equal what a recount from scratch gives."""
+    m = managers(tmp_path, broker_id=1)
+    m.create_topic("alone", 2)
+    m.create_topic("spread", 2, assignment=[[1, 2], [2, 3]])
+    m.add_partitions("spread", 3, [[1, 2], [2, 3], [3, 1]])
+    m.alter_topic_config("alone", {"retention.ms": "1000"})
+    m.create_topic("gone", 1)
+    m.delete_topic("gone")
+    m.create_topic("late", 1, assignment=[[1]])
+    on_disk = json.loads((tmp_path / CATALOGUE).read_text())
+    assert on_disk == {"version": 1, "topics": {n: t.to_json() for n, t in sorted(m.topics().items())}}
+    assert on_disk["topics"]["alone"]["config"] == {"retention.ms": "1000"}
+    assert len(on_disk["topics"]["spread"]["assignment"]) == 3
+    assert m.replica_counts() == {None: 2, 1: 3, 2: 2, 3: 2}
+    assert m.has_topic("late") and not m.has_topic("gone")

@@ -12,6 +12,7 @@ import socket
 
 import pytest
 
+from mmlog.ipc.metrics_block import NULL_REGION
 from mmlog.log import Partition
 from mmlog.log.manager import LogManager
 from mmlog.processors.handlers import advertised_versions
@@ -155,6 +156,8 @@ def test_a_malformed_request_after_good_ones_answers_them_then_closes(broker):
 
 class Ctx:
     """What the handlers use of a processor."""
+
+    metrics = NULL_REGION  # counts nothing (metrics off)
 
     def __init__(self, manager):
         self.manager = manager

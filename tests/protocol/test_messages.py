@@ -97,9 +97,13 @@ ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexibl
     43: ("ElectLeaders", 0, 1, 2), 45: ("AlterPartitionReassignments", 0, 0, 0),
     46: ("ListPartitionReassignments", 0, 0, 0),
 })
+ADVERTISED.update({  # security (issue #19): SaslAuthenticate v2 is flexible (kafka-python sends it)
+    17: ("SaslHandshake", 0, 1, None), 36: ("SaslAuthenticate", 0, 2, 2),
+    50: ("DescribeUserScramCredentials", 0, 0, 0), 51: ("AlterUserScramCredentials", 0, 0, 0),
+})
 # No non-flexible version exists (Kafka made them flexible from their first): we speak their flexible ones.
-FLEXIBLE_ONLY = {"DescribeCluster", "DescribeTransactions", "ListTransactions", "AlterPartitionReassignments",
-                 "ListPartitionReassignments"}
+FLEXIBLE_ONLY = {"DescribeCluster", "DescribeTransactions", "ListTransactions", "DescribeUserScramCredentials",
+                 "AlterUserScramCredentials", "AlterPartitionReassignments", "ListPartitionReassignments"}
 
 
 def test_registry_matches_the_interop_table():
@@ -117,7 +121,7 @@ def test_request_and_response_agree_on_versions():
 
 def test_only_api_versions_v3_and_flexible_only_apis_are_flexible_among_what_we_speak():
     flexible = [(api.name, v) for api, v in every_api_version() if api.is_flexible(v) and api.name not in FLEXIBLE_ONLY]
-    assert flexible == [("ApiVersions", 3)]
+    assert flexible == [("ApiVersions", 3), ("SaslAuthenticate", 2)]
 
 
 def test_supported_versions_is_sorted_by_key():

@@ -72,6 +72,7 @@ from mmlog.errors import (
 )
 from mmlog.ipc.cluster_view import transaction_partition
 from mmlog.log.state import LEADER_ROLE as LEADER
+from mmlog.security.client import inter_broker
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,7 @@ class _Loaded:
     pending: set[str] = field(default_factory=set)
     writes: list[_Write] = field(default_factory=list)
     completing: set[str] = field(default_factory=set)  # ids whose markers are being written
+    next_begun: set[str] = field(default_factory=set)  # ids whose producer began its next transaction early
 
 
 class TransactionCoordinator:
@@ -114,7 +116,7 @@ class TransactionCoordinator:
         self.me = config["broker.id"]
         self.partitions = config["transaction.state.log.num.partitions"]
         self.loaded: dict[int, _Loaded] = {}
-        self.sender = MarkerSender(f"txn-coordinator-{self.me}", call_soon)
+        self.sender = MarkerSender(f"txn-coordinator-{self.me}", call_soon, security=inter_broker(config))
         self._polling = False
 
     # ------------------------------------------------------------ life
@@ -199,7 +201,7 @@ class TransactionCoordinator:
         """The loaded partition of an id, or the error that tells the client to look again."""
         if not txn_id:
             raise InvalidRequest("empty transactional id")
-        if TOPIC not in self.manager.topics():
+        if not self.manager.has_topic(TOPIC):
             raise CoordinatorNotAvailable(f"{TOPIC} does not exist yet")
         p = transaction_partition(txn_id, self.manager.topic(TOPIC).partitions)
         loaded = self.loaded.get(p)
@@ -215,12 +217,12 @@ class TransactionCoordinator:
     def find_coordinator(self, args, reply) -> None:
         """Make `__transaction_state` if it does not exist (Kafka does on the first lookup); reply with
         the error code to answer meanwhile, or 0 once the topic exists."""
-        if TOPIC in self.manager.topics():
+        if self.manager.has_topic(TOPIC):
             reply({"error_code": 0})
             return
         try:
             self._create_topic()
-            reply({"error_code": 0 if TOPIC in self.manager.topics() else CoordinatorNotAvailable.code})
+            reply({"error_code": 0 if self.manager.has_topic(TOPIC) else CoordinatorNotAvailable.code})
         except KafkaError as exc:
             log.warning("cannot create %s: %s", TOPIC, exc)
             reply({"error_code": CoordinatorNotAvailable.code, "error_message": str(exc)})
@@ -285,7 +287,7 @@ class TransactionCoordinator:
             answer({key: error.code for key in asked})
 
         try:
-            p, loaded, current = self._producer(args)
+            p, loaded, current = self._producer(args, adding=True)
             unknown = {key for key in asked if not self._exists(*key)}
             if unknown:
                 answer({key: UnknownTopicOrPartition.code if key in unknown else OperationNotAttempted.code
@@ -305,7 +307,7 @@ class TransactionCoordinator:
             reply({"error_code": error.code if error else 0})
 
         try:
-            p, loaded, current = self._producer(args)
+            p, loaded, current = self._producer(args, adding=True)
             new = current.prepare_add(groups=[args["group_id"]], now_ms=_now_ms())
         except KafkaError as exc:
             answer(exc)
@@ -315,14 +317,17 @@ class TransactionCoordinator:
         else:
             self._write(p, args["transactional_id"], new, answer)
 
-    def _producer(self, args) -> tuple[int, _Loaded, TxnState]:
-        """The id's partition and current state, checked against the requesting producer."""
+    def _producer(self, args, adding: bool = False) -> tuple[int, _Loaded, TxnState]:
+        """The id's partition and current state, checked against the requesting producer; an add
+        (`adding`) while none is Ongoing begins the next transaction, even if refused (metadata.py)."""
         txn_id = args["transactional_id"]
         p, loaded = self._owner(txn_id)
         current = loaded.txns.get(txn_id)
         if current is None:
             raise InvalidProducerIdMapping(f"no producer holds transactional id {txn_id!r}")
         current.check_producer(args["producer_id"], args["producer_epoch"])
+        if adding and current.begins_next():
+            loaded.next_begun.add(txn_id)
         self._not_pending(loaded, txn_id)
         return p, loaded, current
 
@@ -339,12 +344,12 @@ class TransactionCoordinator:
         txn_id = args["transactional_id"]
         try:
             p, loaded, current = self._producer(args)
-            new = current.prepare_end(args["committed"], _now_ms())
+            new = current.prepare_end(args["committed"], _now_ms(), next_begun=txn_id in loaded.next_begun)
         except KafkaError as exc:
             answer(exc)
             return
         if new is None:
-            answer()  # a retry of an end already complete
+            answer()  # a retry of an end already complete, or the abort of a next transaction holding nothing
             return
 
         def written(error) -> None:
@@ -458,6 +463,8 @@ class TransactionCoordinator:
         def finished(error) -> None:
             loaded.pending.discard(txn_id)
             if error is None:
+                if state is None or state.state not in (COMPLETE_COMMIT, COMPLETE_ABORT):
+                    loaded.next_begun.discard(txn_id)  # any transition but the completion ends it
                 if state is None:
                     loaded.txns.pop(txn_id, None)
                 else:

@@ -24,11 +24,12 @@ VERSION = 0
 class MarkerSender(threading.Thread):
     """Sends WriteTxnMarkers requests in order; `done(response | exception)` runs on the control thread."""
 
-    def __init__(self, client_id: str, call_soon, timeout_s: float = 30.0) -> None:
+    def __init__(self, client_id: str, call_soon, timeout_s: float = 30.0, security=None) -> None:
         super().__init__(name="txn-marker-sender", daemon=True)
         self.client_id = client_id
         self.call_soon = call_soon
         self.timeout_s = timeout_s
+        self.security = security  # to the partition leaders' inter.broker.listener.name
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._peers: dict[tuple[str, int], PeerConnection] = {}
 
@@ -41,7 +42,8 @@ class MarkerSender(threading.Thread):
     def run(self) -> None:
         while (item := self._queue.get()) is not None:
             address, markers, done = item
-            peer = self._peers.get(address) or self._peers.setdefault(address, PeerConnection(address, self.client_id))
+            peer = self._peers.get(address) or self._peers.setdefault(address, PeerConnection(address, self.client_id,
+                                                                                            self.security))
             try:
                 answer = peer.request(write_txn_markers.API_KEY, VERSION, write_txn_markers.REQUEST(markers=markers),
                                       self.timeout_s)

@@ -12,6 +12,18 @@ The state machine is Kafka's TransactionMetadata:
   until the abort is complete); on Prepare* it is CONCURRENT_TRANSACTIONS.
 - A transaction that outlives its timeout is aborted the same way by the
   coordinator itself (its producer is fenced by the epoch bump).
+- The next transaction begun early. A producer may begin its next transaction
+  as soon as EndTxn is answered (Prepare* written); its AddPartitionsToTxn then
+  gets CONCURRENT_TRANSACTIONS until the markers are written (or any other
+  refusal: an unknown topic, a write that failed). librdkafka counts a refused
+  request as one sent, so an abort before its retry still sends EndTxn(abort),
+  which finds Empty, Complete* or Prepare* of the other outcome: Kafka answers
+  INVALID_TXN_STATE, fatal for the producer. Here the coordinator remembers (in
+  memory, `next_begun`) that the current producer asked to add while no
+  transaction of its was Ongoing, and answers that abort as the abort of an
+  empty transaction: CONCURRENT_TRANSACTIONS while Prepare*, then success with
+  nothing to write. Without such an add, abort after commit stays
+  INVALID_TXN_STATE (the client must learn that its transaction committed).
 
 Every transition is computed here as a new `TxnState` (`prepare_*`), written to
 the transaction log, and only once the write is replicated does it replace the
@@ -114,10 +126,20 @@ class TxnState:
         return replace(self, state=ONGOING, start_ms=now_ms, update_ms=now_ms, partitions=new_parts,
                        groups=new_groups)
 
-    def prepare_end(self, commit: bool, now_ms: int) -> "TxnState | None":
-        """EndTxn: Ongoing goes to Prepare*; a retry of a completed end is answered again (None)."""
+    def begins_next(self) -> bool:
+        """An add of the current producer now begins its next transaction: none is Ongoing, and the
+        previous one's EndTxn was answered before it (see "The next transaction begun early")."""
+        return self.state != ONGOING
+
+    def prepare_end(self, commit: bool, now_ms: int, next_begun: bool = False) -> "TxnState | None":
+        """EndTxn: Ongoing goes to Prepare*; a retry of a completed end is answered again (None);
+        `next_begun`: an abort is of a next transaction that holds nothing yet (None once complete)."""
         if self.state == ONGOING:
             return replace(self, state=PREPARE_COMMIT if commit else PREPARE_ABORT, update_ms=now_ms)
+        if next_begun and not commit:
+            if self.preparing:
+                raise ConcurrentTransactions(f"the previous transaction is {self.state_name}")
+            return None  # Empty or Complete*: nothing of the next transaction reached the coordinator
         done, preparing = (COMPLETE_COMMIT, PREPARE_COMMIT) if commit else (COMPLETE_ABORT, PREPARE_ABORT)
         if self.state == done:
             return None

@@ -54,6 +54,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
+from mmlog.acceptor import users as users_module
 from mmlog.acceptor.limits import PartitionLimits, hosted_replicas
 from mmlog.acceptor.metadata_store import ClusterError, load_meta, new_cluster_id, stored_cluster_id
 from mmlog.acceptor.zookeeper import paths, session
@@ -67,6 +68,7 @@ from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
 from mmlog.acceptor.zookeeper.replicas import ReplicaManager
 from mmlog.errors import InvalidPartitions, KafkaError, NotController, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
+from mmlog.security import credentials
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +137,8 @@ class ZooKeeperStore:
                              "a cluster cannot adopt them: use a fresh data dir")
         self.manager = manager
         self.replicas = ReplicaManager(self.broker_id, manager, self.states, self.zk,
-                                       self.config["replica.lag.time.max.ms"], lambda: self.wake())
+                                       self.config["replica.lag.time.max.ms"], lambda: self.wake(),
+                                       self.config.inter_broker_listener.name)
         self.sync_topics()
 
     def offset_store(self, call_soon: Callable) -> ZooKeeperOffsetStore:
@@ -155,6 +158,8 @@ class ZooKeeperStore:
         DataWatch(self.zk, paths.CONTROLLER, lambda *_: self._soon(self._controller_changed))
         ChildrenWatch(self.zk, paths.TOPICS, lambda _: self._soon(self.sync_topics))
         ChildrenWatch(self.zk, paths.OFFLINE_REPLICAS, lambda _: self._soon(self._elect))
+        self._user_watches: set[str] = set()
+        ChildrenWatch(self.zk, paths.USER_CONFIGS, self._users_changed)
         DataWatch(self.zk, paths.BROKER_DEFAULT_CONFIG, lambda data, *_: self._soon(lambda: self._throttle(data)))
 
     def _soon(self, fn: Callable[[], None]) -> None:
@@ -177,7 +182,8 @@ class ZooKeeperStore:
 
     def _register(self) -> None:
         """Create our ephemeral registration, waiting out the session of a previous run of ours."""
-        path, data = paths.broker(self.broker_id), paths.registration(self.me.host, self.me.port, self.me.rack)
+        path, data = paths.broker(self.broker_id), paths.registration(self.me.host, self.me.port, self.me.rack,
+                                                                 self.me.listeners, self.config.protocol_map)
         deadline = time.monotonic() + self.session_ms / 1000 + 5
         while True:
             try:
@@ -387,7 +393,8 @@ class ZooKeeperStore:
                 doc = paths.load(self.zk.get(paths.broker(node))[0])
             except NoNodeError:
                 continue
-            brokers[node] = Endpoint(node, doc["host"], doc["port"], doc.get("rack"))
+            brokers[node] = Endpoint(node, doc["host"], doc["port"], doc.get("rack"),
+                                     paths.registration_listeners(doc))
         controller = self._controller_id()
         if (brokers, controller) != (self.view.brokers, self.view.controller_id):
             log.info("cluster: live brokers %s, controller %d", sorted(brokers), controller)
@@ -429,7 +436,7 @@ class ZooKeeperStore:
             state = self.view.partition(topic, partition)
             node = state[0] if state else -1
         b = self.view.brokers.get(node)
-        return None if b is None else (b.host, b.port)
+        return None if b is None else b.address(self.config.inter_broker_listener.name)
 
     # ------------------------------------------------------------ topics
 
@@ -565,7 +572,7 @@ class ZooKeeperStore:
         live = sorted(self.view.brokers) or [self.broker_id]
         replicas = assign_replicas(live, partitions, replication_factor)
         if limits is not None:
-            limits.check_hosting(name, hosted_replicas(manager.topics(), self.broker_id), partitions, replicas,
+            limits.check_hosting(name, hosted_replicas(manager, self.broker_id), partitions, replicas,
                                  self.broker_id)
         if self.zk.exists(paths.topic(name)):
             if not validate_only:
@@ -609,7 +616,7 @@ class ZooKeeperStore:
                 new = next_partitions(live, existing, count)
             if limits is not None:
                 limits.check_topic(name, count - len(existing))
-                limits.check_hosting(name, hosted_replicas(manager.topics(), self.broker_id), count - len(existing),
+                limits.check_hosting(name, hosted_replicas(manager, self.broker_id), count - len(existing),
                                      new, self.broker_id)
             if validate_only:
                 return
@@ -629,6 +636,55 @@ class ZooKeeperStore:
                 raise failed[0]
             # the topic changed (grown or deleted through another broker) between our read and write: again
         raise InvalidPartitions(f"topic {name!r} kept changing while its partitions were being added")
+
+    # ------------------------------------------------------------ SCRAM credentials (issue #19)
+
+    def _users_changed(self, names) -> None:
+        """/config/users changed (kazoo's thread): watch each user's node, mirror them all."""
+        for name in set(names) - self._user_watches:
+            self._user_watches.add(name)
+            DataWatch(self.zk, paths.user_config(name), lambda *_: self._soon(self._mirror_users))
+        self._soon(self._mirror_users)
+
+    def _mirror_users(self) -> None:
+        """Copy every user's credentials from ZooKeeper to credentials.json, which processors read."""
+        users = {}
+        for name in self.zk.get_children(paths.USER_CONFIGS):
+            try:
+                config = paths.load(self.zk.get(paths.user_config(name))[0]).get("config", {})
+            except NoNodeError:
+                continue
+            if config:
+                users[name] = config
+        credentials.save(credentials.path_in(self.dir), users)
+
+    def alter_scram_credentials(self, deletions, upsertions) -> dict:
+        """Write each user's /config/users/<name> (the version read, so a concurrent change through
+        another broker is retried, not lost), then mirror here; others mirror through their watches."""
+        results = {}
+        for name in dict.fromkeys([d[0] for d in deletions] + [u[0] for u in upsertions]):
+            mine_d = [d for d in deletions if d[0] == name]
+            mine_u = [u for u in upsertions if u[0] == name]
+            path = paths.user_config(name)
+            while True:
+                try:
+                    data, stat = self.zk.get(path)
+                    users, version = {name: paths.load(data).get("config", {})}, stat.version
+                except NoNodeError:
+                    users, version = {}, None
+                results.update(users_module.apply(users, mine_d, mine_u))
+                doc = paths.dump({"version": 1, "config": users.get(name, {})})
+                try:
+                    if version is None:
+                        if users.get(name):
+                            self.zk.create(path, doc, makepath=True)
+                    else:
+                        self.zk.set(path, doc, version=version)
+                    break
+                except (BadVersionError, NodeExistsError):
+                    continue
+        self._mirror_users()
+        return results
 
     def alter_topic_config(self, manager: LogManager, name: str, overrides: dict[str, str]) -> None:
         """Write /config/topics/<name> (Kafka's node), then apply here; the other brokers apply it through

@@ -36,11 +36,12 @@ BROKER_IDS = "/brokers/ids"
 OFFLINE_REPLICAS = "/brokers/offline_replicas"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
+USER_CONFIGS = "/config/users"  # SCRAM credentials, Kafka's layout: {"version":1,"config":{mechanism: cred}}
 BROKER_DEFAULT_CONFIG = "/config/brokers/<default>"  # dynamic broker configs of every broker (Kafka's node)
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
 
-BASE_PATHS = (BROKER_IDS, OFFLINE_REPLICAS, TOPICS, TOPIC_CONFIGS, CONSUMERS)
+BASE_PATHS = (BROKER_IDS, OFFLINE_REPLICAS, TOPICS, TOPIC_CONFIGS, USER_CONFIGS, CONSUMERS)
 
 
 def dump(doc) -> bytes:
@@ -66,12 +67,24 @@ def offline_replicas(node_id: int) -> str:
     return f"{OFFLINE_REPLICAS}/{node_id}"
 
 
-def registration(host: str, port: int, rack: str | None) -> bytes:
+def registration(host: str, port: int, rack: str | None, listeners=(), protocols: dict | None = None) -> bytes:
+    """Kafka's broker registration: host and port of the first listener, and every (name, host, port)."""
+    listeners = listeners or (("PLAINTEXT", host, port),)
     return dump({
         "version": 4, "host": host, "port": port, "rack": rack, "jmx_port": -1,
-        "endpoints": [f"PLAINTEXT://{host}:{port}"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "timestamp": str(now_ms()),
+        "endpoints": [f"{name}://{h}:{p}" for name, h, p in listeners],
+        "listener_security_protocol_map": protocols or {"PLAINTEXT": "PLAINTEXT"}, "timestamp": str(now_ms()),
     })
+
+
+def registration_listeners(doc: dict) -> tuple:
+    """((name, host, port), ...) of a registration's endpoints."""
+    out = []
+    for url in doc.get("endpoints", ()):
+        name, _, rest = url.partition("://")
+        host, _, port = rest.rpartition(":")
+        out.append((name, host.strip("[]"), int(port)))
+    return tuple(out)
 
 
 def controller(node_id: int) -> bytes:
@@ -94,6 +107,10 @@ def partition(name: str, p: int) -> str:
 
 def partition_state(name: str, p: int) -> str:
     return f"{TOPICS}/{name}/partitions/{p}/state"
+
+
+def user_config(name: str) -> str:
+    return f"{USER_CONFIGS}/{name}"
 
 
 def topic_config(name: str) -> str:

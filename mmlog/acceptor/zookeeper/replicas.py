@@ -45,8 +45,9 @@ LEADER, FOLLOWER, NONE = int(Role.LEADER), int(Role.FOLLOWER), int(Role.NONE)
 class ReplicaManager:
     """Roles, ISR proposals and the fetch plan of one broker's replicas."""
 
-    def __init__(self, broker_id: int, manager, states, zk, lag_ms: int, wake) -> None:
+    def __init__(self, broker_id: int, manager, states, zk, lag_ms: int, wake, inter_broker: str | None = None) -> None:
         self.me = broker_id
+        self.inter_broker = inter_broker  # the listener name replica fetches go to
         self.manager = manager
         self.states = states
         self.zk = zk
@@ -58,6 +59,7 @@ class ReplicaManager:
         # process may keep few partitions open: log.max.open.partitions).
         self.led: set[tuple[str, int]] = set()
         self.followed: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
+        self.isr_shrinks = self.isr_expands = 0  # ISR changes we wrote (Prometheus: acceptor/metrics/)
         self.adding: set[tuple[str, int]] = set()  # replicas a reassignment is adding here: throttled
         self.throttle_rate: int | None = None  # follower.replication.throttled.rate (None: unlimited)
 
@@ -187,6 +189,10 @@ class ReplicaManager:
         part.set_isr(isr, stat.version)
         part.maybe_advance_high_watermark()
         self.wake()
+        if len(isr) < len(rep.isr):
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
         return 1
 
     # ------------------------------------------------------------ the fetch plan
@@ -194,7 +200,7 @@ class ReplicaManager:
     def write_plan(self, brokers: dict | None = None) -> None:
         """Publish the partitions we follow and their leaders' addresses (if it changed)."""
         if brokers is not None:
-            self._brokers = {b.node_id: (b.host, b.port) for b in brokers.values()}
+            self._brokers = {b.node_id: b.address(self.inter_broker) for b in brokers.values()}
         followed = [[topic, p, leader, epoch] for (topic, p), (leader, epoch) in self.followed.items()]
         throttled = [[t, p] for t, p in sorted(self.adding & self.followed.keys())]
         throttle = (self.throttle_rate, throttled) if self.throttle_rate is not None and throttled else None

@@ -39,6 +39,8 @@ from mmlog.processors.handlers import (
 from mmlog.processors.handlers import (alter_configs, create_partitions, delete_groups,  # the admin APIs (#18)
                                       delete_records, describe_cluster, describe_log_dirs,
                                       incremental_alter_configs, offset_delete)
+from mmlog.processors.handlers import (alter_user_scram_credentials, describe_user_scram_credentials,  # security
+                                      sasl_authenticate, sasl_handshake)
 from mmlog.processors.handlers import (alter_partition_reassignments, elect_leaders,  # replicas (#18)
                                       list_partition_reassignments)
 
@@ -56,6 +58,8 @@ HANDLERS = {
         # the admin APIs (issue #18)
         create_partitions, delete_records, delete_groups, offset_delete, alter_configs, incremental_alter_configs,
         describe_cluster, describe_log_dirs,
+        # security (issue #19)
+        sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
         elect_leaders, alter_partition_reassignments, list_partition_reassignments,
     )
 }

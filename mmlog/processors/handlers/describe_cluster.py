@@ -18,5 +18,6 @@ def handle(ctx, request):
     return schema.RESPONSE(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS, cluster_id=ctx.cluster_id,
         controller_id=view.controller_id,
-        brokers=[{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                 for b in sorted(view.brokers.values(), key=lambda b: b.node_id)])
+        brokers=[{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                 for b in sorted(view.brokers.values(), key=lambda b: b.node_id)
+                 for host, port in (b.address(request.conn.listener_name),)])

@@ -8,7 +8,7 @@ all, the winning one first: the topic override, then the broker setting, then th
 default under the broker setting's name.
 """
 
-from mmlog.config.broker import BROKER_SETTINGS
+from mmlog.config.broker import BROKER_SETTINGS, is_sensitive
 from mmlog.config.settings import BROKER_TOPIC_DEFAULTS
 from mmlog.processors.handlers._common import error_code
 from mmlog.protocol.messages import describe_configs as schema
@@ -46,8 +46,9 @@ def _text(value):
 
 
 def _entry(name, value, source, read_only=False):
-    text = _text(value)
-    return {"name": name, "value": text, "read_only": read_only, "config_source": source, "is_sensitive": False,
+    sensitive = is_sensitive(name)  # a password: Kafka answers null and is_sensitive
+    text = None if sensitive else _text(value)
+    return {"name": name, "value": text, "read_only": read_only, "config_source": source, "is_sensitive": sensitive,
             "synonyms": [], "config_type": 0, "documentation": None}
 
 

@@ -51,6 +51,7 @@ def handle(ctx, request):
     body = request.body
     response, available, failed = read(ctx, body, record=True)
     if available >= body.min_bytes or body.max_wait_ms <= 0 or failed:
+        ctx.metrics.fetched(available, body.replica_id >= 0)
         return response
     deadline = time.monotonic() + body.max_wait_ms / 1000
     ctx.purgatory.park(request, deadline, lambda: _retry(ctx, request), lambda: _respond_now(ctx, request))
@@ -61,6 +62,7 @@ def _retry(ctx, request) -> bool:
     """Called when woken: answer if min_bytes are now there (True), else stay parked."""
     response, available, failed = read(ctx, request.body)
     if available >= request.body.min_bytes or failed:
+        ctx.metrics.fetched(available, request.body.replica_id >= 0)
         request.respond(response, with_files=True)
         return True
     return False
@@ -68,7 +70,8 @@ def _retry(ctx, request) -> bool:
 
 def _respond_now(ctx, request) -> None:
     """max_wait_ms passed: answer with whatever there is."""
-    response, _, _ = read(ctx, request.body)
+    response, available, _ = read(ctx, request.body)
+    ctx.metrics.fetched(available, request.body.replica_id >= 0)
     request.respond(response, with_files=True)
 
 
@@ -119,6 +122,7 @@ def read(ctx, body, record: bool = False) -> tuple[object, int, bool]:
                     first_with_data = False
             except Exception as exc:  # noqa: BLE001 - each partition answers for itself
                 entry["error_code"] = error_code(exc)
+                ctx.metrics.error(API_KEY, entry["error_code"])
                 if follower is not None and log is not None and isinstance(exc, OffsetOutOfRange):
                     # a follower ahead of us or behind our log start decides from these where to go
                     entry.update(high_watermark=log.high_watermark, log_start_offset=log.log_start_offset,

@@ -24,15 +24,15 @@ GROUP, TRANSACTION = 0, 1
 def handle(ctx, request):
     key_type, key = request.body.key_type, request.body.key
     if key_type == GROUP:
-        return _answer(ctx, ctx.views.current().coordinator_for(key), "no live broker")
+        return _answer(ctx, ctx.views.current().coordinator_for(key), "no live broker", request)
     if key_type != TRANSACTION:
         return _refuse(InvalidRequest.code, f"unknown key type {key_type}")
     if not key:
         return _refuse(InvalidRequest.code, "empty transactional id")
     if _state_topic(ctx) is not None:
-        return _transaction(ctx, key)
+        return _transaction(ctx, key, request)
     forward(ctx, request, "txn_find_coordinator", None,
-            lambda value: _transaction(ctx, key) if value["error_code"] == 0 else _refuse(
+            lambda value: _transaction(ctx, key, request) if value["error_code"] == 0 else _refuse(
                 value["error_code"], value.get("error_message") or f"{TRANSACTION_STATE} is being created"),
             lambda: {"error_code": COORDINATOR_NOT_AVAILABLE})
     return DEFERRED
@@ -46,20 +46,22 @@ def _state_topic(ctx):
         return None
 
 
-def _transaction(ctx, key: str):
+def _transaction(ctx, key: str, request):
     info = _state_topic(ctx)
     if info is None:
         return _refuse(COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE} is being created")
     node = ctx.views.current().transaction_coordinator(key, info.partitions, ctx.broker_id)
-    return _answer(ctx, node, f"{TRANSACTION_STATE} has no leader for this transactional id")
+    return _answer(ctx, node, f"{TRANSACTION_STATE} has no leader for this transactional id", request)
 
 
-def _answer(ctx, node: int, why: str):
+def _answer(ctx, node: int, why: str, request):
+    """The coordinator's endpoint on the listener the request came in on."""
     b = ctx.views.current().brokers.get(node)
     if b is None:
         return _refuse(COORDINATOR_NOT_AVAILABLE, why)
-    return schema.RESPONSE(throttle_time_ms=0, error_code=0, error_message=None, node_id=b.node_id, host=b.host,
-                           port=b.port)
+    host, port = b.address(request.conn.listener_name)
+    return schema.RESPONSE(throttle_time_ms=0, error_code=0, error_message=None, node_id=b.node_id, host=host,
+                           port=port)
 
 
 def _refuse(code: int, message: str):

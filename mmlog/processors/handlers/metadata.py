@@ -36,7 +36,8 @@ def handle(ctx, request):
         names = sorted(ctx.manager.topics())
     else:
         names = [t.name for t in body.topics]
-    missing = list(dict.fromkeys(n for n in names if n not in ctx.manager.topics()))
+    known = ctx.manager.topics()  # a copy: taken once, not per name (2,000 names made it quadratic)
+    missing = list(dict.fromkeys(n for n in names if n not in known))
     may_create = ctx.config["auto.create.topics.enable"] and (request.version < 4 or body.allow_auto_topic_creation)
     if missing and may_create:
         cap = ctx.config["auto.create.topics.max.per.request"]
@@ -44,15 +45,17 @@ def handle(ctx, request):
 
         def created(ok, value):
             ctx.manager.reload()
-            request.respond(_response(ctx, names, set(later) | set(value if ok and value else ())))
+            request.respond(_response(ctx, names, set(later) | set(value if ok and value else ()),
+                                      request.conn.listener_name))
 
         ctx.control.call("auto_create_topics", asked, created)
         return DEFERRED
-    return _response(ctx, names)
+    return _response(ctx, names, listener=request.conn.listener_name)
 
 
-def _response(ctx, names: list[str], pending: set[str] = frozenset()):
-    """`pending`: unknown topics to be created when asked again (LEADER_NOT_AVAILABLE)."""
+def _response(ctx, names: list[str], pending: set[str] = frozenset(), listener: str | None = None):
+    """`pending`: unknown topics to be created when asked again (LEADER_NOT_AVAILABLE). Brokers are
+    given by their endpoint on `listener`, the one the request came in on (Kafka's rule)."""
     view = ctx.views.current()
     topics = ctx.manager.topics()
     out = []
@@ -66,8 +69,8 @@ def _response(ctx, names: list[str], pending: set[str] = frozenset()):
         out.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
     return schema.RESPONSE(
         throttle_time_ms=0,
-        brokers=[{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                 for b in view.brokers.values()],
+        brokers=[{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}  # on the request's listener
+                 for b in view.brokers.values() for host, port in (b.address(listener),)],
         cluster_id=ctx.cluster_id,
         controller_id=view.controller_id,
         topics=out,

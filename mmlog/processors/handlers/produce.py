@@ -79,8 +79,10 @@ def handle_group(ctx, requests: list) -> list:
             for index, records in partitions:
                 if not valid_acks:
                     results.append((index, InvalidRequiredAcks.code, -1, -1, None))
+                    ctx.metrics.error(API_KEY, InvalidRequiredAcks.code)
                 elif records is None or len(records) == 0:
                     results.append(_error(index, InvalidRecord("produce request without records")))
+                    ctx.metrics.error(API_KEY, InvalidRecord.code)
                 else:
                     pending.setdefault((name, index), []).append((records, results, len(results), waiting))
                     results.append(None)
@@ -88,6 +90,8 @@ def handle_group(ctx, requests: list) -> list:
         answers.append(answer)
         waits.append(waiting)
     appended = False
+    metrics = ctx.metrics
+    nbytes = nrecords = 0
     for (name, index), items in pending.items():
         try:
             log = ctx.manager.partition(name, index)
@@ -96,16 +100,20 @@ def handle_group(ctx, requests: list) -> list:
                 [bytearray(records) if records.readonly else records for records, _, _, _ in items]) if items else []
         except Exception as exc:  # noqa: BLE001 - each partition answers for itself
             outcomes = [exc] * len(items)
-        for (_, results, slot, waiting), outcome in zip(items, outcomes):
+        for (records, results, slot, waiting), outcome in zip(items, outcomes):
             if outcome.__class__ is AppendInfo:
                 results[slot] = (index, 0, outcome.base_offset, outcome.log_start_offset, None)
                 appended = True
+                nbytes += len(records)
+                nrecords += outcome.records
                 if waiting is not None and log.high_watermark <= outcome.last_offset:
                     waiting.append((results, slot, log, outcome.last_offset + 1))
             else:
                 results[slot] = _error(index, outcome)
+                metrics.error(API_KEY, results[slot][1])
     if appended:
         ctx.appended()
+        metrics.produced(nbytes, nrecords)
     out = []
     for (header, acks, _, timeout_ms), answer, waiting in zip(requests, answers, waits):
         if waiting:

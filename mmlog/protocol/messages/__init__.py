@@ -21,6 +21,8 @@ from . import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,
                list_transactions, txn_offset_commit, write_txn_markers)
 from . import (alter_configs, create_partitions, delete_groups, delete_records, describe_cluster,  # admin
                describe_log_dirs, incremental_alter_configs, offset_delete)
+from . import (alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate,  # security
+               sasl_handshake)
 from . import alter_partition_reassignments, elect_leaders, list_partition_reassignments  # replicas (#18)
 
 
@@ -62,6 +64,7 @@ APIS: dict[int, Api] = {api.key: api for api in map(_api, [
     txn_offset_commit, describe_transactions, list_transactions,
     create_partitions, delete_records, delete_groups, offset_delete, incremental_alter_configs, alter_configs,
     describe_cluster, describe_log_dirs,
+    sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
     elect_leaders, alter_partition_reassignments, list_partition_reassignments,
 ])}
 

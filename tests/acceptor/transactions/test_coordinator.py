@@ -19,6 +19,7 @@ from tests.processors.test_bad_input import connect
 CONFIG = {"transaction.state.log.num.partitions": 3, "transaction.max.timeout.ms": 120_000}
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 47, 48, 49
 INVALID_TRANSACTION_TIMEOUT, UNKNOWN_TOPIC_OR_PARTITION, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED = 50, 3, 55, 90
+CONCURRENT_TRANSACTIONS = 51
 
 
 @pytest.fixture
@@ -165,3 +166,48 @@ def test_the_transaction_log_is_compacted_and_a_compacted_log_loads_the_same_sta
     assert policy == "compact" and kept < 300
     assert (state.producer_id, state.producer_epoch) == (last.producer_id, last.producer_epoch) == \
         (last.producer_id, 299)
+
+
+def test_an_abort_right_after_an_add_refused_while_the_previous_commit_completes_succeeds(txn_broker):
+    """librdkafka's sequence (tests/interop/test_transactions.py): EndTxn(commit) is answered, the next
+    transaction's AddPartitionsToTxn is refused while the commit's markers are written, EndTxn(abort)."""
+    with connect(txn_broker) as conn:
+        make_topic(conn, "early")
+        ids = init(conn, "early")
+        for _ in range(20):  # until the add lands while the markers are written (nearly always at once)
+            assert add(conn, "early", ids, [("early", [0])]) == {("early", 0): 0}
+            assert end(conn, "early", ids, True) == 0
+            if add(conn, "early", ids, [("early", [0])]) == {("early", 0): CONCURRENT_TRANSACTIONS}:
+                break
+            assert end(conn, "early", ids, True) == 0
+        else:
+            pytest.fail("the add never arrived while the commit was completing")
+        deadline, code = time.monotonic() + 10, None
+        while time.monotonic() < deadline and code != 0:
+            code = end(conn, "early", ids, False)  # CONCURRENT_TRANSACTIONS until the commit is complete
+            assert code in (0, CONCURRENT_TRANSACTIONS)
+        state = describe(conn, "early")
+        assert (code, state.transaction_state) == (0, "CompleteCommit")  # the commit stands; nothing to abort
+        assert add(conn, "early", ids, [("early", [0])]) == {("early", 0): 0}  # and the producer goes on
+        assert end(conn, "early", ids, True) == 0
+
+
+def test_an_abort_after_a_commit_with_no_next_transaction_begun_is_still_an_invalid_state(txn_broker):
+    with connect(txn_broker) as conn:
+        make_topic(conn, "settled")
+        ids = init(conn, "settled")
+        assert add(conn, "settled", ids, [("settled", [0])]) == {("settled", 0): 0}
+        assert end(conn, "settled", ids, True) == 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and describe(conn, "settled").transaction_state != "CompleteCommit":
+            time.sleep(0.01)
+        assert end(conn, "settled", ids, False) == INVALID_TXN_STATE  # as Kafka: the client learns it committed
+
+
+def test_an_abort_after_an_add_refused_for_an_unknown_topic_succeeds_with_nothing_to_abort(txn_broker):
+    with connect(txn_broker) as conn:
+        ids = init(conn, "typo")
+        assert add(conn, "typo", ids, [("no-such-topic", [0])]) == {("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+        assert end(conn, "typo", ids, False) == 0  # librdkafka sends it: it counts the refused add
+        assert end(conn, "typo", ids, True) == INVALID_TXN_STATE  # a commit of nothing is still refused
+        assert describe(conn, "typo").transaction_state == "Empty"

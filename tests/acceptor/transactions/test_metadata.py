@@ -46,6 +46,28 @@ def test_a_retried_end_of_a_completed_transaction_is_answered_again_but_the_oppo
         fresh().prepare_end(commit=True, now_ms=3)  # nothing was begun
 
 
+def test_an_abort_of_the_next_transaction_begun_while_the_previous_ended_holds_nothing_and_succeeds():
+    # librdkafka: commit answered, begin, produce, AddPartitionsToTxn refused (Prepare*), abort at once.
+    preparing = fresh().prepare_add(partitions=[("t", 0)]).prepare_end(commit=True, now_ms=1)
+    assert preparing.begins_next()
+    with pytest.raises(ConcurrentTransactions):
+        preparing.prepare_end(commit=False, now_ms=2, next_begun=True)  # wait for the commit's markers
+    committed = preparing.prepare_complete(now_ms=3)
+    assert committed.prepare_end(commit=False, now_ms=4, next_begun=True) is None  # nothing to write
+    assert fresh().prepare_end(commit=False, now_ms=4, next_begun=True) is None
+    with pytest.raises(InvalidTxnState):
+        committed.prepare_end(commit=False, now_ms=4)  # no next transaction begun: the commit stands
+    with pytest.raises(InvalidTxnState):
+        fresh().prepare_end(commit=True, now_ms=4, next_begun=True)  # a commit of nothing is still refused
+
+
+def test_an_add_while_no_transaction_is_ongoing_begins_the_next_one():
+    ongoing = fresh().prepare_add(partitions=[("t", 0)])
+    assert fresh().begins_next() and not ongoing.begins_next()
+    assert ongoing.prepare_end(commit=False, now_ms=1).begins_next()
+    assert ongoing.prepare_end(commit=True, now_ms=1).prepare_complete(2).begins_next()
+
+
 def test_while_markers_are_written_the_id_answers_concurrent_transactions():
     preparing = fresh().prepare_add(partitions=[("t", 0)]).prepare_end(commit=True, now_ms=1)
     for attempt in (lambda: preparing.prepare_add(partitions=[("t", 1)]),

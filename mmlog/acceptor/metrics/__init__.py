@@ -1,0 +1,9 @@
+"""The broker's Prometheus endpoint (issue #18, "Metrics").
+
+- `exposition`: the text format;
+- `families`: what a scrape shows, from the shared metrics block (`ipc/metrics_block.py`,
+  written by every process without locks) and the main process's own state;
+- `endpoint`: the HTTP server thread (`metrics.listen`).
+
+The README's "Metrics" section lists every family.
+"""

@@ -1,0 +1,87 @@
+"""The metrics block: each process writes its own region, a scrape sums them, and a dead process's counts are
+folded into the base region so that no counter ever goes back."""
+
+import os
+
+from mmlog.ipc import metrics_block as mb
+from mmlog.ipc.metrics_block import NULL_REGION, MetricsBlock
+
+
+def test_a_scrape_sums_every_region():
+    block = MetricsBlock(processors=2)
+    block.processor(0).produced(100, 3)
+    block.processor(1).produced(50, 2)
+    block.region(mb.MAIN).add("processor_restarts", 1)
+    totals = block.totals()
+    assert totals[mb.SCALAR["bytes_in"]] == 150
+    assert totals[mb.SCALAR["messages_in"]] == 5
+    assert totals[mb.SCALAR["processor_restarts"]] == 1
+
+
+def test_a_forked_processor_writes_where_the_main_process_reads():
+    block = MetricsBlock(processors=1)
+    pid = os.fork()
+    if pid == 0:
+        block.processor(0).requests(0, 3, 1.0, 1.002, 1.002)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    totals = block.totals()
+    assert totals[mb.REQUESTS + 0] == 3
+    buckets, total_us = mb.latency(totals, mb.TOTAL, 0)
+    assert buckets[mb.bucket_of(2_000)] == buckets.sum() == 3  # 2 ms, three times
+    assert total_us == 3 * 2_000
+
+
+def test_folding_a_dead_region_keeps_its_counts_and_drops_its_gauges():
+    block = MetricsBlock(processors=2)
+    dead, survivor = block.processor(0), block.processor(1)
+    dead.produced(10, 1)
+    dead.error(0, 3)
+    dead.set("connections", 4)
+    survivor.produced(7, 1)
+    survivor.set("connections", 2)
+    before = block.totals()
+    block.fold_processor(0)
+    after = block.totals()
+    assert after[mb.SCALAR["bytes_in"]] == before[mb.SCALAR["bytes_in"]] == 17
+    assert after[mb.ERRORS + 3 + 1] == 1
+    assert block.per_processor(mb.GAUGE["connections"]) == [0, 2]
+    assert after[mb.GAUGE["connections"]] == 2
+    block.processor(0).produced(1, 1)  # its replacement counts from zero, on top of the base
+    assert block.totals()[mb.SCALAR["bytes_in"]] == 18
+
+
+def test_a_duration_falls_in_the_first_bucket_it_does_not_exceed():
+    assert mb.bucket_of(0) == 0
+    assert mb.bucket_of(mb.BOUNDS_US[0]) == 0
+    assert mb.bucket_of(mb.BOUNDS_US[0] + 1) == 1
+    assert mb.bucket_of(10**12) == len(mb.BOUNDS_US)  # +Inf
+
+
+def test_remote_time_is_counted_only_for_requests_that_waited():
+    block = MetricsBlock(processors=1)
+    region = block.processor(0)
+    region.requests(1, 1, 0.0, 0.001, 0.001)
+    region.requests(1, 1, 0.0, 0.001, 0.501)
+    totals = block.totals()
+    remote, remote_us = mb.latency(totals, mb.REMOTE, 1)
+    local, local_us = mb.latency(totals, mb.LOCAL, 1)
+    total, total_us = mb.latency(totals, mb.TOTAL, 1)
+    assert (remote.sum(), remote_us) == (1, 500_000)
+    assert (local.sum(), local_us) == (2, 2_000)
+    assert (total.sum(), total_us) == (2, 502_000)
+    assert total[mb.bucket_of(501_000)] == 1 and local[mb.bucket_of(1_000)] == 2
+
+
+def test_error_codes_out_of_range_land_in_the_edge_slots():
+    block = MetricsBlock(processors=1)
+    block.processor(0).error(2, 10_000)
+    block.processor(0).error(2, -5)
+    codes = block.totals()[mb.ERRORS + 2 * mb.ERROR_SLOTS: mb.ERRORS + 3 * mb.ERROR_SLOTS]
+    assert codes[-1] == 1 and codes[0] == 1
+
+
+def test_the_null_region_counts_nothing():
+    NULL_REGION.requests(0, 1, 0.0, 1.0, 2.0)
+    NULL_REGION.produced(1, 1)
+    NULL_REGION.flushed(1.0)
