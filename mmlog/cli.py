@@ -32,6 +32,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "consume": ("mmlog.tools.consume", "print the records of a topic as they arrive, one value per line"),
     "groups": ("mmlog.tools.groups", "list consumer groups; describe one (members, committed offsets, lag)"),
     "quotas": ("mmlog.tools.quotas", "describe and alter client quotas and dynamic broker configs"),
+    "reassign": ("mmlog.tools.reassign", "move partitions' replicas between brokers (propose, execute, verify)"),
+    "elect-leaders": ("mmlog.tools.elect_leaders", "preferred or unclean leader elections"),
     "perf": ("mmlog.tools.perf", "measure a broker: produce or consume load with live progress and a summary"),
     "dump-log": ("mmlog.tools.dump_log", "print and check the batches of segment files or partition directories"),
     "users": ("mmlog.tools.users", "set, describe and delete SCRAM users (through a broker, or its store directly)"),

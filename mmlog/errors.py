@@ -277,6 +277,13 @@ class InvalidReplicaAssignment(KafkaError):
     code = 39
 
 
+class NotController(KafkaError):
+    """Only the controller answers this (ElectLeaders, partition reassignments): clients ask Metadata again."""
+
+    code = 41
+    retriable = True
+
+
 class ReassignmentInProgress(KafkaError):
     code = 60
 
@@ -287,6 +294,14 @@ class NonEmptyGroup(KafkaError):
 
 class GroupSubscribedToTopic(KafkaError):
     code = 86
+
+
+class PreferredLeaderNotAvailable(KafkaError):
+    code = 80
+
+
+class EligibleLeadersNotAvailable(KafkaError):
+    code = 83
 
 
 class ElectionNotNeeded(KafkaError):

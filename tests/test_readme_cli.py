@@ -43,7 +43,8 @@ README = ROOT / "README.md"
 DEFAULT = "127.0.0.1:9092"
 ADDRESS = re.compile(r"(?:127\.0\.0\.1|localhost):\d+")
 RECORDS_CAP = 20_000
-CLIENTS = {"demo", "topics", "produce", "consume", "groups", "quotas", "perf", "dump-log"}  # run in bash as written
+CLIENTS = {"demo", "topics", "produce", "consume", "groups", "quotas", "perf", "dump-log",  # run in bash as written
+           "reassign", "elect-leaders"}
 OPERATORS = {"&&", "||", ";", "&", "|"}
 
 

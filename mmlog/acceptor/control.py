@@ -58,6 +58,11 @@ log = logging.getLogger(__name__)
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # DescribeConfigs / AlterConfigs resource types
 
 
+def _code(exc: KafkaError | None) -> tuple[int, str | None]:
+    """(Kafka error code, message) of a per-partition result (0, None when it succeeded)."""
+    return (0, None) if exc is None else (exc.code, str(exc) or None)
+
+
 class _TopicWorker:
     """The thread that makes partitions (auto-creation, CreateTopics, CreatePartitions): a creation
     waits on the file system (a partition's files can take hundreds of milliseconds when the disk
@@ -403,7 +408,38 @@ class ControlPlane:
     def admin_ops(self) -> dict:
         """The admin APIs' ops (issue #18)."""
         return {"alter_configs": self.alter_configs, "alter_client_quotas": self.alter_client_quotas,
-                "alter_scram_credentials": self.alter_scram_credentials}  # security (issue #19)
+                "alter_scram_credentials": self.alter_scram_credentials,  # security (issue #19)
+                "elect_leaders": self.elect_leaders, "alter_reassignments": self.alter_reassignments,
+                "list_reassignments": self.list_reassignments}
+
+    def elect_leaders(self, args, reply) -> None:
+        """ElectLeaders (the controller decides): {"results": [(topic, p, code, message)]}, or every asked
+        partition answered NOT_CONTROLLER here (Kafka's ZooKeeper-mode answer)."""
+        try:
+            results = self.store.elect_leaders(self.manager, args["election_type"], args["partitions"])
+        except KafkaError as exc:
+            keys = args["partitions"] or [(t, p) for t, i in self.manager.topics().items() for p in range(i.partitions)]
+            results = {key: exc for key in keys}
+        reply([(t, p, *_code(e)) for (t, p), e in results.items()])
+
+    def alter_reassignments(self, args, reply) -> None:
+        """AlterPartitionReassignments (controller only): (top-level (code, message), [(topic, p, code, message)])."""
+        try:
+            results = self.store.alter_reassignments(self.manager, args["partitions"])
+        except KafkaError as exc:
+            reply((_code(exc), []))
+            return
+        reply(((0, None), [(t, p, *_code(e)) for (t, p), e in results.items()]))
+
+    def list_reassignments(self, args, reply) -> None:
+        """ListPartitionReassignments (controller only): (top-level (code, message), [(topic, p, RS, AR, RR)])."""
+        try:
+            ongoing = self.store.list_reassignments(self.manager, args["partitions"])
+        except KafkaError as exc:
+            reply((_code(exc), []))
+            return
+        reply(((0, None), [(t, p, list(o.replicas), list(o.adding), list(o.removing))
+                           for (t, p), o in ongoing.items()]))
 
     def create_partitions(self, args, reply) -> None:
         """CreatePartitions: each topic checked whole before it grows (validate_only grows none); a topic

@@ -25,7 +25,8 @@ from mmlog.acceptor.coordinator.offsets import OffsetStore
 from mmlog.acceptor.growth import check_growth
 from mmlog.acceptor.limits import PartitionLimits, hosted_replicas
 from mmlog.config.settings import ConfigError, parse_properties
-from mmlog.errors import InvalidReplicationFactor, TopicAlreadyExists, UnknownTopicOrPartition
+from mmlog.errors import (ElectionNotNeeded, InvalidReplicaAssignment, InvalidReplicationFactor,
+                          NoReassignmentInProgress, TopicAlreadyExists, UnknownTopicOrPartition)
 from mmlog.log.files import atomic_write
 from mmlog.log.manager import LogManager
 from mmlog.security import credentials
@@ -178,6 +179,34 @@ class EmbeddedStore:
             limits.check_hosting(name, hosted_replicas(manager, me), count - info.partitions, None, me)
         if not validate_only:
             manager.add_partitions(name, count)
+
+    def elect_leaders(self, manager: LogManager, election_type: int, keys) -> dict:
+        """Every partition here has one replica, which leads: no election is ever needed."""
+        topics = {t: i.partitions for t, i in manager.topics().items()}
+        keys = [(t, p) for t, n in topics.items() for p in range(n)] if keys is None else keys
+        return {(t, p): ElectionNotNeeded("Leader election not needed for topic partition.")
+                if 0 <= p < topics.get(t, 0) else UnknownTopicOrPartition(f"The partition {t}-{p} does not exist.")
+                for t, p in keys}
+
+    def alter_reassignments(self, manager: LogManager, requests) -> dict:
+        """A standalone broker holds each partition's only replica: no replica can move elsewhere."""
+        topics = {t: i.partitions for t, i in manager.topics().items()}
+        me = manager.broker_id or 0
+        out = {}
+        for t, p, target in requests:
+            if not 0 <= p < topics.get(t, 0):
+                out[t, p] = UnknownTopicOrPartition(f"The partition {t}-{p} does not exist.")
+            elif target is None:
+                out[t, p] = NoReassignmentInProgress(f"No reassignment is in progress for {t}-{p}.")
+            elif list(target) != [me]:
+                out[t, p] = InvalidReplicaAssignment(f"Replica assignment has brokers that are not alive. Replica "
+                                                     f"list: {list(target)}, live broker list: [{me}]")
+            else:
+                out[t, p] = None  # already so
+        return out
+
+    def list_reassignments(self, manager: LogManager, keys=None) -> dict:
+        return {}
 
     def owns_group(self, group_id: str) -> bool:
         return True

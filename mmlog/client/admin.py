@@ -10,6 +10,7 @@ exceptions of `mmlog.errors`, carrying their Kafka error code.
 from __future__ import annotations
 
 import contextlib
+import time
 import os
 from dataclasses import dataclass, field
 
@@ -18,16 +19,18 @@ from mmlog.client import consumer_protocol as cp
 from mmlog.client.cluster import Cluster
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.records import TopicPartition
-from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
+from mmlog.errors import KafkaError, LeaderNotAvailable, NotController, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import (alter_client_quotas, alter_user_scram_credentials, describe_client_quotas,
                                      describe_user_scram_credentials)
 from mmlog.protocol.messages import (create_partitions, create_topics, delete_groups, delete_records, delete_topics,
                                      describe_configs, describe_groups, find_coordinator, incremental_alter_configs,
                                      list_groups, list_offsets, offset_commit, offset_delete, offset_fetch)
+from mmlog.protocol.messages import alter_partition_reassignments, elect_leaders, list_partition_reassignments
 from mmlog.security import scram
 
 LATEST, EARLIEST = -1, -2
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SCRAM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # AlterUserScramCredentials mechanism codes
 
@@ -80,6 +83,19 @@ class GroupDescription:
     protocol_type: str  # "consumer" for consumer groups
     protocol: str  # the assignor (range, roundrobin, ...) while Stable
     members: list[MemberDescription] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """A partition reassignment in progress: the replicas now (old and new), those being added and removed."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing)
 
 
 @dataclass
@@ -397,6 +413,71 @@ class Admin:
             topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]))
         self._raise_first((p.error_code, f"group {group!r} {t.name}-{p.partition_index}")
                           for t in body.topics for p in t.partitions)
+
+    # ------------------------------------------------------------ replicas (the controller's)
+
+    def elect_leaders(self, election_type: str = "preferred",
+                      partitions: list[TopicPartition] | None = None) -> dict[TopicPartition, KafkaError | None]:
+        """Preferred or unclean leader elections (None: every partition); per partition None when elected, or
+        its error (ElectionNotNeeded, PreferredLeaderNotAvailable, EligibleLeadersNotAvailable, ...)."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = elect_leaders.REQUEST(election_type=ELECTION_TYPES[election_type], timeout_ms=int(self.timeout * 1000),
+                                        topic_partitions=None if partitions is None else [
+                                            {"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+        body = self._to_controller(elect_leaders.API_KEY, 1, request, lambda b: any(
+            r.error_code == NotController.code for t in b.replica_election_results for r in t.partition_result))
+        return {TopicPartition(t.topic, r.partition_id): error_for_code(r.error_code, r.error_message or "")
+                if r.error_code else None for t in body.replica_election_results for r in t.partition_result}
+
+    def alter_partition_reassignments(self, targets: dict[TopicPartition, list[int] | None]) -> None:
+        """Move partitions to new replicas (None cancels a partition's move); the controller carries them
+        through in the background (`list_partition_reassignments` shows progress). Raises the first
+        partition's error: InvalidReplicaAssignment, UnknownTopicOrPartition, NoReassignmentInProgress."""
+        by_topic: dict[str, list] = {}
+        for tp, replicas in targets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "replicas": None if replicas is None else list(replicas)})
+        body = self._to_controller(alter_partition_reassignments.API_KEY, 0, alter_partition_reassignments.REQUEST(
+            timeout_ms=int(self.timeout * 1000), topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()]),
+            lambda b: b.error_code == NotController.code)
+        self._raise_first([(body.error_code, body.error_message or "")] + [
+            (r.error_code, f"{t.name}-{r.partition_index}: {r.error_message or ''}".rstrip(": "))
+            for t in body.responses for r in t.partitions])
+
+    def list_partition_reassignments(self, partitions: list[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, Reassignment]:
+        """The reassignments in progress (of `partitions`, or all)."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = self._to_controller(list_partition_reassignments.API_KEY, 0, list_partition_reassignments.REQUEST(
+            timeout_ms=int(self.timeout * 1000), topics=None if partitions is None else [
+                {"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]),
+            lambda b: b.error_code == NotController.code)
+        self._raise_first([(body.error_code, body.error_message or "")])
+        return {TopicPartition(t.name, r.partition_index): Reassignment(
+            tuple(r.replicas), tuple(r.adding_replicas), tuple(r.removing_replicas))
+            for t in body.topics for r in t.partitions}
+
+    def set_replication_throttle(self, rate: int | None) -> None:
+        """follower.replication.throttled.rate of every broker (bytes/s; None removes it): how fast replicas
+        a reassignment adds copy the log (a dynamic config of the cluster-wide default)."""
+        name = "follower.replication.throttled.rate"
+        self.alter_broker_config(None, set={name: rate} if rate is not None else None,
+                                 delete=[name] if rate is None else ())
+
+    def _to_controller(self, api_key: int, version: int, request, not_controller, attempts: int = 10):
+        """A request only the controller answers: sent to the one Metadata names, again after a refresh
+        while the answer is NOT_CONTROLLER (a controller change under way)."""
+        for _ in range(attempts - 1):
+            body = self._request(self._controller(), api_key, version, request)
+            if not not_controller(body):
+                return body
+            time.sleep(0.2)
+            self.cluster.refresh([])
+        return self._request(self._controller(), api_key, version, request)
 
     # ------------------------------------------------------------ SCRAM users (issue #19)
 

@@ -18,6 +18,8 @@ that reads it:
   append checks. `unclean.leader.election.enable` also reaches the controller.
 - `connections`: max.connections, max.connections.per.ip(.overrides), which the
   supervisor reads on every accept.
+- `replication`: follower.replication.throttled.rate, which the replica fetcher
+  applies to the replicas a reassignment adds (through the fetch plan).
 
 Anything else (log.dirs, listeners, num.network.threads, ...) is read at start only:
 a change is refused, as Kafka refuses it, with INVALID_CONFIG "Cannot update these
@@ -32,13 +34,14 @@ from mmlog.config.settings import BROKER_ALIASES, BROKER_TOPIC_DEFAULTS
 
 DEFAULT = "<default>"  # the cluster-wide level's name in ZooKeeper and the catalogue
 
-TOPIC_DEFAULT, CONNECTIONS = "topic-default", "connections"
+TOPIC_DEFAULT, CONNECTIONS, REPLICATION = "topic-default", "connections", "replication"
 DYNAMIC: dict[str, str] = {
     **{name: TOPIC_DEFAULT for name in BROKER_TOPIC_DEFAULTS},
     **{alias: TOPIC_DEFAULT for alias in BROKER_ALIASES},  # log.retention.hours/minutes, log.roll.hours
     "max.connections": CONNECTIONS,
     "max.connections.per.ip": CONNECTIONS,
     "max.connections.per.ip.overrides": CONNECTIONS,
+    "follower.replication.throttled.rate": REPLICATION,
 }
 
 

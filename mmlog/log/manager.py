@@ -51,6 +51,7 @@ of a shared int32.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -70,6 +71,7 @@ from mmlog.errors import (
     InvalidConfig,
     InvalidPartitions,
     InvalidTopic,
+    KafkaError,
     KafkaStorageError,
     NotLeaderOrFollower,
     TopicAlreadyExists,
@@ -80,6 +82,8 @@ from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
 from mmlog.log.files import atomic_write, file_stamp
 from mmlog.log.partition import Partition
 from mmlog.log.state import Role
+
+log = logging.getLogger(__name__)
 
 CATALOGUE = "topics.json"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -202,7 +206,8 @@ class LogManager:
                 for name, t in data.get("topics", {}).items()
             }
             for key in [k for k in self._partitions
-                        if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])]:
+                        if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])
+                        or not self._hosts(*k)]:  # deleted, re-created, or reassigned away from us
                 self._partitions.pop(key).close(clean=False)
             for (topic, _), part in self._partitions.items():  # altered configs apply at once (issue #18)
                 if defaults_changed or self._topics[topic].config != configs.get(topic):
@@ -237,6 +242,11 @@ class LogManager:
         """Replace one level of the dynamic broker configs (a broker id or `<default>`; empty: removed)."""
         levels = {**self.dynamic.get("brokers", {}), level: values}
         self.set_dynamic("brokers", {k: v for k, v in levels.items() if v})
+
+    def _hosts(self, topic: str, partition: int) -> bool:
+        info = self._topics[topic]
+        return (self.broker_id is None or info.assignment is None or partition >= info.partitions
+                or self.broker_id in info.assignment[partition])
 
     def _save(self, created: TopicInfo | None = None) -> None:
         """Write the catalogue now (caller holds _lock), or mark it pending inside one_catalogue_write.
@@ -419,6 +429,43 @@ class LogManager:
                                             "nothing was added") from exc
                 raise
             return info
+
+    def reassign(self, name: str, assignment: list[list[int]]) -> tuple[list, list]:
+        """A topic's replicas moved (a partition reassignment): partitions new here are made (empty, waiting
+        for their role), the catalogue names the new assignment, then partitions no longer here are deleted.
+        Returns (made, deleted) keys. Crash points: directories made but not yet in the catalogue, or no
+        longer in it but not yet deleted, are strays that `load()` removes."""
+        self._require_owner()
+        with self._lock:
+            info = self.topic(name)
+            grown = TopicInfo(name, info.partitions, info.config, info.topic_id, assignment)
+            before, after = set(info.hosted(self.broker_id)), set(grown.hosted(self.broker_id))
+            made: list[Path] = []
+            try:
+                for p in sorted(after - before):
+                    self._make_partition(name, p, self.config_for(name), grown.assignment, None, made)
+            except OSError as exc:
+                for p in sorted(after - before):
+                    if (part := self._partitions.pop((name, p), None)) is not None:
+                        part.close(clean=False)
+                    self._known.discard((name, p))
+                for directory in made:
+                    shutil.rmtree(directory, ignore_errors=True)
+                raise KafkaStorageError(f"cannot make the new replicas of {name!r}: {exc.strerror or exc}") from exc
+            info.assignment = grown.assignment
+            self._save()
+            for p in sorted(before - after):
+                part = self._partitions.pop((name, p), None)
+                try:
+                    part = part or self._open(name, p, grown)
+                    part.stop_serving()  # requests parked on it (acks=all) answer NOT_LEADER_OR_FOLLOWER
+                    part.delete()
+                except (KafkaError, OSError) as exc:  # gone already, or an offline dir: load() removes it
+                    log.warning("cannot delete %s-%d, no longer a replica here: %s", name, p, exc)
+                for table in (self._closed_hw, self._not_due, self._slot_of):
+                    table.pop((name, p), None)
+                self._known.discard((name, p))
+            return [(name, p) for p in sorted(after - before)], [(name, p) for p in sorted(before - after)]
 
     def _undo_create(self, name: str, made: list[Path]) -> None:
         """Close and remove every partition a failed creation made (descriptors first, then files)."""
@@ -768,8 +815,8 @@ class LogManager:
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
             m = _PARTITION_DIR.match(entry.name)
-            if m and m["topic"] not in self._topics:
-                shutil.rmtree(entry.path, ignore_errors=True)  # a deletion cut short
+            if m and (m["topic"] not in self._topics or not self._hosts(m["topic"], int(m["partition"]))):
+                shutil.rmtree(entry.path, ignore_errors=True)  # a deletion (or a reassignment away) cut short
 
     def hosted(self) -> list[tuple[str, int]]:
         """Every partition of the catalogue with a replica here."""

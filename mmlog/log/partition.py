@@ -586,8 +586,8 @@ class Partition:
         with self._writing() as s:
             rep = self.state.replication()
             self.epochs.assign(epoch, s.log_end, sync=not (self.fresh and s.log_end == 0 and epoch == 0))
-            if not (rep.role == LEADER and rep.leader_epoch == epoch):
-                for i in range(len(replicas)):
+            if not (rep.role == LEADER and rep.leader_epoch == epoch and tuple(rep.replicas) == tuple(replicas)):
+                for i in range(len(replicas)):  # a new epoch, or a new replica set (rows are by position)
                     self.state.set_follower(i, -1, 0, now, -1)
                     self.state.set_follower_log_start(i, -1)
             self.state.publish_replication(LEADER, leader_id, epoch, isr_version, tuple(replicas), tuple(isr))

@@ -17,6 +17,7 @@ import threading
 from mmlog.log.manager import LogManager
 from mmlog.replication.fetch_plan import PlanReader
 from mmlog.replication.source import SourceFetcher
+from mmlog.replication.throttle import UNLIMITED, Throttle
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class ReplicaFetcher:
         self.manager = LogManager(config.log_dirs, config.log_config(), owner=False, broker_id=self.me)
         self.plan = PlanReader(config.log_dirs[0])
         self.sources: dict[int, SourceFetcher] = {}
+        self.throttle = Throttle()  # shared by every source thread: the rate bounds the whole broker
         self.stopped = threading.Event()
 
     def run(self) -> int:
@@ -49,12 +51,15 @@ class ReplicaFetcher:
     def _follow_plan(self) -> None:
         self.manager.reload()
         wanted = self.plan.sources
+        rate, throttled = self.plan.throttle
+        self.throttle.update(UNLIMITED if rate is None else rate, throttled)
         for leader_id in [b for b in self.sources if b not in wanted]:
             self.sources.pop(leader_id).stop()
         for leader_id, source in wanted.items():
             fetcher = self.sources.get(leader_id)
             if fetcher is None:
-                fetcher = self.sources[leader_id] = SourceFetcher(self.me, leader_id, self.manager, self.config)
+                fetcher = self.sources[leader_id] = SourceFetcher(self.me, leader_id, self.manager, self.config,
+                                                                        self.throttle)
                 fetcher.update(source.address, source.partitions)
                 fetcher.start()
             else:

@@ -14,6 +14,9 @@ sent as soon as an append is done, is what moves its high watermark. Our log sta
 goes with it, and each answer's log start becomes ours (up to our high watermark):
 records deleted on the leader (DeleteRecords) go here too.
 
+Partitions a reassignment is adding here are throttled (`throttle.py`): while the
+broker's follower rate is exceeded they are left out of the fetch.
+
 Errors per partition: OFFSET_OUT_OF_RANGE behind the leader's log start starts
 our log afresh there, otherwise (we are ahead) truncates by epoch again; a fenced,
 unknown or moved leader epoch, or a leader that is not one yet, waits for the
@@ -35,6 +38,7 @@ from mmlog.protocol.messages import fetch, offset_for_leader_epoch
 from mmlog.protocol.records import iter_batches
 from mmlog.replication.peer import PeerConnection
 from mmlog.security.client import inter_broker
+from mmlog.replication.throttle import Throttle
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +51,7 @@ FOLLOWER = int(Role.FOLLOWER)
 class SourceFetcher(threading.Thread):
     """Fetches every partition we follow on one leader broker."""
 
-    def __init__(self, me: int, leader_id: int, manager, config) -> None:
+    def __init__(self, me: int, leader_id: int, manager, config, throttle: Throttle | None = None) -> None:
         super().__init__(name=f"replica-fetcher-{leader_id}", daemon=True)
         self.me = me
         self.leader_id = leader_id
@@ -56,6 +60,7 @@ class SourceFetcher(threading.Thread):
         self.security = inter_broker(config)  # the protocol of the leaders' inter.broker.listener.name
         self.max_bytes = config["replica.fetch.max.bytes"]
         self.backoff = config["replica.fetch.backoff.ms"] / 1000
+        self.throttle = throttle or Throttle()
         self.address: tuple[str, int] | None = None
         self._wanted: dict[tuple[str, int], int] = {}  # what the plan says: (topic, p) -> epoch
         self._ready: dict[tuple[str, int], int] = {}  # truncated in that epoch: fetch them
@@ -163,6 +168,12 @@ class SourceFetcher(threading.Thread):
     def _fetch(self, ready: dict) -> None:
         by_topic: dict[str, list] = {}
         parts = {}
+        throttled = self.throttle.partitions if self.throttle.active else frozenset()
+        if throttled and self.throttle.exceeded():
+            ready = {k: e for k, e in ready.items() if k not in throttled}  # over the rate: they wait
+            if not ready:
+                time.sleep(0.05)
+                return
         for key, epoch in ready.items():
             part = self._partition(key)
             if part is None:
@@ -170,7 +181,8 @@ class SourceFetcher(threading.Thread):
             parts[key] = part
             by_topic.setdefault(key[0], []).append({
                 "partition": key[1], "current_leader_epoch": epoch, "fetch_offset": part.log_end_offset,
-                "log_start_offset": part.log_start_offset, "partition_max_bytes": self.max_bytes})
+                "log_start_offset": part.log_start_offset,
+                "partition_max_bytes": self.throttle.max_bytes(self.max_bytes) if key in throttled else self.max_bytes})
         if not parts:
             return
         body = fetch.REQUEST(replica_id=self.me, max_wait_ms=self.wait_ms, min_bytes=1, max_bytes=0x7FFFFFFF,
@@ -182,6 +194,8 @@ class SourceFetcher(threading.Thread):
             for answer in topic.partitions:
                 key = (topic.topic, answer.partition_index)
                 if key in parts:
+                    if key in throttled and answer.records is not None:
+                        self.throttle.record(len(answer.records))
                     self._apply(key, parts[key], answer)
 
     def _apply(self, key, part, answer) -> None:

@@ -94,6 +94,8 @@ ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexibl
     37: ("CreatePartitions", 0, 1, 2), 21: ("DeleteRecords", 0, 1, 2), 42: ("DeleteGroups", 0, 1, 2),
     47: ("OffsetDelete", 0, 0, None), 44: ("IncrementalAlterConfigs", 0, 0, 1), 33: ("AlterConfigs", 0, 1, 2),
     60: ("DescribeCluster", 0, 1, 0), 35: ("DescribeLogDirs", 1, 1, 2),
+    43: ("ElectLeaders", 0, 1, 2), 45: ("AlterPartitionReassignments", 0, 0, 0),
+    46: ("ListPartitionReassignments", 0, 0, 0),
     48: ("DescribeClientQuotas", 0, 0, 1), 49: ("AlterClientQuotas", 0, 0, 1),
 })
 ADVERTISED.update({  # security (issue #19): SaslAuthenticate v2 is flexible (kafka-python sends it)
@@ -102,7 +104,7 @@ ADVERTISED.update({  # security (issue #19): SaslAuthenticate v2 is flexible (ka
 })
 # No non-flexible version exists (Kafka made them flexible from their first): we speak their flexible ones.
 FLEXIBLE_ONLY = {"DescribeCluster", "DescribeTransactions", "ListTransactions", "DescribeUserScramCredentials",
-                 "AlterUserScramCredentials"}
+                 "AlterUserScramCredentials", "AlterPartitionReassignments", "ListPartitionReassignments"}
 
 
 def test_registry_matches_the_interop_table():

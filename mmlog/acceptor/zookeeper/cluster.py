@@ -28,7 +28,10 @@ What this broker does there, all from the main process:
   proposals and the replica fetcher's plan (`replicas.py`), and all of them go to
   the processors in the published view, for Metadata. The controller elects
   leaders when brokers come and go, and gives leadership back to preferred
-  replicas on a timer (`controller.py`).
+  replicas on a timer (`controller.py`); it alone answers ElectLeaders and carries
+  partition reassignments through (`reassignment.py`), others answer NOT_CONTROLLER.
+  A topic node whose replicas changed (a reassignment) is applied by every broker:
+  replicas new here are made and follow, replicas no longer here are deleted.
 - Producer id blocks come from `/latest_producer_id_block`, claimed with a
   versioned compare-and-set so no two brokers hand out the same ids.
 
@@ -65,9 +68,10 @@ from mmlog.config.broker import BROKER_SETTINGS
 from mmlog.config.settings import ConfigError
 from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore
 from mmlog.acceptor.zookeeper.partition_states import PartitionStates
+from mmlog.acceptor.zookeeper.reassignment import Reassignments
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
 from mmlog.acceptor.zookeeper.replicas import ReplicaManager
-from mmlog.errors import InvalidPartitions, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
+from mmlog.errors import InvalidPartitions, KafkaError, NotController, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
 from mmlog.security import credentials, scram
 
@@ -107,6 +111,7 @@ class ZooKeeperStore:
         self.states = PartitionStates(self.zk, self._soon, self._states_changed)
         self.controller = Controller(self.zk, self.states, config["unclean.leader.election.enable"])
         self.dynamic = DynamicConfigs(self.zk, self.broker_id)
+        self.reassignments = Reassignments(self.zk, self.states, self.controller)
         self.replicas: ReplicaManager | None = None
         self._offline_keys: set[tuple[str, int]] = set()  # our replicas on failed log dirs
         self._topic_watches: dict[str, str] = {}  # topic -> the topic id its growth watch serves
@@ -176,7 +181,8 @@ class ZooKeeperStore:
         lag = self.config["replica.lag.time.max.ms"]
         timers = [(min(lag / 2, 250), self.replicas.check_isr, "ISR check"),
                   (self.config["replica.high.watermark.checkpoint.interval.ms"],
-                   self.manager.checkpoint_high_watermarks, "high watermark checkpoint")]
+                   self.manager.checkpoint_high_watermarks, "high watermark checkpoint"),
+                  (1000, self._reassign, "partition reassignments")]
         if self.config["auto.leader.rebalance.enable"]:
             timers.append((self.config["leader.imbalance.check.interval.seconds"] * 1000,
                            lambda: self._elect(preferred=True), "preferred leader election"))
@@ -232,6 +238,8 @@ class ZooKeeperStore:
         self.controller.epoch, self.controller.epoch_version = self._bump_controller_epoch()
         log.info("elected controller (epoch %d)", self._controller_epoch)
         self._elect()
+        self.reassignments.load()  # what a previous controller started goes on
+        self._reassign()
 
     def _bump_controller_epoch(self) -> tuple[int, int]:
         """(our controller epoch, the version of /controller_epoch holding it: our writes check it)."""
@@ -272,7 +280,52 @@ class ZooKeeperStore:
         """Controller: decide every partition's leader for the live brokers (controller.py), replicas
         on failed log dirs counted as dead."""
         if self.is_controller:
-            self.controller.elect(set(self._live_ids()), self.manager.topics(), preferred, self._offline_replicas())
+            self.controller.elect(set(self._live_ids()), self.manager.topics(), preferred, self._offline_replicas(),
+                                  set(self.reassignments.ongoing))
+
+    def _reassign(self, keys=None) -> None:
+        """Controller: finish the reassignments (of `keys`) whose target replicas are all in the ISR."""
+        if self.is_controller and self.reassignments.ongoing:
+            self.reassignments.progress(set(self._live_ids()), keys)
+
+    def _require_controller(self) -> None:
+        if not self.is_controller:
+            raise NotController(f"broker {self.broker_id} is not the controller (broker {self._controller_id()} is)")
+
+    def elect_leaders(self, manager: LogManager, election_type: int, keys: list[tuple[str, int]] | None) -> dict:
+        """ElectLeaders (controller only): {(topic, p): None or the partition's KafkaError}; None: every partition."""
+        self._require_controller()
+        topics = self.manager.topics()
+        if keys is None:
+            keys = [(t, p) for t, info in topics.items() for p in range(info.partitions)]
+        out: dict = {}
+        asked = {}
+        for t, p in keys:
+            info = topics.get(t)
+            if info is None or info.assignment is None or not 0 <= p < info.partitions or not self.states.get(t, p):
+                out[t, p] = UnknownTopicOrPartition(f"The partition {t}-{p} does not exist.")
+            else:
+                asked[t, p] = info.assignment[p]
+        out.update(self.controller.elect_requested(set(self._live_ids()), asked, election_type))
+        return out
+
+    def alter_reassignments(self, manager: LogManager, requests: list[tuple[str, int, list[int] | None]]) -> dict:
+        """AlterPartitionReassignments (controller only): {(topic, p): None or the partition's KafkaError}."""
+        self._require_controller()
+        live = set(self._live_ids())
+        out: dict = {}
+        for t, p, target in requests:
+            try:
+                self.reassignments.alter(t, p, target, live)
+                out[t, p] = None
+            except KafkaError as exc:
+                out[t, p] = exc
+        return out
+
+    def list_reassignments(self, manager: LogManager, keys=None) -> dict:
+        """ListPartitionReassignments (controller only): {(topic, p): Ongoing}."""
+        self._require_controller()
+        return self.reassignments.listing(keys)
 
     def _offline_replicas(self) -> dict[tuple[str, int], set[int]]:
         """{(topic, partition): broker ids} from every broker's /brokers/offline_replicas node."""
@@ -312,6 +365,7 @@ class ZooKeeperStore:
     def _membership_changed(self) -> None:
         self._refresh_view()
         self._elect()
+        self._reassign()
 
     def _refresh_view(self) -> None:
         brokers = {}
@@ -332,8 +386,10 @@ class ZooKeeperStore:
                 self.control.view_changed()
 
     def _states_changed(self, keys) -> None:
-        """Partition states changed (control thread): our replicas take their roles; Metadata follows."""
+        """Partition states changed (control thread): our replicas take their roles; Metadata follows; the
+        controller finishes reassignments whose ISR is now complete."""
         self.replicas.apply(keys)
+        self._reassign(keys)
         partitions = {name: [[s.leader, s.leader_epoch, list(s.isr)] if s else [-1, -1, []]
                              for s in self.states.of_topic(name)] for name in self.states.topics()}
         self._publish(ClusterView(self.view.brokers, self.view.controller_id, partitions))
@@ -380,12 +436,16 @@ class ZooKeeperStore:
         grown (CreatePartitions made elsewhere), its partition states watched."""
         manager = self.manager
         try:
-            replicas, topic_id = paths.parse_assignment(self.zk.get(paths.topic(name))[0])
+            data = self.zk.get(paths.topic(name))[0]
         except NoNodeError:
             return
+        replicas, topic_id = paths.parse_assignment(data)
         info = manager.topics().get(name)
+        self._note_adding(name, data)
         if info is not None and info.topic_id == topic_id:
-            if len(replicas) > info.partitions:
+            if len(replicas) == info.partitions and replicas != info.assignment:
+                self._reassigned(name, replicas)
+            elif len(replicas) > info.partitions:
                 try:
                     manager.add_partitions(name, len(replicas), replicas)
                     log.info("topic %s: grown to %d partitions", name, len(replicas))
@@ -432,8 +492,9 @@ class ZooKeeperStore:
                 return True  # deleted: the topic list's watch drops it
             replicas, node_id = paths.parse_assignment(data)
             info = self._local(name)
-            if node_id == topic_id and info is not None and len(replicas) > info.partitions:
-                self._soon(lambda: self._sync_topic(name))
+            if node_id == topic_id and info is not None and (len(replicas) > info.partitions or
+                                                             replicas[:info.partitions] != info.assignment):
+                self._soon(lambda: self._sync_topic(name))  # grown, or replicas reassigned
             return True
 
         DataWatch(self.zk, paths.topic(name), changed)
@@ -447,6 +508,29 @@ class ZooKeeperStore:
             return True
 
         DataWatch(self.zk, paths.topic_config(name), config_changed)
+
+    def _note_adding(self, name: str, data: bytes) -> None:
+        """Which of our replicas of a topic a reassignment is adding (the throttled ones)."""
+        adding, _ = paths.parse_reassigning(data)
+        mine = {(name, p) for p, r in adding.items() if self.broker_id in r}
+        if self.replicas is not None and mine != {k for k in self.replicas.adding if k[0] == name}:
+            self.replicas.adding = {k for k in self.replicas.adding if k[0] != name} | mine
+            self.replicas.write_plan()
+
+    def _reassigned(self, name: str, replicas: list[list[int]]) -> None:
+        """A topic's replicas changed (a reassignment): replicas new here are made, those no longer here
+        let go and deleted, and every changed partition takes its role with its new replica set."""
+        before = self.manager.topic(name).assignment
+        changed = {(name, p) for p, r in enumerate(replicas) if r != before[p]}
+        try:
+            made, dropped = self.manager.reassign(name, replicas)
+        except KafkaError as exc:
+            log.error("cannot apply the new replicas of topic %s: %s", name, exc)
+            return
+        if made or dropped:
+            log.info("topic %s: replicas made here %s, deleted here %s", name, made, dropped)
+        self.replicas.drop(dropped)
+        self.replicas.apply(changed)
 
     def _drop_local(self, name: str) -> None:
         self.states.untrack(name)
@@ -622,9 +706,17 @@ class ZooKeeperStore:
             log.error("cannot apply the dynamic configs in ZooKeeper: %s", exc)
 
     def _dynamic_applied(self, values: dict[str, str]) -> None:
-        """The controller's unclean election default follows the dynamic broker config."""
+        """The controller's unclean election default and the replica fetcher's throttle follow the dynamic
+        broker configs (else server.properties')."""
         setting = BROKER_SETTINGS["unclean.leader.election.enable"]
         self.controller.unclean_default = setting.parse(values.get(setting.name, self.config[setting.name]))
+        setting = BROKER_SETTINGS["follower.replication.throttled.rate"]
+        rate = setting.parse(values.get(setting.name, self.config[setting.name]))
+        rate = rate if rate < 2**63 - 1 else None
+        if self.replicas is not None and rate != self.replicas.throttle_rate:
+            self.replicas.throttle_rate = rate
+            self.replicas.write_plan()
+            log.info("follower.replication.throttled.rate: %s", "unlimited" if rate is None else f"{rate} B/s")
 
     def _config_changed(self, name: str, topic_id: str, data: bytes) -> None:
         """A topic's config node changed (control thread): apply it if it is not what we hold."""

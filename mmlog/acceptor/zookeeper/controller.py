@@ -13,6 +13,12 @@ come or go it re-decides every partition (`decide`, Kafka's rules):
   ISR unchanged) until an ISR member returns.
 - Preferred leaders: when asked (`auto.leader.rebalance.enable`, on a timer), a
   partition whose first replica is live, in the ISR and not leading moves to it.
+- Asked elections (ElectLeaders, `requested`): PREFERRED moves leadership to the
+  first replica if it is live and in the ISR (ELECTION_NOT_NEEDED if it leads,
+  PREFERRED_LEADER_NOT_AVAILABLE if it cannot); UNCLEAN, for a partition whose
+  leader is dead, takes the first live ISR member or else the first live replica
+  (ELECTION_NOT_NEEDED while the leader lives, ELIGIBLE_LEADERS_NOT_AVAILABLE when
+  no replica is live). Kafka's `PartitionLeaderElectionAlgorithms`.
 
 Every change of leader bumps the leader epoch. All changes go to ZooKeeper in
 multi-op transactions of up to MAX_OPS writes, each also checking the version of
@@ -30,10 +36,12 @@ from kazoo.exceptions import BadVersionError
 
 from mmlog.acceptor.zookeeper import paths
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
+from mmlog.errors import ElectionNotNeeded, EligibleLeadersNotAvailable, KafkaError, PreferredLeaderNotAvailable
 
 log = logging.getLogger(__name__)
 
 MAX_OPS = 500  # writes per transaction: well inside ZooKeeper's 1 MiB request limit
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
 
 
 def decide(cur: LeaderAndIsr, replicas: list[int], live, unclean: bool, epoch: int,
@@ -58,6 +66,25 @@ def decide(cur: LeaderAndIsr, replicas: list[int], live, unclean: bool, epoch: i
     return LeaderAndIsr(-1, cur.leader_epoch + 1, cur.isr, epoch)  # offline until an ISR member is back
 
 
+def requested(cur: LeaderAndIsr, replicas: list[int], live, election_type: int, epoch: int) -> LeaderAndIsr:
+    """The state an asked election (ElectLeaders) writes; raises the partition's Kafka error if none."""
+    live_isr = tuple(r for r in cur.isr if r in live)
+    if election_type == PREFERRED:
+        first = replicas[0]
+        if cur.leader == first:
+            raise ElectionNotNeeded("Leader election not needed for topic partition.")
+        if first not in live_isr:
+            raise PreferredLeaderNotAvailable(f"Failed to elect leader: preferred replica {first} is not live "
+                                              f"and in the ISR {list(cur.isr)}")
+        return LeaderAndIsr(first, cur.leader_epoch + 1, live_isr, epoch)
+    if cur.leader >= 0 and cur.leader in live:
+        raise ElectionNotNeeded("Leader election not needed for topic partition.")
+    new = decide(cur, replicas, live, True, epoch)
+    if new is None or new.leader < 0:
+        raise EligibleLeadersNotAvailable(f"Failed to elect leader: no live replica of {replicas}")
+    return new
+
+
 class Controller:
     """Elections over every partition, written in batches."""
 
@@ -68,10 +95,12 @@ class Controller:
         self.epoch = 0
         self.epoch_version = -1  # version of /controller_epoch as we wrote it
 
-    def elect(self, live, topics: dict, preferred: bool = False, offline: dict | None = None) -> int:
+    def elect(self, live, topics: dict, preferred: bool = False, offline: dict | None = None,
+              moving=frozenset()) -> int:
         """Decide every partition of `topics` (name -> TopicInfo) for the live brokers; returns changes made.
         `offline`: {(topic, partition): broker ids} of replicas on a failed log dir, which count as dead
-        for that partition alone (Kafka's offline replicas)."""
+        for that partition alone (Kafka's offline replicas); `moving`: partitions being reassigned, which a
+        preferred election leaves alone."""
         changes = []
         offline = offline or {}
         for name, info in topics.items():
@@ -81,19 +110,53 @@ class Controller:
             for p, replicas in enumerate(info.assignment):
                 cur = self.states.get(name, p)
                 here = live - offline[(name, p)] if (name, p) in offline else live
-                if cur is not None and (new := decide(cur, replicas, here, unclean, self.epoch, preferred)):
-                    changes.append((name, p, replicas, unclean, cur, new, here))
+                rebalance = preferred and (name, p) not in moving  # as Kafka: no rebalance of a moving partition
+                if cur is not None and (new := decide(cur, replicas, here, unclean, self.epoch, rebalance)):
+                    changes.append((name, p, replicas, unclean, cur, new, here, rebalance))
         done = 0
         for i in range(0, len(changes), MAX_OPS):
-            done += self._write(changes[i:i + MAX_OPS], live, preferred)
+            done += self._write(changes[i:i + MAX_OPS], live)
         if done:
             log.info("controller: %d partition states changed (live brokers %s)", done, sorted(live))
         return done
 
-    def _write(self, batch: list, live, preferred: bool) -> int:
+    def elect_requested(self, live, keys: dict, election_type: int) -> dict:
+        """ElectLeaders: {(topic, p): replicas} decided by `requested` and written; {(topic, p): None or the
+        KafkaError of that partition}."""
+        out: dict = {}
+        for (name, p), replicas in keys.items():
+            for _ in range(5):  # a state written meanwhile (a leader's ISR change): read it again
+                cur = self.states.get(name, p)
+                try:
+                    new = requested(cur, replicas, live, election_type, self.epoch)
+                except KafkaError as exc:
+                    out[name, p] = exc
+                    break
+                if self.write_state(name, p, cur, new):
+                    out[name, p] = None
+                    log.info("controller: %s election of %s-%d: leader %d in epoch %d",
+                             "unclean" if election_type == UNCLEAN else "preferred", name, p, new.leader,
+                             new.leader_epoch)
+                    break
+                if self.states.reread(name, p) is None:
+                    break
+            out.setdefault((name, p), EligibleLeadersNotAvailable("the partition state kept changing"))
+        return out
+
+    def write_state(self, name: str, p: int, cur: LeaderAndIsr, new: LeaderAndIsr, more=()) -> bool:
+        """Compare-and-set one state node (and what each of `more` adds to the transaction) under our
+        controller epoch; False if anything in it was written meanwhile."""
         tx = self.zk.transaction()
         tx.check(paths.CONTROLLER_EPOCH, self.epoch_version)
-        for name, p, _, _, cur, new, _ in batch:
+        tx.set_data(paths.partition_state(name, p), new.to_json(), version=cur.version)
+        for add in more:
+            add(tx)
+        return not any(isinstance(r, Exception) for r in tx.commit())
+
+    def _write(self, batch: list, live) -> int:
+        tx = self.zk.transaction()
+        tx.check(paths.CONTROLLER_EPOCH, self.epoch_version)
+        for name, p, _, _, cur, new, _, _ in batch:
             tx.set_data(paths.partition_state(name, p), new.to_json(), version=cur.version)
         results = tx.commit()
         if not any(isinstance(r, Exception) for r in results):
@@ -102,7 +165,7 @@ class Controller:
             log.warning("controller epoch %d is stale: not writing partition states", self.epoch)
             return 0
         return sum(self._retry_one(name, p, replicas, unclean, here, preferred)
-                   for name, p, replicas, unclean, _, _, here in batch)
+                   for name, p, replicas, unclean, _, _, here, preferred in batch)
 
     def _retry_one(self, name: str, p: int, replicas, unclean: bool, live, preferred: bool) -> int:
         """A state changed under the batch: read it again and decide it alone (a few rounds at most)."""

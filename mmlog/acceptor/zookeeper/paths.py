@@ -5,7 +5,8 @@
     /controller_epoch                             decimal, bumped by each new controller
     /brokers/ids/<id>                             ephemeral registration (host, port, rack, endpoints)
     /brokers/offline_replicas/<id>                ephemeral: {"partitions":[[topic,p],...]} on a failed log dir
-    /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{"0":[id,...],...}}
+    /brokers/topics/<topic>                       {"version":3,"topic_id":...,"partitions":{"0":[id,...],...},
+                                                   "adding_replicas":{"0":[id,...]},"removing_replicas":{...}}
     /brokers/topics/<topic>/partitions/<p>/state  {"controller_epoch":E,"leader":id|-1,"leader_epoch":N,"isr":[...]}
     /config/topics/<topic>                        {"version":1,"config":{...overrides}}
     /config/brokers/<id> and /<default>           {"version":1,"config":{...dynamic broker configs}}
@@ -122,10 +123,21 @@ def topic_config(name: str) -> str:
     return f"{TOPIC_CONFIGS}/{name}"
 
 
-def assignment(replicas: list[list[int]], topic_id: str) -> bytes:
-    """A topic node: each partition's replicas, the preferred leader first."""
+def assignment(replicas: list[list[int]], topic_id: str, adding: dict | None = None,
+               removing: dict | None = None) -> bytes:
+    """A topic node: each partition's replicas, the preferred leader first; while a partition is being
+    reassigned (KIP-455) its replicas are the union of old and new, and `adding` / `removing` hold
+    {partition: [broker ids]} of those joining and leaving."""
     return dump({"version": 3, "topic_id": topic_id, "partitions": {str(p): r for p, r in enumerate(replicas)},
-                 "adding_replicas": {}, "removing_replicas": {}})
+                 "adding_replicas": {str(p): r for p, r in sorted((adding or {}).items())},
+                 "removing_replicas": {str(p): r for p, r in sorted((removing or {}).items())}})
+
+
+def parse_reassigning(data: bytes) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """({partition: adding replicas}, {partition: removing replicas}) of a topic node."""
+    doc = load(data)
+    return ({int(p): list(r) for p, r in doc.get("adding_replicas", {}).items()},
+            {int(p): list(r) for p, r in doc.get("removing_replicas", {}).items()})
 
 
 def parse_assignment(data: bytes) -> tuple[list[list[int]], str]:

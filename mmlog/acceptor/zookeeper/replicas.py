@@ -13,7 +13,8 @@ Runs on the control thread of the main process (which owns the log manager):
   the write fails and the watch brings the newer state.
 - The fetch plan (`fetch-plan.json`, first data dir, written atomically when it
   changes): each followed partition with its leader and epoch, and the leaders'
-  addresses. The replica fetcher process (`mmlog/replication/`) re-reads it.
+  addresses, and the throttle of the replicas a reassignment is adding here. The
+  replica fetcher process (`mmlog/replication/`) re-reads it.
 - `leave()`, at a controlled shutdown: hand each partition we lead to the next
   live ISR member (leader epoch + 1) and leave every ISR, so clients move before
   we stop instead of waiting out the session timeout.
@@ -59,6 +60,8 @@ class ReplicaManager:
         self.led: set[tuple[str, int]] = set()
         self.followed: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
         self.isr_shrinks = self.isr_expands = 0  # ISR changes we wrote (Prometheus: acceptor/metrics/)
+        self.adding: set[tuple[str, int]] = set()  # replicas a reassignment is adding here: throttled
+        self.throttle_rate: int | None = None  # follower.replication.throttled.rate (None: unlimited)
 
     # ------------------------------------------------------------ roles
 
@@ -95,14 +98,25 @@ class ReplicaManager:
         self.followed = {k: v for k, v in self.followed.items() if k[0] != topic}
         self.write_plan()
 
+    def drop(self, keys) -> None:
+        """Partitions reassigned away from us (their replicas deleted here): no role, no fetching."""
+        keys = set(keys)
+        if keys:
+            self.led -= keys
+            for key in keys:
+                self.followed.pop(key, None)
+            self.write_plan()
+            self.wake()  # requests parked on them are answered (the partitions serve nobody now)
+
     def _apply_one(self, topic: str, p: int, replicas: list[int], state: LeaderAndIsr) -> bool:
         part = self.manager.partition(topic, p)
         rep = part.replication()
         if state.leader_epoch < rep.leader_epoch:
             return False  # an older state than the one applied (a re-read raced the watch)
         self._note_role(topic, p, state)
+        moved = tuple(rep.replicas) != tuple(replicas)  # reassigned: the state came before the topic node
         if state.leader == self.me:
-            if rep.role != LEADER or rep.leader_epoch != state.leader_epoch:
+            if rep.role != LEADER or rep.leader_epoch != state.leader_epoch or moved:
                 part.become_leader(state.leader_epoch, replicas, state.isr, state.version, leader_id=self.me)
                 log.info("%s-%d: leader in epoch %d, ISR %s", topic, p, state.leader_epoch, list(state.isr))
             elif rep.isr != state.isr or rep.isr_version != state.version:
@@ -112,15 +126,16 @@ class ReplicaManager:
             part.maybe_advance_high_watermark()
             return True
         if state.leader >= 0:
-            if rep.role != FOLLOWER or (rep.leader_id, rep.leader_epoch) != (state.leader, state.leader_epoch):
+            if (rep.role != FOLLOWER or (rep.leader_id, rep.leader_epoch) != (state.leader, state.leader_epoch)
+                    or moved):
                 part.become_follower(state.leader, state.leader_epoch, replicas, state.isr, state.version)
                 log.info("%s-%d: following broker %d in epoch %d", topic, p, state.leader, state.leader_epoch)
                 return True
             if rep.isr != state.isr or rep.isr_version != state.version:
                 part.set_isr(state.isr, state.version)
             return False
-        if rep.role != NONE:
-            part.stop_serving()
+        if rep.role != NONE or moved:
+            part.stop_serving(replicas)
             log.info("%s-%d: offline (no live in-sync replica)", topic, p)
             return True
         return False
@@ -187,7 +202,9 @@ class ReplicaManager:
         if brokers is not None:
             self._brokers = {b.node_id: b.address(self.inter_broker) for b in brokers.values()}
         followed = [[topic, p, leader, epoch] for (topic, p), (leader, epoch) in self.followed.items()]
-        plan = fetch_plan.encode(self._brokers, followed)
+        throttled = [[t, p] for t, p in sorted(self.adding & self.followed.keys())]
+        throttle = (self.throttle_rate, throttled) if self.throttle_rate is not None and throttled else None
+        plan = fetch_plan.encode(self._brokers, followed, throttle)
         if plan != self._plan:
             fetch_plan.write(self.manager.log_dirs[0], plan)
             self._plan = plan

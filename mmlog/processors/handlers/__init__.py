@@ -42,6 +42,8 @@ from mmlog.processors.handlers import (alter_configs, create_partitions, delete_
 from mmlog.processors.handlers import (alter_user_scram_credentials, describe_user_scram_credentials,  # security
                                       sasl_authenticate, sasl_handshake)
 from mmlog.processors.handlers import alter_client_quotas, describe_client_quotas  # quotas (#18)
+from mmlog.processors.handlers import (alter_partition_reassignments, elect_leaders,  # replicas (#18)
+                                      list_partition_reassignments)
 
 HANDLERS = {
     module.API_KEY: module
@@ -60,6 +62,7 @@ HANDLERS = {
         # security (issue #19)
         sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
         describe_client_quotas, alter_client_quotas,
+        elect_leaders, alter_partition_reassignments, list_partition_reassignments,
     )
 }
 

@@ -24,6 +24,7 @@ from . import (alter_configs, create_partitions, delete_groups, delete_records, 
 from . import (alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate,  # security
                sasl_handshake)
 from . import alter_client_quotas, describe_client_quotas  # quotas (#18)
+from . import alter_partition_reassignments, elect_leaders, list_partition_reassignments  # replicas (#18)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ APIS: dict[int, Api] = {api.key: api for api in map(_api, [
     describe_cluster, describe_log_dirs,
     sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_client_quotas, alter_client_quotas,
+    elect_leaders, alter_partition_reassignments, list_partition_reassignments,
 ])}
 
 

@@ -8,9 +8,10 @@ from collections import Counter
 import pytest
 
 from mmlog.acceptor.zookeeper.assignment import assign_replicas, next_partitions
-from mmlog.acceptor.zookeeper.controller import decide
+from mmlog.acceptor.zookeeper.controller import PREFERRED, UNCLEAN, decide, requested
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
-from mmlog.errors import InvalidReplicationFactor
+from mmlog.errors import (ElectionNotNeeded, EligibleLeadersNotAvailable, InvalidReplicationFactor,
+                          PreferredLeaderNotAvailable)
 
 REPLICAS = [1, 2, 3]
 
@@ -84,3 +85,24 @@ def test_added_partitions_continue_the_spread_with_partition_zeros_replication_f
         assert new == assign_replicas(ids, grown, factor, start=first)[existing:]
         leaders = Counter(r[0] for r in old + new)
         assert max(leaders.values()) - min(leaders.get(b, 0) for b in ids) <= 1
+
+
+# ---------------------------------------------------------------- asked elections (ElectLeaders)
+
+def test_a_preferred_election_moves_leadership_to_the_first_replica_when_it_is_live_and_in_sync():
+    assert requested(state(2, 5, [1, 2, 3]), REPLICAS, {1, 2, 3}, PREFERRED, 7) == LeaderAndIsr(1, 6, (1, 2, 3), 7)
+    with pytest.raises(ElectionNotNeeded):
+        requested(state(1, 5, [1, 2, 3]), REPLICAS, {1, 2, 3}, PREFERRED, 7)
+    with pytest.raises(PreferredLeaderNotAvailable):  # out of the ISR
+        requested(state(2, 5, [2, 3]), REPLICAS, {1, 2, 3}, PREFERRED, 7)
+    with pytest.raises(PreferredLeaderNotAvailable):  # dead
+        requested(state(2, 5, [1, 2, 3]), REPLICAS, {2, 3}, PREFERRED, 7)
+
+
+def test_an_unclean_election_takes_a_live_replica_only_when_the_leader_and_every_isr_member_are_dead():
+    with pytest.raises(ElectionNotNeeded):  # the leader lives
+        requested(state(2, 5, [2]), REPLICAS, {1, 2, 3}, UNCLEAN, 7)
+    assert requested(state(-1, 5, [1]), REPLICAS, {2, 3}, UNCLEAN, 7) == LeaderAndIsr(2, 6, (2,), 7)
+    assert requested(state(-1, 5, [1, 3]), REPLICAS, {2, 3}, UNCLEAN, 7) == LeaderAndIsr(3, 6, (3,), 7)  # clean
+    with pytest.raises(EligibleLeadersNotAvailable):
+        requested(state(-1, 5, [1]), REPLICAS, set(), UNCLEAN, 7)

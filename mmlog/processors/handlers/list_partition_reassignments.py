@@ -1,0 +1,24 @@
+"""ListPartitionReassignments (46): forwarded to the control plane; the controller lists the moves in
+progress (others answer NOT_CONTROLLER)."""
+
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.protocol.messages import list_partition_reassignments as schema
+
+API_KEY = schema.API_KEY
+
+
+def handle(ctx, request):
+    topics = request.body.topics
+    keys = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+
+    def respond(answer):
+        (code, message), ongoing = answer
+        by_topic: dict[str, list] = {}
+        for topic, p, replicas, adding, removing in ongoing:
+            by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": replicas,
+                                                   "adding_replicas": adding, "removing_replicas": removing})
+        return schema.RESPONSE(throttle_time_ms=0, error_code=code, error_message=message, topics=[
+            {"name": t, "partitions": ps} for t, ps in by_topic.items()])
+
+    return forward(ctx, request, "list_reassignments", {"partitions": keys}, respond,
+                   lambda: ((COORDINATOR_NOT_AVAILABLE, "control plane unavailable"), []))
