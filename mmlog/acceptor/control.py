@@ -34,7 +34,6 @@ the fork lock, to fork. A topic being created so never holds up a heartbeat.
 
 from __future__ import annotations
 
-import gc
 import logging
 import queue
 import threading
@@ -56,6 +55,16 @@ from mmlog.log.manager import LogManager
 log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # DescribeConfigs / AlterConfigs resource types
+
+
+def _replying(fn, args, reply) -> None:
+    """Run an op whose failure goes back to its caller, as ControlServer answers an op it runs at once
+    (these run later: queued for the topic lock, or on the topic worker)."""
+    try:
+        fn(args, reply)
+    except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
+        log.exception("control op failed")
+        reply(exc, ok=False)
 
 
 def _code(exc: KafkaError | None) -> tuple[int, str | None]:
@@ -98,9 +107,6 @@ class _TopicWorker:
                 job()
             except Exception:  # noqa: BLE001 - a job answers its own failures; this is a bug's last net
                 log.exception("topic worker job failed")
-            # The topics made live as long as the broker: out of the collector's sight (see main.py),
-            # so that thousands of them do not make each full collection a long pause.
-            gc.freeze()
 
 
 class ForkGuard:
@@ -121,14 +127,14 @@ class ForkGuard:
 class ControlPlane:
     """Handlers for the control ops, bound to the broker's log manager and store."""
 
-    def __init__(self, config: BrokerConfig, manager: LogManager, store, fork_lock: threading.Lock) -> None:
+    def __init__(self, config: BrokerConfig, manager: LogManager, store) -> None:
         """`store` is an `EmbeddedStore` or a `ZooKeeperStore`."""
         self.config = config
         self.manager = manager
         self.store = store
-        self.fork_lock = fork_lock
+        self.fork_lock = threading.Lock()
         self.topic_lock = threading.RLock()
-        self.fork_guard = ForkGuard(self.topic_lock, fork_lock)
+        self.fork_guard = ForkGuard(self.topic_lock, self.fork_lock)
         self._topic_work: deque = deque()  # control thread work waiting for the topic lock, in order
         self._topic_wanted = threading.Event()
         self.limits = PartitionLimits(config)
@@ -153,25 +159,12 @@ class ControlPlane:
         self.server.handlers.update({op: self._locked(fn) for op, fn in self.transactions.ops().items()})
 
     def _locked(self, fn):
-        def run(args, reply):
-            def op() -> None:
-                try:
-                    fn(args, reply)
-                except Exception as exc:  # noqa: BLE001 - run late: fail as ControlServer would
-                    log.exception("control op failed")
-                    reply(exc, ok=False)
-
-            with self.fork_lock:
-                self._with_topic_lock(op)
-
-        return run
+        """An op run holding the fork lock and the topic lock."""
+        return lambda args, reply: self._locked_task(lambda: _replying(fn, args, reply))()
 
     def _group_locked(self, fn):
-        def run(args, reply):
-            with self.fork_lock:
-                fn(args, reply)
-
-        return run
+        """A group coordinator op: the fork lock only (groups never touch topics)."""
+        return lambda args, reply: self._group_task(lambda: fn(args, reply))()
 
     def _on_worker(self, fn):
         """An op that makes partitions: run by the topic worker under the topic lock; its answer goes
@@ -182,12 +175,8 @@ class ControlPlane:
 
             def job() -> None:
                 self._worker.let_control_go_first()
-                try:
-                    with self.topic_lock:
-                        fn(args, answer)
-                except Exception as exc:  # noqa: BLE001 - as ControlServer answers a failed op
-                    log.exception("control op failed")
-                    answer(exc, ok=False)
+                with self.topic_lock:
+                    _replying(fn, args, answer)
 
             self._worker.submit(job)
 
@@ -197,6 +186,13 @@ class ControlPlane:
         def run():
             with self.fork_lock:
                 self._with_topic_lock(fn)
+
+        return run
+
+    def _group_task(self, fn):
+        def run():
+            with self.fork_lock:
+                fn()
 
         return run
 
@@ -247,11 +243,7 @@ class ControlPlane:
 
     def _group_call_later(self, delay: float, fn) -> None:
         """The group coordinator's timers: holding the fork lock, as its ops."""
-        def run():
-            with self.fork_lock:
-                fn()
-
-        self.server.call_later(delay, run)
+        self.server.call_later(delay, self._group_task(fn))
 
     def _partition_count(self, topic: str) -> int | None:
         info = self.manager.topics().get(topic)
@@ -550,8 +542,7 @@ class ControlPlane:
                     log.exception("housekeeping %s failed", name)
                 self.server.call_later(interval_ms / 1000, tick)
 
-            with self.fork_lock:
-                self._with_topic_lock(round_)
+            self._locked_task(round_)()
 
         self.server.call_soon(lambda: self.server.call_later(interval_ms / 1000, tick))
 

@@ -22,7 +22,6 @@ import os
 import resource
 import socket
 import sys
-import threading
 
 from mmlog.acceptor import listener
 from mmlog.ipc.cluster_view import Endpoint
@@ -90,18 +89,16 @@ def default_max_open_partitions() -> int:
 def check_tls(config: BrokerConfig) -> None:
     """Load the TLS files once before anything starts: a bad keystore stops the broker with its name,
     instead of every processor failing to boot. Says whether kernel TLS can serve fetches."""
-    if not any(lst.tls for lst in config.listeners):
-        return
-    for lst in config.listeners:
-        if lst.tls:
-            try:
-                tls.server_context(config, lst)
-            except tls.TlsConfigError as exc:
-                raise ConfigError(f"listener {lst.name}: ssl.keystore.location / ssl.truststore.location: {exc}") \
-                    from exc
-    log.info("TLS listeners: kernel TLS %s", "may be used (OpenSSL 3, the tls module loaded)"
-             if os.path.isdir("/sys/module/tls") else "unavailable (no tls kernel module): fetches over TLS "
-             "are read and encrypted by the processor")
+    secured = [lst for lst in config.listeners if lst.tls]
+    for lst in secured:
+        try:
+            tls.server_context(config, lst)
+        except tls.TlsConfigError as exc:
+            raise ConfigError(f"listener {lst.name}: ssl.keystore.location / ssl.truststore.location: {exc}") from exc
+    if secured:
+        log.info("TLS listeners: kernel TLS %s", "may be used (OpenSSL 3, the tls module loaded)"
+                 if os.path.isdir("/sys/module/tls") else "unavailable (no tls kernel module): fetches over TLS "
+                 "are read and encrypted by the processor")
 
 
 def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
@@ -153,14 +150,14 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
              manager.open_count(), max_open)
     sockets = [listener.bind(lst.host, lst.port) for lst in config.listeners]
     config = config.with_ports([sock.getsockname()[1] for sock in sockets])
-    fork_lock = threading.Lock()
-    control = ControlPlane(config, manager, store, fork_lock)
+    control = ControlPlane(config, manager, store)
     supervisor = Supervisor(config, sockets, control, store.cluster_id, exit_with_parent)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
     metrics = start_metrics(config, supervisor, control)
     # What exists now (numpy, numba and the loaded partitions: a few hundred thousand objects) lives
-    # as long as the broker: out of the collector's sight, a full collection no longer scans it (one
-    # took 260 ms on the control thread), and forked processors share its pages untouched.
+    # as long as the broker: out of the collector's sight, a full collection no longer scans it (they
+    # took 30-250 ms each in the main process while topics were created), and forked processors share
+    # its pages untouched. Only what exists now: freezing later would keep cyclic garbage forever.
     gc.freeze()
     control.start(Endpoint.of(config))
 
