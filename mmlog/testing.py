@@ -287,3 +287,26 @@ try:  # the pytest plugin: `pytest11 = mmlog = mmlog.testing` in the entry point
     mmlog_broker = _fixture()
 except ImportError:  # pytest is not installed: the context manager still works
     pass
+
+
+class HandlerContext:
+    """What dispatch and the request handlers use of a processor, to drive them without one (tests and
+    the in-process benchmark): a log manager, a metrics region (the null one: metrics off), no client
+    quotas, and a count of appends."""
+
+    def __init__(self, manager, metrics=None) -> None:
+        from mmlog.ipc.metrics_block import NULL_REGION
+        from mmlog.processors.handlers import advertised_versions
+        from mmlog.processors.quotas import ClientQuotas
+
+        self.manager = manager
+        self.metrics = NULL_REGION if metrics is None else metrics
+        self.appends = 0
+        self.advertised_versions = advertised_versions()
+        self.quotas = ClientQuotas(None, 0, manager)  # no quota block: no client has a quota
+
+    def appended(self) -> None:
+        self.appends += 1
+
+    def wants_write(self, conn) -> None:
+        pass

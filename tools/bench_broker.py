@@ -46,7 +46,7 @@ from mmlog.processors.sendfile import OutQueue
 from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import fetch, metadata, produce
 from mmlog.protocol.records import build_batch, iter_batches
-from mmlog.testing import EmbeddedBroker
+from mmlog.testing import EmbeddedBroker, HandlerContext
 
 RECORD = 200
 
@@ -193,20 +193,6 @@ def metrics_cost(processors: int, records: int, rounds: int, window: int) -> Non
             conn.close()
 
 
-class _HandlerContext:
-    """What dispatch and the Produce handler use of a processor: the log manager and its metrics region."""
-
-    def __init__(self, manager, metrics) -> None:
-        self.manager = manager
-        self.metrics = metrics
-
-    def appended(self) -> None:
-        pass
-
-    def wants_write(self, conn) -> None:
-        pass
-
-
 def metrics_cost_in_process(rounds: int, requests: int, group: int) -> None:
     """The broker's produce path alone (dispatch, handler, append, response), metrics on vs off.
 
@@ -225,7 +211,7 @@ def metrics_cost_in_process(rounds: int, requests: int, group: int) -> None:
         times: dict[str, list[float]] = {"on": [], "off": []}
         for r in range(rounds + 1):
             for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
-                ctx = _HandlerContext(manager, sides[name])
+                ctx = HandlerContext(manager, sides[name])
                 start = time.process_time()
                 for _ in range(requests // group):
                     conn.reader.feed(frames)

@@ -12,18 +12,16 @@ import socket
 
 import pytest
 
-from mmlog.ipc.metrics_block import NULL_REGION
 from mmlog.log import Partition
 from mmlog.log.manager import LogManager
-from mmlog.processors.handlers import advertised_versions
 from mmlog.processors import dispatch
 from mmlog.processors.connection import Connection
 from mmlog.processors.handlers import produce as handler
-from mmlog.processors.quotas import ClientQuotas
 from mmlog.processors.request import CloseConnection
 from mmlog.protocol import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from mmlog.protocol.messages import api_versions, metadata, produce
 from mmlog.protocol.records import build_batch, decode_records, iter_batches
+from mmlog.testing import HandlerContext
 from tests.processors.test_bad_input import (CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, assert_closed, connect,
                                              fetch_one)
 
@@ -155,24 +153,6 @@ def test_a_malformed_request_after_good_ones_answers_them_then_closes(broker):
 # ---------------------------------------------------------------- deterministically
 
 
-class Ctx:
-    """What the handlers use of a processor."""
-
-    metrics = NULL_REGION  # counts nothing (metrics off)
-
-    def __init__(self, manager):
-        self.manager = manager
-        self.appends = 0
-        self.advertised_versions = advertised_versions()
-        self.quotas = ClientQuotas(None, 0, manager)  # no quota block: no client has a quota
-
-    def appended(self):
-        self.appends += 1
-
-    def wants_write(self, conn):
-        pass
-
-
 @pytest.fixture
 def local(tmp_path, monkeypatch):
     """(context, connection, calls of Partition.append_many) with a topic `t` of 2 partitions."""
@@ -188,7 +168,7 @@ def local(tmp_path, monkeypatch):
         return real(self, bufs)
 
     monkeypatch.setattr(Partition, "append_many", counting)
-    yield Ctx(manager), conn, calls
+    yield HandlerContext(manager), conn, calls
     a.close()
     b.close()
     manager.close()
