@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from mmlog.ipc.quota_block import QuotaBlock, record_rate, record_rate_py
+from mmlog.ipc.quota_block import QuotaBlock, record_rate, record_rate_py, sensor_key
 
 T0 = 1_000_000_000_000  # a window boundary (ms)
 
@@ -55,7 +55,17 @@ def test_a_full_block_reuses_a_stale_slot():
     block.record(first, 0, T0, 1)
     block.slot("y", T0)
     later = T0 + 2 * 3_600_000
-    assert block.slot("z", later) in (0, 1)  # x's windows are an hour old: its slot (or y's) goes to z
+    z = block.slot("z", later)  # x's windows are hours old and y never recorded: a stale slot goes to z
+    assert block.keys[z] == sensor_key("z") and block.values[z].sum() == 0 and block.slot("z", later) == z
+
+
+def test_a_full_block_of_live_sensors_shares_a_slot_and_takes_none_over():
+    block = QuotaBlock(processors=1, windows=3, window_ms=1000, slots=2)
+    for name in ("x", "y"):
+        block.record(block.slot(name, T0), 0, T0, 1)
+    keys = block.keys.copy()
+    shared = block.slot("z", T0)
+    assert shared == sensor_key("z") % 2 and (block.keys == keys).all()  # x and y keep theirs; z shares its home
 
 
 def test_the_kernel_agrees_with_its_plain_python_reference_on_random_histories():

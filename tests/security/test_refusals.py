@@ -128,11 +128,15 @@ def _tls_client(broker, pki, cert, key):
 @pytest.mark.parametrize("which", ["untrusted", "expired"])
 def test_an_untrusted_or_expired_client_certificate_is_refused(secure_broker, pki, which):
     cert, key = (pki.untrusted_cert, pki.untrusted_key) if which == "untrusted" else (pki.expired_cert, pki.expired_key)
+    seen = len(secure_broker.log_lines)
     with pytest.raises((ssl.SSLError, ConnectionError)):
         got = _tls_client(secure_broker, pki, cert, key)
         if not got:
             raise ConnectionError("closed")
-    assert any("TLS handshake" in line and "failed" in line for line in secure_broker.log_lines)
+    deadline = time.monotonic() + 5  # the broker's log reaches us through a reader thread
+    while not any("TLS handshake" in line and "failed" in line for line in secure_broker.log_lines[seen:]):
+        assert time.monotonic() < deadline, "the refused handshake was not logged"
+        time.sleep(0.05)
     assert len(_tls_client(secure_broker, pki, pki.client_cert, pki.client_key)) == 4  # a good one still gets in
 
 

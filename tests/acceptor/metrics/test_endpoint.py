@@ -205,6 +205,15 @@ def test_histograms_are_well_formed(broker):
             == s.get("kafka_network_requestmetrics_requests_total", request="Produce"))
 
 
+def test_a_flush_per_message_lands_in_the_flush_histogram(broker):
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic("flushed", 1, {"flush.messages": "1"})
+    batches = [rec.build_batch(values(1, start=i)) for i in range(3)]
+    delta = around(broker, lambda: produce_batches(broker, "flushed", 0, batches))
+    assert delta("kafka_log_logflushstats_logflushtimems_count") >= 3  # one fsync per append at least
+    assert delta("kafka_log_logflushstats_logflushtimems_sum") > 0
+
+
 def test_other_paths_are_not_found(broker):
     from urllib.error import HTTPError
 
