@@ -21,7 +21,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.cluster import Cluster
 from mmlog.client.records import TopicPartition
 from mmlog.errors import (InvalidReplicaAssignment, NoReassignmentInProgress, NotController,
-                          UnknownTopicOrPartition)
+                          ReassignmentInProgress, UnknownTopicOrPartition)
 from tests.acceptor.zookeeper.conftest import wait_for
 from tests.replication.replicas import partition_state
 from tests.replication.test_failover import SteadyProducer, check_replicas_identical, read_all
@@ -109,6 +109,8 @@ def test_a_cancelled_reassignment_goes_back_to_the_original_replicas(replicated)
             assert {tp: (r.replicas, r.adding, r.removing) for tp, r in ongoing.items()} == {
                 TopicPartition("cancel", 0): ((added.broker_id, first), (added.broker_id,), (first,))}
             assert ongoing[TopicPartition("cancel", 0)].target == (added.broker_id,)
+            with pytest.raises(ReassignmentInProgress):  # growing the topic would lose the move (as Kafka)
+                admin.create_partitions({"cancel": 2})
             admin.alter_partition_reassignments({TopicPartition("cancel", 0): None})
             assert admin.list_partition_reassignments() == {}
             with pytest.raises(NoReassignmentInProgress):

@@ -71,7 +71,8 @@ from mmlog.acceptor.zookeeper.partition_states import PartitionStates
 from mmlog.acceptor.zookeeper.reassignment import Reassignments
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
 from mmlog.acceptor.zookeeper.replicas import ReplicaManager
-from mmlog.errors import InvalidPartitions, KafkaError, NotController, TopicAlreadyExists, UnknownTopicOrPartition
+from mmlog.errors import (InvalidPartitions, KafkaError, NotController, ReassignmentInProgress, TopicAlreadyExists,
+                          UnknownTopicOrPartition)
 from mmlog.log.manager import LogManager
 from mmlog.security import credentials, scram
 
@@ -591,6 +592,8 @@ class ZooKeeperStore:
             except NoNodeError:
                 raise UnknownTopicOrPartition(f"The topic '{name}' does not exist.") from None
             existing, topic_id = paths.parse_assignment(data)
+            if any(paths.parse_reassigning(data)):  # the topic node would lose the move (Kafka refuses too)
+                raise ReassignmentInProgress(f"topic {name!r}: a partition reassignment is in progress")
             live = sorted(self.view.brokers) or [self.broker_id]
             new = check_growth(name, len(existing), count, assignments, live, len(existing[0]))
             if new is None:
