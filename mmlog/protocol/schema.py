@@ -259,6 +259,7 @@ class StructType:
             if f.struct is not None:
                 namespace[f.struct.name] = f.struct.cls
         self.cls = type(name, (Struct,), namespace)
+        self.cls._type = self  # the struct's schema, for walks that need its shape (request_metrics.py)
 
 
 # --- compilation -----------------------------------------------------------------------
