@@ -120,6 +120,10 @@ class TopicInfo:
         """The brokers holding a partition, its preferred leader first."""
         return [standalone_id] if self.assignment is None else self.assignment[partition]
 
+    def hosts(self, partition: int, broker_id: int | None) -> bool:
+        """Whether broker_id has a replica of the partition (every broker of a standalone topic)."""
+        return self.assignment is None or broker_id is None or broker_id in self.assignment[partition]
+
     def hosted(self, broker_id: int | None) -> list[int]:
         """The partitions with a replica on broker_id (all of them for a standalone topic)."""
         if self.assignment is None or broker_id is None:
@@ -209,9 +213,9 @@ class LogManager:
                         if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])
                         or not self._hosts(*k)]:  # deleted, re-created, or reassigned away from us
                 self._partitions.pop(key).close(clean=False)
-            for (topic, _), part in self._partitions.items():  # altered configs apply at once (issue #18)
-                if defaults_changed or self._topics[topic].config != configs.get(topic):
-                    part.config = LogConfig.from_props(self._topics[topic].config, self.defaults)
+            # altered configs apply at once (issue #18)
+            self._reconfigure(self._topics if defaults_changed else
+                              {t for t, info in self._topics.items() if info.config != configs.get(t)})
             self._catalogue_stamp = stamp
 
     def _take_dynamic(self, dynamic: dict) -> bool:
@@ -230,13 +234,20 @@ class LogManager:
         partitions take new topic defaults at once here, other processes when they reload (owner only)."""
         self._require_owner()
         with self._lock:
-            if not self._take_dynamic({**self.dynamic, section: value}):
-                self._save()
-                return
+            changed = self._take_dynamic({**self.dynamic, section: value})
             self._save()
-            for (topic, _), part in self._partitions.items():
-                part.config = LogConfig.from_props(self._topics[topic].config, self.defaults)
-            self._not_due.clear()  # closed ones: housekeeping looks at them again, with the new defaults
+            if changed:
+                self._reconfigure(self._topics)
+                self._not_due.clear()  # closed ones: housekeeping looks at them again, with the new defaults
+
+    def _reconfigure(self, topics) -> None:
+        """Open partitions of these topics take their config again, parsed once a topic (caller holds _lock)."""
+        configs: dict[str, LogConfig] = {}
+        for (topic, _), part in self._partitions.items():
+            if topic in topics:
+                if topic not in configs:
+                    configs[topic] = LogConfig.from_props(self._topics[topic].config, self.defaults)
+                part.config = configs[topic]
 
     def set_broker_level(self, level: str, values: dict[str, str]) -> None:
         """Replace one level of the dynamic broker configs (a broker id or `<default>`; empty: removed)."""
@@ -245,8 +256,7 @@ class LogManager:
 
     def _hosts(self, topic: str, partition: int) -> bool:
         info = self._topics[topic]
-        return (self.broker_id is None or info.assignment is None or partition >= info.partitions
-                or self.broker_id in info.assignment[partition])
+        return partition >= info.partitions or info.hosts(partition, self.broker_id)
 
     def _save(self, created: TopicInfo | None = None) -> None:
         """Write the catalogue now (caller holds _lock), or mark it pending inside one_catalogue_write.

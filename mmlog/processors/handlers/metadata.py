@@ -32,11 +32,11 @@ API_KEY = schema.API_KEY
 def handle(ctx, request):
     body = request.body
     ctx.manager.reload()
+    known = ctx.manager.topics()  # a copy: taken once a request, not per name (2,000 names were quadratic)
     if body.topics is None or (request.version == 0 and not body.topics):
-        names = sorted(ctx.manager.topics())
+        names = sorted(known)
     else:
         names = [t.name for t in body.topics]
-    known = ctx.manager.topics()  # a copy: taken once, not per name (2,000 names made it quadratic)
     missing = list(dict.fromkeys(n for n in names if n not in known))
     may_create = ctx.config["auto.create.topics.enable"] and (request.version < 4 or body.allow_auto_topic_creation)
     if missing and may_create:
@@ -45,19 +45,19 @@ def handle(ctx, request):
 
         def created(ok, value):
             ctx.manager.reload()
-            request.respond(_response(ctx, names, set(later) | set(value if ok and value else ()),
-                                      request.conn.listener_name))
+            pending = set(later) | set(value if ok and value else ())
+            request.respond(_response(ctx, names, ctx.manager.topics(), pending, request.conn.listener_name))
 
         ctx.control.call("auto_create_topics", asked, created)
         return DEFERRED
-    return _response(ctx, names, listener=request.conn.listener_name)
+    return _response(ctx, names, known, listener=request.conn.listener_name)
 
 
-def _response(ctx, names: list[str], pending: set[str] = frozenset(), listener: str | None = None):
-    """`pending`: unknown topics to be created when asked again (LEADER_NOT_AVAILABLE). Brokers are
-    given by their endpoint on `listener`, the one the request came in on (Kafka's rule)."""
+def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset(), listener: str | None = None):
+    """`topics`: the catalogue; `pending`: unknown topics to be created when asked again
+    (LEADER_NOT_AVAILABLE). Brokers are given by their endpoint on `listener`, the one the request
+    came in on (Kafka's rule)."""
     view = ctx.views.current()
-    topics = ctx.manager.topics()
     out = []
     for name in names:
         info = topics.get(name)
