@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -427,15 +428,15 @@ class BrokerConfig:
     def log_dirs(self) -> list[Path]:
         return [Path(d.strip()) for d in self["log.dirs"].split(",") if d.strip()]
 
-    @property
+    @cached_property  # these four parse strings: once per config (read per request, per marker)
     def protocol_map(self) -> dict[str, str]:
         return parse_protocol_map(self["listener.security.protocol.map"])
 
-    @property
+    @cached_property
     def listeners(self) -> list[Listener]:
         return parse_listeners(self["listeners"], self.protocol_map)
 
-    @property
+    @cached_property
     def advertised_listeners(self) -> list[Listener]:
         """Each listener as clients are told to reach it: advertised.listeners by name, else where it binds
         (a wildcard host advertised as 127.0.0.1)."""
@@ -455,7 +456,7 @@ class BrokerConfig:
     def listener_sets(self, listener: str, name: str) -> bool:
         return f"listener.name.{listener.lower()}.{name}" in self.values
 
-    @property
+    @cached_property
     def inter_broker_listener(self) -> Listener:
         name = self["inter.broker.listener.name"].upper()
         return next(a for a in self.advertised_listeners if a.name == name) if name else self.advertised_listeners[0]

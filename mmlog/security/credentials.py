@@ -38,6 +38,8 @@ def load(path) -> dict[str, dict[str, str]]:
 
 
 def save(path, users: dict[str, dict[str, str]]) -> None:
+    """Replace the file durably, readable by its owner only (log.files.atomic_write's protocol with a
+    mode: that module sits above this layer)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -47,6 +49,11 @@ def save(path, users: dict[str, dict[str, str]]) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)  # the rename itself is durable
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def upsert(users: dict, name: str, mechanism: str, cred: scram.ScramCredential) -> None:
