@@ -161,5 +161,6 @@ def decompress(data: bytes) -> bytes:
     if frame_sizes(src, starts, ends, sizes) >= 0:
         raise ValueError("not an lz4 frame this decoder reads")
     out = np.empty(int(sizes[0]), np.uint8)
-    decode_frames(src, starts, ends, out, np.zeros(1, np.int64))
+    if decode_frames(src, starts, ends, out, np.zeros(1, np.int64)) >= 0:
+        raise ValueError("the lz4 frame does not decode")
     return out.tobytes()
