@@ -14,8 +14,8 @@ users/<default>/clients/<c>, users/<default>/clients/<default>, users/<default>,
 clients/<c>, clients/<default>. It also returns the sensor's name: clients sharing a
 quota entity share one rate (a `<default>` level gives each user or client id its own,
 a named level counts all its clients together), as Kafka's metric tags do. Without
-authentication every connection's user is ANONYMOUS, as in Kafka; the `user` argument
-is where a principal goes once security lands.
+authentication every connection's user is ANONYMOUS, as in Kafka; an authenticated
+connection's user is its principal's name (processors/quotas.py passes it).
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ def handle_requests(ctx, conn) -> None:
         if _is_produce(frame):
             # A group, even of one: the group path reads a repeated request shape without the codec. A
             # client with a produce quota is answered (and maybe muted) one request at a time, as Kafka does.
-            alone = ctx.quotas.enabled and ctx.quotas.limits_produce(_client_id(frame))
+            alone = ctx.quotas.enabled and ctx.quotas.limits_produce(conn, _client_id(frame))
             handle_produce_group(ctx, conn, [frame, *([] if alone else conn.take_queued(_is_produce, MAX_GROUP - 1))])
             continue
         handle_frame(ctx, conn, frame)
@@ -123,8 +123,8 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
         quota, throttle = quotas.enabled, 0
         if quota:  # a client quota: the group's bytes count as they arrive (processors/quotas.py)
             client_id, started = requests[0][0].client_id, time.perf_counter()
-            throttle = max(quotas.produce(client_id, sum(len(f) for f in frames[:len(requests)])),
-                           quotas.request_throttle(client_id))
+            throttle = max(quotas.produce(conn, client_id, sum(len(f) for f in frames[:len(requests)])),
+                           quotas.request_throttle(conn, client_id))
         results = produce.handle_group(ctx, requests, throttle)
         handled = time.monotonic()
         unanswered = results.count(NO_RESPONSE)  # acks=0: counted here, as no response is sent
@@ -148,7 +148,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
             ctx.metrics.requests(produce.API_KEY, answered_now[0], received, answered, answered)
         answered_now[0] = -1
         if quota:
-            quotas.handled(client_id, time.perf_counter() - started)
+            quotas.handled(conn, client_id, time.perf_counter() - started)
             if throttle:
                 ctx.throttle(conn, throttle)
     if failure is not None:
@@ -206,13 +206,13 @@ def handle_frame(ctx, conn, frame, parsed=None) -> None:
     quotas = ctx.quotas
     quota = quotas.enabled
     if quota:
-        throttle, started = quotas.request_throttle(header.client_id), time.perf_counter()
+        throttle, started = quotas.request_throttle(conn, header.client_id), time.perf_counter()
     try:
         result = handler.handle(ctx, request)
     except KafkaError as exc:
         raise CloseConnection(f"{exc.__class__.__name__}: {exc}") from exc
     if quota:
-        quotas.handled(header.client_id, time.perf_counter() - started)
+        quotas.handled(conn, header.client_id, time.perf_counter() - started)
         if throttle and result is not DEFERRED and result is not NO_RESPONSE and hasattr(result, "throttle_time_ms"):
             result.throttle_time_ms = throttle  # a deferred answer (a parked fetch) carries its own
         else:

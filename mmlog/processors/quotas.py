@@ -45,8 +45,10 @@ class ClientQuotas:
         """Take the quotas of the catalogue the manager holds now (the worker calls this after reloading it)."""
         self.enabled = self.block is not None and bool(self.manager.dynamic.get("quotas"))
 
-    def _sensor(self, key: str, client_id: str | None, user: str = ANONYMOUS):
-        """(limit, slot) of a client's quota `key`, or None."""
+    def _sensor(self, key: str, conn, client_id: str | None):
+        """(limit, slot) of the quota `key` of a connection's user (its authenticated principal, else
+        ANONYMOUS) and client id, or None."""
+        user = conn.principal.partition(":")[2] or ANONYMOUS
         quotas = self.manager.dynamic.get("quotas", {})
         if quotas is not self._quotas:
             self._quotas, self._resolved = quotas, {}
@@ -59,17 +61,17 @@ class ClientQuotas:
             found = self._resolved[cache_key] = None if hit is None else (hit[0], self.block.slot(hit[1], _now_ms()))
         return found
 
-    def limits_produce(self, client_id) -> bool:
+    def limits_produce(self, conn, client_id) -> bool:
         """Whether the client has a produce quota."""
-        return self._sensor(PRODUCE, client_id) is not None
+        return self._sensor(PRODUCE, conn, client_id) is not None
 
-    def produce(self, client_id, nbytes: int) -> int:
+    def produce(self, conn, client_id, nbytes: int) -> int:
         """Record a Produce request's bytes; the throttle time in ms (0: within the quota)."""
-        return self._record(PRODUCE, client_id, nbytes)[0]
+        return self._record(PRODUCE, conn, client_id, nbytes)[0]
 
-    def _record(self, key: str, client_id, value: float) -> tuple[int, int, int]:
+    def _record(self, key: str, conn, client_id, value: float) -> tuple[int, int, int]:
         """Record value on the client's sensor of `key`: (throttle ms, slot, now ms); (0, -1, 0) without a quota."""
-        sensor = self._sensor(key, client_id)
+        sensor = self._sensor(key, conn, client_id)
         if sensor is None:
             return 0, -1, 0
         limit, slot = sensor
@@ -77,31 +79,31 @@ class ClientQuotas:
         measured = self.block.record(slot, self.writer, now, value)
         return self.block.throttle_ms(slot, now, limit, measured), slot, now
 
-    def fetch_cap(self, client_id) -> int | None:
+    def fetch_cap(self, conn, client_id) -> int | None:
         """The most bytes one fetch may ask for: what the quota allows in W-1 windows (Kafka's
         getMaxValueInQuotaWindow), or None without a quota."""
-        sensor = self._sensor(FETCH, client_id)
+        sensor = self._sensor(FETCH, conn, client_id)
         if sensor is None:
             return None
         return max(1, int(sensor[0] * (self.block.windows - 1) * self.block.window_ms / 1000))
 
-    def fetched(self, client_id, nbytes: int) -> int:
+    def fetched(self, conn, client_id, nbytes: int) -> int:
         """Record a fetch response's bytes; if that breaks the quota, unrecord them and return the throttle time."""
-        throttle, slot, now = self._record(FETCH, client_id, nbytes)
+        throttle, slot, now = self._record(FETCH, conn, client_id, nbytes)
         if throttle:
             self.block.record(slot, self.writer, now, -nbytes)
         return throttle
 
-    def request_throttle(self, client_id) -> int:
+    def request_throttle(self, conn, client_id) -> int:
         """The request-time throttle a client's next response carries (at most one window)."""
-        sensor = self._sensor(REQUEST, client_id)
+        sensor = self._sensor(REQUEST, conn, client_id)
         if sensor is None:
             return 0
         limit, slot = sensor
         return min(self.block.throttle_ms(slot, _now_ms(), limit), self.block.window_ms)
 
-    def handled(self, client_id, seconds: float) -> None:
+    def handled(self, conn, client_id, seconds: float) -> None:
         """Record the time a request of the client took to handle (as percent of a second)."""
-        sensor = self._sensor(REQUEST, client_id)
+        sensor = self._sensor(REQUEST, conn, client_id)
         if sensor is not None:
             self.block.record(sensor[1], self.writer, _now_ms(), seconds * 100.0)

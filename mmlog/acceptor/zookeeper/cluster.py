@@ -155,6 +155,7 @@ class ZooKeeperStore:
     def start(self, control, me: Endpoint) -> None:
         """Register, run for controller, publish the first view, and watch (call before the control thread runs)."""
         self.control, self.me = control, me
+        self._mirror_users()  # before others can see us: their inter-broker logins need the credentials here
         self._register()
         self._run_for_controller()
         self._refresh_view()

@@ -77,7 +77,7 @@ def _cap(ctx, request) -> int | None:
     """A consumer quota's bound on the response's bytes (processors/quotas.py), or None."""
     if request.body.replica_id >= 0 or not ctx.quotas.enabled:
         return None
-    return ctx.quotas.fetch_cap(request.header.client_id)
+    return ctx.quotas.fetch_cap(request.conn, request.header.client_id)
 
 
 def _respond(ctx, request, response, available: int) -> None:
@@ -86,7 +86,8 @@ def _respond(ctx, request, response, available: int) -> None:
     throttle = 0
     if request.body.replica_id < 0 and ctx.quotas.enabled:
         client_id = request.header.client_id
-        throttle = max(ctx.quotas.fetched(client_id, available), ctx.quotas.request_throttle(client_id))
+        throttle = max(ctx.quotas.fetched(request.conn, client_id, available),
+                       ctx.quotas.request_throttle(request.conn, client_id))
         if throttle:
             response.throttle_time_ms = throttle
             for topic in response.responses:
