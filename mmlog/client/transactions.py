@@ -33,7 +33,6 @@ from mmlog.errors import (
     CoordinatorLoadInProgress,
     CoordinatorNotAvailable,
     InvalidProducerEpoch,
-    InvalidTxnState,
     KafkaError,
     NotCoordinator,
     ProducerFenced,

@@ -379,7 +379,6 @@ class PartitionState:
         slots[SEQ] = seq + 2 & ~1
 
     def _add_unreplicated(self, pairs) -> None:
-        slots = self._slots
         current = self.unreplicated() + [tuple(p) for p in pairs]
         while len(current) > MAX_UNREPLICATED:  # merge the two oldest: the LSO only waits longer
             (f1, m1), (f2, m2) = current[0], current[1]

@@ -3,7 +3,6 @@ aborted ones go to the transaction index, and all of it survives rolls, restarts
 
 from __future__ import annotations
 
-import os
 
 import pytest
 

@@ -59,7 +59,6 @@ from mmlog.acceptor.transactions.metadata import (
 )
 from mmlog.errors import (
     ConcurrentTransactions,
-    CoordinatorLoadInProgress,
     CoordinatorNotAvailable,
     InvalidProducerIdMapping,
     InvalidRequest,

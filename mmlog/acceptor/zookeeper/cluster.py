@@ -45,7 +45,6 @@ controller candidacy are then made again (the watches re-arm themselves).
 from __future__ import annotations
 
 import logging
-import random
 import time
 import uuid
 from pathlib import Path

@@ -23,7 +23,7 @@ log = logging.getLogger("mmlog.security")
 
 
 def handle(ctx, request):
-    conn, session = request.conn, request.conn.sasl
+    session = request.conn.sasl
     if session is None or session.state is not AUTHENTICATE or session.legacy:
         return _close_after(request, IllegalSaslState.code, "SaslAuthenticate out of turn")
     token = bytes(request.body.auth_bytes)
