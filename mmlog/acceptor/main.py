@@ -28,6 +28,7 @@ from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.metadata_store import EmbeddedStore
 from mmlog.acceptor.metrics.endpoint import MetricsServer, MetricsSources
+from mmlog.acceptor.parent_watch import watch_parent
 from mmlog.acceptor.supervisor import Supervisor
 from mmlog.config.broker import BrokerConfig, parse_metrics_listen
 from mmlog.config.settings import ConfigError
@@ -103,6 +104,8 @@ def check_tls(config: BrokerConfig) -> None:
 
 def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     """Run a broker until it is told to stop; return the process exit code."""
+    if exit_with_parent:
+        watch_parent()
     check_tls(config)
     before, after = raise_descriptor_limit()
     log.info("descriptors: limit %d per process (soft limit was %d; systemd's LimitNOFILE sets it)", after, before)
@@ -112,7 +115,7 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     precompile()
     store = open_store(config)
     try:
-        return _run(config, store, exit_with_parent)
+        return _run(config, store)
     finally:
         store.close()
 
@@ -140,7 +143,7 @@ def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: Control
     return server
 
 
-def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
+def _run(config: BrokerConfig, store) -> int:
     max_open = config["log.max.open.partitions"] or default_max_open_partitions()
     manager = LogManager(config.log_dirs, config.log_config(), broker_id=config["broker.id"], max_open=max_open)
     for note in manager.load():
@@ -151,7 +154,7 @@ def _run(config: BrokerConfig, store, exit_with_parent: bool) -> int:
     sockets = [listener.bind(lst.host, lst.port) for lst in config.listeners]
     config = config.with_ports([sock.getsockname()[1] for sock in sockets])
     control = ControlPlane(config, manager, store)
-    supervisor = Supervisor(config, sockets, control, store.cluster_id, exit_with_parent)
+    supervisor = Supervisor(config, sockets, control, store.cluster_id)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
     metrics = start_metrics(config, supervisor, control)
     # What exists now (numpy, numba and the loaded partitions: a few hundred thousand objects) lives

@@ -112,7 +112,7 @@ class Supervisor:
     """The main loop of the broker's main process."""
 
     def __init__(self, config: BrokerConfig, listeners: list[socket.socket], control: ControlPlane,
-                 cluster_id: str, exit_with_parent: bool = False) -> None:
+                 cluster_id: str) -> None:
         self.config = config
         self.listeners = listeners
         self.control = control
@@ -144,7 +144,6 @@ class Supervisor:
         self.stopping = False
         self._offline_dirs: set[int] = set()  # log dirs whose failure is logged
         # A broker started by a test or tool stops when that process is gone (reparented).
-        self._parent = os.getppid() if exit_with_parent else None
 
     # ------------------------------------------------------------ the loop
 
@@ -170,7 +169,6 @@ class Supervisor:
                 self.watch_log_dirs()
                 self.collect()
                 self.restart_due()
-                self.check_parent()
         except BrokerStopped as exc:
             log.error("stopping: %s", exc)
             self.stop_workers()
@@ -290,11 +288,6 @@ class Supervisor:
             }.get(signum)
             if handler:
                 handler()
-
-    def check_parent(self) -> None:
-        if self._parent is not None and os.getppid() != self._parent:
-            log.info("the process that started the broker is gone")
-            self.handle_term()
 
     def handle_term(self) -> None:
         log.info("shutting down: stop accepting, let processors finish in-flight requests")
