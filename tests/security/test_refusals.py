@@ -7,6 +7,7 @@ Each refusal is checked on the wire: the Kafka error code a Kafka broker answers
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import time
@@ -198,20 +199,24 @@ def test_a_stalled_handshake_blocks_no_one_else(secure_broker, pki):
             sock.close()
 
 
-def test_failure_warnings_are_capped_per_second(secure_broker):
-    """Thirty wrong passwords at once: at most ten warnings a second per processor, the rest summed up."""
-    seen = len(secure_broker.log_lines)
-    peers = [raw(secure_broker, "SASL_PLAINTEXT") for _ in range(30)]
-    for peer in peers:
-        assert _handshake(peer, "PLAIN").error_code == 0
-    with ThreadPoolExecutor(len(peers)) as pool:  # all at once: the held-back answers overlap
-        codes = list(pool.map(lambda peer: _authenticate(peer, b"\0alice\0wrong").error_code, peers))
-    assert codes == [SaslAuthenticationFailed.code] * len(peers)
-    time.sleep(1.1)
-    assert _handshake(raw(secure_broker, "SASL_PLAINTEXT"), "GSSAPI").error_code == UnsupportedSaslMechanism.code
-    lines = secure_broker.log_lines[seen:]
-    assert sum("failed authentication from" in line for line in lines) <= 2 * 10 + 1
-    assert any("more failed authentications were not logged" in line for line in lines)
+def test_failure_warnings_are_capped_per_second(pki, tmp_path):
+    """Sixty wrong passwords at once, on one processor: at most ten warnings a second, the rest counted
+    in a summary line, so every failure is either logged or counted (however slow the machine is)."""
+    add_users(tmp_path / "data")
+    with EmbeddedBroker(tmp_path / "data", processors=1, config=security_config(pki)) as broker:
+        peers = [raw(broker, "SASL_PLAINTEXT") for _ in range(60)]
+        for peer in peers:
+            assert _handshake(peer, "PLAIN").error_code == 0
+        with ThreadPoolExecutor(len(peers)) as pool:  # all at once: the held-back answers overlap
+            codes = list(pool.map(lambda peer: _authenticate(peer, b"\0alice\0wrong").error_code, peers))
+        assert codes == [SaslAuthenticationFailed.code] * len(peers)
+        time.sleep(1.1)  # the next failure, a second later, writes the summary of the last one
+        assert _handshake(raw(broker, "SASL_PLAINTEXT"), "GSSAPI").error_code == UnsupportedSaslMechanism.code
+        time.sleep(0.2)
+        logged = sum("failed authentication from" in line and "alice" in line for line in broker.log_lines)
+        counted = [int(m.group(1)) for line in broker.log_lines
+                   if (m := re.search(r"(\d+) more failed authentications were not logged", line))]
+    assert counted and logged + sum(counted) == len(peers)  # some dropped, none unaccounted
 
 
 def test_listener_overrides_ask_one_listener_for_certificates_and_enable_plain_on_another(pki, tmp_path):
