@@ -341,7 +341,7 @@ def test_the_cleaners_figures_after_it_compacts_a_topic(tmp_path):
         batches = [rec.build_batch([(b"key-%d" % k, b"value-%d-%d" % (k, r) + b"." * 100) for k in range(10)])
                    for r in range(20)]
         produce_batches(broker, "compacted", 0, batches)
-        s = wait_for(broker, lambda s: s.get("kafka_log_logcleaner_passes_total") >= 1, timeout=30)
+        s = wait_for(broker, lambda s: s.get("kafka_log_logcleaner_passes_total") >= 1, timeout=60)
         read, written = (s.get("kafka_log_logcleaner_bytes_read_total"),
                          s.get("kafka_log_logcleaner_bytes_written_total"))
         assert 0 < written < read  # duplicates of ten keys went

@@ -228,7 +228,7 @@ def test_null_keyed_records_go_around_a_dead_brokers_partitions(cluster):
         took = time.monotonic() - started
     partitions = collections.Counter(f.result(0).partition for f in futures)
     partitions.update(bulk.result(0).partitions.tolist())
-    assert took < 10  # nothing waited for the dead broker
+    assert took < 30  # nothing waited out the 60 s delivery timeout for the dead broker's partitions
     assert sum(partitions.values()) == 1200
     assert set(partitions) == set(range(6)) - gone  # every live partition, none of the dead ones
 
