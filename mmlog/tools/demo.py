@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from mmlog.testing import EmbeddedBroker
 
     data_dir = Path(tempfile.mkdtemp(prefix="mmlog-demo-"))
-    broker = EmbeddedBroker(data_dir / "data", processors=2)
+    # A fresh install's first broker compiles the numba kernels into their cache (about 40 s of CPU;
+    # minutes on a busy machine): wait that out rather than fail the new user's first command.
+    broker = EmbeddedBroker(data_dir / "data", processors=2, ready_timeout=600)
     try:
         started = time.perf_counter()
         broker.start()
