@@ -53,6 +53,7 @@ QUICK = dict(messages=100_000, batch1_messages=2_000, latency_seconds=3.0)
 # a rate every client here sustains on 2 shared cores (nats-py's producer, awaiting each tick's acks, fell behind
 # at 10,000/s), so that the latency is the systems', not a client's backlog
 LATENCY_RATE = 2_000
+IDLE_SECONDS = 3.0  # how long each server's idle CPU is measured, once it is up and before the first row
 BEGIN, END = "<!-- bench_peers: begin -->", "<!-- bench_peers: end -->"
 
 
@@ -114,6 +115,15 @@ class Bench:
         self.cfg, self.log = cfg, log
         self.rows: list[Row] = []
         self.latencies: dict[str, object] = {}
+        self.idle: dict[str, float] = {}  # server label -> CPU ms a second while no client runs
+
+    def measure_idle(self, label: str, cpu, seconds: float = IDLE_SECONDS) -> None:
+        """The server's CPU while idle (timers, schedulers' spinning): what every row's CPU includes too, and what
+        weighs on a slow row's per-request cost."""
+        before = cpu()
+        time.sleep(seconds)
+        self.idle[label] = (cpu() - before) / seconds * 1000
+        self.log(f"{label}: {self.idle[label]:.1f} ms of server CPU a second while idle")
 
     def run(self, system: str, test: str, cpu, fn, *args, batch: int | None = None, **kwargs) -> Row:
         """`fn(*args, ready=, go=, **kwargs)` in a client process; the server's `cpu()` read at go and at the end."""
@@ -141,6 +151,7 @@ def bench_mmlog(bench: Bench, workdir: Path, systems: list[str]) -> None:
     with mmlog_driver.server(workdir) as broker:
         cpu = lambda: cpu_seconds(group_pids(broker.pid))  # noqa: E731 - the acceptor and its processors
         boot = broker.bootstrap
+        bench.measure_idle("mmlog", cpu)
         if "mmlog" in systems:
             bench.run("mmlog", "produce1", cpu, mmlog_driver.produce_awaited, boot, "own-1", bench.cfg.batch1_messages,
                       batch=1)
@@ -179,6 +190,7 @@ def bench_redis(bench: Bench, workdir: Path) -> None:
 
     with RedisServer(workdir) as server:
         cfg, addr = bench.cfg, server.address
+        bench.measure_idle("Redis Streams", server.cpu_seconds)
         for test, batch, n in (("produce1", 1, cfg.batch1_messages), ("produce50", 50, cfg.messages)):
             bench.run("redis", test, server.cpu_seconds, redis_driver.produce_py, addr, f"s{batch}", n, batch,
                       batch=batch)
@@ -192,6 +204,7 @@ def bench_rabbitmq_streams(bench: Bench, workdir: Path) -> None:
     from tools.bench.servers import RabbitServer
 
     with RabbitServer(workdir, streams=True) as server:
+        bench.measure_idle("RabbitMQ Streams", server.cpu_seconds)
         _three(bench, "rabbitmq-streams", server.cpu_seconds, rstream_driver, ("127.0.0.1", server.stream_port),
                "send_batch() per tick; subscribe() from the first offset")
 
@@ -201,6 +214,7 @@ def bench_nats(bench: Bench, workdir: Path) -> None:
     from tools.bench.servers import NatsServer
 
     with NatsServer(workdir) as server:
+        bench.measure_idle("NATS JetStream", server.cpu_seconds)
         _three(bench, "nats", server.cpu_seconds, nats_driver, server.address,
                "publish_async() per tick, acks awaited; ordered push consumer")
 
@@ -336,8 +350,9 @@ def parse(argv):
     systems = [s.strip() for s in a.systems.split(",") if s.strip()]
     if not systems or any(s not in SYSTEMS for s in systems):
         p.error(f"--systems: choose among {', '.join(SYSTEMS)}")
-    cfg = Config(a.messages or sizes["messages"], a.batch1_messages or sizes["batch1_messages"], a.latency_rate,
-                 a.latency_seconds or sizes["latency_seconds"], systems)
+    given = lambda value, default: default if value is None else value  # noqa: E731 - 0 is given, and refused
+    cfg = Config(given(a.messages, sizes["messages"]), given(a.batch1_messages, sizes["batch1_messages"]),
+                 a.latency_rate, given(a.latency_seconds, sizes["latency_seconds"]), systems)
     if min(cfg.messages, cfg.batch1_messages, cfg.latency_rate, cfg.latency_seconds) <= 0:
         p.error("sizes and rates must be positive")
     return cfg, a.markdown, (not a.quick) if a.record is None else a.record
@@ -389,6 +404,9 @@ def main(argv=None) -> int:
     tabs = tables(bench.rows, bench.latencies)
     print(text(tabs))
     facts.append("load average at end " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    if bench.idle:
+        facts.append(f"server CPU while idle ({IDLE_SECONDS:g} s before the first row), ms a second: "
+                     + ", ".join(f"{label} {ms:.1f}" for label, ms in bench.idle.items()))
     if record:
         section = "\n".join([f"Run of {time.strftime('%Y-%m-%d %H:%M %Z')}, {minutes:.1f} minutes: `{command.strip()}`"
                              f" ({cfg.messages:,} records at batch 50 and consumed, {cfg.batch1_messages:,} at batch 1,"
