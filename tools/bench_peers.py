@@ -31,7 +31,6 @@ import sys
 import tempfile
 import time
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,11 +160,7 @@ def bench_mmlog(bench: Bench, workdir: Path, systems: list[str]) -> None:
             bench.latencies["mmlog"] = _latency(bench, "mmlog", "acks=1, linger 0; poll_batch() long poll",
                                                 mmlog_driver, (boot, "own-latency"))
         if "librdkafka" in systems:
-            for test, batch, n in (("produce1", 1, bench.cfg.batch1_messages), ("produce50", 50, bench.cfg.messages)):
-                bench.run("librdkafka", test, cpu, kafka_driver.produce, boot, f"rdk-{batch}", n, batch, batch=batch)
-            bench.run("librdkafka", "consume", cpu, kafka_driver.consume, boot, "rdk-50", bench.cfg.messages)
-            bench.latencies["librdkafka"] = _latency(bench, "librdkafka", "acks=1, linger 0; poll() long poll",
-                                                     kafka_driver, (boot, "rdk-latency"))
+            _rows(bench, "librdkafka", cpu, kafka_driver, boot, "acks=1, linger 0; poll() long poll", prefix="rdk-")
 
 
 def _latency(bench: Bench, system: str, variant: str, driver, args: tuple):
@@ -175,13 +170,16 @@ def _latency(bench: Bench, system: str, variant: str, driver, args: tuple):
                            bench.log)
 
 
-def _three(bench: Bench, system: str, cpu, driver, address, variant: str) -> None:
-    """batch 1, batch 50, consume and latency of a peer whose driver has produce/consume(address, stream, n, ...)."""
-    cfg = bench.cfg
+def _rows(bench: Bench, system: str, cpu, driver, address, variant: str, prefix: str = "s",
+          produce=None) -> None:
+    """Batch 1, batch 50, consume (the batch-50 stream) and latency through a driver whose
+    `produce(address, stream, n, batch, ready, go)` (or `produce`) and `consume(address, stream, n, ready=, go=)`
+    take the same arguments."""
+    cfg, produce = bench.cfg, produce or driver.produce
     for test, batch, n in (("produce1", 1, cfg.batch1_messages), ("produce50", 50, cfg.messages)):
-        bench.run(system, test, cpu, driver.produce, address, f"s{batch}", n, batch, batch=batch)
-    bench.run(system, "consume", cpu, driver.consume, address, "s50", cfg.messages)
-    bench.latencies[system] = _latency(bench, system, variant, driver, (address, "latency"))
+        bench.run(system, test, cpu, produce, address, f"{prefix}{batch}", n, batch, batch=batch)
+    bench.run(system, "consume", cpu, driver.consume, address, f"{prefix}50", cfg.messages)
+    bench.latencies[system] = _latency(bench, system, variant, driver, (address, f"{prefix}latency"))
 
 
 def bench_redis(bench: Bench, workdir: Path) -> None:
@@ -189,14 +187,9 @@ def bench_redis(bench: Bench, workdir: Path) -> None:
     from tools.bench.servers import RedisServer
 
     with RedisServer(workdir) as server:
-        cfg, addr = bench.cfg, server.address
         bench.measure_idle("Redis Streams", server.cpu_seconds)
-        for test, batch, n in (("produce1", 1, cfg.batch1_messages), ("produce50", 50, cfg.messages)):
-            bench.run("redis", test, server.cpu_seconds, redis_driver.produce_py, addr, f"s{batch}", n, batch,
-                      batch=batch)
-        bench.run("redis", "consume", server.cpu_seconds, redis_driver.consume, addr, "s50", cfg.messages)
-        bench.latencies["redis"] = _latency(bench, "redis", "redis-py pipeline per tick; XREAD BLOCK", redis_driver,
-                                            (addr, "latency"))
+        _rows(bench, "redis", server.cpu_seconds, redis_driver, server.address,
+              "redis-py pipeline per tick; XREAD BLOCK", produce=redis_driver.produce_py)
 
 
 def bench_rabbitmq_streams(bench: Bench, workdir: Path) -> None:
@@ -205,8 +198,8 @@ def bench_rabbitmq_streams(bench: Bench, workdir: Path) -> None:
 
     with RabbitServer(workdir, streams=True) as server:
         bench.measure_idle("RabbitMQ Streams", server.cpu_seconds)
-        _three(bench, "rabbitmq-streams", server.cpu_seconds, rstream_driver, ("127.0.0.1", server.stream_port),
-               "send_batch() per tick; subscribe() from the first offset")
+        _rows(bench, "rabbitmq-streams", server.cpu_seconds, rstream_driver, ("127.0.0.1", server.stream_port),
+              "send_batch() per tick; subscribe() from the first offset")
 
 
 def bench_nats(bench: Bench, workdir: Path) -> None:
@@ -215,8 +208,8 @@ def bench_nats(bench: Bench, workdir: Path) -> None:
 
     with NatsServer(workdir) as server:
         bench.measure_idle("NATS JetStream", server.cpu_seconds)
-        _three(bench, "nats", server.cpu_seconds, nats_driver, server.address,
-               "publish_async() per tick, acks awaited; ordered push consumer")
+        _rows(bench, "nats", server.cpu_seconds, nats_driver, server.address,
+              "publish_async() per tick, acks awaited; ordered push consumer")
 
 
 # --- the report -------------------------------------------------------------------------------------------------
@@ -303,6 +296,7 @@ def splice(page: str, section: str) -> str:
 def versions(systems: list[str]) -> list[str]:
     """What the figures depend on, a line each."""
     import platform
+    import subprocess
 
     from tools.bench.servers import NatsServer, RabbitServer, RedisServer
 
@@ -313,11 +307,12 @@ def versions(systems: list[str]) -> list[str]:
         except Exception:  # noqa: BLE001 - not installed
             return "not installed"
 
-    facts = [f"Python {platform.python_version()}, {os.cpu_count()} cores, load average at start "
-             + " ".join(f"{x:.2f}" for x in os.getloadavg())]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
+    facts = [f"mmlog {commit.strip() or '?'} (EmbeddedBroker, 2 processors), Python {platform.python_version()}, "
+             f"{os.cpu_count()} cores, load average at start " + " ".join(f"{x:.2f}" for x in os.getloadavg())]
     if "librdkafka" in systems:
         import confluent_kafka
-        facts.append(f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}")
+        facts.append(f"confluent-kafka {module('confluent-kafka')}, librdkafka {confluent_kafka.libversion()[0]}")
     if "redis" in systems:
         facts.append(f"redis-server {RedisServer.version()}, redis-py {module('redis')}, hiredis {module('hiredis')}")
     if "rabbitmq-streams" in systems:
