@@ -372,6 +372,9 @@ def main(argv=None) -> int:
             log(why)
         else:
             systems.append(s)
+    if not systems:
+        log("nothing to run: every system asked for was skipped")
+        return 2
     facts = versions(systems)
     bench = Bench(cfg, log)
     workdir = Path(tempfile.mkdtemp(prefix="mmlog-bench-peers-"))
