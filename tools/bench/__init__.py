@@ -16,4 +16,10 @@ then prints a table, draws the paper's Figures 4 and 5 and writes
 and are started on loopback, in a temporary directory, by the run itself
 (`servers`); Redis's upper bound is a raw-protocol sender (`resp`); `--profile`
 runs py-spy on mmlog's producer and broker (`profile`). `run` ties them together.
+
+`tools/bench_peers.py` (issue #20) reuses these pieces for the log-structured
+peers: librdkafka against mmlog (`kafka_driver`), RabbitMQ Streams through
+rstream (`rstream_driver`, `servers.RabbitServer(streams=True)`), NATS JetStream
+through nats-py (`nats_driver`, `servers.NatsServer`), beside Redis Streams, with
+each server's CPU from /proc (`servers.cpu_seconds`).
 """

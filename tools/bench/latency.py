@@ -48,6 +48,23 @@ def paced(burst, rate: float, count: int) -> float:
     return count / (time.monotonic() - start)
 
 
+async def paced_async(burst, rate: float, count: int) -> float:
+    """`paced` for asyncio clients: `await burst(n)`, and the waits are the event loop's (so that the
+    client's own tasks, such as reading confirms, run in between)."""
+    import asyncio
+
+    start = time.monotonic()
+    sent = 0
+    while sent < count:
+        due = min(count, int((time.monotonic() - start) * rate) + 1)
+        if due > sent:
+            await burst(due - sent)
+            sent = due
+        ahead = sent / rate - (time.monotonic() - start)
+        await asyncio.sleep(min(ahead, TICK) if ahead > 0 else 0)
+    return count / (time.monotonic() - start)
+
+
 def elapsed_ms(now_ns: int, stamps: np.ndarray) -> np.ndarray:
     """Milliseconds from each paced message's send stamp to `now_ns`; the message stamped 0 is left out."""
     return (now_ns - stamps[stamps > 0]) / 1e6

@@ -88,6 +88,25 @@ def produce(bootstrap: str, topic: str, messages: int, batch: int, api: str = "s
         return result
 
 
+def produce_awaited(bootstrap: str, topic: str, messages: int, ready, go, acks: int = 1) -> dict:
+    """Client process: `messages` records to `topic`, each `send()` awaited before the next (one record a
+    request, one request in flight): the cost of one request, end to end."""
+    value = payload()
+    with _producer(bootstrap, 1, acks, linger_ms=0, max_in_flight=1) as producer:
+        producer.partitions_for(topic)
+        producer.send(topic, value).get(30)
+        ready.set()
+        go.wait()
+        meter, sent, send = Meter(), 0, producer.send
+        while sent < messages:
+            m = min(CHUNK, messages - sent)
+            for _ in range(m):
+                send(topic, value).get(30)
+            sent += m
+            meter.tick(sent)
+        return meter.result(messages)
+
+
 def _wait_until_stored(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> None:
     """acks=0: poll the topic's end offsets until they add up to `count` (ClientFailed after `timeout`)."""
     from mmlog.client.admin import Admin
@@ -100,8 +119,9 @@ def _wait_until_stored(bootstrap: str, topic: str, count: int, timeout: float = 
             time.sleep(0.002)
 
 
-def consume(bootstrap: str, topic: str, messages: int, api: str, fetch_bytes: int) -> dict:
-    """Client process: read `messages` records of `topic` from the beginning, `fetch_bytes` a fetch."""
+def consume(bootstrap: str, topic: str, messages: int, api: str, fetch_bytes: int, ready=None, go=None) -> dict:
+    """Client process: read `messages` records of `topic` from the beginning, `fetch_bytes` a fetch (connected,
+    it sets `ready` and waits for `go`, when given)."""
     from mmlog.client.consumer import Consumer
 
     with Consumer(bootstrap, auto_offset_reset="earliest", client_id="mmlog-bench", fetch_max_bytes=fetch_bytes,
@@ -109,6 +129,9 @@ def consume(bootstrap: str, topic: str, messages: int, api: str, fetch_bytes: in
         consumer.assign([(topic, 0)])
         consumer.seek_to_beginning()
         consumer.position((topic, 0))
+        if ready is not None:
+            ready.set()
+            go.wait()
         n = nbytes = 0
         meter = Meter()
         if api == "bulk":

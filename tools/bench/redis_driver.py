@@ -35,11 +35,15 @@ def _client(address):
     return redis.Redis(*address)
 
 
-def produce_py(address, key: str, messages: int, batch: int) -> dict:
-    """Client process: `messages` XADDs through redis-py, one call each (batch 1) or `batch` per pipeline."""
+def produce_py(address, key: str, messages: int, batch: int, ready=None, go=None) -> dict:
+    """Client process: `messages` XADDs through redis-py, one call each (batch 1) or `batch` per pipeline
+    (warmed up, it sets `ready` and waits for `go`, when given)."""
     r, value = _client(address), payload()
     fields = {"v": value}
     r.xadd(key, fields)  # connect, and create the stream, before the clock starts
+    if ready is not None:
+        ready.set()
+        go.wait()
     meter, sent = Meter(), 0
     if batch == 1:
         xadd = r.xadd
@@ -97,9 +101,13 @@ def produce_raw(address, key: str, messages: int, batch: int, window: int = WIND
     return meter.result(messages)
 
 
-def consume(address, key: str, messages: int, count: int = XREAD_COUNT) -> dict:
+def consume(address, key: str, messages: int, count: int = XREAD_COUNT, ready=None, go=None) -> dict:
     """Client process: XREAD COUNT `count` from the start of `key` until `messages` entries have come."""
     r = _client(address)
+    if ready is not None:
+        r.ping()
+        ready.set()
+        go.wait()
     last, n, nbytes = "0-0", 0, 0
     meter = Meter()
     while n < messages:

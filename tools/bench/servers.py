@@ -18,6 +18,15 @@ those; they listen on the standard ports and are left alone).
   `rabbitmqctl -n <node> stop` would do the same ("Stopping and halting node"),
   but it is an Erlang node itself, with its own distribution listener; the
   signal needs neither. Neither stops epmd, which is why the run starts its own.
+  `RabbitServer(workdir, streams=True)` also enables the `rabbitmq_stream`
+  plugin, its listener on another free loopback port (advertised as 127.0.0.1,
+  so that clients asking for a stream's leader connect back to it).
+* NATS: `nats-server -js` with its JetStream store in the run's directory, on a
+  free loopback port, its monitoring port off.
+
+`cpu_seconds()` is the utime+stime of every process of a server's group (the
+shell wrapper, the Erlang VM and its children for RabbitMQ), read from
+/proc/<pid>/stat: the server's cost, apart from the clients'.
 """
 
 from __future__ import annotations
@@ -39,9 +48,13 @@ RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 DEBIAN = {
     "redis": (["redis-server"], ["redis-server"]),
     "rabbitmq": ([RABBITMQ_SERVER, "epmd"], ["rabbitmq-server"]),
+    "rabbitmq-streams": ([RABBITMQ_SERVER, "epmd"], ["rabbitmq-server"]),
+    "nats": (["nats-server"], ["nats-server"]),
 }
 # system -> Python modules its clients need (all in the `bench` extra)
-PYTHON = {"redis": ["redis"], "rabbitmq": ["pika"]}
+PYTHON = {"redis": ["redis"], "rabbitmq": ["pika"], "rabbitmq-streams": ["rstream"], "nats": ["nats"],
+          "confluent": ["confluent_kafka"]}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Missing(RuntimeError):
@@ -91,6 +104,33 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float, what: str, log:
         time.sleep(0.1)
 
 
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (field 3 on), None if the process is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return raw[raw.rindex(b")") + 2:].decode().split()  # the name may hold spaces and parentheses
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The live processes whose process group is `pgid` (field 5 of /proc/<pid>/stat)."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None and int(fields[2]) == pgid:
+            pids.append(int(entry.name))
+    return pids
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime+stime (fields 14 and 15 of /proc/<pid>/stat) of `pids`, in seconds; gone processes count 0."""
+    ticks = 0
+    for pid in pids:
+        if (fields := _stat(pid)) is not None:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / CLOCK_TICKS
+
+
 class ChildServer:
     """A server process started in a new session, its state in `workdir/<name>`, listening on
     127.0.0.1:port; `stop()` ends it and its process group."""
@@ -132,6 +172,14 @@ class ChildServer:
         self._end(self.proc, 60)
         self.proc = None
 
+    def pids(self) -> list[int]:
+        """The processes of the server's group (the one we started and its children)."""
+        return group_pids(self.proc.pid) if self.proc is not None else []
+
+    def cpu_seconds(self) -> float:
+        """utime+stime so far of the server's processes."""
+        return cpu_seconds(self.pids())
+
     def __enter__(self):
         return self.start()
 
@@ -168,10 +216,12 @@ class RabbitServer(ChildServer):
 
     name = "rabbitmq"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, streams: bool = False) -> None:
         super().__init__(workdir)
         self.node = f"mmlogbench{os.getpid()}@localhost"
         self.epmd: subprocess.Popen | None = None
+        self.streams = streams
+        self.stream_port = 0
 
     def env(self) -> dict:
         d = self.dir
@@ -190,8 +240,13 @@ class RabbitServer(ChildServer):
     def start(self) -> "RabbitServer":
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port, self.dist_port, self.epmd_port = free_port(), free_port(), free_port()
-        (self.dir / "enabled_plugins").write_text("[].\n")
-        (self.dir / "rabbitmq.conf").write_text("log.file.level = warning\n")
+        conf = ["log.file.level = warning"]
+        if self.streams:
+            self.stream_port = free_port()
+            conf += [f"stream.listeners.tcp.1 = 127.0.0.1:{self.stream_port}", "stream.advertised_host = 127.0.0.1",
+                     f"stream.advertised_port = {self.stream_port}"]
+        (self.dir / "enabled_plugins").write_text("[rabbitmq_stream].\n" if self.streams else "[].\n")
+        (self.dir / "rabbitmq.conf").write_text("\n".join(conf) + "\n")
         self.epmd = self._spawn(["epmd", "-port", str(self.epmd_port), "-address", "127.0.0.1"],
                                 self.dir / "epmd.log")
         wait_port(self.epmd_port, self.epmd, 10, "epmd")
@@ -203,7 +258,12 @@ class RabbitServer(ChildServer):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("rabbitmq-server did not finish booting:\n" + log.read_text()[-2000:])
             time.sleep(0.1)
+        if self.streams:
+            wait_port(self.stream_port, self.proc, 60, "rabbitmq_stream listener", log)
         return self
+
+    def pids(self) -> list[int]:
+        return super().pids() + ([self.epmd.pid] if self.epmd is not None else [])
 
     def stop(self) -> None:
         try:
@@ -217,3 +277,23 @@ class RabbitServer(ChildServer):
         for base in sorted(Path("/usr/lib/rabbitmq/lib").glob("rabbitmq_server-*")):
             return base.name.split("-", 1)[1]
         return "?"
+
+
+class NatsServer(ChildServer):
+    """nats-server with JetStream (`-js`), its file store in `workdir/nats`, on 127.0.0.1:port."""
+
+    name = "nats"
+
+    def start(self) -> "NatsServer":
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        log = self.dir / "nats.log"
+        self.proc = self._spawn(["nats-server", "-js", "-a", "127.0.0.1", "-p", str(self.port),
+                                 "-sd", str(self.dir / "jetstream"), "-l", str(log)], self.dir / "stdout.log")
+        wait_port(self.port, self.proc, 30, "nats-server", log)
+        return self
+
+    @staticmethod
+    def version() -> str:
+        out = subprocess.run(["nats-server", "--version"], capture_output=True, text=True).stdout
+        return out.rsplit("v", 1)[-1].strip() if out else "?"
