@@ -9,6 +9,8 @@ groups, so the ACLs of one test never decide another's.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import uuid
 
@@ -336,3 +338,43 @@ def test_creating_topics_needs_create_and_deleting_them_delete(acl_broker):
     assert exc.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert other not in admin(acl_broker).list_topics(timeout=TIMEOUT).topics
     alice.delete_topics([mine])[mine].result(TIMEOUT)
+
+
+# ------------------------------------------------------------------ mmlog acls
+
+
+def mmlog(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mmlog", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_mmlog_acls_adds_lists_and_removes_acls_with_kafka_acls_options(acl_broker, tmp_path):
+    def where(user: str) -> list[str]:
+        config = tmp_path / f"{user}.properties"
+        config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config="
+                          "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                          f'username="{user}" password="{USERS[user]}";\n')
+        return ["--bootstrap", f"127.0.0.1:{acl_broker.listener_ports['SASL_PLAINTEXT']}", "--command-config",
+                str(config)]
+
+    topic, group, prefix = name("cli"), name("cli-group"), name("cli-pre") + "."
+    out = mmlog("acls", "add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "describe",
+                "--topic", topic, "--group", group, *where("admin"))
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == 4  # 2 operations x 2 resources
+    out = mmlog("acls", "list", "--topic", topic, *where("admin"))
+    assert out.stdout.splitlines() == [f"Topic:LITERAL:{topic}\tUser:alice\tAllow\tRead\tfrom host *",
+                                       f"Topic:LITERAL:{topic}\tUser:alice\tAllow\tDescribe\tfrom host *"]
+    out = mmlog("acls", "add", "--deny-principal", "User:bob", "--operation", "Write", "--topic", prefix,
+                "--resource-pattern-type", "prefixed", *where("admin"))
+    assert out.returncode == 0, out.stderr
+    out = mmlog("acls", "list", "--topic", prefix + "orders", "--resource-pattern-type", "match", *where("admin"))
+    assert out.stdout.splitlines() == [f"Topic:PREFIXED:{prefix}\tUser:bob\tDeny\tWrite\tfrom host *"]
+    out = mmlog("acls", "remove", "--allow-principal", "User:alice", "--topic", topic, "--group", group,
+                *where("admin"))
+    assert out.returncode == 0 and len(out.stdout.splitlines()) == 4, out.stderr
+    assert mmlog("acls", "list", "--topic", topic, *where("admin")).stdout == ""
+
+    refused = mmlog("acls", "add", "--allow-principal", "User:alice", "--topic", topic, *where("alice"))
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "ClusterAuthorization" in refused.stderr
+    usage = mmlog("acls", "add", "--topic", topic, *where("admin"))
+    assert usage.returncode == 2 and "--allow-principal" in usage.stderr
