@@ -22,12 +22,13 @@ def created(bindings: set, new) -> None:
             log.info("ACL added: %s", _show(b))
 
 
-def deleted(bindings: set, filters) -> list[list[Binding]]:
+def deleted(bindings: set, filters, quiet: bool = False) -> list[list[Binding]]:
+    """Take what each filter matches out of `bindings`; per filter, what it took (`quiet`: a plan, not logged)."""
     results = []
     for flt in filters:
         gone = sorted(b for b in bindings if flt.matches(b))
         bindings.difference_update(gone)
-        for b in gone:
+        for b in gone if not quiet else ():
             log.info("ACL removed: %s", _show(b))
         results.append(gone)
     return results

@@ -47,14 +47,20 @@ class Authorizer:
         if not self.enabled:
             return True
         cache = conn.acl_cache
+        if cache is not None and cache[0] == self.generation:
+            decision = cache[1].get((operation, resource_type, name))
+            if decision is not None:
+                return decision
+        return self._decide(conn, operation, resource_type, name)
+
+    def _decide(self, conn, operation: int, resource_type: int, name: str) -> bool:
+        """Kafka's decision, remembered in the connection's cache (started afresh if stale or full)."""
+        cache = conn.acl_cache
         if cache is None or cache[0] != self.generation or len(cache[1]) >= MAX_CACHED:
             cache = conn.acl_cache = (self.generation, {})
-        key = (operation, resource_type, name)
-        decision = cache[1].get(key)
-        if decision is None:
-            principal = conn.principal
-            decision = cache[1][key] = principal in self.super_users or self.acls.allows(
-                principal, _host(conn), operation, resource_type, name, self.allow_if_none)
+        principal = conn.principal
+        decision = cache[1][operation, resource_type, name] = principal in self.super_users or self.acls.allows(
+            principal, _host(conn), operation, resource_type, name, self.allow_if_none)
         return decision
 
     def allowed_any(self, conn, operation: int, resource_type: int) -> bool:

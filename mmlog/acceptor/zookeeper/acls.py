@@ -81,7 +81,7 @@ class ZooKeeperAcls:
 
     def delete(self, filters) -> list[list[acls.Binding]]:
         current = self.read_all()
-        planned = acl_changes.deleted(set(current), filters)  # what each filter takes, for the answer
+        planned = acl_changes.deleted(set(current), filters, quiet=True)  # what each filter takes: the answer
         for pattern in {(b.resource_type, b.name, b.pattern_type) for gone in planned for b in gone}:
             self._update(pattern, lambda bindings: acl_changes.deleted(bindings, filters))
         self.mirror()
