@@ -28,13 +28,20 @@ MAX_CACHED = 4096  # decisions per connection before its cache starts over (a cl
 class Authorizer:
     """Kafka's ACL decision for this processor's connections (a no-op when no authoriser is configured)."""
 
-    def __init__(self, config, directory) -> None:
-        self.enabled = bool(config["authorizer.class.name"])
-        self.super_users = frozenset(p.strip() for p in config["super.users"].split(";") if p.strip())
-        self.allow_if_none = config["allow.everyone.if.no.acl.found"]
-        self._file = acls.reader(directory)
-        self.acls = self._file.value
+    def __init__(self, directory=None, enabled: bool = False, super_users: str = "",
+                 allow_if_none: bool = False) -> None:
+        """Off by default (what a handler driven without a processor gets: mmlog.testing.HandlerContext)."""
+        self.enabled = enabled
+        self.super_users = frozenset(p.strip() for p in super_users.split(";") if p.strip())
+        self.allow_if_none = allow_if_none
+        self._file = acls.reader(directory) if enabled else None
+        self.acls = acls.Acls()
         self.generation = 0
+
+    @classmethod
+    def from_config(cls, config, directory) -> "Authorizer":
+        return cls(directory, bool(config["authorizer.class.name"]), config["super.users"],
+                   config["allow.everyone.if.no.acl.found"])
 
     def refresh(self) -> None:
         """Take the ACL file's newest contents, if it changed (one stat)."""

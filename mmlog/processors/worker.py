@@ -141,7 +141,7 @@ class Processor:
         me = Endpoint.of(self.config)
         self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
         self.credentials = credentials.CredentialReader(credentials.path_in(self.config.log_dirs[0]))
-        self.authorizer = Authorizer(self.config, self.config.log_dirs[0])
+        self.authorizer = Authorizer.from_config(self.config, self.config.log_dirs[0])
         self.authorizer.refresh()
         self.tls_contexts = {lst.name: tls.server_context(self.config, lst) for lst in self.listeners if lst.tls}
         self.sel = selectors.EpollSelector()

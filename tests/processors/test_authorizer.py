@@ -19,7 +19,7 @@ def connection(principal="User:alice"):
 
 def authorizer(tmp_path, **settings) -> Authorizer:
     config = BrokerConfig.load(overrides={"log.dirs": str(tmp_path), **settings})
-    a = Authorizer(config, tmp_path)
+    a = Authorizer.from_config(config, tmp_path)
     a.refresh()
     return a
 
