@@ -19,7 +19,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -28,26 +27,10 @@ import confluent_kafka as ck  # noqa: E402
 
 from mmlog.security import acls  # noqa: E402
 from mmlog.testing import EmbeddedBroker  # noqa: E402
+from tools.bench_security import produce  # noqa: E402
 
-MODES = {"batched": ({"linger.ms": 5, "batch.size": 1 << 20}, 1.0),
+MODES = {"batched": ({}, 1.0),  # bench_security's producer: linger.ms=5, batch.size 1 MiB, acks=1
          "per-record": ({"linger.ms": 0, "batch.num.messages": 1}, 0.2)}  # (settings, share of --records)
-
-
-def produce(bootstrap: str, topic: str, n: int, value: bytes, settings: dict) -> float:
-    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": 1, "queue.buffering.max.messages": 1_000_000,
-                            **settings})
-    producer.produce(topic, b"warm")
-    producer.flush(30)
-    start = time.perf_counter()
-    for _ in range(n):
-        while True:
-            try:
-                producer.produce(topic, value)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    producer.flush(300)
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -70,7 +53,8 @@ def main() -> None:
                 pair = (("off", off_broker), ("on", on_broker))
                 for label, broker in pair if round_ % 2 == 0 else pair[::-1]:  # neither always goes first
                     n = int(args.records * share)
-                    elapsed = produce(broker.bootstrap, f"bench-{mode}-{round_}", n, value, settings)
+                    elapsed = produce({"bootstrap.servers": broker.bootstrap}, f"bench-{mode}-{round_}", n, value,
+                                      **settings)
                     times.setdefault((mode, label), []).append(n / elapsed)
                     print(f"round {round_} {mode:<10} authoriser {label:<3}: {n / elapsed:>9,.0f} msg/s", flush=True)
     print(f"{args.records} records of {args.size} bytes (per-record: {int(args.records * MODES['per-record'][1])}), "

@@ -5,21 +5,14 @@ v0 has no pattern type: its filters and answers are LITERAL (3).
 """
 
 from ..schema import Field, Message
+from .describe_acls import FILTER
 
 API_KEY = 31
 VERSIONS = "0-1"
 FLEXIBLE = "2+"
 
 REQUEST = Message("DeleteAclsRequest", API_KEY, VERSIONS, FLEXIBLE, [
-    Field("filters", "[]DeleteAclsFilter", "0+", fields=[
-        Field("resource_type_filter", "int8", "0+"),
-        Field("resource_name_filter", "string", "0+", nullable="0+"),
-        Field("pattern_type_filter", "int8", "1+", default=3),
-        Field("principal_filter", "string", "0+", nullable="0+"),
-        Field("host_filter", "string", "0+", nullable="0+"),
-        Field("operation", "int8", "0+"),
-        Field("permission_type", "int8", "0+"),
-    ]),
+    Field("filters", "[]DeleteAclsFilter", "0+", fields=FILTER),
 ])
 
 RESPONSE = Message("DeleteAclsResponse", API_KEY, VERSIONS, FLEXIBLE, [

@@ -11,7 +11,8 @@ API_KEY = 29
 VERSIONS = "0-1"
 FLEXIBLE = "2+"
 
-REQUEST = Message("DescribeAclsRequest", API_KEY, VERSIONS, FLEXIBLE, [
+# An ACL filter: DescribeAcls' request, and each of DeleteAcls' filters (Kafka's two JSON files agree).
+FILTER = [
     Field("resource_type_filter", "int8", "0+"),
     Field("resource_name_filter", "string", "0+", nullable="0+"),
     Field("pattern_type_filter", "int8", "1+", default=3),
@@ -19,7 +20,9 @@ REQUEST = Message("DescribeAclsRequest", API_KEY, VERSIONS, FLEXIBLE, [
     Field("host_filter", "string", "0+", nullable="0+"),
     Field("operation", "int8", "0+"),
     Field("permission_type", "int8", "0+"),
-])
+]
+
+REQUEST = Message("DescribeAclsRequest", API_KEY, VERSIONS, FLEXIBLE, FILTER)
 
 RESPONSE = Message("DescribeAclsResponse", API_KEY, VERSIONS, FLEXIBLE, [
     Field("throttle_time_ms", "int32", "0+"),
