@@ -378,3 +378,92 @@ def test_mmlog_acls_adds_lists_and_removes_acls_with_kafka_acls_options(acl_brok
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "ClusterAuthorization" in refused.stderr
     usage = mmlog("acls", "add", "--topic", topic, *where("admin"))
     assert usage.returncode == 2 and "--allow-principal" in usage.stderr
+
+
+# ------------------------------------------------------------------ Kafka's per-API rules, on the wire
+
+def _codes_by_partition(topics_field: str, partitions_field: str, code_field: str = "error_code"):
+    return lambda r: [getattr(p, code_field) for t in getattr(r, topics_field) for p in getattr(t, partitions_field)]
+
+
+# (what is asked, API module name, version, request fields, the answer's error codes, Kafka's codes). The asker
+# is User:ANONYMOUS (the PLAINTEXT listener), which no ACL names: every request below is refused.
+REFUSED = [
+    ("produce", "produce", 8, {"acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": "t-refused", "partition_data": [{"index": 0, "records": b"junk"}]}]},
+     lambda r: [p.error_code for t in r.responses for p in t.partition_responses], [29]),
+    ("transactional produce", "produce", 8, {"transactional_id": "tx", "acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": "t-refused", "partition_data": [{"index": 0, "records": b"junk"}]}]},
+     lambda r: [p.error_code for t in r.responses for p in t.partition_responses], [53]),
+    ("fetch", "fetch", 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                            "rack_id": "", "topics": [{"topic": "t-refused", "partitions": [
+                                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]},
+     _codes_by_partition("responses", "partitions"), [29]),
+    ("a follower's fetch", "fetch", 11, {"replica_id": 1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                                         "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                                         "forgotten_topics_data": [], "rack_id": "", "topics": [
+                                             {"topic": "t-refused", "partitions": [
+                                                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                  "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]},
+     _codes_by_partition("responses", "partitions"), [29]),
+    ("list offsets", "list_offsets", 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "t-refused", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]},
+     _codes_by_partition("topics", "partitions"), [29]),
+    ("find a group's coordinator", "find_coordinator", 2, {"key": "g", "key_type": 0}, lambda r: [r.error_code], [30]),
+    ("find a transaction's coordinator", "find_coordinator", 2, {"key": "tx", "key_type": 1},
+     lambda r: [r.error_code], [53]),
+    ("join a group", "join_group", 5, {"group_id": "g", "session_timeout_ms": 6000, "rebalance_timeout_ms": 6000,
+                                       "member_id": "", "protocol_type": "consumer",
+                                       "protocols": [{"name": "range", "metadata": b""}]},
+     lambda r: [r.error_code], [30]),
+    ("commit offsets", "offset_commit", 7, {"group_id": "g", "generation_id": -1, "member_id": "", "topics": [
+        {"name": "t-refused", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                              "committed_metadata": ""}]}]},
+     _codes_by_partition("topics", "partitions"), [30]),
+    ("create a topic", "create_topics", 4, {"topics": [{"name": "t-new", "num_partitions": 1,
+                                                        "replication_factor": 1}], "timeout_ms": 5000},
+     lambda r: [t.error_code for t in r.topics], [29]),
+    ("delete a topic", "delete_topics", 3, {"topic_names": ["t-refused"], "timeout_ms": 5000},
+     lambda r: [t.error_code for t in r.responses], [29]),
+    ("describe a topic's and a broker's configs", "describe_configs", 3, {"resources": [
+        {"resource_type": 2, "resource_name": "t-refused", "configuration_keys": None},
+        {"resource_type": 4, "resource_name": "0", "configuration_keys": None}]},
+     lambda r: [x.error_code for x in r.results], [29, 31]),
+    ("an idempotent producer id", "init_producer_id", 1, {"transactional_id": None, "transaction_timeout_ms": -1},
+     lambda r: [r.error_code], [31]),
+    ("a transactional producer id", "init_producer_id", 1, {"transactional_id": "tx",
+                                                            "transaction_timeout_ms": 60000},
+     lambda r: [r.error_code], [53]),
+    ("end a transaction", "end_txn", 2, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                                         "committed": True}, lambda r: [r.error_code], [53]),
+    ("write transaction markers", "write_txn_markers", 0, {"markers": [
+        {"producer_id": 1, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+         "topics": [{"name": "t-refused", "partition_indexes": [0]}]}]},
+     lambda r: [p.error_code for m in r.markers for t in m.topics for p in t.partitions], [31]),
+    ("elect leaders", "elect_leaders", 1, {"election_type": 0, "topic_partitions": None, "timeout_ms": 5000},
+     lambda r: [r.error_code], [31]),
+    ("describe client quotas", "describe_client_quotas", 0, {"components": [], "strict": False},
+     lambda r: [r.error_code], [31]),
+    ("list groups", "list_groups", 2, {}, lambda r: [r.error_code, len(r.groups)], [0, 0]),
+]
+
+
+@pytest.mark.parametrize("what, api, version, fields, codes, expected", REFUSED, ids=[r[0] for r in REFUSED])
+def test_each_api_refuses_as_kafka_does_a_principal_no_acl_allows(acl_broker, what, api, version, fields, codes,
+                                                                    expected):
+    import importlib
+
+    from mmlog.replication.peer import PeerConnection
+
+    schema = importlib.import_module(f"mmlog.protocol.messages.{api}")
+    if what == "produce":
+        create_topics(acl_broker, "t-refused")  # it exists: the refusal is the ACLs', not a missing topic
+    peer = PeerConnection(("127.0.0.1", acl_broker.listener_ports["PLAINTEXT"]), "refused")
+    try:
+        assert codes(peer.request(schema.API_KEY, version, schema.REQUEST(**fields), TIMEOUT)) == expected
+    finally:
+        peer.close()
+    if what == "produce":
+        assert end_offset(acl_broker, "t-refused") == 0
