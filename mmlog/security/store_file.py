@@ -5,13 +5,18 @@ first data directory, mode 0600. The main process (or an offline tool) writes it
 and atomically: temporary file, fsync, rename, directory fsync; a crash leaves the old
 file or the new one, never a torn one. A process reading it keeps its parsed copy and
 re-reads only when the file's (inode, mtime, size) stamp changed: one `stat` per check.
+A file that does not parse (edited by hand) is logged and the previous contents kept:
+for the ACLs, the empty set at start, which allows super users only.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
+
+log = logging.getLogger("mmlog.security")
 
 
 def load_json(path) -> dict | None:
@@ -63,6 +68,9 @@ class WatchedFile:
                 self.value = self._parse(load_json(self.path))
                 self._stamp = stamp
                 self.generation += 1
-            except (OSError, ValueError):
+            except OSError:
                 pass  # replaced meanwhile: the next check reads the newer one
+            except (ValueError, KeyError, TypeError) as exc:  # edited by hand and broken: keep what we had
+                self._stamp = stamp
+                log.error("%s does not parse (%s): still using its previous contents", self.path, exc)
         return self.value

@@ -60,3 +60,12 @@ def test_an_unknown_authorizer_class_stops_the_broker_at_start(tmp_path):
 
     with pytest.raises(ConfigError, match="authorizer.class.name"):
         BrokerConfig.load(overrides={"log.dirs": str(tmp_path), "authorizer.class.name": "com.example.Custom"})
+
+
+def test_an_acl_file_that_does_not_parse_keeps_the_previous_acls(tmp_path):
+    a, conn = authorizer(tmp_path, **{"authorizer.class.name": AUTHORIZER}), connection()
+    grant(tmp_path, Binding(TOPIC, "t", LITERAL, "User:alice", "*", READ, ALLOW))
+    a.refresh()
+    acls.path_in(tmp_path).write_text('{"acls": [{"principal": "User:alice"}]}')  # an entry without its fields
+    a.refresh()
+    assert a.allowed(conn, READ, TOPIC, "t")
