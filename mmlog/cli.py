@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "perf": ("mmlog.tools.perf", "measure a broker: produce or consume load with live progress and a summary"),
     "dump-log": ("mmlog.tools.dump_log", "print and check the batches of segment files or partition directories"),
     "users": ("mmlog.tools.users", "set, describe and delete SCRAM users (through a broker, or its store directly)"),
+    "acls": ("mmlog.tools.acls", "add, list and remove ACLs (kafka-acls.sh's options)"),
 }
 
 USAGE_ERROR = 2

@@ -333,6 +333,27 @@ class UnacceptableCredential(KafkaError):
     code = 93
 
 
+# ACL authorisation (issue #19)
+class TopicAuthorizationFailed(KafkaError):
+    code = 29
+
+
+class GroupAuthorizationFailed(KafkaError):
+    code = 30
+
+
+class ClusterAuthorizationFailed(KafkaError):
+    code = 31
+
+
+class TransactionalIdAuthorizationFailed(KafkaError):
+    code = 53
+
+
+class SecurityDisabled(KafkaError):
+    code = 54
+
+
 BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls for cls in KafkaError.__subclasses__()
 }

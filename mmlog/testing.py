@@ -292,10 +292,11 @@ except ImportError:  # pytest is not installed: the context manager still works
 class HandlerContext:
     """What dispatch and the request handlers use of a processor, to drive them without one (tests and
     the in-process benchmark): a log manager, a metrics region (the null one: metrics off), no client
-    quotas, and a count of appends."""
+    quotas, no authoriser, and a count of appends."""
 
     def __init__(self, manager, metrics=None) -> None:
         from mmlog.ipc.metrics_block import NULL_REGION
+        from mmlog.processors.authorizer import Authorizer
         from mmlog.processors.handlers import advertised_versions
         from mmlog.processors.quotas import ClientQuotas
 
@@ -304,6 +305,7 @@ class HandlerContext:
         self.appends = 0
         self.advertised_versions = advertised_versions()
         self.quotas = ClientQuotas(None, 0, manager)  # no quota block: no client has a quota
+        self.authorizer = Authorizer()  # off: every request allowed
 
     def appended(self) -> None:
         self.appends += 1

@@ -49,9 +49,10 @@ def client_conf(broker, pki, protocol: str) -> dict:
     return conf
 
 
-def produce(conf: dict, topic: str, n: int, value: bytes) -> float:
+def produce(conf: dict, topic: str, n: int, value: bytes, **settings) -> float:
+    """Seconds to produce n records (after one warm-up record); `settings` override the producer's."""
     producer = ck.Producer({**conf, "linger.ms": 5, "batch.size": 1 << 20, "acks": 1,
-                            "queue.buffering.max.messages": 1_000_000})
+                            "queue.buffering.max.messages": 1_000_000, **settings})
     producer.produce(topic, b"warm")
     producer.flush(30)
     start = time.perf_counter()

@@ -45,7 +45,7 @@ from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
 from mmlog.config.broker import BrokerConfig
-from mmlog.acceptor import broker_configs
+from mmlog.acceptor import acls as acl_changes, broker_configs
 from mmlog.acceptor.topic_configs import altered
 from mmlog.config import quotas as client_quotas
 from mmlog.config.dynamic import merged
@@ -401,6 +401,7 @@ class ControlPlane:
         """The admin APIs' ops (issue #18)."""
         return {"alter_configs": self.alter_configs, "alter_client_quotas": self.alter_client_quotas,
                 "alter_scram_credentials": self.alter_scram_credentials,  # security (issue #19)
+                "create_acls": self.create_acls, "delete_acls": self.delete_acls,
                 "elect_leaders": self.elect_leaders, "alter_reassignments": self.alter_reassignments,
                 "list_reassignments": self.list_reassignments}
 
@@ -487,6 +488,15 @@ class ControlPlane:
         """AlterUserScramCredentials, checked by the processor: stored (ZooKeeper or the data dir's
         credentials.json) and mirrored to the file every processor authenticates from."""
         reply(self.store.alter_scram_credentials(args["deletions"], args["upsertions"]))
+
+    def create_acls(self, args, reply) -> None:
+        """CreateAcls, checked by the processor: stored (ZooKeeper or the data dir's acls.json) and mirrored
+        to the file every processor authorises from; [(code, message)] per binding."""
+        reply(self.store.create_acls(acl_changes.bindings_of(args)))
+
+    def delete_acls(self, args, reply) -> None:
+        """DeleteAcls: per filter, the bindings it removed (as tuples)."""
+        reply([[tuple(b) for b in gone] for gone in self.store.delete_acls(acl_changes.filters_of(args))])
 
     def _alter_broker_config(self, name: str, changes, incremental: bool, validate_only: bool) -> None:
         """One broker resource: this broker's level or the cluster default, checked, stored, applied."""

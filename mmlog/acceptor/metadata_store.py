@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
-from mmlog.acceptor import users as users_module
+from mmlog.acceptor import acls as acl_changes, users as users_module
 from mmlog.acceptor.coordinator.offset_log import OffsetLog
 from mmlog.acceptor.coordinator.offsets import OffsetStore
 from mmlog.acceptor.growth import check_growth
@@ -29,7 +29,7 @@ from mmlog.errors import (ElectionNotNeeded, InvalidReplicaAssignment, InvalidRe
                           NoReassignmentInProgress, TopicAlreadyExists, UnknownTopicOrPartition)
 from mmlog.log.files import atomic_write
 from mmlog.log.manager import LogManager
-from mmlog.security import credentials
+from mmlog.security import acls, credentials
 
 META = "meta.properties"
 PRODUCER_IDS = "producer_id_block"
@@ -127,6 +127,21 @@ class EmbeddedStore:
         users = credentials.load(path)
         results = users_module.apply(users, deletions, upsertions)
         credentials.save(path, users)
+        return results
+
+    def create_acls(self, bindings) -> list[tuple[int, str | None]]:
+        """Standalone the data dir's acls.json is the ACL store (security/acls.py)."""
+        path = acls.path_in(self.dir)
+        current = set(acls.load(path).bindings)
+        acl_changes.created(current, bindings)
+        acls.save(path, current)
+        return [(0, None)] * len(bindings)
+
+    def delete_acls(self, filters) -> list[list]:
+        path = acls.path_in(self.dir)
+        current = set(acls.load(path).bindings)
+        results = acl_changes.deleted(current, filters)
+        acls.save(path, current)
         return results
 
     def marker_address(self, topic: str, partition: int) -> tuple[str, int]:

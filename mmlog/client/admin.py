@@ -3,8 +3,9 @@
 Topic changes go to the controller (any broker answers when there is one); offset
 look-ups (ListOffsets) go to each partition's leader; group questions
 (DescribeGroups, OffsetFetch) go to the group's coordinator, found with
-FindCoordinator, and ListGroups to every broker. Errors come back as the typed
-exceptions of `mmlog.errors`, carrying their Kafka error code.
+FindCoordinator, and ListGroups to every broker; ACLs (CreateAcls, DescribeAcls,
+DeleteAcls) to any broker. Errors come back as the typed exceptions of
+`mmlog.errors`, carrying their Kafka error code.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from mmlog.protocol.messages import (create_partitions, create_topics, delete_gr
                                      describe_configs, describe_groups, find_coordinator, incremental_alter_configs,
                                      list_groups, list_offsets, offset_commit, offset_delete, offset_fetch)
 from mmlog.protocol.messages import alter_partition_reassignments, elect_leaders, list_partition_reassignments
-from mmlog.security import scram
+from mmlog.protocol.messages import create_acls, delete_acls, describe_acls
+from mmlog.security import acls, scram
 
 LATEST, EARLIEST = -1, -2
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
@@ -507,6 +509,32 @@ class Admin:
                              alter_user_scram_credentials.REQUEST(deletions=deletions, upsertions=upsertions))
         self._raise_first((r.error_code, f"{r.user}: {r.error_message or ''}") for r in body.results)
 
+    # ------------------------------------------------------------ ACLs (issue #19)
+
+    def create_acls(self, bindings: list[acls.Binding]) -> None:
+        """Add ACL bindings (security/acls.py's Binding, wire codes); the first refusal is raised."""
+        body = self._request(self._controller(), create_acls.API_KEY, 1, create_acls.REQUEST(creations=[
+            {"resource_type": b.resource_type, "resource_name": b.name, "resource_pattern_type": b.pattern_type,
+             "principal": b.principal, "host": b.host, "operation": b.operation, "permission_type": b.permission}
+            for b in bindings]))
+        self._raise_first((r.error_code, r.error_message or "") for r in body.results)
+
+    def describe_acls(self, flt: acls.Filter) -> list[acls.Binding]:
+        """The bindings that match a filter."""
+        body = self._request(self._controller(), describe_acls.API_KEY, 1, describe_acls.REQUEST(
+            **_filter_fields(flt)))
+        self._raise_first([(body.error_code, body.error_message or "")])
+        return [acls.Binding(r.resource_type, r.resource_name, r.pattern_type, a.principal, a.host, a.operation,
+                             a.permission_type) for r in body.resources for a in r.acls]
+
+    def delete_acls(self, filters: list[acls.Filter]) -> list[list[acls.Binding]]:
+        """Remove the bindings matching each filter; per filter, the bindings removed."""
+        body = self._request(self._controller(), delete_acls.API_KEY, 1, delete_acls.REQUEST(
+            filters=[_filter_fields(f) for f in filters]))
+        self._raise_first((r.error_code, r.error_message or "") for r in body.filter_results)
+        return [[acls.Binding(m.resource_type, m.resource_name, m.pattern_type, m.principal, m.host, m.operation,
+                              m.permission_type) for m in r.matching_acls] for r in body.filter_results]
+
     def _coordinator(self, group: str) -> int:
         """The node id of the group's coordinator."""
         body = self._request(self._controller(), find_coordinator.API_KEY, 2, find_coordinator.REQUEST(
@@ -563,3 +591,9 @@ class Admin:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _filter_fields(f: acls.Filter) -> dict:
+    return {"resource_type_filter": f.resource_type, "resource_name_filter": f.name,
+            "pattern_type_filter": f.pattern_type, "principal_filter": f.principal, "host_filter": f.host,
+            "operation": f.operation, "permission_type": f.permission}

@@ -329,6 +329,20 @@ BROKER_SETTINGS.update({s.name: s for s in [
 ]})
 
 
+# ACL authorisation (issue #19): Kafka's authoriser names, and mmlog's own, all mean mmlog's ACL authoriser.
+AUTHORIZER_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                    "mmlog.security.acls.AclAuthorizer")
+BROKER_SETTINGS.update({s.name: s for s in [
+    Setting("authorizer.class.name", str, "", "The ACL authoriser: empty for none (every request allowed), or "
+            "one of " + ", ".join(AUTHORIZER_NAMES) + " (all mmlog's ACL authoriser).",
+            lambda v: v in ("", *AUTHORIZER_NAMES), "empty or " + "|".join(AUTHORIZER_NAMES)),
+    Setting("super.users", str, "", "Principals the authoriser always allows, semicolon-separated "
+            "(User:admin;User:CN=broker0): put the brokers' own inter-broker principal here."),
+    Setting("allow.everyone.if.no.acl.found", bool, False, "With an authoriser: a resource no ACL names is "
+            "open to everyone (true) or to super users only (false, Kafka's default)."),
+]})
+
+
 # Settings a listener may override as Kafka spells it: listener.name.<listener>.<setting> (lower-case name).
 PER_LISTENER = ("ssl.client.auth", "sasl.enabled.mechanisms", "ssl.keystore.location", "ssl.key.password",
                 "ssl.truststore.location", "ssl.enabled.protocols", "ssl.cipher.suites")

@@ -20,7 +20,8 @@ each readiness event (`handshake`), watching whatever OpenSSL wants next, so a s
 handshake never blocks other connections. A TLS socket may hold decrypted bytes
 that epoll cannot see, so `fill` reads until OpenSSL wants more from the network.
 `principal` is `User:<name>` after SASL, `User:<certificate DN>` after mutual TLS,
-else `User:ANONYMOUS`.
+else `User:ANONYMOUS`. The authoriser caches its decisions for it in `acl_cache`
+(processors/authorizer.py).
 
 A client quota's throttle (processors/quotas.py) mutes the connection until
 `throttled_until`: it is neither read nor are its queued requests handled, while
@@ -48,7 +49,7 @@ class Connection:
 
     __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
                  "produce_shape", "budget", "in_flight", "ticket", "listener_name", "handshaking", "tls_wants",
-                 "tls", "sasl", "principal", "throttled_until")
+                 "tls", "sasl", "principal", "throttled_until", "acl_cache")
 
     def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1,
                  listener_name: str | None = None, sasl=None) -> None:
@@ -81,6 +82,7 @@ class Connection:
         self.tls_wants = selectors.EVENT_READ  # what the handshake waits for
         self.sasl = sasl  # a processors.sasl.SaslSession on SASL listeners
         self.principal = "User:ANONYMOUS"
+        self.acl_cache = None  # (ACL generation, {(operation, resource type, name): allowed}): authorizer.py
 
     def handshake(self) -> bool:
         """Step the TLS handshake; True once done. ssl.SSLError (an untrusted or expired certificate, a

@@ -105,9 +105,12 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
     requests = []
     failure = None
     received = time.monotonic()
+    authorizing = ctx.authorizer.enabled
+    refused = [] if authorizing else None  # per request: {topic: error code} or None (handlers/produce.py)
     for frame in frames:
         shape = conn.produce_shape
         request = shape.read(frame) if shape is not None else None
+        transactional_id = shape.transactional_id if request is not None else None
         if request is None:
             try:
                 header, offset = _parse_header(frame)
@@ -116,8 +119,11 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
                 failure = exc
                 break
             request = (header, *produce.parts(body))
+            transactional_id = body.transactional_id
             conn.produce_shape = produce.RequestShape.learn(header, body)
         requests.append(request)
+        if authorizing:
+            refused.append(produce.refusals(ctx, conn, transactional_id, request[2]))
     if requests:
         quotas = ctx.quotas
         quota, throttle = quotas.enabled, 0
@@ -125,7 +131,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
             client_id, started = requests[0][0].client_id, time.perf_counter()
             throttle = max(quotas.produce(conn, client_id, sum(len(f) for f in frames[:len(requests)])),
                            quotas.request_throttle(conn, client_id))
-        results = produce.handle_group(ctx, requests, throttle)
+        results = produce.handle_group(ctx, requests, throttle, refused if authorizing and any(refused) else None)
         handled = time.monotonic()
         unanswered = results.count(NO_RESPONSE)  # acks=0: counted here, as no response is sent
         if unanswered:

@@ -56,6 +56,7 @@ from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.config.broker import BrokerConfig
 from mmlog.log import flush_timing
 from mmlog.log.manager import LogManager
+from mmlog.processors.authorizer import Authorizer
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
@@ -140,6 +141,8 @@ class Processor:
         me = Endpoint.of(self.config)
         self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
         self.credentials = credentials.CredentialReader(credentials.path_in(self.config.log_dirs[0]))
+        self.authorizer = Authorizer.from_config(self.config, self.config.log_dirs[0])
+        self.authorizer.refresh()
         self.tls_contexts = {lst.name: tls.server_context(self.config, lst) for lst in self.listeners if lst.tls}
         self.sel = selectors.EpollSelector()
         self.handoff.setblocking(False)
@@ -186,12 +189,13 @@ class Processor:
 
     def _notice_catalogue(self) -> None:
         """Every CATALOGUE_CHECK_S, reload the topic catalogue if it changed (one stat): altered topic
-        configs reach the partitions open here without a request having to miss first."""
+        configs reach the partitions open here without a request having to miss first; so do ACLs."""
         now = time.monotonic()
         if now >= self._catalogue_due:
             self._catalogue_due = now + CATALOGUE_CHECK_S
             self.manager.reload()
             self.quotas.refresh()
+            self.authorizer.refresh()
 
     def _poll_timeout(self) -> float | None:
         if self._ready:

@@ -10,17 +10,16 @@ Standalone it *is* the store: AlterUserScramCredentials (through the control pla
 and `mmlog users --data-dir` write it. In cluster mode ZooKeeper's
 /config/users/<name> is the store and the main process mirrors it here on every
 change, so processors never talk to ZooKeeper. Writes replace the file atomically
-(temporary file, fsync, rename); readers re-read it when its stat changes (one
-`stat` per authentication, nothing per request).
+(store_file.py); readers re-read it when its stat changes (one `stat` per
+authentication, nothing per request).
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 
 from mmlog.security import scram
+from mmlog.security.store_file import WatchedFile, load_json, save_json
 
 FILE_NAME = "credentials.json"
 
@@ -31,29 +30,15 @@ def path_in(directory) -> Path:
 
 def load(path) -> dict[str, dict[str, str]]:
     """user -> {mechanism: credential string}; empty when there is no file."""
-    try:
-        return json.loads(Path(path).read_bytes()).get("users", {})
-    except FileNotFoundError:
-        return {}
+    return _users(load_json(path))
 
 
 def save(path, users: dict[str, dict[str, str]]) -> None:
-    """Replace the file durably, readable by its owner only (log.files.atomic_write's protocol with a
-    mode: that module sits above this layer)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, json.dumps({"users": users}, sort_keys=True).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)  # the rename itself is durable
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    save_json(path, {"users": users})
+
+
+def _users(doc: dict | None) -> dict[str, dict[str, str]]:
+    return (doc or {}).get("users", {})
 
 
 def upsert(users: dict, name: str, mechanism: str, cred: scram.ScramCredential) -> None:
@@ -72,26 +57,17 @@ def delete(users: dict, name: str, mechanism: str) -> bool:
 
 
 class CredentialReader:
-    """A process's view of the store file, re-read when it changed."""
+    """A process's view of the store file, re-read when it changed (store_file.WatchedFile)."""
 
     def __init__(self, path) -> None:
-        self.path = Path(path)
-        self._stamp = None
-        self.users: dict[str, dict[str, str]] = {}
+        self._file = WatchedFile(path, _users)
+
+    @property
+    def path(self) -> Path:
+        return self._file.path
 
     def current(self) -> dict[str, dict[str, str]]:
-        try:
-            st = os.stat(self.path)
-            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            stamp = None
-        if stamp != self._stamp:
-            try:
-                self.users = load(self.path)
-                self._stamp = stamp
-            except (OSError, ValueError):
-                pass  # replaced meanwhile: the next call reads the newer one
-        return self.users
+        return self._file.check()
 
     def scram(self, user: str, mechanism: str) -> scram.ScramCredential | None:
         text = self.current().get(user, {}).get(mechanism)

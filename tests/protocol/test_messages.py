@@ -101,6 +101,7 @@ ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexibl
 ADVERTISED.update({  # security (issue #19): SaslAuthenticate v2 is flexible (kafka-python sends it)
     17: ("SaslHandshake", 0, 1, None), 36: ("SaslAuthenticate", 0, 2, 2),
     50: ("DescribeUserScramCredentials", 0, 0, 0), 51: ("AlterUserScramCredentials", 0, 0, 0),
+    29: ("DescribeAcls", 0, 1, 2), 30: ("CreateAcls", 0, 1, 2), 31: ("DeleteAcls", 0, 1, 2),  # ACLs
 })
 # No non-flexible version exists (Kafka made them flexible from their first): we speak their flexible ones.
 FLEXIBLE_ONLY = {"DescribeCluster", "DescribeTransactions", "ListTransactions", "DescribeUserScramCredentials",

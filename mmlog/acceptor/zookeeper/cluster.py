@@ -22,7 +22,8 @@ What this broker does there, all from the main process:
   AlterConfigs writes `/config/topics/<name>`; each broker watches it and applies
   the overrides to its running partitions. Dynamic broker configs and client
   quotas go through `/config/brokers`, `/config/clients`, `/config/users` and the
-  change notifications under `/config/changes` (`dynamic_configs.py`).
+  change notifications under `/config/changes` (`dynamic_configs.py`). ACLs live in
+  Kafka's `/kafka-acl` nodes, mirrored to every broker's acls.json (`acls.py`).
 - Replication: every broker watches every partition state node
   (`partition_states.py`); the changes of its own replicas become roles, ISR
   proposals and the replica fetcher's plan (`replicas.py`), and all of them go to
@@ -59,6 +60,7 @@ from mmlog.acceptor import users as users_module
 from mmlog.acceptor.limits import PartitionLimits, hosted_replicas
 from mmlog.acceptor.metadata_store import ClusterError, load_meta, new_cluster_id, stored_cluster_id
 from mmlog.acceptor.zookeeper import paths, session
+from mmlog.acceptor.zookeeper.acls import ZooKeeperAcls
 from mmlog.acceptor.growth import check_growth
 from mmlog.acceptor.zookeeper.assignment import assign_replicas, next_partitions
 from mmlog.acceptor.zookeeper.controller import Controller
@@ -112,6 +114,7 @@ class ZooKeeperStore:
         self.controller = Controller(self.zk, self.states, config["unclean.leader.election.enable"])
         self.dynamic = DynamicConfigs(self.zk, self.broker_id)
         self.reassignments = Reassignments(self.zk, self.states, self.controller)
+        self.acls = ZooKeeperAcls(self.zk, self.dir, lambda fn: self._soon(fn))
         self.replicas: ReplicaManager | None = None
         self._offline_keys: set[tuple[str, int]] = set()  # our replicas on failed log dirs
         self._topic_watches: dict[str, str] = {}  # topic -> the topic id its growth watch serves
@@ -155,6 +158,7 @@ class ZooKeeperStore:
         """Register, run for controller, publish the first view, and watch (call before the control thread runs)."""
         self.control, self.me = control, me
         self._mirror_users()  # before others can see us: their inter-broker logins need the credentials here
+        self.acls.start()  # and the ACLs that authorise them
         self._register()
         self._run_for_controller()
         self._refresh_view()
@@ -670,6 +674,13 @@ class ZooKeeperStore:
                     continue
         self._mirror_users()
         return results
+
+    def create_acls(self, bindings) -> list[tuple[int, str | None]]:
+        """Kafka's ACL nodes, versioned writes and change notifications (zookeeper/acls.py), mirrored here."""
+        return self.acls.create(bindings)
+
+    def delete_acls(self, filters) -> list[list]:
+        return self.acls.delete(filters)
 
     def alter_topic_config(self, manager: LogManager, name: str, overrides: dict[str, str]) -> None:
         """Write /config/topics/<name> (Kafka's node), then apply here; the other brokers apply it through

@@ -13,6 +13,10 @@
     /config/clients/<id>, /config/users/<user>,   {"version":1,"config":{"producer_byte_rate":"1048576",...}}
       /config/users/<user>/clients/<id>           (client quotas; names percent-encoded, <default> for all)
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"clients/x"}: watched by every broker
+    /kafka-acl/<ResourceType>/<name>              {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow",
+    /kafka-acl-extended/prefixed/<Type>/<prefix>    "operation":"Read","host":"*"}]} (literal; prefixed)
+    /kafka-acl-changes/acl_changes_<seq>          "Topic:name": a literal resource's ACLs changed
+    /kafka-acl-extended-changes/acl_changes_<seq> {"version":1,"resourceType":..,"name":..,"patternType":"PREFIXED"}
     /latest_producer_id_block                     {"version":1,"broker":id,"block_start":S,"block_end":E}
     /consumers/<group>/offsets/<topic>/<p>        {"offset":...,"leader_epoch":...,"metadata":...,"commit_ms":...}
     /consumers/<group>/generation                 {"protocol_type":...,"generation":N}
@@ -46,8 +50,12 @@ CONFIG_CHANGES = "/config/changes"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
 
+ACLS, ACLS_PREFIXED = "/kafka-acl", "/kafka-acl-extended/prefixed"  # Kafka's ACL nodes (issue #19)
+ACL_CHANGES, ACL_EXTENDED_CHANGES = "/kafka-acl-changes", "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+
 BASE_PATHS = (BROKER_IDS, OFFLINE_REPLICAS, TOPICS, TOPIC_CONFIGS, USER_CONFIGS, CONSUMERS, BROKER_CONFIGS,
-              CONFIG_CHANGES, "/config/clients")
+              CONFIG_CHANGES, "/config/clients", ACLS, ACLS_PREFIXED, ACL_CHANGES, ACL_EXTENDED_CHANGES)
 
 
 def dump(doc) -> bytes:

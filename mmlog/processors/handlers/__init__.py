@@ -44,6 +44,7 @@ from mmlog.processors.handlers import (alter_user_scram_credentials, describe_us
 from mmlog.processors.handlers import alter_client_quotas, describe_client_quotas  # quotas (#18)
 from mmlog.processors.handlers import (alter_partition_reassignments, elect_leaders,  # replicas (#18)
                                       list_partition_reassignments)
+from mmlog.processors.handlers import create_acls, delete_acls, describe_acls  # ACLs (#19)
 
 HANDLERS = {
     module.API_KEY: module
@@ -63,6 +64,7 @@ HANDLERS = {
         sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
         describe_client_quotas, alter_client_quotas,
         elect_leaders, alter_partition_reassignments, list_partition_reassignments,
+        describe_acls, create_acls, delete_acls,
     )
 }
 

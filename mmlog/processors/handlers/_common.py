@@ -7,6 +7,7 @@ import logging
 from mmlog.ipc.control_channel import ControlUnavailable
 from mmlog.errors import CoordinatorNotAvailable, FencedLeaderEpoch, KafkaError, NotLeaderOrFollower, UnknownLeaderEpoch
 from mmlog.processors.request import DEFERRED
+from mmlog.security import acls
 
 log = logging.getLogger("mmlog.processors.handlers")
 
@@ -93,3 +94,18 @@ def forward_txn(ctx, request, op: str, args: dict, schema, fenced_since: int):
     return forward(ctx, request, op, args,
                    lambda v: schema.RESPONSE(throttle_time_ms=0, error_code=translate(v["error_code"])),
                    lambda: {"error_code": COORDINATOR_NOT_AVAILABLE})
+
+
+TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 31
+CONFIG_TOPIC = 2  # a config resource type; the others (broker, broker logger) are the cluster's
+
+
+def config_refusal(ctx, conn, operation: int, resource_type: int, name: str) -> int:
+    """0, or Kafka's error code for a config resource the principal may not DESCRIBE_CONFIGS / ALTER_CONFIGS:
+    a topic by its name (TOPIC_AUTHORIZATION_FAILED), a broker as the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
+    authorizer = ctx.authorizer
+    if not authorizer.enabled:
+        return 0
+    if resource_type == CONFIG_TOPIC:
+        return 0 if authorizer.allowed(conn, operation, acls.TOPIC, name) else TOPIC_AUTHORIZATION_FAILED
+    return 0 if authorizer.cluster(conn, operation) else CLUSTER_AUTHORIZATION_FAILED

@@ -2,12 +2,19 @@
 
 from mmlog.processors.handlers._common import forward_txn
 from mmlog.protocol.messages import add_offsets_to_txn as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed, TransactionalIdAuthorizationFailed
 
 API_KEY = schema.API_KEY
 FENCED_SINCE = 2
 
 
 def handle(ctx, request):
+    authorizer = ctx.authorizer
+    if not authorizer.allowed(request.conn, acls.WRITE, acls.TRANSACTIONAL_ID, request.body.transactional_id):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=TransactionalIdAuthorizationFailed.code)
+    if not authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code)
     body = request.body
     return forward_txn(ctx, request, "txn_add_offsets", {
         "transactional_id": body.transactional_id, "producer_id": body.producer_id,

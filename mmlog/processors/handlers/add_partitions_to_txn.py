@@ -2,6 +2,8 @@
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
 from mmlog.protocol.messages import add_partitions_to_txn as schema
+from mmlog.security import acls
+from mmlog.errors import OperationNotAttempted, TopicAuthorizationFailed, TransactionalIdAuthorizationFailed
 
 API_KEY = schema.API_KEY
 FENCED_SINCE = 2
@@ -19,5 +21,13 @@ def handle(ctx, request):
 
     args = {"transactional_id": body.v3_and_below_transactional_id, "producer_id": body.v3_and_below_producer_id,
             "producer_epoch": body.v3_and_below_producer_epoch, "topics": topics}
+    authorizer = ctx.authorizer
+    if authorizer.enabled:  # Kafka's rule: WRITE on the transactional id, then on every topic, or nothing is added
+        if not authorizer.allowed(request.conn, acls.WRITE, acls.TRANSACTIONAL_ID, args["transactional_id"]):
+            return respond({t: {p: TransactionalIdAuthorizationFailed.code for p in ps} for t, ps in topics})
+        denied = authorizer.denied(request.conn, acls.WRITE, acls.TOPIC, {t for t, _ in topics})
+        if denied:
+            return respond({t: {p: TopicAuthorizationFailed.code if t in denied else OperationNotAttempted.code
+                                for p in ps} for t, ps in topics})
     return forward(ctx, request, "txn_add_partitions", args, respond,
                    lambda: {t: {p: COORDINATOR_NOT_AVAILABLE for p in ps} for t, ps in topics})

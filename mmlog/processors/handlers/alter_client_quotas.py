@@ -9,11 +9,18 @@ the new quotas within `CATALOGUE_CHECK_S` (worker.py).
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import alter_client_quotas as schema
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.ALTER_CONFIGS):
+        return schema.RESPONSE(throttle_time_ms=0, entries=[
+            {"error_code": ClusterAuthorizationFailed.code, "error_message": "not authorized to alter quotas",
+             "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
+            for entry in request.body.entries])
     entries = [([(e.entity_type, e.entity_name) for e in entry.entity],
                 [(op.key, op.value, op.remove) for op in entry.ops]) for entry in request.body.entries]
 

@@ -10,6 +10,8 @@ at once.
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import alter_configs as schema
+from mmlog.processors.handlers._common import config_refusal
+from mmlog.security import acls
 
 API_KEY = schema.API_KEY
 
@@ -22,11 +24,19 @@ def handle(ctx, request):
 
 def forward_alter(ctx, request, module, resources, incremental: bool):
     """Both APIs' forwarding: the same op, the same response shape."""
+    refused = [(kind, name, code, "not authorized to alter its configs") for kind, name, _ in resources
+               for code in (config_refusal(ctx, request.conn, acls.ALTER_CONFIGS, kind, name),) if code]
+    if refused:
+        resources = [r for r in resources if (r[0], r[1]) not in {(k, n) for k, n, _, _ in refused}]
+
     def respond(results):
         ctx.manager.reload()
         return module.RESPONSE(throttle_time_ms=0, responses=[
             {"error_code": code, "error_message": msg, "resource_type": kind, "resource_name": name}
-            for kind, name, code, msg in results])
+            for kind, name, code, msg in [*results, *refused]])
+
+    if not resources:
+        return respond([])
 
     return forward(ctx, request, "alter_configs",
                    {"resources": resources, "validate_only": request.body.validate_only, "incremental": incremental},

@@ -3,11 +3,16 @@ each partition's move (others answer NOT_CONTROLLER)."""
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import alter_partition_reassignments as schema
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.ALTER):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
+                               error_message="not authorized to reassign partitions", responses=[])
     asked = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
              for t in request.body.topics for p in t.partitions]
 

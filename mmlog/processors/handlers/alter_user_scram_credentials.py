@@ -15,6 +15,8 @@ from mmlog.errors import UnacceptableCredential, UnsupportedSaslMechanism
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import alter_user_scram_credentials as schema
 from mmlog.security import scram
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed
 
 API_KEY = schema.API_KEY
 MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
@@ -22,6 +24,11 @@ DUPLICATE_RESOURCE = 92
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.ALTER):
+        names = dict.fromkeys(u.name for u in [*request.body.deletions, *request.body.upsertions])
+        return schema.RESPONSE(throttle_time_ms=0, results=[
+            {"user": n, "error_code": ClusterAuthorizationFailed.code, "error_message": "not authorized"}
+            for n in names])
     body = request.body
     counts = Counter(d.name for d in body.deletions) + Counter(u.name for u in body.upsertions)
     refused: dict[str, tuple[int, str]] = {}

@@ -2,6 +2,8 @@
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import create_partitions as schema
+from mmlog.security import acls
+from mmlog.errors import TopicAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
@@ -12,10 +14,17 @@ def handle(ctx, request):
               "assignments": None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]}
              for t in body.topics]
 
+    denied = ctx.authorizer.denied(request.conn, acls.ALTER, acls.TOPIC, [s["name"] for s in specs])
+    refused = [(n, TopicAuthorizationFailed.code, f"not authorized to alter topic {n!r}") for n in denied]
+    specs = [s for s in specs if s["name"] not in denied]
+
     def respond(results):
         ctx.manager.reload()  # the grown topics are in the catalogue: Metadata here shows them at once
         return schema.RESPONSE(throttle_time_ms=0, results=[
-            {"name": n, "error_code": code, "error_message": msg} for n, code, msg in results])
+            {"name": n, "error_code": code, "error_message": msg} for n, code, msg in [*results, *refused]])
+
+    if not specs:
+        return respond([])
 
     return forward(ctx, request, "create_partitions", {"topics": specs, "validate_only": body.validate_only},
                    respond, lambda: [(s["name"], COORDINATOR_NOT_AVAILABLE, "control plane unavailable")

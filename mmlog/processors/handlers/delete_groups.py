@@ -6,12 +6,19 @@ NOT_COORDINATOR if another broker coordinates it, INVALID_GROUP_ID for "".
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import delete_groups as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
     names = list(request.body.groups_names)
+    denied = ctx.authorizer.denied(request.conn, acls.DELETE, acls.GROUP, names)
+    refused = [{"group_id": g, "error_code": GroupAuthorizationFailed.code} for g in names if g in denied]
+    names = [g for g in names if g not in denied]
+    if not names:
+        return schema.RESPONSE(throttle_time_ms=0, results=refused)
     return forward(ctx, request, "delete_groups", names,
-                   lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
+                   lambda value: schema.RESPONSE(throttle_time_ms=0, results=[*value["results"], *refused]),
                    lambda: {"results": [{"group_id": g, "error_code": COORDINATOR_NOT_AVAILABLE} for g in names]})

@@ -21,6 +21,8 @@ from mmlog.errors import RequestTimedOut
 from mmlog.processors.handlers._common import check_leader, error_code
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import delete_records as schema
+from mmlog.security import acls
+from mmlog.errors import TopicAuthorizationFailed
 
 API_KEY = schema.API_KEY
 HIGH_WATERMARK = -1
@@ -29,11 +31,14 @@ HIGH_WATERMARK = -1
 def handle(ctx, request):
     waiting = []  # (entry, partition log, asked offset)
     topics = []
+    denied = ctx.authorizer.denied(request.conn, acls.DELETE, acls.TOPIC, {t.name for t in request.body.topics})
     for topic in request.body.topics:
         results = []
         for part in topic.partitions:
             entry = {"partition_index": part.partition_index, "low_watermark": -1, "error_code": 0}
             try:
+                if topic.name in denied:
+                    raise TopicAuthorizationFailed(f"not authorized to delete records of {topic.name!r}")
                 log = ctx.manager.partition(topic.name, part.partition_index)
                 check_leader(log, -1)
                 offset = log.high_watermark if part.offset == HIGH_WATERMARK else part.offset

@@ -2,19 +2,27 @@
 
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import delete_topics as schema
+from mmlog.security import acls
+from mmlog.errors import TopicAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
     names = list(request.body.topic_names)
+    denied = ctx.authorizer.denied(request.conn, acls.DELETE, acls.TOPIC, names)
+    refused = [(n, TopicAuthorizationFailed.code) for n in names if n in denied]
+    names = [n for n in names if n not in denied]
 
     def done(ok, value):
         if not ok:
             value = [(n, 15) for n in names]
         ctx.manager.reload()
         request.respond(schema.RESPONSE(throttle_time_ms=0, responses=[
-            {"name": n, "error_code": code} for n, code in value]))
+            {"name": n, "error_code": code} for n, code in [*value, *refused]]))
 
+    if not names:
+        done(True, [])
+        return DEFERRED
     ctx.control.call("delete_topics", names, done)
     return DEFERRED

@@ -9,11 +9,16 @@ types the filter does not name. A bad filter is INVALID_REQUEST, as Kafka answer
 from mmlog.config import quotas
 from mmlog.errors import InvalidRequest
 from mmlog.protocol.messages import describe_client_quotas as schema
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.DESCRIBE_CONFIGS):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
+                               error_message="not authorized to describe quotas", entries=None)
     ctx.manager.reload()  # one stat: an AlterClientQuotas answered by another processor shows at once
     filters = [(c.entity_type, c.match_type, c.match) for c in request.body.components]
     try:

@@ -17,6 +17,8 @@ from mmlog.config.settings import BROKER_ALIASES, BROKER_TOPIC_DEFAULTS, attr_na
 from mmlog.errors import InvalidRequest
 from mmlog.processors.handlers._common import error_code
 from mmlog.protocol.messages import describe_configs as schema
+from mmlog.processors.handlers._common import config_refusal
+from mmlog.security import acls
 
 API_KEY = schema.API_KEY
 TOPIC, BROKER = 2, 4
@@ -34,7 +36,10 @@ def handle(ctx, request):
         result = {"error_code": 0, "error_message": None, "resource_type": res.resource_type,
                   "resource_name": res.resource_name, "configs": []}
         try:
-            if res.resource_type == TOPIC:
+            refusal = config_refusal(ctx, request.conn, acls.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+            if refusal:
+                result.update(error_code=refusal, error_message="not authorized to describe its configs")
+            elif res.resource_type == TOPIC:
                 result["configs"] = _topic_configs(ctx, res.resource_name, res.configuration_keys,
                                                    request.version >= 1 and request.body.include_synonyms)
             elif res.resource_type == BROKER:

@@ -7,12 +7,30 @@ Authorized operations are not computed (INT32_MIN, "not requested").
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import describe_groups as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
     names = list(request.body.groups)
+    denied = ctx.authorizer.denied(request.conn, acls.DESCRIBE, acls.GROUP, names)
+    if denied:  # answered here, in request order with the others'
+        refused = {g: {"error_code": GroupAuthorizationFailed.code, "group_id": g, "group_state": "",
+                       "protocol_type": "", "protocol_data": "", "members": []} for g in denied}
+        allowed = [g for g in names if g not in denied]
+
+        def merged(value):
+            found = {g["group_id"]: g for g in value["groups"]}
+            return schema.RESPONSE(throttle_time_ms=0, groups=[refused.get(g) or found[g] for g in names])
+
+        if not allowed:
+            return merged({"groups": []})
+        return forward(ctx, request, "describe_groups", allowed, merged,
+                       lambda: {"groups": [{"error_code": COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",
+                                            "protocol_type": "", "protocol_data": "", "members": []}
+                                           for g in allowed]})
     return forward(ctx, request, "describe_groups", names,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
                    lambda: {"groups": [{"error_code": COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",

@@ -11,12 +11,15 @@ import os
 
 from mmlog.log.files import LOG_SUFFIX
 from mmlog.protocol.messages import describe_log_dirs as schema
+from mmlog.security import acls
 
 API_KEY = schema.API_KEY
 KAFKA_STORAGE_ERROR = 56
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.DESCRIBE):
+        return schema.RESPONSE(throttle_time_ms=0, results=[])  # Kafka's answer before v3: nothing
     wanted = None if request.body.topics is None else {
         (t.topic, p) for t in request.body.topics for p in t.partitions}
     manager = ctx.manager

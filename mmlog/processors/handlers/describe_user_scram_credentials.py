@@ -8,6 +8,8 @@ credentials answers RESOURCE_NOT_FOUND, a name asked twice DUPLICATE_RESOURCE (K
 from mmlog.errors import ResourceNotFound
 from mmlog.protocol.messages import describe_user_scram_credentials as schema
 from mmlog.security import scram
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed
 
 API_KEY = schema.API_KEY
 MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
@@ -15,6 +17,9 @@ DUPLICATE_RESOURCE = 92
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.DESCRIBE):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
+                               error_message="not authorized to describe credentials", results=[])
     users = ctx.credentials.current()
     asked = sorted(users) if request.body.users is None else [u.name for u in request.body.users]
     results = []

@@ -2,6 +2,8 @@
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import elect_leaders as schema
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed
 
 API_KEY = schema.API_KEY
 ELECTION_TYPES = (0, 1)  # preferred, unclean
@@ -9,6 +11,9 @@ INVALID_REQUEST = 42
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.ALTER):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
+                               replica_election_results=[])
     body = request.body
     keys = None if body.topic_partitions is None else [
         (t.topic, p) for t in body.topic_partitions for p in t.partitions]

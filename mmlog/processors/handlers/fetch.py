@@ -31,16 +31,20 @@ offset, which parked DeleteRecords requests wait for. Only the leader
 answers; a follower or a replica without a role answers NOT_LEADER_OR_FOLLOWER
 to consumers and followers alike. A current_leader_epoch older than ours is
 FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (-1 skips the check).
+
+Authorisation (with an authoriser): a consumer needs READ on each topic, a follower
+CLUSTER_ACTION on the cluster; refused partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import time
 
-from mmlog.errors import OffsetOutOfRange
+from mmlog.errors import OffsetOutOfRange, TopicAuthorizationFailed
 from mmlog.processors.handlers._common import check_leader, error_code
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import fetch as schema
+from mmlog.security.acls import CLUSTER_ACTION, READ, TOPIC
 
 API_KEY = schema.API_KEY
 READ_COMMITTED = 1
@@ -49,7 +53,7 @@ WITH_FILES = True  # responses carry FileSlices: encode as parts, send with send
 
 def handle(ctx, request):
     body = request.body
-    response, available, failed = read(ctx, body, record=True, cap=_cap(ctx, request))
+    response, available, failed = read(ctx, body, record=True, cap=_cap(ctx, request), denied=_denied(ctx, request))
     if available >= body.min_bytes or body.max_wait_ms <= 0 or failed:
         _respond(ctx, request, response, available)
         return DEFERRED  # answered already
@@ -60,7 +64,7 @@ def handle(ctx, request):
 
 def _retry(ctx, request) -> bool:
     """Called when woken: answer if min_bytes are now there (True), else stay parked."""
-    response, available, failed = read(ctx, request.body, cap=_cap(ctx, request))
+    response, available, failed = read(ctx, request.body, cap=_cap(ctx, request), denied=_denied(ctx, request))
     if available >= request.body.min_bytes or failed:
         _respond(ctx, request, response, available)
         return True
@@ -69,8 +73,23 @@ def _retry(ctx, request) -> bool:
 
 def _respond_now(ctx, request) -> None:
     """max_wait_ms passed: answer with whatever there is."""
-    response, available, _ = read(ctx, request.body, cap=_cap(ctx, request))
+    response, available, _ = read(ctx, request.body, cap=_cap(ctx, request), denied=_denied(ctx, request))
     _respond(ctx, request, response, available)
+
+
+def _denied(ctx, request) -> set[str]:
+    """Topics this fetch may not read (Kafka's handleFetchRequest): a follower's fetch needs CLUSTER_ACTION
+    on the cluster, else every topic is refused; a consumer's needs READ on each topic."""
+    authorizer = ctx.authorizer
+    if not authorizer.enabled:
+        return _NOTHING
+    names = {t.topic for t in request.body.topics}
+    if request.body.replica_id >= 0:
+        return set() if authorizer.cluster(request.conn, CLUSTER_ACTION) else names
+    return authorizer.denied(request.conn, READ, TOPIC, names)
+
+
+_NOTHING: set[str] = set()
 
 
 def _cap(ctx, request) -> int | None:
@@ -101,11 +120,12 @@ def _respond(ctx, request, response, available: int) -> None:
         ctx.throttle(request.conn, throttle)
 
 
-def read(ctx, body, record: bool = False, cap: int | None = None) -> tuple[object, int, bool]:
+def read(ctx, body, record: bool = False, cap: int | None = None, denied=_NOTHING) -> tuple[object, int, bool]:
     """Read every requested partition; return (response, bytes available, any error).
 
     `record`: a follower's fetch offsets are its progress (the first read of a request); `cap`:
-    at most this many bytes in all (a consumer quota's)."""
+    at most this many bytes in all (a consumer quota's); `denied`: topics answered
+    TOPIC_AUTHORIZATION_FAILED unread (the authoriser's)."""
     remaining = body.max_bytes if body.max_bytes > 0 else 0x7FFFFFFF
     if cap is not None:
         remaining = min(remaining, cap)
@@ -121,6 +141,8 @@ def read(ctx, body, record: bool = False, cap: int | None = None) -> tuple[objec
             entry = _empty(part.partition)
             log = None
             try:
+                if denied and topic.topic in denied:
+                    raise TopicAuthorizationFailed(f"not authorized to read topic {topic.topic!r}")
                 log = ctx.manager.partition(topic.topic, part.partition)
                 check_leader(log, part.current_leader_epoch)
                 if follower is not None and record:

@@ -16,6 +16,8 @@ from mmlog.ipc.cluster_view import TRANSACTION_STATE
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import find_coordinator as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed, TransactionalIdAuthorizationFailed
 
 API_KEY = schema.API_KEY
 GROUP, TRANSACTION = 0, 1
@@ -23,6 +25,11 @@ GROUP, TRANSACTION = 0, 1
 
 def handle(ctx, request):
     key_type, key = request.body.key_type, request.body.key
+    authorizer = ctx.authorizer
+    if key_type == GROUP and not authorizer.allowed(request.conn, acls.DESCRIBE, acls.GROUP, key):
+        return _refuse(GroupAuthorizationFailed.code, f"not authorized to describe group {key!r}")
+    if key_type == TRANSACTION and not authorizer.allowed(request.conn, acls.DESCRIBE, acls.TRANSACTIONAL_ID, key):
+        return _refuse(TransactionalIdAuthorizationFailed.code, f"not authorized for transactional id {key!r}")
     if key_type == GROUP:
         return _answer(ctx, ctx.views.current().coordinator_for(key), "no live broker", request)
     if key_type != TRANSACTION:

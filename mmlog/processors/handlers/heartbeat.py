@@ -2,11 +2,15 @@
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward, member_args
 from mmlog.protocol.messages import heartbeat as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code)
     return forward(ctx, request, "heartbeat", member_args(request, 3),
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
                    lambda: {"error_code": COORDINATOR_NOT_AVAILABLE})

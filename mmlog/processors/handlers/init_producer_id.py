@@ -10,12 +10,30 @@ from mmlog.errors import KafkaError
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import init_producer_id as schema
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed, TransactionalIdAuthorizationFailed
 
 API_KEY = schema.API_KEY
 FENCED_SINCE = 4
 
 
+def _refusal(ctx, request) -> int:
+    """Kafka's rule: WRITE on the transactional id, or for an idempotent producer IDEMPOTENT_WRITE on the
+    cluster or WRITE on some topic (KIP-679)."""
+    authorizer, conn, tid = ctx.authorizer, request.conn, request.body.transactional_id
+    if not authorizer.enabled:
+        return 0
+    if tid:
+        allowed = authorizer.allowed(conn, acls.WRITE, acls.TRANSACTIONAL_ID, tid)
+        return 0 if allowed else TransactionalIdAuthorizationFailed.code
+    allowed = authorizer.cluster(conn, acls.IDEMPOTENT_WRITE) or authorizer.allowed_any(conn, acls.WRITE, acls.TOPIC)
+    return 0 if allowed else ClusterAuthorizationFailed.code
+
+
 def handle(ctx, request):
+    refusal = _refusal(ctx, request)
+    if refusal:
+        return schema.RESPONSE(throttle_time_ms=0, error_code=refusal, producer_id=-1, producer_epoch=-1)
     body = request.body
     if body.transactional_id:
         translate = fenced_for(request.header.api_version, FENCED_SINCE)

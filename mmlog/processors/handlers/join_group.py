@@ -7,11 +7,16 @@ the member id it hands out (KIP-394).
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, client_host, forward
 from mmlog.protocol.messages import join_group as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code, generation_id=-1,
+                               protocol_name="", leader="", member_id=request.body.member_id, members=[])
     body, version = request.body, request.version
     args = {
         "group_id": body.group_id,

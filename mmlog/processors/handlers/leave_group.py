@@ -7,11 +7,15 @@ by member id or group instance id, each with its own error.
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import leave_group as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code, members=[])
     body, version = request.body, request.version
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in body.members]

@@ -2,11 +2,19 @@
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import list_groups as schema
+from mmlog.security import acls
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
-    return forward(ctx, request, "list_groups", None,
-                   lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
+    authorizer = ctx.authorizer
+
+    def visible(value):
+        if authorizer.enabled and not authorizer.cluster(request.conn, acls.DESCRIBE):
+            value = dict(value, groups=[g for g in value["groups"]
+                                        if authorizer.allowed(request.conn, acls.DESCRIBE, acls.GROUP, g["group_id"])])
+        return schema.RESPONSE(throttle_time_ms=0, **value)
+
+    return forward(ctx, request, "list_groups", None, visible,
                    lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "groups": []})

@@ -1,10 +1,12 @@
-"""ListOffsets (2): earliest (-2), latest (-1) or first offset at a timestamp, per partition.
+"""ListOffsets (2): earliest (-2), latest (-1) or first offset at a timestamp, per partition (DESCRIBE topic).
 
 Latest is the high watermark, or under isolation_level 1 (read_committed, v2+) the last
 stable offset: where a read_committed consumer's reads end (Kafka's ListOffsets)."""
 
 from mmlog.processors.handlers._common import error_code
 from mmlog.protocol.messages import list_offsets as schema
+from mmlog.security import acls
+from mmlog.errors import TopicAuthorizationFailed
 
 API_KEY = schema.API_KEY
 READ_COMMITTED = 1
@@ -15,12 +17,15 @@ EARLIEST = -2
 def handle(ctx, request):
     committed = request.body.isolation_level == READ_COMMITTED
     topics = []
+    denied = ctx.authorizer.denied(request.conn, acls.DESCRIBE, acls.TOPIC, {t.name for t in request.body.topics})
     for topic in request.body.topics:
         results = []
         for part in topic.partitions:
             entry = {"partition_index": part.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
                      "leader_epoch": -1}
             try:
+                if topic.name in denied:
+                    raise TopicAuthorizationFailed(f"not authorized to describe topic {topic.name!r}")
                 log = ctx.manager.partition(topic.name, part.partition_index)
                 if part.timestamp == LATEST:
                     entry["offset"] = log.last_stable_offset if committed else log.high_watermark

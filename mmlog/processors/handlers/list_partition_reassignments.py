@@ -3,11 +3,16 @@ progress (others answer NOT_CONTROLLER)."""
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import list_partition_reassignments as schema
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.DESCRIBE):
+        return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
+                               error_message="not authorized to list reassignments", topics=[])
     topics = request.body.topics
     keys = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
 

@@ -2,6 +2,7 @@
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import list_transactions as schema
+from mmlog.security import acls
 
 API_KEY = schema.API_KEY
 
@@ -10,6 +11,14 @@ def handle(ctx, request):
     body = request.body
     args = {"state_filters": list(body.state_filters), "producer_id_filters": list(body.producer_id_filters),
             "duration_filter": body.duration_filter}
-    return forward(ctx, request, "txn_list", args, lambda v: schema.RESPONSE(throttle_time_ms=0, **v),
+    authorizer = ctx.authorizer
+
+    def visible(v):  # Kafka lists only the transactional ids the principal may DESCRIBE
+        if authorizer.enabled:
+            v = dict(v, transaction_states=[s for s in v["transaction_states"] if authorizer.allowed(
+                request.conn, acls.DESCRIBE, acls.TRANSACTIONAL_ID, s["transactional_id"])])
+        return schema.RESPONSE(throttle_time_ms=0, **v)
+
+    return forward(ctx, request, "txn_list", args, visible,
                    lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "unknown_state_filters": [],
                             "transaction_states": []})

@@ -18,13 +18,19 @@ A partition whose replica here is on an offline log dir (`mmlog/log/log_dirs.py`
 lists this broker in offline_replicas and not in the ISR; if this broker leads it,
 it answers KAFKA_STORAGE_ERROR with leader -1 (Kafka's controller would take the
 leadership away and answer LEADER_NOT_AVAILABLE; both are retriable for clients).
+
+Authorisation (with an authoriser, Kafka's rules): asked for every topic, the answer
+leaves out those the principal may not DESCRIBE; asked by name, they answer
+TOPIC_AUTHORIZATION_FAILED, and so does an unknown topic it may not auto-create
+(CREATE on the cluster or on the topic).
 """
 
 from __future__ import annotations
 
-from mmlog.errors import KafkaStorageError, LeaderNotAvailable, UnknownTopicOrPartition
+from mmlog.errors import KafkaStorageError, LeaderNotAvailable, TopicAuthorizationFailed, UnknownTopicOrPartition
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import metadata as schema
+from mmlog.security.acls import CREATE, DESCRIBE, TOPIC
 
 API_KEY = schema.API_KEY
 
@@ -33,12 +39,20 @@ def handle(ctx, request):
     body = request.body
     ctx.manager.reload()
     known = ctx.manager.topics()  # a copy: taken once a request, not per name (2,000 names were quadratic)
+    authorizer = ctx.authorizer
+    refused: set[str] = set()  # answered TOPIC_AUTHORIZATION_FAILED
     if body.topics is None or (request.version == 0 and not body.topics):
         names = sorted(known)
+        if authorizer.enabled:  # every topic: those the principal may not describe are left out
+            names = [n for n in names if authorizer.allowed(request.conn, DESCRIBE, TOPIC, n)]
     else:
         names = [t.name for t in body.topics]
-    missing = list(dict.fromkeys(n for n in names if n not in known))
+        refused = authorizer.denied(request.conn, DESCRIBE, TOPIC, names)
+    missing = list(dict.fromkeys(n for n in names if n not in known and n not in refused))
     may_create = ctx.config["auto.create.topics.enable"] and (request.version < 4 or body.allow_auto_topic_creation)
+    if missing and may_create and authorizer.enabled and not authorizer.cluster(request.conn, CREATE):
+        refused |= authorizer.denied(request.conn, CREATE, TOPIC, missing)  # CREATE on the cluster or the topic
+        missing = [n for n in missing if n not in refused]
     if missing and may_create:
         cap = ctx.config["auto.create.topics.max.per.request"]
         asked, later = missing[:cap], missing[cap:]
@@ -46,20 +60,24 @@ def handle(ctx, request):
         def created(ok, value):
             ctx.manager.reload()
             pending = set(later) | set(value if ok and value else ())
-            request.respond(_response(ctx, names, ctx.manager.topics(), pending, request.conn.listener_name))
+            request.respond(_response(ctx, names, ctx.manager.topics(), pending, request.conn.listener_name, refused))
 
         ctx.control.call("auto_create_topics", asked, created)
         return DEFERRED
-    return _response(ctx, names, known, listener=request.conn.listener_name)
+    return _response(ctx, names, known, listener=request.conn.listener_name, refused=refused)
 
 
-def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset(), listener: str | None = None):
+def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset(), listener: str | None = None,
+              refused: set[str] = frozenset()):
     """`topics`: the catalogue; `pending`: unknown topics to be created when asked again
-    (LEADER_NOT_AVAILABLE). Brokers are given by their endpoint on `listener`, the one the request
-    came in on (Kafka's rule)."""
+    (LEADER_NOT_AVAILABLE); `refused`: TOPIC_AUTHORIZATION_FAILED, existing or not. Brokers are given by
+    their endpoint on `listener`, the one the request came in on (Kafka's rule)."""
     view = ctx.views.current()
     out = []
     for name in names:
+        if name in refused:
+            out.append({"error_code": TopicAuthorizationFailed.code, "name": name, "partitions": []})
+            continue
         info = topics.get(name)
         if info is None:
             code = LeaderNotAvailable.code if name in pending else UnknownTopicOrPartition.code

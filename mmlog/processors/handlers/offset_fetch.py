@@ -8,6 +8,8 @@ goes into every partition.
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import offset_fetch as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
@@ -16,7 +18,23 @@ def handle(ctx, request):
     body, version = request.body, request.version
     topics = None if body.topics is None else [(t.name, list(t.partition_indexes)) for t in body.topics]
 
+    authorizer = ctx.authorizer
+    refused = []
+    if authorizer.enabled:
+        if not authorizer.allowed(request.conn, acls.DESCRIBE, acls.GROUP, body.group_id):
+            return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code, topics=[
+                {"name": t, "partitions": [_entry(p, GroupAuthorizationFailed.code) for p in ps]}
+                for t, ps in topics or ()])
+        if topics is not None:
+            denied = authorizer.denied(request.conn, acls.DESCRIBE, acls.TOPIC, {t for t, _ in topics})
+            refused = [{"name": t, "partitions": [_entry(p, TopicAuthorizationFailed.code) for p in ps]}
+                       for t, ps in topics if t in denied]
+            topics = [(t, ps) for t, ps in topics if t not in denied]
+
     def respond(value):
+        if authorizer.enabled:
+            value = dict(value, topics=[*(t for t in value["topics"] if authorizer.allowed(
+                request.conn, acls.DESCRIBE, acls.TOPIC, t["name"])), *refused])
         if version < 2 and value["error_code"]:
             for topic in value["topics"]:
                 for partition in topic["partitions"]:
@@ -28,4 +46,11 @@ def handle(ctx, request):
             {"name": t, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
                                         "metadata": "", "error_code": 0} for p in ps]} for t, ps in topics or ()]}
 
+    if topics == [] and refused:
+        return respond({"error_code": 0, "topics": []})
     return forward(ctx, request, "offset_fetch", {"group_id": body.group_id, "topics": topics}, respond, unavailable)
+
+
+def _entry(partition: int, code: int) -> dict:
+    return {"partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+            "error_code": code}

@@ -10,17 +10,22 @@ Only the leader answers, fenced by current_leader_epoch like a fetch.
 
 from mmlog.processors.handlers._common import check_leader, error_code
 from mmlog.protocol.messages import offset_for_leader_epoch as schema
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed, TopicAuthorizationFailed
 
 API_KEY = schema.API_KEY
 
 
 def handle(ctx, request):
     topics = []
+    denied, refusal = _denied(ctx, request)
     for topic in request.body.topics:
         results = []
         for part in topic.partitions:
             entry = {"error_code": 0, "partition": part.partition, "leader_epoch": -1, "end_offset": -1}
             try:
+                if topic.topic in denied:
+                    raise refusal(f"not authorized for topic {topic.topic!r}")
                 log = ctx.manager.partition(topic.topic, part.partition)
                 check_leader(log, part.current_leader_epoch)
                 entry["leader_epoch"], entry["end_offset"] = log.end_offset_for_epoch(part.leader_epoch)
@@ -29,3 +34,12 @@ def handle(ctx, request):
             results.append(entry)
         topics.append({"topic": topic.topic, "partitions": results})
     return schema.RESPONSE(throttle_time_ms=0, topics=topics)
+
+
+def _denied(ctx, request) -> tuple[set, type]:
+    """Kafka's rule: a consumer's request (v3+, no replica id) needs DESCRIBE on each topic; a follower's, or
+    any before v3 (an inter-broker API then), CLUSTER_ACTION on the cluster."""
+    authorizer, names = ctx.authorizer, {t.topic for t in request.body.topics}
+    if request.version >= 3 and request.body.replica_id < 0:
+        return authorizer.denied(request.conn, acls.DESCRIBE, acls.TOPIC, names), TopicAuthorizationFailed
+    return (set() if authorizer.cluster(request.conn, acls.CLUSTER_ACTION) else names), ClusterAuthorizationFailed

@@ -4,7 +4,8 @@ The records field is a writable view into the request frame: the log rewrites
 baseOffset in it and writes those same bytes to the segment, so a batch is never
 copied between the socket and the page cache. A batch is validated (length,
 magic, CRC-32C) before anything is written; every partition gets its own error.
-acks=0 sends no response at all.
+acks=0 sends no response at all. With an authoriser, a topic the producer may not
+WRITE answers TOPIC_AUTHORIZATION_FAILED and appends nothing (`refusals`).
 
 acks=-1 (all): with fewer in-sync replicas than min.insync.replicas a partition
 answers NOT_ENOUGH_REPLICAS and appends nothing. Otherwise the append is answered
@@ -41,6 +42,8 @@ from mmlog.errors import (
     NotEnoughReplicasAfterAppend,
     NotLeaderOrFollower,
     RequestTimedOut,
+    TopicAuthorizationFailed,
+    TransactionalIdAuthorizationFailed,
 )
 from mmlog.log import AppendInfo
 from mmlog.processors.handlers._common import error_code
@@ -48,6 +51,7 @@ from mmlog.processors.request import NO_RESPONSE
 from mmlog.protocol import EncodeError, Placeholder, RequestHeader, encode_request_parts, encode_response
 from mmlog.protocol.messages import produce as schema
 from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
+from mmlog.security.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 
 API_KEY = schema.API_KEY
 MAX_TEMPLATES = 1024  # request shapes and (topic, version) answer templates kept; beyond, a cache starts over
@@ -56,7 +60,10 @@ MAX_TEMPLATES = 1024  # request shapes and (topic, version) answer templates kep
 def handle(ctx, request):
     """One decoded Produce request, as a group of one (dispatch sends every Produce frame to
     `handle_group` itself; this keeps the handler interface every API module has)."""
-    return handle_group(ctx, [(request.header, *parts(request.body))])[0]
+    body = request.body
+    acks, topics, timeout_ms = parts(body)
+    refused = [refusals(ctx, request.conn, body.transactional_id, topics)] if ctx.authorizer.enabled else None
+    return handle_group(ctx, [(request.header, acks, topics, timeout_ms)], refused=refused)[0]
 
 
 def parts(body) -> tuple:
@@ -65,20 +72,25 @@ def parts(body) -> tuple:
             body.timeout_ms)
 
 
-def handle_group(ctx, requests: list, throttle_ms: int = 0) -> list:
+def handle_group(ctx, requests: list, throttle_ms: int = 0, refused: list | None = None) -> list:
     """Answer Produce requests of one connection, in order: a response (a body, or a frame from the
     template), NO_RESPONSE, or `AwaitingReplicas` each. A request is (header, acks, [(topic,
-    [(partition, records)])], timeout ms). throttle_ms: a client quota's (processors/quotas.py)."""
+    [(partition, records)])], timeout ms). throttle_ms: a client quota's (processors/quotas.py).
+    refused: per request, {topic: error code} of the topics the authoriser refused (`refusals`), or None."""
     answers = []  # per request: [(topic, [(partition, error code, base offset, log start offset, message)])]
     waits = []  # per request: [(results, slot, partition log, offset the HW must reach)]
     pending: dict[tuple[str, int], list] = {}  # (topic, partition) -> [(records, results, slot, waits)], in order
-    for _, acks, topics, _ in requests:
+    for n, (_, acks, topics, _) in enumerate(requests):
         valid_acks = acks in (0, 1, -1)
         answer, waiting = [], [] if acks == -1 else None
+        denied = refused[n] if refused else None
         for name, partitions in topics:
             results = []
             for index, records in partitions:
-                if not valid_acks:
+                if denied and name in denied:
+                    results.append((index, denied[name], -1, -1, None))
+                    ctx.metrics.error(API_KEY, denied[name])
+                elif not valid_acks:
                     results.append((index, InvalidRequiredAcks.code, -1, -1, None))
                     ctx.metrics.error(API_KEY, InvalidRequiredAcks.code)
                 elif records is None or len(records) == 0:
@@ -123,6 +135,18 @@ def handle_group(ctx, requests: list, throttle_ms: int = 0) -> list:
         else:
             out.append(NO_RESPONSE if acks == 0 else _answer(header, answer, throttle_ms))
     return out
+
+
+def refusals(ctx, conn, transactional_id, topics) -> dict[str, int] | None:
+    """The topics of one request the authoriser refuses, with their error codes (Kafka's handleProduceRequest):
+    all of them TRANSACTIONAL_ID_AUTHORIZATION_FAILED if the producer may not WRITE its transactional id,
+    else each topic it may not WRITE, TOPIC_AUTHORIZATION_FAILED. None: nothing refused."""
+    authorizer = ctx.authorizer
+    if transactional_id is not None and not authorizer.allowed(conn, WRITE, TRANSACTIONAL_ID, transactional_id):
+        return {name: TransactionalIdAuthorizationFailed.code for name, _ in topics}
+    denied = {name: TopicAuthorizationFailed.code for name, _ in topics if not authorizer.allowed(conn, WRITE, TOPIC,
+                                                                                                   name)}
+    return denied or None
 
 
 def check_enough_replicas(log) -> None:
@@ -243,11 +267,12 @@ class RequestShape:
     1 µs instead of 3.5. Anything else (another topic, more partitions) is decoded as usual.
     """
 
-    __slots__ = ("template", "head", "version", "client_id", "acks", "name", "timeout_ms")
+    __slots__ = ("template", "head", "version", "client_id", "acks", "name", "timeout_ms", "transactional_id")
 
     def __init__(self, template: FrameTemplate, version: int, client_id, acks: int, name: str,
-                 timeout_ms: int = 0) -> None:
+                 timeout_ms: int = 0, transactional_id: str | None = None) -> None:
         self.timeout_ms = timeout_ms
+        self.transactional_id = transactional_id
         self.template = template
         self.head = template.size - template.skip  # bytes of a received frame before its records
         self.version = version
@@ -286,7 +311,7 @@ class RequestShape:
             template = FrameTemplate(head, [(I32, 8), (I32, mark), (I32, len(head) - 4)], skip=4)
         except (EncodeError, TemplateError):
             return None
-        return cls(template, version, client_id, acks, name, timeout_ms)
+        return cls(template, version, client_id, acks, name, timeout_ms, transactional_id)
 
     def read(self, frame) -> tuple | None:
         """(header, acks, topics, timeout ms) as handle_group takes it, or None if the frame is not of this shape."""

@@ -3,6 +3,8 @@ which keeps them pending until the transaction's marker (`send_offsets_to_transa
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
 from mmlog.protocol.messages import txn_offset_commit as schema
+from mmlog.security import acls
+from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed, TransactionalIdAuthorizationFailed
 
 API_KEY = schema.API_KEY
 FENCED_SINCE = 3
@@ -27,6 +29,18 @@ def handle(ctx, request):
                 p["error_code"] = translate(p["error_code"])
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
+    authorizer = ctx.authorizer
+    if authorizer.enabled:  # Kafka's rule: WRITE on the transactional id, READ on the group, READ on each topic
+        code = 0
+        if not authorizer.allowed(request.conn, acls.WRITE, acls.TRANSACTIONAL_ID, body.transactional_id):
+            code = TransactionalIdAuthorizationFailed.code
+        elif not authorizer.allowed(request.conn, acls.READ, acls.GROUP, body.group_id):
+            code = GroupAuthorizationFailed.code
+        denied = authorizer.denied(request.conn, acls.READ, acls.TOPIC, {t for t, _ in topics})
+        if code or denied:
+            return schema.RESPONSE(throttle_time_ms=0, topics=[
+                {"name": t, "partitions": [{"partition_index": p[0], "error_code": code or (
+                    TopicAuthorizationFailed.code if t in denied else 0)} for p in ps]} for t, ps in topics])
     return forward(ctx, request, "txn_offset_commit", args, respond,
                    lambda: {"topics": [{"name": t, "partitions": [
                        {"partition_index": p[0], "error_code": COORDINATOR_NOT_AVAILABLE} for p in ps]}

@@ -35,6 +35,8 @@ from mmlog.processors.handlers import produce
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import write_txn_markers as schema
+from mmlog.security import acls
+from mmlog.errors import ClusterAuthorizationFailed
 
 API_KEY = schema.API_KEY
 MARKER_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms, which bounds its marker appends
@@ -43,6 +45,10 @@ GROUP_PREFIX = GROUP_OFFSETS_TOPIC + "/"
 
 
 def handle(ctx, request):
+    if not ctx.authorizer.cluster(request.conn, acls.CLUSTER_ACTION):  # an inter-broker API
+        return _response(request.header, [(m.producer_id, [(t.name, [(p, ClusterAuthorizationFailed.code)
+                                                                     for p in t.partition_indexes])
+                                                           for t in m.topics]) for m in request.body.markers])
     """Group entries through the control plane first, then every partition's marker."""
     groups = [(m.producer_id, m.transaction_result, t.name) for m in request.body.markers for t in m.topics
               if t.name.startswith(GROUP_PREFIX)]

@@ -25,6 +25,7 @@ from . import (alter_user_scram_credentials, describe_user_scram_credentials, sa
                sasl_handshake)
 from . import alter_client_quotas, describe_client_quotas  # quotas (#18)
 from . import alter_partition_reassignments, elect_leaders, list_partition_reassignments  # replicas (#18)
+from . import create_acls, delete_acls, describe_acls  # ACLs (#19)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ APIS: dict[int, Api] = {api.key: api for api in map(_api, [
     sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
     describe_client_quotas, alter_client_quotas,
     elect_leaders, alter_partition_reassignments, list_partition_reassignments,
+    describe_acls, create_acls, delete_acls,
 ])}
 
 
