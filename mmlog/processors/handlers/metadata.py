@@ -18,15 +18,25 @@ A partition whose replica here is on an offline log dir (`mmlog/log/log_dirs.py`
 lists this broker in offline_replicas and not in the ISR; if this broker leads it,
 it answers KAFKA_STORAGE_ERROR with leader -1 (Kafka's controller would take the
 leadership away and answer LEADER_NOT_AVAILABLE; both are retriable for clients).
+
+v10+ answers each topic's id (the UUID stored with the topic in its catalogue entry; the
+zero UUID for a topic that does not exist). v12 may ask by topic id (a null name): as in
+Kafka, the ids then decide (names are ignored), an unknown id answers UNKNOWN_TOPIC_ID and
+nothing is created; v10-11 may not (INVALID_REQUEST).
 """
 
 from __future__ import annotations
 
-from mmlog.errors import KafkaStorageError, LeaderNotAvailable, UnknownTopicOrPartition
+import uuid
+
+from mmlog.errors import (InvalidRequest, KafkaStorageError, LeaderNotAvailable, UnknownTopicId,
+                          UnknownTopicOrPartition)
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import metadata as schema
 
 API_KEY = schema.API_KEY
+BY_ID_SINCE = 12  # Metadata v12: topics may be asked for by id
+NO_ID = uuid.UUID(int=0)
 
 
 def handle(ctx, request):
@@ -35,6 +45,8 @@ def handle(ctx, request):
     known = ctx.manager.topics()  # a copy: taken once a request, not per name (2,000 names were quadratic)
     if body.topics is None or (request.version == 0 and not body.topics):
         names = sorted(known)
+    elif any(t.name is None or t.topic_id != NO_ID for t in body.topics):
+        return _by_id(ctx, request, known)
     else:
         names = [t.name for t in body.topics]
     missing = list(dict.fromkeys(n for n in names if n not in known))
@@ -53,6 +65,20 @@ def handle(ctx, request):
     return _response(ctx, names, known, listener=request.conn.listener_name)
 
 
+def _by_id(ctx, request, known: dict):
+    """A v12+ request naming topics by id (Kafka's rule: the ids decide, names are ignored)."""
+    if request.version < BY_ID_SINCE:
+        raise InvalidRequest(f"Metadata v{request.version} cannot name topics by id or leave names null")
+    names_of = {uuid.UUID(hex=info.topic_id): name for name, info in known.items()}
+    ids = list(dict.fromkeys(t.topic_id for t in request.body.topics))
+    names = list(dict.fromkeys(names_of[i] for i in ids if i in names_of))
+    unknown = [{"error_code": UnknownTopicId.code, "name": None, "topic_id": i, "partitions": []}
+               for i in ids if i not in names_of]
+    response = _response(ctx, names, known, listener=request.conn.listener_name)
+    response.topics = unknown + response.topics
+    return response
+
+
 def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset(), listener: str | None = None):
     """`topics`: the catalogue; `pending`: unknown topics to be created when asked again
     (LEADER_NOT_AVAILABLE). Brokers are given by their endpoint on `listener`, the one the request
@@ -66,7 +92,8 @@ def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset
             out.append({"error_code": code, "name": name, "partitions": []})
             continue
         partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view, ctx) for p in range(info.partitions)]
-        out.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
+        out.append({"error_code": 0, "name": name, "topic_id": uuid.UUID(hex=info.topic_id), "is_internal": False,
+                    "partitions": partitions})
     return schema.RESPONSE(
         throttle_time_ms=0,
         brokers=[{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}  # on the request's listener
