@@ -164,3 +164,13 @@ def test_create_topics_v5_answers_partitions_replication_and_configs_of_each_top
         refused = create("v5-made", False)
         assert refused.error_code == 36 and (refused.num_partitions, refused.replication_factor) == (-1, -1)
         assert create("v5-none", True, partitions=0).error_code != 0
+
+
+def test_a_catalogue_topic_id_reads_as_hex_or_kafkas_base64_and_a_missing_one_as_the_zero_uuid():
+    from base64 import urlsafe_b64encode
+
+    from mmlog.processors.handlers.metadata import topic_uuid
+    some = uuid.uuid4()
+    assert topic_uuid(some.hex) == some
+    assert topic_uuid(urlsafe_b64encode(some.bytes).decode().rstrip("=")) == some
+    assert topic_uuid("") == topic_uuid("not an id") == uuid.UUID(int=0)

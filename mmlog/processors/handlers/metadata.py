@@ -27,6 +27,7 @@ nothing is created; v10-11 may not (INVALID_REQUEST).
 
 from __future__ import annotations
 
+import base64
 import uuid
 
 from mmlog.errors import (InvalidRequest, KafkaStorageError, LeaderNotAvailable, UnknownTopicId,
@@ -65,11 +66,23 @@ def handle(ctx, request):
     return _response(ctx, names, known, listener=request.conn.listener_name)
 
 
+def topic_uuid(text: str) -> uuid.UUID:
+    """A catalogue's topic id (32 hex digits; Kafka's tools write 22 characters of URL-safe base64)
+    as a UUID; the zero UUID for a topic without one (a catalogue older than topic ids)."""
+    try:
+        if len(text) == 22:
+            return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+        return uuid.UUID(hex=text)
+    except ValueError:
+        return NO_ID
+
+
 def _by_id(ctx, request, known: dict):
     """A v12+ request naming topics by id (Kafka's rule: the ids decide, names are ignored)."""
     if request.version < BY_ID_SINCE:
         raise InvalidRequest(f"Metadata v{request.version} cannot name topics by id or leave names null")
-    names_of = {uuid.UUID(hex=info.topic_id): name for name, info in known.items()}
+    names_of = {topic_uuid(info.topic_id): name for name, info in known.items()}
+    names_of.pop(NO_ID, None)
     ids = list(dict.fromkeys(t.topic_id for t in request.body.topics))
     names = list(dict.fromkeys(names_of[i] for i in ids if i in names_of))
     unknown = [{"error_code": UnknownTopicId.code, "name": None, "topic_id": i, "partitions": []}
@@ -92,7 +105,7 @@ def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset
             out.append({"error_code": code, "name": name, "partitions": []})
             continue
         partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view, ctx) for p in range(info.partitions)]
-        out.append({"error_code": 0, "name": name, "topic_id": uuid.UUID(hex=info.topic_id), "is_internal": False,
+        out.append({"error_code": 0, "name": name, "topic_id": topic_uuid(info.topic_id), "is_internal": False,
                     "partitions": partitions})
     return schema.RESPONSE(
         throttle_time_ms=0,
