@@ -5,7 +5,6 @@ or a newer one, it uses the advertised versions. So mmlog serves every version a
 one it makes kafka-python infer would serve (docs/protocol-versions.md)."""
 
 import time
-import uuid
 
 import pytest
 
@@ -161,20 +160,3 @@ def test_kafka_pythons_client_quota_messages_alter_and_describe_quotas(broker, p
     assert [(v.key, v.value) for e in described.entries for v in e.values] == [("producer_byte_rate", 2048.0)]
     assert altered.API_VERSION == described.API_VERSION == 1  # flexible (a release < 2.6 has no quota API)
 
-
-def test_metadata_v10_and_later_answer_each_topics_stable_id(broker):
-    from mmlog.protocol.messages import metadata
-    host, port = broker.bootstrap.rsplit(":", 1)
-    with Admin(broker.bootstrap) as admin:
-        admin.create_topic("with-id", 1)
-    with BrokerConnection(host, int(port)) as conn:
-        by_name = conn.request(metadata.API_KEY, 12, metadata.REQUEST(topics=[{"name": "with-id"}]))
-        [topic] = by_name.topics
-        assert topic.error_code == 0 and topic.topic_id != uuid.UUID(int=0)
-        again = conn.request(metadata.API_KEY, 10, metadata.REQUEST(topics=[{"name": "with-id"}]))
-        assert again.topics[0].topic_id == topic.topic_id
-        unknown = uuid.uuid4()
-        by_id = conn.request(metadata.API_KEY, 12, metadata.REQUEST(topics=[
-            {"name": None, "topic_id": topic.topic_id}, {"name": None, "topic_id": unknown}]))
-    assert [(t.name, t.topic_id, t.error_code) for t in by_id.topics] == [
-        (None, unknown, 100), ("with-id", topic.topic_id, 0)]  # UNKNOWN_TOPIC_ID
