@@ -354,6 +354,19 @@ class SecurityDisabled(KafkaError):
     code = 54
 
 
+# The flexible versions of the core APIs (issue #18)
+class UnstableOffsetCommit(KafkaError):
+    """OffsetFetch v7+ with require_stable: a transaction holds uncommitted offsets for the partition."""
+
+    code = 88
+    retriable = True
+
+
+class UnknownTopicId(KafkaError):
+    code = 100
+    retriable = True
+
+
 BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls for cls in KafkaError.__subclasses__()
 }

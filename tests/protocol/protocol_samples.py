@@ -8,6 +8,7 @@ field read from the wrong position cannot compare equal by accident. The
 from __future__ import annotations
 
 import itertools
+import uuid
 
 from mmlog.protocol.messages import APIS
 from mmlog.protocol.schema import Field, Message, StructType, in_range
@@ -66,4 +67,6 @@ def _scalar(type_name: str, name: str, default, counter):
         return f"{name}-{n}-é"  # one non-ASCII character: lengths are in bytes
     if type_name in ("bytes", "records"):
         return f"<{name} {n}>".encode() * 3
+    if type_name == "uuid":
+        return uuid.UUID(int=(n << 64) | 0x5EED)
     raise AssertionError(f"no sample for {type_name}")

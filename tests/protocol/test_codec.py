@@ -107,4 +107,4 @@ def test_versions_outside_the_registry_are_refused_on_encode():
     with pytest.raises(UnsupportedVersionError):
         encode_request(RequestHeader(0, 2, 1, "c"), produce.REQUEST())
     with pytest.raises(UnsupportedVersionError):
-        encode_response(RequestHeader(3, 9, 1, "c"), metadata.RESPONSE())
+        encode_response(RequestHeader(3, 13, 1, "c"), metadata.RESPONSE())

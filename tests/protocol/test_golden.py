@@ -84,10 +84,10 @@ def test_produce_records_are_a_view_into_the_frame():
 
 
 def test_a_request_for_an_unsupported_version_carries_its_header():
-    frame = framed("0003" "0009" "00000004" + s16("c") + "00" "01")[4:]  # Metadata v9
+    frame = framed("0003" "000d" "00000004" + s16("c") + "00" "01")[4:]  # Metadata v13
     with pytest.raises(UnsupportedVersionError) as info:
         decode_request(frame)
-    assert info.value.header == RequestHeader(3, 9, 4, "c")
+    assert info.value.header == RequestHeader(3, 13, 4, "c")
 
 
 # Request frames (size prefix removed) captured on 127.0.0.1 from real clients talking to

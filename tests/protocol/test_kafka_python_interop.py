@@ -7,6 +7,7 @@ the same named values, and re-encode them to the very same bytes.
 """
 
 import importlib
+import uuid
 
 import pytest
 
@@ -90,11 +91,13 @@ def assert_same_values(theirs, ours, path=""):
     elif isinstance(theirs, list) and isinstance(ours, list):
         assert len(theirs) == len(ours), path
         for a, b in zip(theirs, ours):
-            if isinstance(a, str) and isinstance(b, dict) and list(b) == ["name"]:
+            if isinstance(a, str) and isinstance(b, dict) and set(b) - {"topic_id"} == {"name"}:
                 b = b["name"]  # old Metadata requests list topics as bare strings
             assert_same_values(a, b, path)
     elif isinstance(theirs, str) and isinstance(ours, bytes):
         assert theirs.encode() == ours, path
+    elif isinstance(theirs, str) and isinstance(ours, uuid.UUID):
+        assert theirs == str(ours), path  # kafka-python keeps a UUID as its text
     else:
         assert theirs == ours, path
 
@@ -136,8 +139,9 @@ def test_hand_written_kafka_python_structs_agree(api, version, kind, nulls):
 
 
 def test_old_struct_coverage():
-    """Every API we speak has hand-written kafka-python structs for most versions."""
-    client_cases = [case for case in CASES if case[0].name not in NO_OLD_STRUCTS]
+    """Every API we speak has hand-written kafka-python structs for most non-flexible versions (its
+    hand-written structs stop before KIP-482; the JSON codec above checks the flexible ones)."""
+    client_cases = [case for case in CASES if case[0].name not in NO_OLD_STRUCTS and not case[0].is_flexible(case[1])]
     assert len(OLD_CASES) >= len(client_cases) - 8  # the newest version of 4 APIs (DeleteRecords v1, ...)
 
 

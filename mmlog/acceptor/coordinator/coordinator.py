@@ -113,6 +113,7 @@ FENCED_INSTANCE_ID = errors.FencedInstanceId.code
 GROUP_ID_NOT_FOUND = errors.GroupIdNotFound.code
 NON_EMPTY_GROUP = errors.NonEmptyGroup.code
 GROUP_SUBSCRIBED_TO_TOPIC = errors.GroupSubscribedToTopic.code
+UNSTABLE_OFFSET_COMMIT = errors.UnstableOffsetCommit.code
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: a new member cannot heartbeat while its join is parked
 
@@ -124,8 +125,12 @@ def join_error(member_id: str, code: int) -> dict:
             "members": []}
 
 
-def sync_result(code: int, assignment: bytes = b"") -> dict:
-    return {"error_code": code, "assignment": assignment}
+def sync_result(code: int, assignment: bytes = b"", group: Group | None = None) -> dict:
+    """A SyncGroup answer; a successful one names the group's protocol type and name (v5+)."""
+    if code != NONE or group is None:
+        return {"error_code": code, "assignment": assignment}
+    return {"error_code": code, "assignment": assignment, "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name}
 
 
 def dead_group(group_id: str) -> dict:
@@ -350,7 +355,8 @@ class GroupCoordinator:
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _join_result(self, group: Group, member: Member) -> dict:
-        return {"error_code": NONE, "generation_id": group.generation, "protocol_name": group.protocol_name or "",
+        return {"error_code": NONE, "generation_id": group.generation, "protocol_type": group.protocol_type,
+                "protocol_name": group.protocol_name or "",
                 "leader": group.leader_id or "", "member_id": member.member_id,
                 "members": group.member_metadata() if group.is_leader(member.member_id) else []}
 
@@ -428,7 +434,7 @@ class GroupCoordinator:
         for member in group.members.values():
             if member.sync_reply is not None:
                 reply, member.sync_reply = member.sync_reply, None
-                reply(sync_result(code, member.assignment))
+                reply(sync_result(code, member.assignment, group))
                 self._expire_later(group, member, member.session_timeout_ms)
 
     def _store_generation(self, group: Group) -> None:
@@ -514,6 +520,8 @@ class GroupCoordinator:
         code = self._check_member(group, member_id, args["group_instance_id"], args["generation_id"])
         if code:
             reply(sync_result(code))
+        elif not group.agrees(args.get("protocol_type"), args.get("protocol_name")):
+            reply(sync_result(INCONSISTENT_GROUP_PROTOCOL))
         elif group.is_(EMPTY):
             reply(sync_result(UNKNOWN_MEMBER_ID))
         elif group.is_(PREPARING):
@@ -533,7 +541,7 @@ class GroupCoordinator:
                 group.transition(STABLE)
         else:  # Stable: the assignment of this generation
             member = group.members[member_id]
-            reply(sync_result(NONE, member.assignment))
+            reply(sync_result(NONE, member.assignment, group))
             self._expire_later(group, member, member.session_timeout_ms)
 
     def heartbeat(self, args: dict, reply: Reply) -> None:
@@ -636,13 +644,16 @@ class GroupCoordinator:
 
     def txn_offset_commit(self, args: dict, reply: Reply) -> None:
         """TxnOffsetCommit: offsets held pending for the producer until its transaction's marker. Kafka's
-        checks: a dead group is not available; a named member must be in the group, a generation current."""
+        checks: a dead group is not available; a fenced static member is fenced (v3+); a named member must
+        be in the group, a generation current."""
         group_id, member_id, generation = args["group_id"], args["member_id"], args["generation_id"]
         topics, pid = args["topics"], args["producer_id"]
         group = self.groups.get(group_id)
         code = NONE
         if group is not None and group.is_(DEAD):
             code = COORDINATOR_NOT_AVAILABLE
+        elif group is not None and group.is_static_member_fenced(member_id, args.get("group_instance_id")):
+            code = FENCED_INSTANCE_ID
         elif member_id and (group is None or member_id not in group.members):
             code = UNKNOWN_MEMBER_ID
         elif generation >= 0 and (group is None or generation != group.generation):
@@ -703,7 +714,10 @@ class GroupCoordinator:
         self.store.write(records, done)
 
     def offset_fetch(self, args: dict, reply: Reply) -> None:
+        """The committed offsets asked for; with require_stable (v7+), a partition an open transaction
+        holds offsets for answers UNSTABLE_OFFSET_COMMIT instead (Kafka's KIP-447 rule)."""
         committed = self.store.table.group_offsets(args["group_id"])
+        unstable = self.store.table.pending_partitions(args["group_id"]) if args.get("require_stable") else ()
         wanted = args["topics"]  # None: everything the group has committed
         if wanted is None:
             by_topic: dict[str, list[int]] = {}
@@ -714,6 +728,10 @@ class GroupCoordinator:
         for topic, partitions in wanted:
             out = []
             for p in partitions:
+                if (topic, p) in unstable:
+                    out.append({"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                                "metadata": "", "error_code": UNSTABLE_OFFSET_COMMIT})
+                    continue
                 c = committed.get((topic, p))
                 out.append({"partition_index": p, "committed_offset": c.offset if c else -1,
                             "committed_leader_epoch": c.leader_epoch if c else -1,
@@ -857,10 +875,12 @@ class GroupCoordinator:
 
     # ================================================================ listing
 
-    def list_groups(self, _args: Any, reply: Reply) -> None:
-        """The groups this broker coordinates (clients ask every broker for all of them)."""
-        reply({"error_code": NONE, "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or ""}
-                                              for g in sorted(self.groups.values(), key=lambda g: g.group_id)]})
+    def list_groups(self, states: Any, reply: Reply) -> None:
+        """The groups this broker coordinates (clients ask every broker for all of them); `states`, if
+        not empty, keeps those in one of these states (ListGroups v4+, names as Kafka's, case-sensitive)."""
+        reply({"error_code": NONE, "groups": [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value}
+            for g in sorted(self.groups.values(), key=lambda g: g.group_id) if not states or g.state.value in states]})
 
     def describe_groups(self, group_ids: list[str], reply: Reply) -> None:
         reply({"groups": [self._describe(g) for g in group_ids]})

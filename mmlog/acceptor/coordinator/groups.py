@@ -219,6 +219,12 @@ class Group:
             return False
         return any(all(name in m.protocol_names() for m in others) for name in names)
 
+    def agrees(self, protocol_type: str | None, protocol_name: str | None) -> bool:
+        """SyncGroup v5+ may name the protocol type and name it expects (None: not named); Kafka
+        answers INCONSISTENT_GROUP_PROTOCOL when they are not the group's."""
+        return ((protocol_type is None or protocol_type == self.protocol_type)
+                and (protocol_name is None or protocol_name == self.protocol_name))
+
     def select_protocol(self) -> str:
         """The protocol every member lists that most members prefer (ties: the leader's preference)."""
         members = list(self.members.values())

@@ -188,6 +188,10 @@ class OffsetTable:
     def pending_offsets(self, group: str, producer_id: int) -> dict[tuple[str, int], Committed]:
         return self.pending.get(group, {}).get(producer_id, {})
 
+    def pending_partitions(self, group: str) -> set[tuple[str, int]]:
+        """(topic, partition) holding offsets of an open transaction in `group` (any producer)."""
+        return {key for entries in self.pending.get(group, {}).values() for key in entries}
+
     def records(self) -> Iterator[Record]:
         """The shortest record stream that rebuilds this table (for compaction)."""
         yield from self.groups.values()

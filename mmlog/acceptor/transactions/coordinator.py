@@ -67,6 +67,7 @@ from mmlog.errors import (
     NotCoordinator,
     NotEnoughReplicas,
     OperationNotAttempted,
+    ProducerFenced,
     UnknownTopicOrPartition,
 )
 from mmlog.ipc.cluster_view import transaction_partition
@@ -256,6 +257,9 @@ class TransactionCoordinator:
             self._not_pending(loaded, txn_id)
             now = _now_ms()
             current = loaded.txns.get(txn_id)
+            expected = args.get("expected")  # (producer id, epoch) an InitProducerId v3+ names (KIP-360)
+            if expected is not None and current is not None and expected[0] != current.producer_id:
+                raise ProducerFenced(f"producer id {expected[0]} is not {txn_id}'s current one")
             if current is None:
                 new = TxnState(self.store.next_producer_id(), 0, timeout_ms, EMPTY, -1, now)
             elif current.state == ONGOING:
@@ -263,6 +267,8 @@ class TransactionCoordinator:
                 self._write(p, txn_id, current.prepare_fence_and_abort(now),
                             lambda error: error or self._complete(p, txn_id))
                 raise ConcurrentTransactions("aborting the previous producer's open transaction")
+            elif expected is not None and expected[1] != current.producer_epoch:
+                raise ProducerFenced(f"epoch {expected[1]} is not {txn_id}'s current epoch {current.producer_epoch}")
             else:
                 new = current.prepare_init(timeout_ms, now, self.store.next_producer_id)
         except KafkaError as exc:

@@ -69,15 +69,12 @@ HANDLERS = {
 }
 
 
-# Served but not advertised: kafka-python 3.x infers a broker's version from the APIs it advertises,
-# DescribeClientQuotas / AlterClientQuotas make it infer Kafka 2.6, and a client configured with
-# api_version=(2, 5) (a common setting) then takes its own 2.5 version table: Metadata v9 and other
-# flexible versions mmlog does not serve, so it could not connect at all (KAFKA_INTEROP.md). mmlog's
-# Admin and `mmlog quotas` send them without asking; Kafka's own tools would first need the flexible
-# versions of the core APIs, which are not built yet.
-UNADVERTISED = frozenset({48, 49})
-
-
 def advertised_versions() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for the APIs this broker has handlers for: the ApiVersions answer."""
-    return [(k, lo, hi) for k, lo, hi in supported_versions() if k in HANDLERS and k not in UNADVERTISED]
+    """(api_key, min, max) for the APIs this broker has handlers for: the ApiVersions answer.
+
+    kafka-python 3.x infers a broker's Kafka release from this answer (DescribeClientQuotas makes
+    it 2.6), and a client pinned to an older `api_version` then sends that release's versions,
+    whatever is advertised: so every version a Kafka release below the inferred one serves is served
+    here too (docs/protocol-versions.md).
+    """
+    return [(k, lo, hi) for k, lo, hi in supported_versions() if k in HANDLERS]

@@ -13,7 +13,7 @@ resource "" describes the cluster default's dynamic configs.
 
 from mmlog.config.broker import BROKER_SETTINGS, is_sensitive
 from mmlog.config.dynamic import DYNAMIC, levels
-from mmlog.config.settings import BROKER_ALIASES, BROKER_TOPIC_DEFAULTS, attr_name
+from mmlog.config.settings import BROKER_ALIASES, BROKER_TOPIC_DEFAULTS, LogConfig, attr_name
 from mmlog.errors import InvalidRequest
 from mmlog.processors.handlers._common import error_code
 from mmlog.protocol.messages import describe_configs as schema
@@ -65,13 +65,17 @@ def _entry(name, value, source, read_only=False):
 
 
 def _topic_configs(ctx, topic, keys, synonyms: bool):
-    info = ctx.manager.topic(topic)
-    effective = ctx.manager.config_for(topic).to_props()
+    return topic_configs(ctx, ctx.manager.topic(topic).config, keys, synonyms)
+
+
+def topic_configs(ctx, overrides: dict, keys=None, synonyms: bool = False) -> list[dict]:
+    """The configs of a topic with these overrides, each with its source (CreateTopics v5+ answers them too)."""
+    effective = LogConfig.from_props(overrides, ctx.manager.defaults).to_props()
     out = []
     for name, value in effective.items():
         if keys is not None and name not in keys:
             continue
-        found = _sources(ctx, info, name)
+        found = _sources(ctx, overrides, name)
         entry = _entry(name, value, found[0][2])
         if synonyms:
             entry["synonyms"] = [{"name": n, "value": _text(v), "source": src} for n, v, src in found]
@@ -79,11 +83,11 @@ def _topic_configs(ctx, topic, keys, synonyms: bool):
     return out
 
 
-def _sources(ctx, info, name):
+def _sources(ctx, overrides, name):
     """(name, value, source) of a topic config's value at each level that has one, the winner first."""
     found = []
-    if name in info.config:
-        found.append((name, info.config[name], DYNAMIC_TOPIC_CONFIG))
+    if name in overrides:
+        found.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
     broker = BROKER_NAME.get(name)
     if broker is not None:
         found += _broker_synonyms(ctx, broker)

@@ -4,9 +4,14 @@ Without a transactional id the id comes from the control plane's block of ids
 (unique across processors, brokers and restarts), epoch 0. With one, the
 transaction coordinator answers (`acceptor/transactions/`): the same producer id
 at the next epoch, which fences the previous producer of that transactional id.
+
+v3+ may name the producer id and epoch the producer has (KIP-360: bump the epoch instead of
+losing the id). Both or neither must be -1 (INVALID_REQUEST otherwise, as in Kafka). Without
+a transactional id Kafka hands out a new id regardless, and so does mmlog; with one, an id or
+epoch that is not the transactional id's current one is fenced (PRODUCER_FENCED).
 """
 
-from mmlog.errors import KafkaError
+from mmlog.errors import InvalidRequest, KafkaError
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import init_producer_id as schema
@@ -15,6 +20,7 @@ from mmlog.errors import ClusterAuthorizationFailed, TransactionalIdAuthorizatio
 
 API_KEY = schema.API_KEY
 FENCED_SINCE = 4
+EXPECTED_SINCE = 3
 
 
 def _refusal(ctx, request) -> int:
@@ -35,11 +41,15 @@ def handle(ctx, request):
     if refusal:
         return schema.RESPONSE(throttle_time_ms=0, error_code=refusal, producer_id=-1, producer_epoch=-1)
     body = request.body
+    expected = (body.producer_id, body.producer_epoch) if request.version >= EXPECTED_SINCE else (-1, -1)
+    if (expected[0] == -1) != (expected[1] == -1):
+        return schema.RESPONSE(error_code=InvalidRequest.code, producer_id=-1, producer_epoch=-1)
     if body.transactional_id:
         translate = fenced_for(request.header.api_version, FENCED_SINCE)
         return forward(ctx, request, "txn_init_producer_id",
                        {"transactional_id": body.transactional_id,
-                        "transaction_timeout_ms": body.transaction_timeout_ms},
+                        "transaction_timeout_ms": body.transaction_timeout_ms,
+                        "expected": None if expected == (-1, -1) else expected},
                        lambda v: schema.RESPONSE(throttle_time_ms=0, **dict(v, error_code=translate(v["error_code"]))),
                        lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1})
 

@@ -2,7 +2,8 @@
 
 v0 has no rebalance timeout: the session timeout serves as one (as in Kafka). v4+
 clients understand MEMBER_ID_REQUIRED, so the coordinator asks them to rejoin with
-the member id it hands out (KIP-394).
+the member id it hands out (KIP-394). v7+ answers the group's protocol type, and a
+refused join a null protocol name (Kafka's; older versions get "").
 """
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, client_host, forward
@@ -11,6 +12,7 @@ from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
+NULL_PROTOCOL_SINCE = 7
 
 
 def handle(ctx, request):
@@ -30,7 +32,12 @@ def handle(ctx, request):
         "client_host": client_host(request),
         "require_known_member_id": version >= 4,
     }
-    return forward(ctx, request, "join_group", args,
-                   lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
+
+    def respond(value):
+        if version >= NULL_PROTOCOL_SINCE and value["error_code"]:
+            value = dict(value, protocol_type=None, protocol_name=None)
+        return schema.RESPONSE(throttle_time_ms=0, **value)
+
+    return forward(ctx, request, "join_group", args, respond,
                    lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": "",
                             "leader": "", "member_id": body.member_id, "members": []})

@@ -1,4 +1,8 @@
-"""ListGroups (16): every group the coordinator knows (with members or only offsets)."""
+"""ListGroups (16): every group the coordinator knows (with members or only offsets).
+
+v4+ may keep only groups in some states (``states_filter``, Kafka's state names) and answers
+each group's state.
+"""
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import list_groups as schema
@@ -9,6 +13,7 @@ API_KEY = schema.API_KEY
 
 def handle(ctx, request):
     authorizer = ctx.authorizer
+    states = list(request.body.states_filter) if request.version >= 4 else []
 
     def visible(value):
         if authorizer.enabled and not authorizer.cluster(request.conn, acls.DESCRIBE):
@@ -16,5 +21,5 @@ def handle(ctx, request):
                                         if authorizer.allowed(request.conn, acls.DESCRIBE, acls.GROUP, g["group_id"])])
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
-    return forward(ctx, request, "list_groups", None, visible,
+    return forward(ctx, request, "list_groups", states, visible,
                    lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "groups": []})

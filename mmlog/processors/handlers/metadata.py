@@ -23,16 +23,27 @@ Authorisation (with an authoriser, Kafka's rules): asked for every topic, the an
 leaves out those the principal may not DESCRIBE; asked by name, they answer
 TOPIC_AUTHORIZATION_FAILED, and so does an unknown topic it may not auto-create
 (CREATE on the cluster or on the topic).
+
+v10+ answers each topic's id (the UUID stored with the topic in its catalogue entry; the
+zero UUID for a topic that does not exist). v12 may ask by topic id (a null name): as in
+Kafka, the ids then decide (names are ignored), an unknown id answers UNKNOWN_TOPIC_ID and
+nothing is created; v10-11 may not (INVALID_REQUEST).
 """
 
 from __future__ import annotations
 
-from mmlog.errors import KafkaStorageError, LeaderNotAvailable, TopicAuthorizationFailed, UnknownTopicOrPartition
+import base64
+import uuid
+
+from mmlog.errors import (InvalidRequest, KafkaStorageError, LeaderNotAvailable, TopicAuthorizationFailed,
+                          UnknownTopicId, UnknownTopicOrPartition)
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import metadata as schema
 from mmlog.security.acls import CREATE, DESCRIBE, TOPIC
 
 API_KEY = schema.API_KEY
+BY_ID_SINCE = 12  # Metadata v12: topics may be asked for by id
+NO_ID = uuid.UUID(int=0)
 
 
 def handle(ctx, request):
@@ -45,6 +56,8 @@ def handle(ctx, request):
         names = sorted(known)
         if authorizer.enabled:  # every topic: those the principal may not describe are left out
             names = [n for n in names if authorizer.allowed(request.conn, DESCRIBE, TOPIC, n)]
+    elif any(t.name is None or t.topic_id != NO_ID for t in body.topics):
+        return _by_id(ctx, request, known)
     else:
         names = [t.name for t in body.topics]
         refused = authorizer.denied(request.conn, DESCRIBE, TOPIC, names)
@@ -67,6 +80,36 @@ def handle(ctx, request):
     return _response(ctx, names, known, listener=request.conn.listener_name, refused=refused)
 
 
+def topic_uuid(text: str) -> uuid.UUID:
+    """A catalogue's topic id (32 hex digits; Kafka's tools write 22 characters of URL-safe base64)
+    as a UUID; the zero UUID for a topic without one (a catalogue older than topic ids)."""
+    try:
+        if len(text) == 22:
+            return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+        return uuid.UUID(hex=text)
+    except ValueError:
+        return NO_ID
+
+
+def _by_id(ctx, request, known: dict):
+    """A v12+ request naming topics by id (Kafka's rule: the ids decide, names are ignored)."""
+    if request.version < BY_ID_SINCE:
+        raise InvalidRequest(f"Metadata v{request.version} cannot name topics by id or leave names null")
+    names_of = {topic_uuid(info.topic_id): name for name, info in known.items()}
+    names_of.pop(NO_ID, None)
+    ids = list(dict.fromkeys(t.topic_id for t in request.body.topics))
+    names = list(dict.fromkeys(names_of[i] for i in ids if i in names_of))
+    unknown = [{"error_code": UnknownTopicId.code, "name": None, "topic_id": i, "partitions": []}
+               for i in ids if i not in names_of]
+    # Kafka: ids are not secret, so an id the principal may not describe answers TOPIC_AUTHORIZATION_FAILED
+    denied = ctx.authorizer.denied(request.conn, DESCRIBE, TOPIC, names)
+    unknown += [{"error_code": TopicAuthorizationFailed.code, "name": None, "topic_id": topic_uuid(known[n].topic_id),
+                 "partitions": []} for n in names if n in denied]
+    response = _response(ctx, [n for n in names if n not in denied], known, listener=request.conn.listener_name)
+    response.topics = unknown + response.topics
+    return response
+
+
 def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset(), listener: str | None = None,
               refused: set[str] = frozenset()):
     """`topics`: the catalogue; `pending`: unknown topics to be created when asked again
@@ -84,7 +127,8 @@ def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset
             out.append({"error_code": code, "name": name, "partitions": []})
             continue
         partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view, ctx) for p in range(info.partitions)]
-        out.append({"error_code": 0, "name": name, "is_internal": False, "partitions": partitions})
+        out.append({"error_code": 0, "name": name, "topic_id": topic_uuid(info.topic_id), "is_internal": False,
+                    "partitions": partitions})
     return schema.RESPONSE(
         throttle_time_ms=0,
         brokers=[{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}  # on the request's listener

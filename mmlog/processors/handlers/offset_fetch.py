@@ -3,7 +3,8 @@
 A null topic list (v2+) asks for every partition the group committed. A
 partition without a commit answers offset -1, no error. v5 returns the committed
 leader epoch (-1 if none). v1 has no top-level error code: a group-level error
-goes into every partition.
+goes into every partition. v7+ may ask for stable offsets only (require_stable, KIP-447): a
+partition with offsets pending in an open transaction then answers UNSTABLE_OFFSET_COMMIT.
 """
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
@@ -42,13 +43,13 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
     def unavailable():
-        return {"error_code": COORDINATOR_NOT_AVAILABLE, "topics": [
-            {"name": t, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
-                                        "metadata": "", "error_code": 0} for p in ps]} for t, ps in topics or ()]}
+        return {"error_code": COORDINATOR_NOT_AVAILABLE,
+                "topics": [{"name": t, "partitions": [_entry(p, 0) for p in ps]} for t, ps in topics or ()]}
 
     if topics == [] and refused:
         return respond({"error_code": 0, "topics": []})
-    return forward(ctx, request, "offset_fetch", {"group_id": body.group_id, "topics": topics}, respond, unavailable)
+    args = {"group_id": body.group_id, "topics": topics, "require_stable": version >= 7 and body.require_stable}
+    return forward(ctx, request, "offset_fetch", args, respond, unavailable)
 
 
 def _entry(partition: int, code: int) -> dict:

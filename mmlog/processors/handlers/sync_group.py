@@ -1,5 +1,9 @@
 """SyncGroup (14): forwarded to the group coordinator; the leader's call carries every assignment,
-and each member's call is answered with its own once the leader's has arrived."""
+and each member's call is answered with its own once the leader's has arrived.
+
+v5+ may name the protocol type and name the member expects (INCONSISTENT_GROUP_PROTOCOL if
+they are not the group's, as in Kafka), and a successful answer names the group's.
+"""
 
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward, member_args
 from mmlog.protocol.messages import sync_group as schema
@@ -7,13 +11,17 @@ from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
+PROTOCOL_SINCE = 5
 
 
 def handle(ctx, request):
     if not ctx.authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
         return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code, assignment=b"")
     body = request.body
-    args = member_args(request, 3, assignments=[(a.member_id, bytes(a.assignment)) for a in body.assignments])
+    named = request.version >= PROTOCOL_SINCE
+    args = member_args(request, 3, assignments=[(a.member_id, bytes(a.assignment)) for a in body.assignments],
+                       protocol_type=body.protocol_type if named else None,
+                       protocol_name=body.protocol_name if named else None)
     return forward(ctx, request, "sync_group", args,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
                    lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "assignment": b""})

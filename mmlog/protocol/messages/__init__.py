@@ -2,8 +2,11 @@
 
 The version ranges here are what the broker advertises in ApiVersions (see
 KAFKA_INTEROP.md §1): every range starts at the lowest version a client may
-still send and stops at the highest non-flexible version, except ApiVersions
-itself (v3 is flexible). Adding an API is adding a module and a line below.
+still send. The core APIs stop at what a Kafka 2.6-2.8 broker serves, flexible
+(KIP-482) versions included, but below the versions by which kafka-python infers
+Kafka 2.7 (Fetch v12), 2.8 (Produce v9) or 3.0 (ListOffsets v7): a kafka-python
+pinned to a release below the inferred one sends that release's versions
+(docs/protocol-versions.md). Adding an API is adding a module and a line below.
 """
 
 from __future__ import annotations

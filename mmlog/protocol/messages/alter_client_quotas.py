@@ -6,7 +6,7 @@ Kafka: AlterClientQuotasRequest.json / AlterClientQuotasResponse.json (valid 0-1
 from ..schema import Field, Message
 
 API_KEY = 49
-VERSIONS = "0-0"
+VERSIONS = "0-1"
 FLEXIBLE = "1+"
 
 _ENTITY = [

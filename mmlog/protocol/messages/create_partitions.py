@@ -6,7 +6,7 @@ Kafka: CreatePartitionsRequest.json / CreatePartitionsResponse.json (valid 0-3, 
 from ..schema import Field, Message
 
 API_KEY = 37
-VERSIONS = "0-1"
+VERSIONS = "0-2"
 FLEXIBLE = "2+"
 
 REQUEST = Message("CreatePartitionsRequest", API_KEY, VERSIONS, FLEXIBLE, [

@@ -6,7 +6,7 @@ Kafka: CreateTopicsRequest.json / CreateTopicsResponse.json (valid 2-7, flexible
 from ..schema import Field, Message
 
 API_KEY = 19
-VERSIONS = "2-4"
+VERSIONS = "2-5"
 FLEXIBLE = "5+"
 
 REQUEST = Message("CreateTopicsRequest", API_KEY, VERSIONS, FLEXIBLE, [
@@ -33,5 +33,15 @@ RESPONSE = Message("CreateTopicsResponse", API_KEY, VERSIONS, FLEXIBLE, [
         Field("name", "string", "0+"),
         Field("error_code", "int16", "0+"),
         Field("error_message", "string", "1+", nullable="0+"),
+        Field("topic_config_error_code", "int16", "5+", tag=0, tagged="5+"),
+        Field("num_partitions", "int32", "5+", default=-1),
+        Field("replication_factor", "int16", "5+", default=-1),
+        Field("configs", "[]CreatableTopicConfigs", "5+", nullable="5+", fields=[
+            Field("name", "string", "5+"),
+            Field("value", "string", "5+", nullable="5+"),
+            Field("read_only", "bool", "5+"),
+            Field("config_source", "int8", "5+", default=-1),
+            Field("is_sensitive", "bool", "5+"),
+        ]),
     ]),
 ])

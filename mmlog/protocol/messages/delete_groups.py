@@ -6,7 +6,7 @@ Kafka: DeleteGroupsRequest.json / DeleteGroupsResponse.json (valid 0-2, flexible
 from ..schema import Field, Message
 
 API_KEY = 42
-VERSIONS = "0-1"
+VERSIONS = "0-2"
 FLEXIBLE = "2+"
 
 REQUEST = Message("DeleteGroupsRequest", API_KEY, VERSIONS, FLEXIBLE, [

@@ -6,7 +6,7 @@ Kafka: DeleteTopicsRequest.json / DeleteTopicsResponse.json (valid 1-6, flexible
 from ..schema import Field, Message
 
 API_KEY = 20
-VERSIONS = "1-3"
+VERSIONS = "1-4"
 FLEXIBLE = "4+"
 
 REQUEST = Message("DeleteTopicsRequest", API_KEY, VERSIONS, FLEXIBLE, [

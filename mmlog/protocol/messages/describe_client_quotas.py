@@ -6,7 +6,7 @@ Kafka: DescribeClientQuotasRequest.json / DescribeClientQuotasResponse.json (val
 from ..schema import Field, Message
 
 API_KEY = 48
-VERSIONS = "0-0"
+VERSIONS = "0-1"
 FLEXIBLE = "1+"
 
 REQUEST = Message("DescribeClientQuotasRequest", API_KEY, VERSIONS, FLEXIBLE, [

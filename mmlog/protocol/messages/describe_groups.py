@@ -6,7 +6,7 @@ Kafka: DescribeGroupsRequest.json / DescribeGroupsResponse.json (valid 0-6, flex
 from ..schema import Field, Message
 
 API_KEY = 15
-VERSIONS = "0-4"
+VERSIONS = "0-5"
 FLEXIBLE = "5+"
 
 REQUEST = Message("DescribeGroupsRequest", API_KEY, VERSIONS, FLEXIBLE, [

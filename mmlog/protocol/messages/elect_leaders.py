@@ -8,7 +8,7 @@ topic_partitions asks for every partition.
 from ..schema import Field, Message
 
 API_KEY = 43
-VERSIONS = "0-1"
+VERSIONS = "0-2"
 FLEXIBLE = "2+"
 
 REQUEST = Message("ElectLeadersRequest", API_KEY, VERSIONS, FLEXIBLE, [

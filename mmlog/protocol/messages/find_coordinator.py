@@ -6,7 +6,7 @@ Kafka: FindCoordinatorRequest.json / FindCoordinatorResponse.json (valid 0-6, fl
 from ..schema import Field, Message
 
 API_KEY = 10
-VERSIONS = "0-2"
+VERSIONS = "0-3"
 FLEXIBLE = "3+"
 
 REQUEST = Message("FindCoordinatorRequest", API_KEY, VERSIONS, FLEXIBLE, [

@@ -6,7 +6,7 @@ Kafka: HeartbeatRequest.json / HeartbeatResponse.json (valid 0-4, flexible 4+).
 from ..schema import Field, Message
 
 API_KEY = 12
-VERSIONS = "0-3"
+VERSIONS = "0-4"
 FLEXIBLE = "4+"
 
 REQUEST = Message("HeartbeatRequest", API_KEY, VERSIONS, FLEXIBLE, [

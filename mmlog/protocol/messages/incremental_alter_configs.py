@@ -7,7 +7,7 @@ config_operation: 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
 from ..schema import Field, Message
 
 API_KEY = 44
-VERSIONS = "0"
+VERSIONS = "0-1"
 FLEXIBLE = "1+"
 
 REQUEST = Message("IncrementalAlterConfigsRequest", API_KEY, VERSIONS, FLEXIBLE, [

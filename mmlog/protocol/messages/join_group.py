@@ -7,7 +7,7 @@ v5 adds ``group_instance_id`` (static membership, KIP-345).
 from ..schema import Field, Message
 
 API_KEY = 11
-VERSIONS = "0-5"
+VERSIONS = "0-7"
 FLEXIBLE = "6+"
 
 REQUEST = Message("JoinGroupRequest", API_KEY, VERSIONS, FLEXIBLE, [
@@ -27,6 +27,7 @@ RESPONSE = Message("JoinGroupResponse", API_KEY, VERSIONS, FLEXIBLE, [
     Field("throttle_time_ms", "int32", "2+"),
     Field("error_code", "int16", "0+"),
     Field("generation_id", "int32", "0+", default=-1),
+    Field("protocol_type", "string", "7+", nullable="7+", default=None),
     Field("protocol_name", "string", "0+", nullable="7+"),
     Field("leader", "string", "0+"),
     Field("member_id", "string", "0+"),

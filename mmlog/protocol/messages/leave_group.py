@@ -7,7 +7,7 @@ v3 replaces the single ``member_id`` with a batch of ``members`` (KIP-345).
 from ..schema import Field, Message
 
 API_KEY = 13
-VERSIONS = "0-3"
+VERSIONS = "0-5"
 FLEXIBLE = "4+"
 
 REQUEST = Message("LeaveGroupRequest", API_KEY, VERSIONS, FLEXIBLE, [
@@ -16,6 +16,7 @@ REQUEST = Message("LeaveGroupRequest", API_KEY, VERSIONS, FLEXIBLE, [
     Field("members", "[]MemberIdentity", "3+", fields=[
         Field("member_id", "string", "3+"),
         Field("group_instance_id", "string", "3+", nullable="3+", default=None),
+        Field("reason", "string", "5+", nullable="5+", default=None),
     ]),
 ])
 

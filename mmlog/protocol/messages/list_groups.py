@@ -7,10 +7,12 @@ The request body is empty through v3.
 from ..schema import Field, Message
 
 API_KEY = 16
-VERSIONS = "0-2"
+VERSIONS = "0-4"
 FLEXIBLE = "3+"
 
-REQUEST = Message("ListGroupsRequest", API_KEY, VERSIONS, FLEXIBLE, [])
+REQUEST = Message("ListGroupsRequest", API_KEY, VERSIONS, FLEXIBLE, [
+    Field("states_filter", "[]string", "4+"),
+])
 
 RESPONSE = Message("ListGroupsResponse", API_KEY, VERSIONS, FLEXIBLE, [
     Field("throttle_time_ms", "int32", "1+"),
@@ -18,5 +20,6 @@ RESPONSE = Message("ListGroupsResponse", API_KEY, VERSIONS, FLEXIBLE, [
     Field("groups", "[]ListedGroup", "0+", fields=[
         Field("group_id", "string", "0+"),
         Field("protocol_type", "string", "0+"),
+        Field("group_state", "string", "4+"),
     ]),
 ])

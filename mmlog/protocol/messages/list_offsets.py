@@ -6,7 +6,7 @@ Kafka: ListOffsetsRequest.json / ListOffsetsResponse.json (valid 1-11, flexible 
 from ..schema import Field, Message
 
 API_KEY = 2
-VERSIONS = "1-5"
+VERSIONS = "1-6"
 FLEXIBLE = "6+"
 
 REQUEST = Message("ListOffsetsRequest", API_KEY, VERSIONS, FLEXIBLE, [

@@ -8,11 +8,12 @@ cannot send null and means all topics by an empty array.
 from ..schema import Field, Message
 
 API_KEY = 3
-VERSIONS = "0-8"
+VERSIONS = "0-12"
 FLEXIBLE = "9+"
 
 REQUEST = Message("MetadataRequest", API_KEY, VERSIONS, FLEXIBLE, [
     Field("topics", "[]MetadataRequestTopic", "0+", nullable="1+", fields=[
+        Field("topic_id", "uuid", "10+"),
         Field("name", "string", "0+", nullable="10+"),
     ]),
     Field("allow_auto_topic_creation", "bool", "4+", default=True),
@@ -33,6 +34,7 @@ RESPONSE = Message("MetadataResponse", API_KEY, VERSIONS, FLEXIBLE, [
     Field("topics", "[]MetadataResponseTopic", "0+", fields=[
         Field("error_code", "int16", "0+"),
         Field("name", "string", "0+", nullable="12+"),
+        Field("topic_id", "uuid", "10+"),
         Field("is_internal", "bool", "1+", default=False),
         Field("partitions", "[]MetadataResponsePartition", "0+", fields=[
             Field("error_code", "int16", "0+"),

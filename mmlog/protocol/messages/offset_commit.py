@@ -9,7 +9,7 @@ GenerationIdOrMemberEpoch; the wire is the same.)
 from ..schema import Field, Message
 
 API_KEY = 8
-VERSIONS = "2-7"
+VERSIONS = "2-8"
 FLEXIBLE = "8+"
 
 REQUEST = Message("OffsetCommitRequest", API_KEY, VERSIONS, FLEXIBLE, [

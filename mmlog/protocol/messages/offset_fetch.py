@@ -8,7 +8,7 @@ A null ``topics`` (v2+) asks for every partition of the group. The top-level
 from ..schema import Field, Message
 
 API_KEY = 9
-VERSIONS = "1-5"
+VERSIONS = "1-7"
 FLEXIBLE = "6+"
 
 REQUEST = Message("OffsetFetchRequest", API_KEY, VERSIONS, FLEXIBLE, [
@@ -17,6 +17,7 @@ REQUEST = Message("OffsetFetchRequest", API_KEY, VERSIONS, FLEXIBLE, [
         Field("name", "string", "0-7"),
         Field("partition_indexes", "[]int32", "0-7"),
     ]),
+    Field("require_stable", "bool", "7+", default=False),
 ])
 
 RESPONSE = Message("OffsetFetchResponse", API_KEY, VERSIONS, FLEXIBLE, [

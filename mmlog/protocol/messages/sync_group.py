@@ -6,7 +6,7 @@ Kafka: SyncGroupRequest.json / SyncGroupResponse.json (valid 0-5, flexible 4+).
 from ..schema import Field, Message
 
 API_KEY = 14
-VERSIONS = "0-3"
+VERSIONS = "0-5"
 FLEXIBLE = "4+"
 
 REQUEST = Message("SyncGroupRequest", API_KEY, VERSIONS, FLEXIBLE, [
@@ -14,6 +14,8 @@ REQUEST = Message("SyncGroupRequest", API_KEY, VERSIONS, FLEXIBLE, [
     Field("generation_id", "int32", "0+"),
     Field("member_id", "string", "0+"),
     Field("group_instance_id", "string", "3+", nullable="3+", default=None),
+    Field("protocol_type", "string", "5+", nullable="5+", default=None),
+    Field("protocol_name", "string", "5+", nullable="5+", default=None),
     Field("assignments", "[]SyncGroupRequestAssignment", "0+", fields=[
         Field("member_id", "string", "0+"),
         Field("assignment", "bytes", "0+"),
@@ -23,5 +25,7 @@ REQUEST = Message("SyncGroupRequest", API_KEY, VERSIONS, FLEXIBLE, [
 RESPONSE = Message("SyncGroupResponse", API_KEY, VERSIONS, FLEXIBLE, [
     Field("throttle_time_ms", "int32", "1+"),
     Field("error_code", "int16", "0+"),
+    Field("protocol_type", "string", "5+", nullable="5+", default=None),
+    Field("protocol_name", "string", "5+", nullable="5+", default=None),
     Field("assignment", "bytes", "0+"),
 ])

@@ -6,7 +6,7 @@ Kafka: TxnOffsetCommitRequest.json / TxnOffsetCommitResponse.json (valid 0-5, fl
 from ..schema import Field, Message
 
 API_KEY = 28
-VERSIONS = "0-2"
+VERSIONS = "0-3"
 FLEXIBLE = "3+"
 
 REQUEST = Message("TxnOffsetCommitRequest", API_KEY, VERSIONS, FLEXIBLE, [
