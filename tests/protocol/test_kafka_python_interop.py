@@ -121,7 +121,11 @@ def _named(schema_type, value):
     return value
 
 
-OLD_CASES = [case for case in CASES if old_class(case[0].name + case[2], case[1]) is not None]
+# kafka-python's hand-written DescribeAcls v2 says "flexible" but reuses v1's schema (no compact strings,
+# no tagged fields); its JSON schema, which its client sends with, is checked above and agrees with ours.
+OLD_STRUCT_WRONG = {("DescribeAcls", 2)}
+OLD_CASES = [case for case in CASES if old_class(case[0].name + case[2], case[1]) is not None
+             and (case[0].name, case[1]) not in OLD_STRUCT_WRONG]
 
 
 @pytest.mark.parametrize("api, version, kind", OLD_CASES,

@@ -101,7 +101,7 @@ ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexibl
 ADVERTISED.update({  # security (issue #19): SaslAuthenticate v2 is flexible (kafka-python sends it)
     17: ("SaslHandshake", 0, 1, None), 36: ("SaslAuthenticate", 0, 2, 2),
     50: ("DescribeUserScramCredentials", 0, 0, 0), 51: ("AlterUserScramCredentials", 0, 0, 0),
-    29: ("DescribeAcls", 0, 1, 2), 30: ("CreateAcls", 0, 1, 2), 31: ("DeleteAcls", 0, 1, 2),  # ACLs
+    29: ("DescribeAcls", 0, 2, 2), 30: ("CreateAcls", 0, 2, 2), 31: ("DeleteAcls", 0, 2, 2),  # ACLs
 })
 # No non-flexible version exists (Kafka made them flexible from their first): we speak their flexible ones.
 FLEXIBLE_ONLY = {"DescribeCluster", "DescribeTransactions", "ListTransactions", "DescribeUserScramCredentials",
@@ -130,6 +130,7 @@ FLEXIBLE = {
     "LeaveGroup": [4, 5], "OffsetCommit": [8], "OffsetFetch": [6, 7], "ListGroups": [3, 4], "DescribeGroups": [5],
     "TxnOffsetCommit": [3], "CreatePartitions": [2], "DeleteGroups": [2], "IncrementalAlterConfigs": [1],
     "ElectLeaders": [2], "SaslAuthenticate": [2], "DescribeClientQuotas": [1], "AlterClientQuotas": [1],
+    "DescribeAcls": [2], "CreateAcls": [2], "DeleteAcls": [2],  # kafka-python pinned to 2.5 sends v2
 }
 
 

@@ -467,3 +467,33 @@ def test_each_api_refuses_as_kafka_does_a_principal_no_acl_allows(acl_broker, wh
         peer.close()
     if what == "produce":
         assert end_offset(acl_broker, "t-refused") == 0
+
+
+def test_metadata_by_topic_id_answers_topic_authorization_failed_with_the_id_not_the_name(acl_broker):
+    """Kafka: topic ids are not secret, so asking by the id of a topic one may not describe answers
+    TOPIC_AUTHORIZATION_FAILED with that id and a null name (an unknown id: UNKNOWN_TOPIC_ID)."""
+    import uuid as uuid_module
+
+    from mmlog.protocol.messages import metadata
+    from mmlog.replication.peer import PeerConnection
+    from mmlog.security.client import ClientSecurity
+
+    topic = name("by-id")
+    create_topics(acl_broker, topic)
+    as_admin = PeerConnection(("127.0.0.1", acl_broker.listener_ports["SASL_PLAINTEXT"]), "admin",
+                              ClientSecurity.from_options("SASL_PLAINTEXT", "PLAIN", "admin", USERS["admin"]))
+    anonymous = PeerConnection(("127.0.0.1", acl_broker.listener_ports["PLAINTEXT"]), "anonymous")
+    try:
+        by_name = as_admin.request(metadata.API_KEY, 12, metadata.REQUEST(
+            topics=[{"name": topic}], allow_auto_topic_creation=False), TIMEOUT)
+        topic_id = by_name.topics[0].topic_id
+        assert by_name.topics[0].error_code == 0 and topic_id != uuid_module.UUID(int=0)
+        stranger = uuid_module.uuid4()
+        answer = anonymous.request(metadata.API_KEY, 12, metadata.REQUEST(
+            topics=[{"name": None, "topic_id": topic_id}, {"name": None, "topic_id": stranger}],
+            allow_auto_topic_creation=False), TIMEOUT)
+    finally:
+        as_admin.close()
+        anonymous.close()
+    assert sorted((t.error_code, t.name, t.topic_id) for t in answer.topics) == sorted(
+        [(29, None, topic_id), (100, None, stranger)])

@@ -7,7 +7,7 @@ v0 has no pattern type: its bindings are LITERAL (3).
 from ..schema import Field, Message
 
 API_KEY = 30
-VERSIONS = "0-1"
+VERSIONS = "0-2"
 FLEXIBLE = "2+"
 
 REQUEST = Message("CreateAclsRequest", API_KEY, VERSIONS, FLEXIBLE, [

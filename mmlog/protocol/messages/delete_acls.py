@@ -8,7 +8,7 @@ from ..schema import Field, Message
 from .describe_acls import FILTER
 
 API_KEY = 31
-VERSIONS = "0-1"
+VERSIONS = "0-2"
 FLEXIBLE = "2+"
 
 REQUEST = Message("DeleteAclsRequest", API_KEY, VERSIONS, FLEXIBLE, [

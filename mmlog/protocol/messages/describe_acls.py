@@ -8,7 +8,7 @@ mmlog/security/acls.py (resource type, pattern type, operation, permission).
 from ..schema import Field, Message
 
 API_KEY = 29
-VERSIONS = "0-1"
+VERSIONS = "0-2"
 FLEXIBLE = "2+"
 
 # An ACL filter: DescribeAcls' request, and each of DeleteAcls' filters (Kafka's two JSON files agree).
