@@ -26,8 +26,8 @@ Region layout (int64 words; API = a Kafka API key, below MAX_API):
 
     REQUESTS   + api                              requests answered
     ERRORS     + api * ERROR_SLOTS + code + 1     error codes answered (code -1 .. 126; 0 never counted)
-    LATENCY    + (kind * MAX_API + api) * HIST    histograms per API: answered at once; waited (total,
-                                                  local, remote); `latency` composes what is shown
+    LATENCY    + (kind * MAX_API + api) * HIST    histograms per API and phase (KINDS: queue, local,
+                                                  remote, send, total)
     FLUSH      + HIST                             log flush time
     SCALARS    + one word per name in SCALARS     counters (bytes in/out, cleaner figures, ...)
     GAUGES     + one word per name in GAUGES      values (connections open, ...), not folded
@@ -53,13 +53,16 @@ BOUNDS_US = (100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000
              1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000)
 BUCKETS = len(BOUNDS_US) + 1
 HIST = BUCKETS + 1  # buckets, then the sum in microseconds
-# What a scrape shows per API: total, local and remote time. What is stored: the time of requests answered
-# at once (their total and local time are one), and the three times of requests that waited. A request
-# answered at once (nearly all of them) then costs one histogram update, not two.
-TOTAL, LOCAL, REMOTE = range(3)
-STORED = ("at_once", "waited_total", "waited_local", "waited_remote")
-AT_ONCE, WAITED_TOTAL, WAITED_LOCAL, WAITED_REMOTE = range(4)
-SHOWN = {TOTAL: (AT_ONCE, WAITED_TOTAL), LOCAL: (AT_ONCE, WAITED_LOCAL), REMOTE: (WAITED_REMOTE,)}
+# The phases of a request, as Kafka's RequestMetrics times them (RequestChannel.updateRequestMetrics):
+#   QUEUE   its frame fully received (the read that completed it) -> its handler starts
+#   LOCAL   in its handler (and encoding its response, when answered at once)
+#   REMOTE  waiting after its handler: a parked fetch, an acks=all produce, the control plane; only
+#           requests that waited are counted (most never wait: their zeros would bury the waits)
+#   SEND    its response queued -> the last byte written to the socket (a sendfile fetch to a slow reader)
+#   TOTAL   received -> last byte written (the four above, and the response's wait behind earlier ones)
+# Requests answered with nothing (acks=0) count a send time of 0 and end when their handler does.
+KINDS = ("queue", "local", "remote", "send", "total")
+QUEUE, LOCAL, REMOTE, SEND, TOTAL = range(len(KINDS))
 
 SCALARS = ("bytes_in", "messages_in", "bytes_out", "replication_bytes_out", "connections_created",
            "connections_closed", "processor_restarts",
@@ -70,7 +73,7 @@ GAUGES = ("connections", "cleaner_last_pass_us")
 REQUESTS = 0
 ERRORS = REQUESTS + MAX_API
 LATENCY = ERRORS + MAX_API * ERROR_SLOTS
-FLUSH = LATENCY + len(STORED) * MAX_API * HIST
+FLUSH = LATENCY + len(KINDS) * MAX_API * HIST
 SCALAR = {name: FLUSH + HIST + i for i, name in enumerate(SCALARS)}
 GAUGE_BASE = FLUSH + HIST + len(SCALARS)
 GAUGE = {name: GAUGE_BASE + i for i, name in enumerate(GAUGES)}
@@ -86,19 +89,18 @@ _BYTES_OUT, _REPLICATION_BYTES_OUT = SCALAR["bytes_out"], SCALAR["replication_by
 _KIND_STRIDE = MAX_API * HIST
 
 
-def latency_at(stored: int, api: int) -> int:
-    """The first word of an API's stored histogram of one kind (AT_ONCE, WAITED_...)."""
-    return LATENCY + (stored * MAX_API + api) * HIST
+def latency_at(kind: int, api: int) -> int:
+    """The first word of an API's histogram of one phase (QUEUE ... TOTAL)."""
+    return LATENCY + (kind * MAX_API + api) * HIST
 
 
 def latency(totals, kind: int, api: int) -> tuple:
-    """(bucket counts, summed µs) of an API's TOTAL, LOCAL or REMOTE time, from summed regions."""
-    buckets, total = 0, 0
-    for stored in SHOWN[kind]:
-        at = latency_at(stored, api)
-        buckets = buckets + totals[at:at + BUCKETS]
-        total += int(totals[at + BUCKETS])
-    return buckets, total
+    """(bucket counts, summed µs) of an API's histogram of one phase, from summed regions."""
+    at = latency_at(kind, api)
+    return totals[at:at + BUCKETS], int(totals[at + BUCKETS])
+
+
+_SEND_AT = latency_at(SEND, 0)
 
 
 def bucket_of(us: int) -> int:
@@ -115,24 +117,40 @@ class Region:
     def __init__(self, words: memoryview) -> None:
         self.words = words
 
-    def requests(self, api: int, count: int, received: float, handled: float, answered: float) -> None:
-        """`count` requests of one API answered at `answered` (monotonic seconds), received at `received`,
-        out of their handler at `handled` (later than that only if they waited: remote time). About 1 µs:
-        a run of pipelined Produce requests answered together is counted with one call (dispatch.py)."""
+    def requests(self, api: int, count: int, arrived: float, received: float, handled: float,
+                 answered: float) -> None:
+        """`count` requests of one API whose frames were complete at `arrived` (monotonic seconds), taken
+        into their handler at `received`, out of it at `handled`, their responses queued at `answered`
+        (later than `handled` only if they waited: remote time). Queue, local and remote time; `sent`
+        counts the rest. About 1 µs: a run of pipelined Produce requests is counted with one call."""
         w = self.words
         w[api] += count  # REQUESTS is 0
-        at = LATENCY + api * HIST  # AT_ONCE
-        us = int((answered - received) * 1e6)
+        at = LATENCY + api * HIST  # QUEUE
+        us = int((received - arrived) * 1e6)
+        if us < 0:
+            us = 0  # a frame completed by a resumed (starved) reader is stamped as it is taken
+        w[at + bisect_left(BOUNDS_US, us)] += count
+        w[at + BUCKETS] += us * count
+        at += _KIND_STRIDE  # LOCAL
+        us = int((handled - received) * 1e6)
+        w[at + bisect_left(BOUNDS_US, us)] += count
+        w[at + BUCKETS] += us * count
         if answered > handled:
-            at += _KIND_STRIDE  # WAITED_TOTAL
+            at += _KIND_STRIDE  # REMOTE
+            us = int((answered - handled) * 1e6)
             w[at + bisect_left(BOUNDS_US, us)] += count
             w[at + BUCKETS] += us * count
-            local = int((handled - received) * 1e6)
-            at += _KIND_STRIDE  # WAITED_LOCAL
-            w[at + bisect_left(BOUNDS_US, local)] += count
-            w[at + BUCKETS] += local * count
-            at += _KIND_STRIDE  # WAITED_REMOTE
-            us -= local
+
+    def sent(self, api: int, count: int, arrived: float, queued: float, written: float) -> None:
+        """The responses to `count` requests of one API, queued at `queued`, were written whole at
+        `written`: their send time, and their total time from `arrived`."""
+        w = self.words
+        at = _SEND_AT + api * HIST
+        us = int((written - queued) * 1e6)
+        w[at + bisect_left(BOUNDS_US, us)] += count
+        w[at + BUCKETS] += us * count
+        at += _KIND_STRIDE  # TOTAL
+        us = int((written - arrived) * 1e6)
         w[at + bisect_left(BOUNDS_US, us)] += count
         w[at + BUCKETS] += us * count
 
@@ -171,7 +189,10 @@ class NullRegion(Region):
     def __init__(self) -> None:
         super().__init__(memoryview(b""))
 
-    def requests(self, api, count, received, handled, answered) -> None:
+    def requests(self, api, count, arrived, received, handled, answered) -> None:
+        pass
+
+    def sent(self, api, count, arrived, queued, written) -> None:
         pass
 
     def error(self, api, code, count=1) -> None:

@@ -22,6 +22,13 @@ that epoll cannot see, so `fill` reads until OpenSSL wants more from the network
 `principal` is `User:<name>` after SASL, `User:<certificate DN>` after mutual TLS,
 else `User:ANONYMOUS`.
 
+Request timing (the queue and send times of ipc/metrics_block.py) costs no clock read per
+frame: each read that completes frames stamps them with one monotonic time (`_stamps`:
+how many frames had been completed by then, and when), and a frame taken learns its time
+from there (`arrivals`). A response counted for metrics leaves a mark (`sending`: where
+its bytes end in the output stream) that `flush` turns into send and total time once the
+bytes before it are written, sendfile ranges included.
+
 A client quota's throttle (processors/quotas.py) mutes the connection until
 `throttled_until`: it is neither read nor are its queued requests handled, while
 its responses still go out (the worker unmutes it).
@@ -33,7 +40,9 @@ import selectors
 import socket
 import ssl
 import time
+from collections import deque
 
+from mmlog.ipc.metrics_block import NULL_REGION
 from mmlog.processors.sendfile import OutQueue
 from mmlog.protocol import FrameReader
 from mmlog.security.tls import ktls_active, principal_of
@@ -48,7 +57,7 @@ class Connection:
 
     __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
                  "produce_shape", "budget", "in_flight", "ticket", "listener_name", "handshaking", "tls_wants",
-                 "tls", "sasl", "principal", "throttled_until")
+                 "tls", "sasl", "principal", "throttled_until", "_stamps", "_taken", "arrivals", "sending")
 
     def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1,
                  listener_name: str | None = None, sasl=None) -> None:
@@ -75,6 +84,10 @@ class Connection:
         self.events = 0  # what the selector currently watches
         self.produce_shape = None  # the last one-partition Produce request's shape (handlers/produce.py)
         self.throttled_until = 0.0  # muted by a client quota until then (monotonic s; processors/quotas.py)
+        self._stamps: deque = deque()  # (frames completed so far, monotonic s of the read that completed them)
+        self._taken = 0  # frames taken so far
+        self.arrivals: list[float] = []  # when the frames taken since the last next_request were complete
+        self.sending: deque = deque()  # responses counted on their way out: (end, queued, api, count, arrived)
         self.listener_name = listener_name
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.handshaking = self.tls
@@ -132,8 +145,26 @@ class Connection:
             pass
         except (ConnectionError, TimeoutError, ssl.SSLError):
             return False
-        self.last_active = time.monotonic()
+        self.stamp(time.monotonic())
         return True
+
+    def stamp(self, now: float) -> None:
+        """Frames completed since the last stamp were complete at `now` (after a read, or a starved reader's
+        resume); counts as activity for connections.max.idle.ms."""
+        self.last_active = now
+        completed = self._taken + self.reader.queued
+        stamps = self._stamps
+        if completed > (stamps[-1][0] if stamps else self._taken):
+            stamps.append((completed, now))
+
+    def _arrival(self) -> float:
+        """When the next frame to be taken was complete; counts it taken."""
+        k = self._taken
+        self._taken = k + 1
+        stamps = self._stamps
+        while stamps and stamps[0][0] <= k:
+            stamps.popleft()
+        return stamps[0][1] if stamps else self.last_active
 
     def peer_gone(self) -> bool:
         """True if the peer closed or reset while we were not reading (a starved connection is not polled
@@ -152,6 +183,7 @@ class Connection:
         if frame is not None:
             self.busy = True
             self.in_flight += len(frame)
+            self.arrivals = [self._arrival()]
         return frame
 
     def take_queued(self, accept, limit: int) -> list:
@@ -165,6 +197,7 @@ class Connection:
                 break
             taken.append(reader.next_frame())
             self.in_flight += len(frame)
+            self.arrivals.append(self._arrival())
         return taken
 
     def queue(self, parts, has_files: bool = False) -> None:
@@ -187,7 +220,7 @@ class Connection:
             self.budget.release(self.in_flight)
         self.in_flight = 0
 
-    def flush(self) -> bool:
+    def flush(self, metrics=NULL_REGION) -> bool:
         """Write queued output; True when all is written. OSError if the peer is gone.
 
         The cork set when a response with file ranges was queued (so its header chunks
@@ -195,6 +228,7 @@ class Connection:
         finished or not: a response still queued waits on the peer's window anyway.
         Sending counts as activity for connections.max.idle.ms, as receiving does: a
         consumer whose long poll outlasted the idle time is not closed as it is answered.
+        Responses marked `sending` that are now written whole count their send time in `metrics`.
         """
         self.last_active = time.monotonic()
         try:
@@ -202,6 +236,21 @@ class Connection:
         finally:
             if self.corked:
                 self._cork(False)
+            if self.sending:
+                self._count_sent(metrics)
+
+    def mark_sending(self, api: int, count: int, arrived: float, queued: float) -> None:
+        """The response just queued (to `count` requests of `api`) counts its send time when written."""
+        self.sending.append((self.out.pushed, queued, api, count, arrived))
+
+    def _count_sent(self, metrics) -> None:
+        sending, written = self.sending, self.out.written
+        if sending[0][0] > written:
+            return
+        now = time.monotonic()
+        while sending and sending[0][0] <= written:
+            _, queued, api, count, arrived = sending.popleft()
+            metrics.sent(api, count, arrived, queued, now)
 
     def _cork(self, on: bool) -> None:
         try:

@@ -320,7 +320,7 @@ class Processor:
             if self.conns.get(conn.fd) is not conn:
                 continue
             try:
-                conn.flush()
+                conn.flush(self.metrics)
             except OSError:
                 self._close(conn)
                 continue
@@ -346,6 +346,7 @@ class Processor:
                 self._starved.discard(conn)
                 continue
             if conn.reader.resume():
+                conn.stamp(now)  # the frames it completed are received now
                 self._starved.discard(conn)
                 if not signalled:
                     log.warning("connection from %s resumed by the backstop: a memory wake-up was lost", conn.peer)
