@@ -298,12 +298,14 @@ class HandlerContext:
         from mmlog.ipc.metrics_block import NULL_REGION
         from mmlog.processors.handlers import advertised_versions
         from mmlog.processors.quotas import ClientQuotas
+        from mmlog.processors.replication_throttle import LeaderThrottle
 
         self.manager = manager
         self.metrics = NULL_REGION if metrics is None else metrics
         self.appends = 0
         self.advertised_versions = advertised_versions()
         self.quotas = ClientQuotas(None, 0, manager)  # no quota block: no client has a quota
+        self.leader_throttle = LeaderThrottle(None, 0, manager, 0)  # nor is replication throttled
 
     def appended(self) -> None:
         self.appends += 1
