@@ -22,12 +22,12 @@ that epoll cannot see, so `fill` reads until OpenSSL wants more from the network
 `principal` is `User:<name>` after SASL, `User:<certificate DN>` after mutual TLS,
 else `User:ANONYMOUS`.
 
-Request timing (the queue and send times of ipc/metrics_block.py) costs no clock read per
-frame: each read that completes frames stamps them with one monotonic time (`_stamps`:
-how many frames had been completed by then, and when), and a frame taken learns its time
-from there (`arrivals`). A response counted for metrics leaves a mark (`sending`: where
-its bytes end in the output stream) that `flush` turns into send and total time once the
-bytes before it are written, sendfile ranges included.
+Request timing (the phases of ipc/metrics_block.py) costs no clock read per frame: each
+read that completes frames stamps them with one monotonic time (`_stamps`: how many frames
+had been completed by then, and when), and a frame taken learns its time from there
+(`arrivals`). A response to be counted leaves a mark (`sending`: where its bytes end in
+the output stream, and its request's times) that `flush` counts once the bytes before it
+are written, sendfile ranges included; a connection closed first counts none of them.
 
 A client quota's throttle (processors/quotas.py) mutes the connection until
 `throttled_until`: it is neither read nor are its queued requests handled, while
@@ -87,7 +87,7 @@ class Connection:
         self._stamps: deque = deque()  # (frames completed so far, monotonic s of the read that completed them)
         self._taken = 0  # frames taken so far
         self.arrivals: list[float] = []  # when the frames taken since the last next_request were complete
-        self.sending: deque = deque()  # responses counted on their way out: (end, queued, api, count, arrived)
+        self.sending: deque = deque()  # responses to count once written: (end, api, count, and their times)
         self.listener_name = listener_name
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.handshaking = self.tls
@@ -239,9 +239,11 @@ class Connection:
             if self.sending:
                 self._count_sent(metrics)
 
-    def mark_sending(self, api: int, count: int, arrived: float, queued: float) -> None:
-        """The response just queued (to `count` requests of `api`) counts its send time when written."""
-        self.sending.append((self.out.pushed, queued, api, count, arrived))
+    def mark_sending(self, api: int, count: int, arrived: float, received: float, handled: float,
+                     answered: float) -> None:
+        """The response just queued (to `count` requests of `api`, with these times) counts them in the
+        metrics once it is written whole."""
+        self.sending.append((self.out.pushed, api, count, arrived, received, handled, answered))
 
     def _count_sent(self, metrics) -> None:
         sending, written = self.sending, self.out.written
@@ -249,8 +251,8 @@ class Connection:
             return
         now = time.monotonic()
         while sending and sending[0][0] <= written:
-            _, queued, api, count, arrived = sending.popleft()
-            metrics.sent(api, count, arrived, queued, now)
+            _, api, count, arrived, received, handled, answered = sending.popleft()
+            metrics.request(api, count, arrived, received, handled, answered, now)
 
     def _cork(self, on: bool) -> None:
         try:

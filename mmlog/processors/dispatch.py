@@ -148,7 +148,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
 
         produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)], respond)
         if answered_now[0] and arrivals is not None:
-            count_answered(metrics, conn, produce.API_KEY, arrivals[:answered_now[0]], received, time.monotonic())
+            count_answered(conn, produce.API_KEY, arrivals[:answered_now[0]], received, time.monotonic())
         answered_now[0] = -1
         if quota:
             quotas.handled(conn, client_id, time.perf_counter() - started)

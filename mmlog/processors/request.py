@@ -59,8 +59,7 @@ class Request:
         if self.counted and metrics.on:
             answered = time.monotonic()
             api = self.header.api_key
-            metrics.requests(api, 1, self.arrived, self.received, self.handled or answered, answered)
-            self.conn.mark_sending(api, 1, self.arrived, answered)
+            self.conn.mark_sending(api, 1, self.arrived, self.received, self.handled or answered, answered)
             if api not in COUNTED_BY_HANDLER:
                 count_errors(metrics, api, body)
 

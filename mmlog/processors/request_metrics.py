@@ -56,11 +56,13 @@ def runs(times: list[float]) -> list[tuple[int, float]]:
     return out
 
 
-def count_answered(metrics, conn, api: int, arrivals: list[float], received: float, answered: float) -> None:
-    """Requests of a group answered at once, at `answered`: their phases, and a mark for their send time."""
+def count_answered(conn, api: int, arrivals: list[float], received: float, answered: float) -> None:
+    """Requests of a group answered at once, at `answered`: counted when their responses are written."""
+    if arrivals[0] == arrivals[-1]:  # one run: stamps never go back, so the first and last tell
+        conn.mark_sending(api, len(arrivals), arrivals[0], received, answered, answered)
+        return
     for count, arrived in runs(arrivals):
-        metrics.requests(api, count, arrived, received, answered, answered)
-        conn.mark_sending(api, count, arrived, answered)
+        conn.mark_sending(api, count, arrived, received, answered, answered)
 
 
 def count_unanswered(metrics, conn, api: int, results: list, no_response, received: float,
@@ -68,11 +70,10 @@ def count_unanswered(metrics, conn, api: int, results: list, no_response, receiv
     """A group's requests whose result is `no_response` (acks=0; request.py's sentinel, which imports
     this module) are done when their handler is, with nothing to send: counted now. The arrival times of
     the others, in the order they will be answered."""
-    arrivals = conn.arrivals[:len(results)]
+    arrivals = conn.arrivals
+    if no_response not in results:
+        return arrivals  # every one answered (the common case): in order, one a frame
     unanswered = [a for a, r in zip(arrivals, results) if r is no_response]
-    if not unanswered:
-        return arrivals
     for count, arrived in runs(unanswered):
-        metrics.requests(api, count, arrived, received, handled, handled)
-        metrics.sent(api, count, arrived, handled, handled)
+        metrics.request(api, count, arrived, received, handled, handled, handled)
     return [a for a, r in zip(arrivals, results) if r is not no_response]

@@ -3,6 +3,7 @@ folded into the base region so that no counter ever goes back."""
 
 import os
 
+import numpy as np
 import pytest
 
 from mmlog.ipc import metrics_block as mb
@@ -24,7 +25,7 @@ def test_a_forked_processor_writes_where_the_main_process_reads():
     block = MetricsBlock(processors=1)
     pid = os.fork()
     if pid == 0:
-        block.processor(0).requests(0, 3, 1.0, 1.0, 1.002, 1.002)
+        block.processor(0).request(0, 3, 1.0, 1.0, 1.002, 1.002, 1.002)
         os._exit(0)
     os.waitpid(pid, 0)
     totals = block.totals()
@@ -63,8 +64,8 @@ def test_a_duration_falls_in_the_first_bucket_it_does_not_exceed():
 def test_remote_time_is_counted_only_for_requests_that_waited():
     block = MetricsBlock(processors=1)
     region = block.processor(0)
-    region.requests(1, 1, 0.0, 0.0, 0.001, 0.001)
-    region.requests(1, 1, 0.0, 0.0, 0.001, 0.501)
+    region.request(1, 1, 0.0, 0.0, 0.001, 0.001, 0.001)
+    region.request(1, 1, 0.0, 0.0, 0.001, 0.501, 0.501)
     totals = block.totals()
     remote, remote_us = mb.latency(totals, mb.REMOTE, 1)
     local, local_us = mb.latency(totals, mb.LOCAL, 1)
@@ -77,8 +78,7 @@ def test_each_phase_lands_in_its_own_histogram_and_total_spans_them_all():
     """Frame complete at 0, handler from 3 ms to 4 ms, answered after a 50 ms wait, written 200 ms later."""
     block = MetricsBlock(processors=1)
     region = block.processor(0)
-    region.requests(1, 2, 0.0, 0.003, 0.004, 0.054)
-    region.sent(1, 2, 0.0, 0.054, 0.254)
+    region.request(1, 2, 0.0, 0.003, 0.004, 0.054, 0.254)
     totals = block.totals()
     expected = {mb.QUEUE: 3_000, mb.LOCAL: 1_000, mb.REMOTE: 50_000, mb.SEND: 200_000, mb.TOTAL: 254_000}
     for kind, us in expected.items():
@@ -90,7 +90,7 @@ def test_each_phase_lands_in_its_own_histogram_and_total_spans_them_all():
 
 def test_a_queue_time_never_goes_below_zero():
     block = MetricsBlock(processors=1)
-    block.processor(0).requests(3, 1, 1.0, 0.999, 1.0, 1.0)
+    block.processor(0).request(3, 1, 1.0, 0.999, 1.0, 1.0, 1.0)
     buckets, summed = mb.latency(block.totals(), mb.QUEUE, 3)
     assert buckets[0] == 1 and summed == 0
 
@@ -108,7 +108,20 @@ def test_the_null_region_overrides_every_counting_method_with_nothing():
     counting = {name for name, value in vars(Region).items() if callable(value) and not name.startswith("_")}
     assert counting and all(vars(NullRegion)[name] is not vars(Region)[name] for name in counting)
     assert NULL_REGION.on is False
-    NULL_REGION.requests(0, 1, 0.0, 0.0, 1.0, 2.0)
-    NULL_REGION.sent(0, 1, 0.0, 1.0, 2.0)
+    NULL_REGION.request(0, 1, 0.0, 0.0, 1.0, 2.0, 3.0)
     NULL_REGION.produced(1, 1)
     NULL_REGION.flushed(1.0)
+
+
+def test_the_kernel_and_its_plain_python_reference_agree_on_random_requests():
+    rng = np.random.default_rng(18)
+    words = {name: np.zeros(mb.REGION_WORDS, np.int64) for name in ("kernel", "reference")}
+    for _ in range(2_000):
+        api, count = int(rng.integers(0, mb.MAX_API)), int(rng.integers(1, 40))
+        stamps = np.cumsum(rng.exponential(rng.choice([1e-4, 1e-2, 3.0]), 5)) - rng.uniform(0, 1e-3)
+        if rng.random() < 0.5:
+            stamps[3] = stamps[2]  # answered at once: no remote time
+        for name, fn in (("kernel", mb.record_request), ("reference", mb.record_request_py)):
+            fn(words[name], mb._BOUNDS, api, count, *map(float, stamps))
+    assert np.array_equal(words["kernel"], words["reference"])
+    assert words["kernel"][mb.REQUESTS:mb.REQUESTS + mb.MAX_API].sum() > 0
