@@ -122,6 +122,6 @@ def test_the_kernel_and_its_plain_python_reference_agree_on_random_requests():
         if rng.random() < 0.5:
             stamps[3] = stamps[2]  # answered at once: no remote time
         for name, fn in (("kernel", mb.record_request), ("reference", mb.record_request_py)):
-            fn(words[name], mb._BOUNDS, api, count, *map(float, stamps))
+            fn(words[name], api, count, *map(float, stamps))
     assert np.array_equal(words["kernel"], words["reference"])
     assert words["kernel"][mb.REQUESTS:mb.REQUESTS + mb.MAX_API].sum() > 0

@@ -119,6 +119,8 @@ def test_a_produce_quota_holds_one_client_within_10_percent_of_its_rate_over_20_
         p.flush(10)
     slow_rate = (end["slow"] - at_burst["slow"]) / (now - burst_at)
     free_rate = (end["free"] - at_burst["free"]) / (now - burst_at)
+    print(f"over {now - burst_at:.1f} s: quota'd {slow_rate / 1e6:.3f} MB/s, free {free_rate / 1e6:.1f} MB/s, "
+          f"throttle_time_ms max {max(slow_throttles)}")
     assert now - burst_at >= MEASURE_S
     assert abs(slow_rate - QUOTA) <= 0.1 * QUOTA, slow_rate
     assert free_rate > 3 * QUOTA, free_rate

@@ -100,26 +100,22 @@ def _report(side: str, rates) -> str:
     return f"{side}: " + ", ".join(f"{t} {r / 1e6:.2f} MB/s over {s:.1f} s" for t, (r, s) in rates.items())
 
 
-def test_the_follower_throttle_slows_the_named_replica_and_not_the_other(cluster):
+@pytest.mark.parametrize("side, rate, replicas", [("follower", FOLLOWER_RATE, FOLLOWER_REPLICAS),
+                                                  ("leader", LEADER_RATE, LEADER_REPLICAS)])
+def test_a_throttle_slows_the_out_of_sync_replica_its_topic_config_names_and_not_the_other(cluster, side, rate,
+                                                                                          replicas):
+    """The follower side names the replica catching up (the new one), the leader side the replica it
+    copies from (the leader)."""
     with Admin(cluster[0].bootstrap) as admin:
-        leaders, target = _topics_and_target(cluster, admin, ["f-slow", "f-free"])
-        admin.alter_broker_config(None, set={FOLLOWER_RATE: RATE})
-        admin.alter_topic_config("f-slow", set={FOLLOWER_REPLICAS: f"0:{target}"})
+        leaders, target = _topics_and_target(cluster, admin, [f"{side}-slow", f"{side}-free"])
+        admin.alter_broker_config(None, set={rate: RATE})
+        named = target if side == "follower" else leaders[f"{side}-slow"]
+        admin.alter_topic_config(f"{side}-slow", set={replicas: f"0:{named}"})
         rates = _copy_rates(cluster, admin, leaders, target)
-    print(_report("follower throttle", rates))
-    assert 0.6 * RATE <= rates["f-slow"][0] <= 1.4 * RATE
-    assert rates["f-free"][0] > 2.5 * RATE and rates["f-free"][1] < rates["f-slow"][1] / 2
-
-
-def test_the_leader_throttle_slows_the_named_replicas_follower_and_not_the_other(cluster):
-    with Admin(cluster[0].bootstrap) as admin:
-        leaders, target = _topics_and_target(cluster, admin, ["l-slow", "l-free"])
-        admin.alter_broker_config(None, set={LEADER_RATE: RATE})
-        admin.alter_topic_config("l-slow", set={LEADER_REPLICAS: f"0:{leaders['l-slow']}"})
-        rates = _copy_rates(cluster, admin, leaders, target)
-    print(_report("leader throttle", rates))
-    assert 0.6 * RATE <= rates["l-slow"][0] <= 1.4 * RATE
-    assert rates["l-free"][0] > 2.5 * RATE and rates["l-free"][1] < rates["l-slow"][1] / 2
+    print(_report(f"{side} throttle", rates))
+    slow, free = rates[f"{side}-slow"], rates[f"{side}-free"]
+    assert 0.6 * RATE <= slow[0] <= 1.4 * RATE
+    assert free[0] > 2.5 * RATE and free[1] < slow[1] / 2
 
 
 def test_mmlog_reassign_names_the_moving_replicas_and_clears_them_when_done(cluster, capsys):

@@ -68,7 +68,8 @@ def collect(broker) -> list[Family]:
 
 
 def request_families(totals) -> list[Family]:
-    requests = Family("kafka_network_requestmetrics_requests", "counter", "Requests answered, per API.")
+    requests = Family("kafka_network_requestmetrics_requests", "counter",
+                      "Requests done (response written, or none due), per API.")
     errors = Family("kafka_network_requestmetrics_errors", "counter",
                     "Non-zero error codes answered, per API and error (each partition or resource that carries one).")
     times = [(kind, Family(name, "histogram", doc)) for kind, name, doc in REQUEST_TIMES]
