@@ -299,6 +299,7 @@ class HandlerContext:
         from mmlog.processors.authorizer import Authorizer
         from mmlog.processors.handlers import advertised_versions
         from mmlog.processors.quotas import ClientQuotas
+        from mmlog.processors.replication_throttle import LeaderThrottle
 
         self.manager = manager
         self.metrics = NULL_REGION if metrics is None else metrics
@@ -306,6 +307,7 @@ class HandlerContext:
         self.advertised_versions = advertised_versions()
         self.quotas = ClientQuotas(None, 0, manager)  # no quota block: no client has a quota
         self.authorizer = Authorizer()  # off: every request allowed
+        self.leader_throttle = LeaderThrottle(None, 0, manager, 0)  # nor is replication throttled
 
     def appended(self) -> None:
         self.appends += 1

@@ -42,7 +42,6 @@ from mmlog.ipc.metrics_block import NULL_REGION, MetricsBlock
 from mmlog.log.manager import LogManager
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
-from mmlog.processors.sendfile import OutQueue
 from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import fetch, metadata, produce
 from mmlog.protocol.records import build_batch, iter_batches
@@ -207,6 +206,7 @@ def metrics_cost_in_process(rounds: int, requests: int, group: int) -> None:
             {"name": "t", "partition_data": [{"index": 0, "records": build_batch([(None, b"x" * RECORD)])}]}])
         frames = b"".join(encode_request(RequestHeader(produce.API_KEY, 8, i, "bench"), body) for i in range(group))
         a, b = socket.socketpair()
+        sink = bytearray(1 << 20)  # the responses of a group, read back and dropped
         conn = Connection(a, 1 << 20)
         times: dict[str, list[float]] = {"on": [], "off": []}
         for r in range(rounds + 1):
@@ -215,8 +215,10 @@ def metrics_cost_in_process(rounds: int, requests: int, group: int) -> None:
                 start = time.process_time()
                 for _ in range(requests // group):
                     conn.reader.feed(frames)
+                    conn.stamp(time.monotonic())  # what a read does: the frames' arrival, for queue time
                     handle_requests(ctx, conn)
-                    conn.out = OutQueue()  # the responses are not sent anywhere
+                    conn.flush(sides[name])  # written whole: send and total time counted (on)
+                    b.recv_into(sink)
                 if r:  # round 0 warms up
                     times[name].append((time.process_time() - start) / requests * 1e6)
         a.close()

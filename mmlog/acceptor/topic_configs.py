@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from mmlog.config import throttled_replicas
 from mmlog.config.settings import TOPIC_SETTINGS, ConfigError, LogConfig
 from mmlog.errors import InvalidConfig, InvalidRequest
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_CONFIGS = {"cleanup.policy"}  # Kafka's LIST-typed topic configs that mmlog has
+LIST_CONFIGS = {"cleanup.policy", throttled_replicas.LEADER, throttled_replicas.FOLLOWER}  # Kafka's LIST-typed ones
 
 
 def altered(current: dict[str, str], changes: Iterable[tuple[str, int, str | None]], incremental: bool,

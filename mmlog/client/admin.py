@@ -20,6 +20,7 @@ from mmlog.client import consumer_protocol as cp
 from mmlog.client.cluster import Cluster
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
 from mmlog.client.records import TopicPartition
+from mmlog.config import throttled_replicas
 from mmlog.errors import KafkaError, LeaderNotAvailable, NotController, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import (alter_client_quotas, alter_user_scram_credentials, describe_client_quotas,
@@ -464,11 +465,31 @@ class Admin:
             for t in body.topics for r in t.partitions}
 
     def set_replication_throttle(self, rate: int | None) -> None:
-        """follower.replication.throttled.rate of every broker (bytes/s; None removes it): how fast replicas
-        a reassignment adds copy the log (a dynamic config of the cluster-wide default)."""
-        name = "follower.replication.throttled.rate"
-        self.alter_broker_config(None, set={name: rate} if rate is not None else None,
-                                 delete=[name] if rate is None else ())
+        """leader.replication.throttled.rate and follower.replication.throttled.rate of every broker (bytes/s;
+        None removes them): the cluster-wide default's dynamic configs, as kafka-reassign-partitions.sh sets
+        each broker's. They bound the replicas the topics' *.replication.throttled.replicas name
+        (`throttle_moves`)."""
+        names = ["leader.replication.throttled.rate", "follower.replication.throttled.rate"]
+        self.alter_broker_config(None, set={n: rate for n in names} if rate is not None else None,
+                                 delete=names if rate is None else ())
+
+    def throttle_moves(self, moves: dict[TopicPartition, tuple[list[int], list[int]]]) -> None:
+        """Name the replicas of partition moves ({partition: (current replicas, target replicas)}) in their
+        topics' throttled-replicas configs, as kafka-reassign-partitions.sh does: the leader side throttles
+        the current replicas (whichever leads), the follower side the replicas the move adds."""
+        by_topic: dict[str, tuple[dict, dict]] = {}
+        for tp, (current, target) in moves.items():
+            leader, follower = by_topic.setdefault(tp.topic, ({}, {}))
+            leader[tp.partition] = list(current)
+            follower[tp.partition] = [b for b in target if b not in current]
+        for topic, (leader, follower) in sorted(by_topic.items()):
+            self.alter_topic_config(topic, set={throttled_replicas.LEADER: throttled_replicas.pairs(leader),
+                                                throttled_replicas.FOLLOWER: throttled_replicas.pairs(follower)})
+
+    def clear_throttled_replicas(self, topics) -> None:
+        """Remove the throttled-replicas configs of these topics (the moves are done)."""
+        for topic in sorted(set(topics)):
+            self.alter_topic_config(topic, delete=[throttled_replicas.LEADER, throttled_replicas.FOLLOWER])
 
     def _to_controller(self, api_key: int, version: int, request, not_controller, attempts: int = 10):
         """A request only the controller answers: sent to the one Metadata names, again after a refresh

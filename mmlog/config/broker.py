@@ -117,9 +117,12 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("replica.high.watermark.checkpoint.interval.ms", int, 5000, "How often every partition's high "
                 "watermark is written to replication-offset-checkpoint.", lambda v: v > 0, "> 0"),
         Setting("follower.replication.throttled.rate", int, 2**63 - 1, "Bytes/s at which this broker copies the "
-                "replicas a partition reassignment adds to it (mmlog throttles only those; changed at run time "
-                "cluster-wide through IncrementalAlterConfigs on the default broker resource).",
+                "out-of-sync replicas its topics' follower.replication.throttled.replicas name (a dynamic config; "
+                "`mmlog reassign --throttle` sets it and the moving replicas' topic configs).",
                 lambda v: v > 0, "> 0"),
+        Setting("leader.replication.throttled.rate", int, 2**63 - 1, "Bytes/s this broker sends, across its "
+                "processors, to out-of-sync followers of the replicas its topics' "
+                "leader.replication.throttled.replicas name (a dynamic config).", lambda v: v > 0, "> 0"),
         Setting("auto.leader.rebalance.enable", bool, True, "Give leadership back to each partition's "
                 "preferred replica when it is in sync again."),
         Setting("leader.imbalance.check.interval.seconds", int, 300, "How often the controller checks "

@@ -19,7 +19,10 @@ that reads it:
 - `connections`: max.connections, max.connections.per.ip(.overrides), which the
   supervisor reads on every accept.
 - `replication`: follower.replication.throttled.rate, which the replica fetcher
-  applies to the replicas a reassignment adds (through the fetch plan).
+  applies to the replicas its topics' follower.replication.throttled.replicas name
+  (through the fetch plan), and leader.replication.throttled.rate, which processors
+  apply to follower fetches of the replicas leader.replication.throttled.replicas
+  names (read with the catalogue, as quotas are; `config/throttled_replicas.py`).
 
 Anything else (log.dirs, listeners, num.network.threads, ...) is read at start only:
 a change is refused, as Kafka refuses it, with INVALID_CONFIG "Cannot update these
@@ -42,6 +45,7 @@ DYNAMIC: dict[str, str] = {
     "max.connections.per.ip": CONNECTIONS,
     "max.connections.per.ip.overrides": CONNECTIONS,
     "follower.replication.throttled.rate": REPLICATION,
+    "leader.replication.throttled.rate": REPLICATION,
 }
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from mmlog.config import throttled_replicas
+
 DAY_MS = 24 * 3600 * 1000
 
 
@@ -147,6 +149,12 @@ TOPIC_SETTINGS: dict[str, Setting] = {
                 "NOT_ENOUGH_REPLICAS).", _positive, ">= 1"),
         Setting("unclean.leader.election.enable", bool, False, "Elect a replica outside the ISR when every ISR "
                 "member is dead (losing what only they held) rather than leave the partition offline."),
+        Setting(throttled_replicas.LEADER, str, "", "Replicas (partition:broker, or *) whose leader slows their "
+                "out-of-sync followers' fetches to leader.replication.throttled.rate.", throttled_replicas.valid,
+                throttled_replicas.RULE),
+        Setting(throttled_replicas.FOLLOWER, str, "", "Replicas (partition:broker, or *) that copy the leader at "
+                "most at their broker's follower.replication.throttled.rate while out of sync.",
+                throttled_replicas.valid, throttled_replicas.RULE),
     ]
 }
 
@@ -208,6 +216,8 @@ class LogConfig:
     compression_zstd_level: int = TOPIC_SETTINGS["compression.zstd.level"].default
     min_insync_replicas: int = TOPIC_SETTINGS["min.insync.replicas"].default
     unclean_leader_election_enable: bool = TOPIC_SETTINGS["unclean.leader.election.enable"].default
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
 
     @property
     def compact(self) -> bool:

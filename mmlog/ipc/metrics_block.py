@@ -24,10 +24,10 @@ process only), so no scrape sees a count in both places.
 
 Region layout (int64 words; API = a Kafka API key, below MAX_API):
 
-    REQUESTS   + api                              requests answered
+    REQUESTS   + api                              requests done (their responses written)
     ERRORS     + api * ERROR_SLOTS + code + 1     error codes answered (code -1 .. 126; 0 never counted)
-    LATENCY    + (kind * MAX_API + api) * HIST    histograms per API: answered at once; waited (total,
-                                                  local, remote); `latency` composes what is shown
+    LATENCY    + (kind * MAX_API + api) * HIST    histograms per API and phase (KINDS: queue, local,
+                                                  remote, send, total)
     FLUSH      + HIST                             log flush time
     SCALARS    + one word per name in SCALARS     counters (bytes in/out, cleaner figures, ...)
     GAUGES     + one word per name in GAUGES      values (connections open, ...), not folded
@@ -35,6 +35,13 @@ Region layout (int64 words; API = a Kafka API key, below MAX_API):
 A histogram is BUCKETS words (one per upper bound in BOUNDS_US, then +Inf), not
 cumulative, and one word of summed microseconds; its count is the sum of its
 buckets, so a scrape's `_count` always equals its `+Inf` bucket.
+
+A request is counted once, when its response's last byte is written (or, with no
+response, when its handler is done), as Kafka's RequestChannel does: one call of the
+numba kernel `record_request` (plain-Python reference `record_request_py`; tests
+compare them), which counts it and updates its four or five phase histograms. In
+Python that was 4-5 µs a request on the loaded 2-core machine, in the kernel about
+a third of it (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import threading
 from bisect import bisect_left
 
 import numpy as np
+from numba import njit
 
 MAX_API = 80  # Kafka's API keys stay below this (75 is the highest in Kafka 3.9)
 ERROR_SLOTS = 128  # error codes -1 .. 126; anything above counts in the last slot
@@ -53,13 +61,16 @@ BOUNDS_US = (100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000
              1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000)
 BUCKETS = len(BOUNDS_US) + 1
 HIST = BUCKETS + 1  # buckets, then the sum in microseconds
-# What a scrape shows per API: total, local and remote time. What is stored: the time of requests answered
-# at once (their total and local time are one), and the three times of requests that waited. A request
-# answered at once (nearly all of them) then costs one histogram update, not two.
-TOTAL, LOCAL, REMOTE = range(3)
-STORED = ("at_once", "waited_total", "waited_local", "waited_remote")
-AT_ONCE, WAITED_TOTAL, WAITED_LOCAL, WAITED_REMOTE = range(4)
-SHOWN = {TOTAL: (AT_ONCE, WAITED_TOTAL), LOCAL: (AT_ONCE, WAITED_LOCAL), REMOTE: (WAITED_REMOTE,)}
+# The phases of a request, as Kafka's RequestMetrics times them (RequestChannel.updateRequestMetrics):
+#   QUEUE   its frame fully received (the read that completed it) -> its handler starts
+#   LOCAL   in its handler (and encoding its response, when answered at once)
+#   REMOTE  waiting after its handler: a parked fetch, an acks=all produce, the control plane; only
+#           requests that waited are counted (most never wait: their zeros would bury the waits)
+#   SEND    its response queued -> the last byte written to the socket (a sendfile fetch to a slow reader)
+#   TOTAL   received -> last byte written (the four above, and the response's wait behind earlier ones)
+# Requests answered with nothing (acks=0) count a send time of 0 and end when their handler does.
+KINDS = ("queue", "local", "remote", "send", "total")
+QUEUE, LOCAL, REMOTE, SEND, TOTAL = range(len(KINDS))
 
 SCALARS = ("bytes_in", "messages_in", "bytes_out", "replication_bytes_out", "connections_created",
            "connections_closed", "processor_restarts",
@@ -70,7 +81,7 @@ GAUGES = ("connections", "cleaner_last_pass_us")
 REQUESTS = 0
 ERRORS = REQUESTS + MAX_API
 LATENCY = ERRORS + MAX_API * ERROR_SLOTS
-FLUSH = LATENCY + len(STORED) * MAX_API * HIST
+FLUSH = LATENCY + len(KINDS) * MAX_API * HIST
 SCALAR = {name: FLUSH + HIST + i for i, name in enumerate(SCALARS)}
 GAUGE_BASE = FLUSH + HIST + len(SCALARS)
 GAUGE = {name: GAUGE_BASE + i for i, name in enumerate(GAUGES)}
@@ -86,19 +97,15 @@ _BYTES_OUT, _REPLICATION_BYTES_OUT = SCALAR["bytes_out"], SCALAR["replication_by
 _KIND_STRIDE = MAX_API * HIST
 
 
-def latency_at(stored: int, api: int) -> int:
-    """The first word of an API's stored histogram of one kind (AT_ONCE, WAITED_...)."""
-    return LATENCY + (stored * MAX_API + api) * HIST
+def latency_at(kind: int, api: int) -> int:
+    """The first word of an API's histogram of one phase (QUEUE ... TOTAL)."""
+    return LATENCY + (kind * MAX_API + api) * HIST
 
 
 def latency(totals, kind: int, api: int) -> tuple:
-    """(bucket counts, summed µs) of an API's TOTAL, LOCAL or REMOTE time, from summed regions."""
-    buckets, total = 0, 0
-    for stored in SHOWN[kind]:
-        at = latency_at(stored, api)
-        buckets = buckets + totals[at:at + BUCKETS]
-        total += int(totals[at + BUCKETS])
-    return buckets, total
+    """(bucket counts, summed µs) of an API's histogram of one phase, from summed regions."""
+    at = latency_at(kind, api)
+    return totals[at:at + BUCKETS], int(totals[at + BUCKETS])
 
 
 def bucket_of(us: int) -> int:
@@ -106,35 +113,50 @@ def bucket_of(us: int) -> int:
     return bisect_left(BOUNDS_US, us)
 
 
+_BOUNDS = np.array(BOUNDS_US, dtype=np.int64)  # a constant in the kernel: one array fewer to pass a call
+
+
+def record_request_py(words, api, count, arrived, received, handled, answered, written):
+    """Count `count` requests of one API and their phases (seconds, monotonic): frame complete at `arrived`,
+    handler from `received` to `handled`, response queued at `answered` (after `handled` only if it
+    waited: remote time, else not counted), its last byte written at `written`."""
+    words[REQUESTS + api] += count
+    stamps = (arrived, received, handled, answered, written)
+    at = LATENCY + api * HIST
+    for kind in range(SEND + 1):  # QUEUE, LOCAL, REMOTE, SEND: from one stamp to the next
+        if kind != REMOTE or answered > handled:
+            us = max(int((stamps[kind + 1] - stamps[kind]) * 1e6), 0)  # a resumed starved reader's frame
+            words[at + np.searchsorted(_BOUNDS, us)] += count
+            words[at + BUCKETS] += us * count
+        at += _KIND_STRIDE
+    us = max(int((written - arrived) * 1e6), 0)  # TOTAL
+    words[at + np.searchsorted(_BOUNDS, us)] += count
+    words[at + BUCKETS] += us * count
+
+
+record_request = njit(cache=True, nogil=True)(record_request_py)
+
+
+def warm() -> None:
+    """Compile the kernel (before forking: processors inherit it)."""
+    record_request(np.zeros(REGION_WORDS, np.int64), 0, 1, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
 class Region:
     """One process's words: what that process counts. Methods are its hot-path increments."""
 
-    __slots__ = ("words",)
+    __slots__ = ("words", "array")
     on = True  # False for NULL_REGION: callers skip work that only feeds metrics
 
     def __init__(self, words: memoryview) -> None:
         self.words = words
+        self.array = np.frombuffer(words, dtype=np.int64)  # the same words, for the kernel
 
-    def requests(self, api: int, count: int, received: float, handled: float, answered: float) -> None:
-        """`count` requests of one API answered at `answered` (monotonic seconds), received at `received`,
-        out of their handler at `handled` (later than that only if they waited: remote time). About 1 µs:
-        a run of pipelined Produce requests answered together is counted with one call (dispatch.py)."""
-        w = self.words
-        w[api] += count  # REQUESTS is 0
-        at = LATENCY + api * HIST  # AT_ONCE
-        us = int((answered - received) * 1e6)
-        if answered > handled:
-            at += _KIND_STRIDE  # WAITED_TOTAL
-            w[at + bisect_left(BOUNDS_US, us)] += count
-            w[at + BUCKETS] += us * count
-            local = int((handled - received) * 1e6)
-            at += _KIND_STRIDE  # WAITED_LOCAL
-            w[at + bisect_left(BOUNDS_US, local)] += count
-            w[at + BUCKETS] += local * count
-            at += _KIND_STRIDE  # WAITED_REMOTE
-            us -= local
-        w[at + bisect_left(BOUNDS_US, us)] += count
-        w[at + BUCKETS] += us * count
+    def request(self, api: int, count: int, arrived: float, received: float, handled: float, answered: float,
+                written: float) -> None:
+        """`count` requests of one API done: their count and phases (`record_request`). About 1 µs: a run of
+        pipelined Produce requests answered together is counted with one call."""
+        record_request(self.array, api, count, arrived, received, handled, answered, written)
 
     def error(self, api: int, code: int, count: int = 1) -> None:
         """A non-zero error code answered by an API (once per partition or resource that carries it)."""
@@ -169,9 +191,9 @@ class NullRegion(Region):
     on = False
 
     def __init__(self) -> None:
-        super().__init__(memoryview(b""))
+        self.words = memoryview(b"")
 
-    def requests(self, api, count, received, handled, answered) -> None:
+    def request(self, api, count, arrived, received, handled, answered, written) -> None:
         pass
 
     def error(self, api, code, count=1) -> None:
@@ -208,6 +230,7 @@ class MetricsBlock:
         self.array = np.frombuffer(self._page, dtype=np.int64, count=self.regions * REGION_WORDS).reshape(
             self.regions, REGION_WORDS)
         self.lock = threading.Lock()  # fold vs scrape, in the main process only
+        warm()
 
     def region(self, index: int) -> Region:
         return Region(self._words[index * REGION_WORDS:(index + 1) * REGION_WORDS])

@@ -23,6 +23,13 @@ that epoll cannot see, so `fill` reads until OpenSSL wants more from the network
 else `User:ANONYMOUS`. The authoriser caches its decisions for it in `acl_cache`
 (processors/authorizer.py).
 
+Request timing (the phases of ipc/metrics_block.py) costs no clock read per frame: each
+read that completes frames stamps them with one monotonic time (`_stamps`: how many frames
+had been completed by then, and when), and a frame taken learns its time from there
+(`arrivals`). A response to be counted leaves a mark (`sending`: where its bytes end in
+the output stream, and its request's times) that `flush` counts once the bytes before it
+are written, sendfile ranges included; a connection closed first counts none of them.
+
 A client quota's throttle (processors/quotas.py) mutes the connection until
 `throttled_until`: it is neither read nor are its queued requests handled, while
 its responses still go out (the worker unmutes it).
@@ -34,7 +41,9 @@ import selectors
 import socket
 import ssl
 import time
+from collections import deque
 
+from mmlog.ipc.metrics_block import NULL_REGION
 from mmlog.processors.sendfile import OutQueue
 from mmlog.protocol import FrameReader
 from mmlog.security.tls import ktls_active, principal_of
@@ -49,7 +58,8 @@ class Connection:
 
     __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
                  "produce_shape", "budget", "in_flight", "ticket", "listener_name", "handshaking", "tls_wants",
-                 "tls", "sasl", "principal", "throttled_until", "acl_cache")
+                 "tls", "sasl", "principal", "throttled_until", "acl_cache", "_stamps", "_taken", "arrivals",
+                 "sending")
 
     def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1,
                  listener_name: str | None = None, sasl=None) -> None:
@@ -76,6 +86,10 @@ class Connection:
         self.events = 0  # what the selector currently watches
         self.produce_shape = None  # the last one-partition Produce request's shape (handlers/produce.py)
         self.throttled_until = 0.0  # muted by a client quota until then (monotonic s; processors/quotas.py)
+        self._stamps: deque = deque()  # (frames completed so far, monotonic s of the read that completed them)
+        self._taken = 0  # frames taken so far
+        self.arrivals: list[float] = []  # when the frames taken since the last next_request were complete
+        self.sending: deque = deque()  # responses to count once written: (end, api, count, and their times)
         self.listener_name = listener_name
         self.tls = isinstance(sock, ssl.SSLSocket)
         self.handshaking = self.tls
@@ -134,8 +148,26 @@ class Connection:
             pass
         except (ConnectionError, TimeoutError, ssl.SSLError):
             return False
-        self.last_active = time.monotonic()
+        self.stamp(time.monotonic())
         return True
+
+    def stamp(self, now: float) -> None:
+        """Frames completed since the last stamp were complete at `now` (after a read, or a starved reader's
+        resume); counts as activity for connections.max.idle.ms."""
+        self.last_active = now
+        completed = self._taken + self.reader.queued
+        stamps = self._stamps
+        if completed > (stamps[-1][0] if stamps else self._taken):
+            stamps.append((completed, now))
+
+    def _arrival(self) -> float:
+        """When the next frame to be taken was complete; counts it taken."""
+        k = self._taken
+        self._taken = k + 1
+        stamps = self._stamps
+        while stamps and stamps[0][0] <= k:
+            stamps.popleft()
+        return stamps[0][1] if stamps else self.last_active
 
     def peer_gone(self) -> bool:
         """True if the peer closed or reset while we were not reading (a starved connection is not polled
@@ -154,6 +186,7 @@ class Connection:
         if frame is not None:
             self.busy = True
             self.in_flight += len(frame)
+            self.arrivals = [self._arrival()]
         return frame
 
     def take_queued(self, accept, limit: int) -> list:
@@ -167,6 +200,7 @@ class Connection:
                 break
             taken.append(reader.next_frame())
             self.in_flight += len(frame)
+            self.arrivals.append(self._arrival())
         return taken
 
     def queue(self, parts, has_files: bool = False) -> None:
@@ -189,7 +223,7 @@ class Connection:
             self.budget.release(self.in_flight)
         self.in_flight = 0
 
-    def flush(self) -> bool:
+    def flush(self, metrics=NULL_REGION) -> bool:
         """Write queued output; True when all is written. OSError if the peer is gone.
 
         The cork set when a response with file ranges was queued (so its header chunks
@@ -197,6 +231,7 @@ class Connection:
         finished or not: a response still queued waits on the peer's window anyway.
         Sending counts as activity for connections.max.idle.ms, as receiving does: a
         consumer whose long poll outlasted the idle time is not closed as it is answered.
+        Responses marked `sending` that are now written whole count their send time in `metrics`.
         """
         self.last_active = time.monotonic()
         try:
@@ -204,6 +239,23 @@ class Connection:
         finally:
             if self.corked:
                 self._cork(False)
+            if self.sending:
+                self._count_sent(metrics)
+
+    def mark_sending(self, api: int, count: int, arrived: float, received: float, handled: float,
+                     answered: float) -> None:
+        """The response just queued (to `count` requests of `api`, with these times) counts them in the
+        metrics once it is written whole."""
+        self.sending.append((self.out.pushed, api, count, arrived, received, handled, answered))
+
+    def _count_sent(self, metrics) -> None:
+        sending, written = self.sending, self.out.written
+        if sending[0][0] > written:
+            return
+        now = time.monotonic()
+        while sending and sending[0][0] <= written:
+            _, api, count, arrived, received, handled, answered = sending.popleft()
+            metrics.request(api, count, arrived, received, handled, answered, now)
 
     def _cork(self, on: bool) -> None:
         try:

@@ -35,6 +35,7 @@ import time
 from mmlog.errors import KafkaError
 from mmlog.processors.handlers import HANDLERS, produce
 from mmlog.processors.request import DEFERRED, NO_RESPONSE, CloseConnection, Request
+from mmlog.processors.request_metrics import count_answered, count_unanswered
 from mmlog.processors.sasl import ALLOWED_BEFORE, AUTHENTICATE, log_failure
 from mmlog.protocol.messages import APIS
 from mmlog.security.sasl import AuthenticationFailed
@@ -133,11 +134,11 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
                            quotas.request_throttle(conn, client_id))
         results = produce.handle_group(ctx, requests, throttle, refused if authorizing and any(refused) else None)
         handled = time.monotonic()
-        unanswered = results.count(NO_RESPONSE)  # acks=0: counted here, as no response is sent
-        if unanswered:
-            ctx.metrics.requests(produce.API_KEY, unanswered, received, handled, handled)
-
-        answered_now = [0]  # answered before respond_in_order returns; the others waited for replicas
+        metrics = ctx.metrics
+        # When each answered request's frame was complete, in the order they are answered (None: metrics off).
+        arrivals = (count_unanswered(metrics, conn, produce.API_KEY, results, NO_RESPONSE, received, handled)
+                    if metrics.on else None)
+        answered_now, responded = [0], [0]  # answered before respond_in_order returns; the others waited
 
         def respond(header, result) -> None:
             request = Request(conn, header, None, ctx)
@@ -146,12 +147,14 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
                 answered_now[0] += 1
             else:
                 request.received, request.handled = received, handled
+                if arrivals is not None:
+                    request.arrived = arrivals[responded[0]]
+            responded[0] += 1
             request.respond(result)
 
         produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)], respond)
-        if answered_now[0]:
-            answered = time.monotonic()
-            ctx.metrics.requests(produce.API_KEY, answered_now[0], received, answered, answered)
+        if answered_now[0] and arrivals is not None:
+            count_answered(conn, produce.API_KEY, arrivals[:answered_now[0]], received, time.monotonic())
         answered_now[0] = -1
         if quota:
             quotas.handled(conn, client_id, time.perf_counter() - started)

@@ -22,7 +22,7 @@ class CloseConnection(Exception):
 class Request:
     """A decoded request on its way through a handler."""
 
-    __slots__ = ("conn", "header", "body", "ctx", "received", "handled", "counted")
+    __slots__ = ("conn", "header", "body", "ctx", "arrived", "received", "handled", "counted")
 
     def __init__(self, conn, header: RequestHeader, body: Any, ctx) -> None:
         self.conn = conn
@@ -30,6 +30,8 @@ class Request:
         self.body = body
         self.ctx = ctx
         self.received = time.monotonic()
+        arrivals = conn.arrivals
+        self.arrived = arrivals[0] if arrivals else self.received  # its frame was complete (connection.py)
         self.handled = 0.0  # when its handler returned DEFERRED: the wait after it is remote time
         self.counted = True  # False: whoever answers it counts it (a group of Produce requests, dispatch.py)
 
@@ -57,7 +59,7 @@ class Request:
         if self.counted and metrics.on:
             answered = time.monotonic()
             api = self.header.api_key
-            metrics.requests(api, 1, self.received, self.handled or answered, answered)
+            self.conn.mark_sending(api, 1, self.arrived, self.received, self.handled or answered, answered)
             if api not in COUNTED_BY_HANDLER:
                 count_errors(metrics, api, body)
 

@@ -44,6 +44,7 @@ class OutQueue:
         self._parts: deque = deque()
         self._sent = 0  # bytes of the first part already written
         self.pending = 0  # bytes queued and not yet written
+        self.pushed = 0  # bytes ever queued: a response ends at the count after its push (send time)
         self.ktls = False  # the kernel encrypts: sendfile works on this TLS socket
         self._tls_out = None  # the SSL write in progress (retried with the same bytes)
         self._scratch: bytearray | None = None  # file bytes on their way into SSL writes
@@ -57,6 +58,12 @@ class OutQueue:
             if n:
                 self._parts.append(part)
                 self.pending += n
+                self.pushed += n
+
+    @property
+    def written(self) -> int:
+        """Bytes ever written (every response whose end is at or below this is on its way)."""
+        return self.pushed - self.pending
 
     def write(self, sock: socket.socket) -> bool:
         """Write until done (True) or the socket would block (False). OSError on a dead peer."""

@@ -8,7 +8,7 @@ the compiled numba kernels and codecs, the wake board and its sockets.
 The loop is a list of named phases, each short:
 
     poll -> take new connections -> read -> notice a changed topic catalogue (altered
-         configs and quotas; a stat at most every 0.5 s) -> handle requests -> expire long
+         configs, quotas and the leader's replication throttle; a stat at most every 0.5 s) -> handle requests -> expire long
          polls -> write -> resume starved connections -> unmute connections whose quota
          throttle is over -> close -> close idle connections
 
@@ -64,6 +64,7 @@ from mmlog.processors.log_cap import LogCap
 from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.quotas import ClientQuotas
+from mmlog.processors.replication_throttle import LeaderThrottle
 from mmlog.processors.request import CloseConnection
 from mmlog.processors.sasl import SaslSession
 from mmlog.security import credentials, tls
@@ -138,6 +139,8 @@ class Processor:
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
                                   broker_id=self.broker_id)
         self.quotas = ClientQuotas(self.quota_block, self.slot, self.manager)
+        self.leader_throttle = LeaderThrottle(self.quota_block, self.slot, self.manager, self.broker_id,
+                                              self.config["leader.replication.throttled.rate"])
         me = Endpoint.of(self.config)
         self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
         self.credentials = credentials.CredentialReader(credentials.path_in(self.config.log_dirs[0]))
@@ -196,6 +199,7 @@ class Processor:
             self.manager.reload()
             self.quotas.refresh()
             self.authorizer.refresh()
+            self.leader_throttle.refresh()
 
     def _poll_timeout(self) -> float | None:
         if self._ready:
@@ -324,7 +328,7 @@ class Processor:
             if self.conns.get(conn.fd) is not conn:
                 continue
             try:
-                conn.flush()
+                conn.flush(self.metrics)
             except OSError:
                 self._close(conn)
                 continue
@@ -350,6 +354,7 @@ class Processor:
                 self._starved.discard(conn)
                 continue
             if conn.reader.resume():
+                conn.stamp(now)  # the frames it completed are received now
                 self._starved.discard(conn)
                 if not signalled:
                     log.warning("connection from %s resumed by the backstop: a memory wake-up was lost", conn.peer)

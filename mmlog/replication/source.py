@@ -14,8 +14,9 @@ sent as soon as an append is done, is what moves its high watermark. Our log sta
 goes with it, and each answer's log start becomes ours (up to our high watermark):
 records deleted on the leader (DeleteRecords) go here too.
 
-Partitions a reassignment is adding here are throttled (`throttle.py`): while the
-broker's follower rate is exceeded they are left out of the fetch.
+Partitions their topic's follower.replication.throttled.replicas names here are
+throttled while out of the ISR (`throttle.py`): while the broker's follower rate is
+exceeded they are left out of the fetch.
 
 Errors per partition: OFFSET_OUT_OF_RANGE behind the leader's log start starts
 our log afresh there, otherwise (we are ahead) truncates by epoch again; a fenced,
@@ -168,7 +169,7 @@ class SourceFetcher(threading.Thread):
     def _fetch(self, ready: dict) -> None:
         by_topic: dict[str, list] = {}
         parts = {}
-        throttled = self.throttle.partitions if self.throttle.active else frozenset()
+        throttled = self._throttled(ready) if self.throttle.active else frozenset()
         if throttled and self.throttle.exceeded():
             ready = {k: e for k, e in ready.items() if k not in throttled}  # over the rate: they wait
             if not ready:
@@ -197,6 +198,16 @@ class SourceFetcher(threading.Thread):
                     if key in throttled and answer.records is not None:
                         self.throttle.record(len(answer.records))
                     self._apply(key, parts[key], answer)
+
+    def _throttled(self, ready: dict) -> frozenset:
+        """The ready partitions the throttle names whose replica here is out of the ISR (Kafka's
+        shouldFollowerThrottle: an in-sync follower is never slowed)."""
+        out = []
+        for key in self.throttle.partitions & ready.keys():
+            part = self._partition(key)
+            if part is not None and self.me not in part.replication().isr:
+                out.append(key)
+        return frozenset(out)
 
     def _apply(self, key, part, answer) -> None:
         try:

@@ -1,10 +1,11 @@
 """The follower's replication throttle: Kafka's `follower.replication.throttled.rate`, in bytes/s.
 
-mmlog throttles the replicas a partition reassignment is adding (the catch-up of a
-new replica, which may copy a whole log), not replication in general: the main
-process names them in the fetch plan, with the rate (`fetch_plan.py`). One
-throttle serves every source thread of the fetcher process, so the rate bounds the
-broker's whole catch-up, as Kafka's follower quota does.
+The throttled replicas are those the topics' `follower.replication.throttled.replicas`
+name on this broker (`config/throttled_replicas.py`; `mmlog reassign --throttle` names
+the replicas a move adds, as kafka-reassign-partitions.sh does), and only while they
+are out of the ISR (`source.py`): the main process lists them in the fetch plan, with
+the rate (`fetch_plan.py`). One throttle serves every source thread of the fetcher
+process, so the rate bounds the broker's whole catch-up, as Kafka's follower quota does.
 
 A token bucket holding one second's worth: each fetch answer takes the bytes it
 brought for throttled partitions; while the bucket is below zero a source thread

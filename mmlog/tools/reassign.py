@@ -11,11 +11,13 @@ assignment and a proposed one spread over the given brokers (each topic's
 replication factor kept, leaders round the brokers as for a new topic), both as
 the reassignment JSON {"version":1,"partitions":[{"topic":"t","partition":0,
 "replicas":[1,2]}]}; it changes nothing. `--execute` prints the current assignment
-(keep it to roll back) and starts the moves: replicas added catch up (at most
-BYTES_PER_S with `--throttle`, the brokers' follower.replication.throttled.rate),
-join the ISR, then leadership moves if needed and removed replicas are deleted.
-`--verify` shows each partition's progress and, once every move is done, removes
-the throttle. `--cancel` puts the partitions back on their original replicas.
+(keep it to roll back) and starts the moves: replicas added catch up (with
+`--throttle`, at most BYTES_PER_S: the brokers' leader and follower
+.replication.throttled.rate, applied to the replicas the moving partitions' topics'
+leader/follower.replication.throttled.replicas name: the current replicas on the
+leader side, the added ones on the follower side), join the ISR, then leadership
+moves if needed and removed replicas are deleted. `--verify` shows each partition's
+progress and, once every move is done, removes the rates and the topic configs. `--cancel` puts the partitions back on their original replicas.
 A file name `-` reads the JSON from stdin.
 """
 
@@ -104,7 +106,9 @@ def execute(admin, plan: dict, throttle: int | None) -> None:
         if throttle <= 0:
             raise CommandError("--throttle must be a positive number of bytes per second")
         admin.set_replication_throttle(throttle)
-        print(f"The follower throttle is {throttle} B/s; run --verify to remove it once the moves are done.")
+        admin.throttle_moves({tp: (current[tp.topic, tp.partition], list(target)) for tp, target in plan.items()})
+        print(f"The inter-broker throttle is {throttle} B/s on the moving replicas; run --verify to remove it "
+              "once the moves are done.")
     admin.alter_partition_reassignments(plan)
     print(f"Started the reassignment of {len(plan)} partition(s).")
 
@@ -125,6 +129,7 @@ def verify(admin, plan: dict) -> None:
                   f"{_ids(admin_replicas(admin, tp))}, not {_ids(target)} (cancelled or replaced).")
     if done:
         admin.set_replication_throttle(None)
+        admin.clear_throttled_replicas(tp.topic for tp in plan)
         print("Throttle was removed.")
 
 

@@ -3,6 +3,9 @@ folded into the base region so that no counter ever goes back."""
 
 import os
 
+import numpy as np
+import pytest
+
 from mmlog.ipc import metrics_block as mb
 from mmlog.ipc.metrics_block import NULL_REGION, MetricsBlock, NullRegion, Region
 
@@ -22,12 +25,12 @@ def test_a_forked_processor_writes_where_the_main_process_reads():
     block = MetricsBlock(processors=1)
     pid = os.fork()
     if pid == 0:
-        block.processor(0).requests(0, 3, 1.0, 1.002, 1.002)
+        block.processor(0).request(0, 3, 1.0, 1.0, 1.002, 1.002, 1.002)
         os._exit(0)
     os.waitpid(pid, 0)
     totals = block.totals()
     assert totals[mb.REQUESTS + 0] == 3
-    buckets, total_us = mb.latency(totals, mb.TOTAL, 0)
+    buckets, total_us = mb.latency(totals, mb.LOCAL, 0)
     assert buckets[mb.bucket_of(2_000)] == buckets.sum() == 3  # 2 ms, three times
     assert total_us == 3 * 2_000
 
@@ -61,16 +64,35 @@ def test_a_duration_falls_in_the_first_bucket_it_does_not_exceed():
 def test_remote_time_is_counted_only_for_requests_that_waited():
     block = MetricsBlock(processors=1)
     region = block.processor(0)
-    region.requests(1, 1, 0.0, 0.001, 0.001)
-    region.requests(1, 1, 0.0, 0.001, 0.501)
+    region.request(1, 1, 0.0, 0.0, 0.001, 0.001, 0.001)
+    region.request(1, 1, 0.0, 0.0, 0.001, 0.501, 0.501)
     totals = block.totals()
     remote, remote_us = mb.latency(totals, mb.REMOTE, 1)
     local, local_us = mb.latency(totals, mb.LOCAL, 1)
-    total, total_us = mb.latency(totals, mb.TOTAL, 1)
     assert (remote.sum(), remote_us) == (1, 500_000)
     assert (local.sum(), local_us) == (2, 2_000)
-    assert (total.sum(), total_us) == (2, 502_000)
-    assert total[mb.bucket_of(501_000)] == 1 and local[mb.bucket_of(1_000)] == 2
+    assert local[mb.bucket_of(1_000)] == 2 and remote[mb.bucket_of(500_000)] == 1
+
+
+def test_each_phase_lands_in_its_own_histogram_and_total_spans_them_all():
+    """Frame complete at 0, handler from 3 ms to 4 ms, answered after a 50 ms wait, written 200 ms later."""
+    block = MetricsBlock(processors=1)
+    region = block.processor(0)
+    region.request(1, 2, 0.0, 0.003, 0.004, 0.054, 0.254)
+    totals = block.totals()
+    expected = {mb.QUEUE: 3_000, mb.LOCAL: 1_000, mb.REMOTE: 50_000, mb.SEND: 200_000, mb.TOTAL: 254_000}
+    for kind, us in expected.items():
+        buckets, summed = mb.latency(totals, kind, 1)
+        assert buckets[mb.bucket_of(us)] == buckets.sum() == 2, mb.KINDS[kind]
+        assert summed == pytest.approx(2 * us, abs=2), mb.KINDS[kind]
+    assert totals[mb.REQUESTS + 1] == 2
+
+
+def test_a_queue_time_never_goes_below_zero():
+    block = MetricsBlock(processors=1)
+    block.processor(0).request(3, 1, 1.0, 0.999, 1.0, 1.0, 1.0)
+    buckets, summed = mb.latency(block.totals(), mb.QUEUE, 3)
+    assert buckets[0] == 1 and summed == 0
 
 
 def test_error_codes_out_of_range_land_in_the_edge_slots():
@@ -86,6 +108,20 @@ def test_the_null_region_overrides_every_counting_method_with_nothing():
     counting = {name for name, value in vars(Region).items() if callable(value) and not name.startswith("_")}
     assert counting and all(vars(NullRegion)[name] is not vars(Region)[name] for name in counting)
     assert NULL_REGION.on is False
-    NULL_REGION.requests(0, 1, 0.0, 1.0, 2.0)
+    NULL_REGION.request(0, 1, 0.0, 0.0, 1.0, 2.0, 3.0)
     NULL_REGION.produced(1, 1)
     NULL_REGION.flushed(1.0)
+
+
+def test_the_kernel_and_its_plain_python_reference_agree_on_random_requests():
+    rng = np.random.default_rng(18)
+    words = {name: np.zeros(mb.REGION_WORDS, np.int64) for name in ("kernel", "reference")}
+    for _ in range(2_000):
+        api, count = int(rng.integers(0, mb.MAX_API)), int(rng.integers(1, 40))
+        stamps = np.cumsum(rng.exponential(rng.choice([1e-4, 1e-2, 3.0]), 5)) - rng.uniform(0, 1e-3)
+        if rng.random() < 0.5:
+            stamps[3] = stamps[2]  # answered at once: no remote time
+        for name, fn in (("kernel", mb.record_request), ("reference", mb.record_request_py)):
+            fn(words[name], api, count, *map(float, stamps))
+    assert np.array_equal(words["kernel"], words["reference"])
+    assert words["kernel"][mb.REQUESTS:mb.REQUESTS + mb.MAX_API].sum() > 0

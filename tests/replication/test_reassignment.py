@@ -154,13 +154,16 @@ def fill(bootstrap: str, topic: str, size: int) -> None:
     assert producer.flush(30) == 0
 
 
-def timed_move(brokers, topic: str) -> tuple[float, int]:
-    """(seconds, bytes) of adding a second replica to `topic`-0."""
+def timed_move(brokers, topic: str, throttled: bool = False) -> tuple[float, int]:
+    """(seconds, bytes) of adding a second replica to `topic`-0 (named in the topic's throttled-replicas
+    configs if `throttled`, as `mmlog reassign --throttle` names it)."""
     first = partition_state(brokers[0].bootstrap, topic)[0]
     added = next(b for b in brokers if b.broker_id != first)
     size = sum(f.stat().st_size for f in (Path(by_id(brokers, first).data_dir) / f"{topic}-0").glob("*.log"))
     start = time.monotonic()
     with Admin(brokers[0].bootstrap) as admin:
+        if throttled:
+            admin.throttle_moves({TopicPartition(topic, 0): ([first], [first, added.broker_id])})
         admin.alter_partition_reassignments({TopicPartition(topic, 0): [first, added.broker_id]})
     moved_to(brokers, topic, [first, added.broker_id])
     return time.monotonic() - start, size
@@ -174,7 +177,7 @@ def test_the_follower_throttle_slows_a_reassignments_catch_up_to_its_rate(replic
             fill(replicated[0].bootstrap, topic, 3 << 20)
         free_s, free_bytes = timed_move(replicated, "free")
         admin.set_replication_throttle(rate)
-        slow_s, slow_bytes = timed_move(replicated, "slow")
+        slow_s, slow_bytes = timed_move(replicated, "slow", throttled=True)
         admin.set_replication_throttle(None)
     print(f"unthrottled: {free_bytes / free_s / 1e6:.1f} MB/s; throttled at {rate / 1e6:.1f} MB/s: "
           f"{slow_bytes / slow_s / 1e6:.2f} MB/s ({slow_bytes} B in {slow_s:.1f} s)")

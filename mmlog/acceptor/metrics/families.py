@@ -28,14 +28,19 @@ from mmlog.protocol.messages import APIS
 log = logging.getLogger(__name__)
 
 BOUNDS_MS = tuple(us / 1000 for us in mb.BOUNDS_US)
-REQUEST_TIMES = (  # (kind, family, what it measures)
-    (mb.TOTAL, "kafka_network_requestmetrics_totaltimems",
-     "Time from taking a request off its connection to queueing its response, in ms, per API."),
+REQUEST_TIMES = (  # (phase, family, what it measures): Kafka's RequestMetrics, ipc/metrics_block.py
+    (mb.QUEUE, "kafka_network_requestmetrics_requestqueuetimems",
+     "Time from a request's frame being fully read to its handler starting, in ms, per API."),
     (mb.LOCAL, "kafka_network_requestmetrics_localtimems",
      "Time in the request's handler, in ms, per API."),
     (mb.REMOTE, "kafka_network_requestmetrics_remotetimems",
      "Time a request waited after its handler (parked fetch, acks=all produce, control plane), in ms; "
      "only requests that waited."),
+    (mb.SEND, "kafka_network_requestmetrics_responsesendtimems",
+     "Time from a response being queued to its last byte written to the socket (sendfile included), in ms, "
+     "per API."),
+    (mb.TOTAL, "kafka_network_requestmetrics_totaltimems",
+     "Time from a request's frame being fully read to its response's last byte written, in ms, per API."),
 )
 
 
@@ -63,7 +68,8 @@ def collect(broker) -> list[Family]:
 
 
 def request_families(totals) -> list[Family]:
-    requests = Family("kafka_network_requestmetrics_requests", "counter", "Requests answered, per API.")
+    requests = Family("kafka_network_requestmetrics_requests", "counter",
+                      "Requests done (response written, or none due), per API.")
     errors = Family("kafka_network_requestmetrics_errors", "counter",
                     "Non-zero error codes answered, per API and error (each partition or resource that carries one).")
     times = [(kind, Family(name, "histogram", doc)) for kind, name, doc in REQUEST_TIMES]

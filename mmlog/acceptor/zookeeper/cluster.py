@@ -446,7 +446,6 @@ class ZooKeeperStore:
             return
         replicas, topic_id = paths.parse_assignment(data)
         info = manager.topics().get(name)
-        self._note_adding(name, data)
         if info is not None and info.topic_id == topic_id:
             if len(replicas) == info.partitions and replicas != info.assignment:
                 self._reassigned(name, replicas)
@@ -513,14 +512,6 @@ class ZooKeeperStore:
             return True
 
         DataWatch(self.zk, paths.topic_config(name), config_changed)
-
-    def _note_adding(self, name: str, data: bytes) -> None:
-        """Which of our replicas of a topic a reassignment is adding (the throttled ones)."""
-        adding, _ = paths.parse_reassigning(data)
-        mine = {(name, p) for p, r in adding.items() if self.broker_id in r}
-        if self.replicas is not None and mine != {k for k in self.replicas.adding if k[0] == name}:
-            self.replicas.adding = {k for k in self.replicas.adding if k[0] != name} | mine
-            self.replicas.write_plan()
 
     def _reassigned(self, name: str, replicas: list[list[int]]) -> None:
         """A topic's replicas changed (a reassignment): replicas new here are made, those no longer here
@@ -692,6 +683,8 @@ class ZooKeeperStore:
         except NoNodeError:
             self.zk.create(path, data, makepath=True)
         manager.alter_topic_config(name, overrides)
+        if self.replicas is not None:
+            self.replicas.write_plan()  # follower.replication.throttled.replicas may have changed
 
     def alter_broker_config(self, manager: LogManager, level: str, values: dict[str, str]) -> None:
         """Write /config/brokers/<level> and a change notification, then apply here; the other brokers
@@ -742,6 +735,8 @@ class ZooKeeperStore:
             try:
                 self.manager.alter_topic_config(name, config)
                 log.info("topic %s: config overrides now %s", name, config)
+                if self.replicas is not None:
+                    self.replicas.write_plan()  # follower.replication.throttled.replicas may have changed
             except KafkaError as exc:
                 log.error("cannot apply the config of topic %s from ZooKeeper: %s", name, exc)
 

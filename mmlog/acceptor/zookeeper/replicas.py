@@ -13,8 +13,10 @@ Runs on the control thread of the main process (which owns the log manager):
   the write fails and the watch brings the newer state.
 - The fetch plan (`fetch-plan.json`, first data dir, written atomically when it
   changes): each followed partition with its leader and epoch, and the leaders'
-  addresses, and the throttle of the replicas a reassignment is adding here. The
-  replica fetcher process (`mmlog/replication/`) re-reads it.
+  addresses, and the follower throttle: its rate and the followed partitions whose
+  topic's follower.replication.throttled.replicas names this broker
+  (`config/throttled_replicas.py`). The replica fetcher process (`mmlog/replication/`)
+  re-reads it.
 - `leave()`, at a controlled shutdown: hand each partition we lead to the next
   live ISR member (leader epoch + 1) and leave every ISR, so clients move before
   we stop instead of waiting out the session timeout.
@@ -33,6 +35,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from mmlog.acceptor.zookeeper import paths
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
+from mmlog.config import throttled_replicas
 from mmlog.errors import KafkaError
 from mmlog.log.state import Role
 from mmlog.replication import fetch_plan
@@ -60,7 +63,6 @@ class ReplicaManager:
         self.led: set[tuple[str, int]] = set()
         self.followed: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
         self.isr_shrinks = self.isr_expands = 0  # ISR changes we wrote (Prometheus: acceptor/metrics/)
-        self.adding: set[tuple[str, int]] = set()  # replicas a reassignment is adding here: throttled
         self.throttle_rate: int | None = None  # follower.replication.throttled.rate (None: unlimited)
 
     # ------------------------------------------------------------ roles
@@ -202,12 +204,24 @@ class ReplicaManager:
         if brokers is not None:
             self._brokers = {b.node_id: b.address(self.inter_broker) for b in brokers.values()}
         followed = [[topic, p, leader, epoch] for (topic, p), (leader, epoch) in self.followed.items()]
-        throttled = [[t, p] for t, p in sorted(self.adding & self.followed.keys())]
-        throttle = (self.throttle_rate, throttled) if self.throttle_rate is not None and throttled else None
+        throttled = self._throttled() if self.throttle_rate is not None else []
+        throttle = (self.throttle_rate, throttled) if throttled else None
         plan = fetch_plan.encode(self._brokers, followed, throttle)
         if plan != self._plan:
             fetch_plan.write(self.manager.log_dirs[0], plan)
             self._plan = plan
+
+    def _throttled(self) -> list[list]:
+        """The partitions we follow that their topic's follower.replication.throttled.replicas names on this
+        broker (the fetcher throttles them while they are out of the ISR)."""
+        topics = self.manager.topics()
+        out = []
+        for t, p in sorted(self.followed):
+            info = topics.get(t)
+            if info is not None and throttled_replicas.throttles(info.config.get(throttled_replicas.FOLLOWER, ""),
+                                                                self.me, p):
+                out.append([t, p])
+        return out
 
     # ------------------------------------------------------------ controlled shutdown
 

@@ -130,6 +130,7 @@ def read(ctx, body, record: bool = False, cap: int | None = None, denied=_NOTHIN
     if cap is not None:
         remaining = min(remaining, cap)
     follower = body.replica_id if body.replica_id >= 0 else None
+    throttle = ctx.leader_throttle if follower is not None and ctx.leader_throttle.active else None
     committed = follower is None and body.isolation_level == READ_COMMITTED
     first_with_data = True
     available = 0
@@ -151,11 +152,19 @@ def read(ctx, body, record: bool = False, cap: int | None = None, denied=_NOTHIN
                     # its log start: parked DeleteRecords wait for every live replica's (delete_records.py)
                     hw_moved |= log.record_follower_log_start(follower, part.log_start_offset)
                 limit = min(part.partition_max_bytes, remaining)
+                throttled = throttle is not None and throttle.applies(log, part.partition, follower)
+                if throttled:  # leader.replication.throttled.replicas (processors/replication_throttle.py)
+                    limit = throttle.max_bytes(limit)
                 result = log.read(part.fetch_offset, max(limit, 0), upto_log_end=follower is not None,
                                   committed=committed)
                 records = result.slice
                 if records.size and (records.size > limit and not first_with_data or remaining <= 0):
                     records = None  # only the first partition with data may exceed its limit
+                if throttled and records is not None and records.size:
+                    if throttle.exceeded():
+                        records = None  # over the rate: no records this time
+                    else:
+                        throttle.record(records.size)
                 entry.update(
                     high_watermark=result.high_watermark, last_stable_offset=result.last_stable_offset,
                     log_start_offset=result.log_start_offset,

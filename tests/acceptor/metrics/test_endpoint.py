@@ -184,10 +184,100 @@ def test_confluent_kafka_traffic_and_group_lag(broker):
     assert [o.lag for o in offsets.values()] == [20]  # what `mmlog groups describe` prints
 
 
+PHASES = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems", "totaltimems")
+
+
+def _ms(delta: Delta, phase: str, request: str) -> tuple[float, float]:
+    """(requests counted, summed ms) of one phase's histogram of one API, between two scrapes."""
+    family = f"kafka_network_requestmetrics_{phase}"
+    return delta(f"{family}_count", request=request), delta(f"{family}_sum", request=request)
+
+
+def test_produce_requests_are_timed_in_every_phase_they_pass_through(broker):
+    """Queue, local, send and total time for each Produce; no remote time (acks=1 waits for nothing); the
+    phases add up to no more than the total."""
+    create_topic(broker, "timed")
+    before = scrape(broker)
+    produce_batches(broker, "timed", 0, [rec.build_batch(values(5, start=5 * i)) for i in range(6)])
+    after = wait_for(broker, lambda s: s.get("kafka_network_requestmetrics_totaltimems_count", request="Produce")
+                     - before.get("kafka_network_requestmetrics_totaltimems_count", request="Produce") == 6)
+    delta = Delta(before, after)
+    counts = {phase: _ms(delta, phase, "Produce") for phase in PHASES}
+    assert {phase: n for phase, (n, _) in counts.items()} == {
+        "requestqueuetimems": 6, "localtimems": 6, "remotetimems": 0, "responsesendtimems": 6, "totaltimems": 6}
+    assert all(0 <= ms < 6 * 1000 for _, ms in counts.values()), counts  # six quick requests: under a second each
+    parts = counts["requestqueuetimems"][1] + counts["localtimems"][1] + counts["responsesendtimems"][1]
+    assert 0 < parts <= counts["totaltimems"][1] + 0.01, counts
+
+
+def _fetch_request(topic: str, max_wait_ms: int, max_bytes: int, offset: int = 0):
+    return fetch.REQUEST(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                         isolation_level=0, topics=[{"topic": topic, "partitions": [
+                             {"partition": 0, "fetch_offset": offset, "partition_max_bytes": max_bytes}]}])
+
+
+def test_a_parked_fetch_shows_its_wait_as_remote_time(broker):
+    create_topic(broker, "parked")
+
+    def wait_in_purgatory():
+        with connect(broker) as conn:
+            body = conn.request(fetch.API_KEY, 11, _fetch_request("parked", 400, 1 << 20))
+        assert body.responses[0].partitions[0].records in (None, b"")
+
+    delta = around(broker, wait_in_purgatory)
+    count, remote = _ms(delta, "remotetimems", "Fetch")
+    assert count == 1 and 350 <= remote <= 5000, remote
+    count, total = _ms(delta, "totaltimems", "Fetch")
+    assert count == 1 and total >= remote
+    for phase in ("requestqueuetimems", "localtimems", "responsesendtimems"):
+        count, ms = _ms(delta, phase, "Fetch")
+        assert count == 1 and 0 <= ms < remote, (phase, ms)
+
+
+def test_a_large_sendfile_fetch_to_a_slow_reader_shows_send_time(broker):
+    """4 MB of records sent with sendfile to a client with a small receive window that waits a second
+    before reading: the response is queued at once, and written whole only as the client reads."""
+    from mmlog.protocol import RequestHeader, encode_request
+
+    create_topic(broker, "sent-slowly")
+    batches = [rec.build_batch([(None, os.urandom(10_000)) for _ in range(80)]) for _ in range(5)]
+    produce_batches(broker, "sent-slowly", 0, batches)
+    size = sum(map(len, batches))
+    frame = encode_request(RequestHeader(fetch.API_KEY, 11, 1, "slow-reader"),
+                           _fetch_request("sent-slowly", 0, 8 << 20))
+    host, port = broker.bootstrap.rsplit(":", 1)
+
+    def read_slowly():
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+            sock.settimeout(30)
+            sock.connect((host, int(port)))
+            sock.sendall(frame)
+            time.sleep(1.0)  # the broker has queued the response and filled what the socket buffers take
+            got = 0
+            while got < 4 or got < 4 + int.from_bytes(head, "big"):
+                chunk = sock.recv(1 << 20)
+                assert chunk, "the broker closed the connection"
+                head = chunk[:4] if got == 0 else head
+                got += len(chunk)
+            assert got > size
+
+    before = scrape(broker)
+    read_slowly()
+    after = wait_for(broker, lambda s: s.get("kafka_network_requestmetrics_responsesendtimems_count", request="Fetch")
+                     > before.get("kafka_network_requestmetrics_responsesendtimems_count", request="Fetch"))
+    delta = Delta(before, after)
+    count, send = _ms(delta, "responsesendtimems", "Fetch")
+    assert count == 1 and 700 <= send <= 10_000, send
+    count, total = _ms(delta, "totaltimems", "Fetch")
+    assert count == 1 and total >= send
+    assert _ms(delta, "localtimems", "Fetch")[1] < 500  # the handler only planned the file ranges
+
+
 def test_histograms_are_well_formed(broker):
     s = scrape(broker)
     histograms = [name for name, kind in s.types.items() if kind == "histogram"]
-    assert "kafka_network_requestmetrics_totaltimems" in histograms
+    assert {f"kafka_network_requestmetrics_{phase}" for phase in PHASES} <= set(histograms)
     assert "kafka_log_logflushstats_logflushtimems" in histograms
     for name in histograms:
         by_labels: dict[frozenset, list] = {}
