@@ -1,9 +1,12 @@
-"""Suite-wide set-up: numba's caches are filled once before the first broker starts.
+"""Suite-wide set-up: numba's caches filled once before the first broker starts, and one ZooKeeper.
 
 On a fresh clone the kernels have no cache (`__pycache__/*.nbi` beside their modules), and the
 first broker a test starts compiles them all: about 40 s of CPU, minutes of wall time on a busy
 machine, past a broker fixture's ready timeout. Compiling them here, once, in a child process (so
 this one stays small), leaves every broker a warm cache.
+
+The ZooKeeper fixtures live here so that the whole run shares one server: a session fixture
+imported into several test modules is one server per module (a JVM each, seconds of CPU).
 """
 
 from __future__ import annotations
@@ -12,9 +15,14 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
+import pytest
+
 import mmlog
+from mmlog.acceptor.zookeeper.session import connect
+from mmlog.testing import ZooKeeperServer
 
 WARM = ("from mmlog.acceptor.main import compaction_kernels, kernels, precompile;"
         "kernels.warm(); compaction_kernels.warm(); precompile()")
@@ -33,3 +41,25 @@ def pytest_sessionstart(session) -> None:
     subprocess.run([sys.executable, "-c", WARM], check=True)
     session.config.get_terminal_writer().line(
         f"numba kernels compiled into a cold cache in {time.monotonic() - started:.0f} s")
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One standalone ZooKeeper (Debian's or pyspark's jars) on a free loopback port for the whole run."""
+    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as zk:
+        yield zk
+
+
+@pytest.fixture
+def zk_connect(zookeeper):
+    """zookeeper.connect with a chroot of this test's own."""
+    return f"{zookeeper.connect}/mmlog-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def zk(zk_connect):
+    """A kazoo client rooted at the test's chroot, to look at what brokers wrote."""
+    client = connect(zk_connect, 10_000, 10_000)
+    yield client
+    client.stop()
+    client.close()

@@ -23,7 +23,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.records import TopicPartition
 from mmlog.errors import InvalidConfig
 from mmlog.testing import EmbeddedBroker
-from tests.acceptor.zookeeper.conftest import three_brokers, zk_connect, zookeeper  # noqa: F401
+from tests.acceptor.zookeeper.conftest import three_brokers
 from tests.replication.conftest import REPLICATION
 from tests.replication.replicas import partition_state
 from tests.replication.test_reassignment import by_id, moved_to

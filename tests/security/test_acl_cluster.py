@@ -18,7 +18,7 @@ from mmlog.protocol.messages import metadata
 from mmlog.replication.peer import PeerConnection
 from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
-from tests.acceptor.zookeeper.conftest import three_brokers, wait_for, zk, zk_connect, zookeeper  # noqa: F401
+from tests.acceptor.zookeeper.conftest import three_brokers, wait_for
 from tests.replication.conftest import REPLICATION
 
 ck = pytest.importorskip("confluent_kafka")
@@ -89,3 +89,11 @@ def test_an_acl_created_through_broker_0_is_stored_in_zookeeper_and_enforced_at_
             producer.produce(TOPIC, b"v%d" % i, on_delivery=lambda err, msg: errors.append(err))
         producer.flush(15)
         assert errors == [None] * 5
+
+        # Kafka's layout puts the name in the node's path: a '/' in it would make a node no reader finds
+        slashed = AclBinding(ResourceType.GROUP, "team/a", ResourcePatternType.LITERAL, "User:alice", "*",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+        with pytest.raises(ck.KafkaException) as refused:
+            list(admin.create_acls([slashed]).values())[0].result(15)
+        assert refused.value.args[0].code() == ck.KafkaError.INVALID_REQUEST
+        assert not zk.exists("/kafka-acl/Group/team")

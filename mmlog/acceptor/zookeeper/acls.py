@@ -28,6 +28,7 @@ from kazoo.recipe.watchers import ChildrenWatch
 
 from mmlog.acceptor import acls as acl_changes
 from mmlog.acceptor.zookeeper import paths
+from mmlog.errors import InvalidRequest
 from mmlog.security import acls
 from mmlog.security.acls import LITERAL, PREFIXED, RESOURCE_NAMES
 
@@ -71,13 +72,20 @@ class ZooKeeperAcls:
         acls.save(self.path, self.read_all())
 
     def create(self, bindings) -> list[tuple[int, str | None]]:
+        """Per binding (error code, message). A name with '/' would become a deeper node that no reader
+        finds (Kafka's layout puts the name in the path): refused, not stored and lost."""
         by_pattern: dict[tuple, list] = {}
+        results = []
         for b in bindings:
+            if "/" in b.name:
+                results.append((InvalidRequest.code, f"a resource name with '/' cannot be an ACL node: {b.name!r}"))
+                continue
             by_pattern.setdefault((b.resource_type, b.name, b.pattern_type), []).append(b)
+            results.append((0, None))
         for pattern, new in by_pattern.items():
             self._update(pattern, lambda current, new=new: acl_changes.created(current, new))
         self.mirror()
-        return [(0, None)] * len(bindings)
+        return results
 
     def delete(self, filters) -> list[list[acls.Binding]]:
         current = self.read_all()

@@ -1,40 +1,17 @@
-"""A real ZooKeeper for the run, a fresh chroot per test, and three-broker clusters on it."""
+"""Three-broker clusters on the run's ZooKeeper (its fixtures, `zookeeper`, `zk_connect` and `zk`, are in
+tests/conftest.py: one server for the whole run, whichever directory a test lives in)."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 
 import pytest
 
-from mmlog.acceptor.zookeeper.session import connect
 from mmlog.client.cluster import Cluster
-from mmlog.testing import EmbeddedBroker, ZooKeeperServer
+from mmlog.testing import EmbeddedBroker
 
 SESSION_MS = 3000  # how long a SIGKILLed broker stays in the registry
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory):
-    """One standalone ZooKeeper (Debian's or pyspark's jars) on a free loopback port for the whole run."""
-    with ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")) as zk:
-        yield zk
-
-
-@pytest.fixture
-def zk_connect(zookeeper):
-    """zookeeper.connect with a chroot of this test's own."""
-    return f"{zookeeper.connect}/mmlog-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def zk(zk_connect):
-    """A kazoo client rooted at the test's chroot, to look at what brokers wrote."""
-    client = connect(zk_connect, 10_000, 10_000)
-    yield client
-    client.stop()
-    client.close()
 
 
 def cluster_broker(tmp_path, zk_connect: str, broker_id: int, **config) -> EmbeddedBroker:

@@ -24,7 +24,6 @@ from mmlog.protocol.messages import fetch, find_coordinator, init_producer_id, m
 from mmlog.protocol import records as rec
 from mmlog.testing import BrokerFailed, EmbeddedBroker
 from tests.acceptor.zookeeper.conftest import SESSION_MS, cluster_broker, leaders, live_brokers, wait_for
-
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
 

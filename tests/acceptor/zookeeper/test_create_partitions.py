@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
-from tests.acceptor.zookeeper.conftest import three_brokers, wait_for, zk, zk_connect, zookeeper  # noqa: F401
+from tests.acceptor.zookeeper.conftest import three_brokers, wait_for
 from tests.replication.conftest import REPLICATION
 from tests.replication.replicas import partition_state
 

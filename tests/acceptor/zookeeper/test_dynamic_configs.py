@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from mmlog.client.admin import Admin
-from tests.acceptor.zookeeper.conftest import three_brokers, wait_for, zk, zk_connect, zookeeper  # noqa: F401
+from tests.acceptor.zookeeper.conftest import three_brokers, wait_for
 
 DYNAMIC_BROKER, DYNAMIC_DEFAULT = 2, 3
 
