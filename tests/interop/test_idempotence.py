@@ -74,7 +74,8 @@ def test_librdkafka_with_idempotence_loses_and_repeats_nothing_while_processors_
             thread.join(90)
         with connect(broker) as conn:
             stored = [r.value for r in read_all(conn, "idempotent")]
-    assert not failed, failed[:3]
+        log_tail = "\n".join(broker.log_lines[-40:])  # what the broker saw, should a delivery have failed
+    assert not failed, f"{len(failed)} failed, {len(acked)} acknowledged: {failed[:3]}\n{log_tail}"
     copies = Counter(stored)
     assert len(acked) > 1000
     assert not [v for v, n in copies.items() if n > 1], "duplicates in the log"
