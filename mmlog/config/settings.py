@@ -8,7 +8,8 @@ value raises `ConfigError` naming the setting.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any, Callable, Mapping
 
 from mmlog.config import throttled_replicas
@@ -219,17 +220,19 @@ class LogConfig:
     leader_replication_throttled_replicas: str = ""
     follower_replication_throttled_replicas: str = ""
 
-    @property
+    # Derived values, computed once per config (every append asks for them). cached_property
+    # writes the instance __dict__ directly, which a frozen dataclass allows.
+    @cached_property
     def compact(self) -> bool:
         """Whether the log cleaner compacts this log (cleanup.policy has compact)."""
         return "compact" in cleanup_policies(self.cleanup_policy)
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         """Whether retention deletes old segments (cleanup.policy has delete)."""
         return "delete" in cleanup_policies(self.cleanup_policy)
 
-    @property
+    @cached_property
     def compression_level(self) -> int | None:
         """The level for compression.type's codec (None where it has none)."""
         return getattr(self, f"compression_{self.compression_type}_level", None)
@@ -237,7 +240,8 @@ class LogConfig:
     @classmethod
     def from_props(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":
         """Overlay topic-level props (Kafka names) on base (or the defaults)."""
-        values = dict((base or cls()).__dict__)
+        base = base or cls()
+        values = {f.name: getattr(base, f.name) for f in fields(cls)}
         for name, raw in props.items():
             setting = TOPIC_SETTINGS.get(name)
             if setting is None:

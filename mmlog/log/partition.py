@@ -870,9 +870,9 @@ class Partition:
         """
         active = self._segments[s.active_base]
         set_base_offset = records.set_base_offset
-        slots = self.state._slots
-        role = int(slots[_ROLE])
-        epoch = int(slots[_LEADER_EPOCH]) if role == LEADER and not copy else None
+        slots = self.state._q
+        role = slots[_ROLE]
+        epoch = slots[_LEADER_EPOCH] if role == LEADER and not copy else None
         set_epoch = records.set_leader_epoch
         self.state.set_pending(APPEND)
         next_offset = s.log_end

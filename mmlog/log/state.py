@@ -85,6 +85,7 @@ knows its predecessor died mid-operation and repairs the partition from its file
 from __future__ import annotations
 
 import enum
+import struct
 import time
 from typing import NamedTuple
 from pathlib import Path
@@ -126,6 +127,7 @@ _NAMES = {
     FIRST_UNDECIDED: "first_undecided", LAST_ABORT: "last_abort", TXN_LAYOUT: "txn_layout",
 }
 _SLOT = {name: slot for slot, name in _NAMES.items()}
+_APPEND_SLOTS = struct.Struct(f"={LAST_ABORT - LOG_END + 1}q")  # slots LOG_END..LAST_ABORT, native int64
 
 
 # Stores that move the first unstable offset.
@@ -227,6 +229,10 @@ class PartitionState:
             self.file.close()
             raise
         self._slots = self.file.view
+        # The same slots as a memoryview: one slot read or written through it is a Python int in
+        # ~50 ns, through numpy ~160 ns; the append path touches a dozen. Both pin the mapping alike.
+        self._q = memoryview(self._slots)
+        self._bytes = self._q.cast("B")
         if self._slots[MAGIC_SLOT] == 0:  # a new partition: every slot starts at 0, but no transaction is -1
             self._slots[FIRST_UNSTABLE : TXN_LAYOUT + 1] = (-1, -1, -1, TXN_LAYOUT_V1)
             self._slots[MAGIC_SLOT] = MAGIC
@@ -244,7 +250,7 @@ class PartitionState:
         writer died mid-update, or is descheduled. The caller then takes the partition
         lock, which waits out a live writer and repairs after a dead one.
         """
-        slots = self._slots
+        slots = self._q
         for i in range(spins):
             seq = slots[SEQ]
             if not seq & 1:
@@ -272,16 +278,16 @@ class PartitionState:
 
     def role(self) -> int:
         """The role slot alone (one aligned load: no seqlock needed)."""
-        return int(self._slots[ROLE])
+        return self._q[ROLE]
 
     def serves_clients(self) -> bool:
         """Leader, or a log never given roles (no replicas: a log used alone, as tools and tests do):
         who may take appends and serve consumers."""
-        slots = self._slots
+        slots = self._q
         return slots[ROLE] == LEADER_ROLE or (slots[ROLE] == 0 and slots[N_REPLICAS] == 0)
 
     def isr_size(self) -> int:
-        return int(self._slots[N_ISR])
+        return self._q[N_ISR]
 
     def publish_replication(self, role: int, leader_id: int, leader_epoch: int, isr_version: int,
                             replicas, isr) -> None:
@@ -320,7 +326,7 @@ class PartitionState:
 
     def get(self, name: str) -> int:
         """One slot, read without the seqlock (for writers, who hold the lock)."""
-        return int(self._slots[_SLOT[name]])
+        return self._q[_SLOT[name]]
 
     def update(self, **values: int) -> None:
         """Publish new values of named slots atomically for readers (caller holds the lock)."""
@@ -342,20 +348,20 @@ class PartitionState:
 
         first_undecided / last_abort: the transaction slots after it (None: unchanged);
         decided: (first offset, marker offset) of the transactions its markers ended."""
-        slots = self._slots
-        seq = int(slots[SEQ])
+        slots = self._q
+        seq = slots[SEQ]
         slots[SEQ] = seq + 1 | 1
-        undecided = int(slots[FIRST_UNDECIDED]) if first_undecided is None else first_undecided
-        aborted = int(slots[LAST_ABORT]) if last_abort is None else last_abort
+        undecided = slots[FIRST_UNDECIDED] if first_undecided is None else first_undecided
+        aborted = slots[LAST_ABORT] if last_abort is None else last_abort
         if decided:
             self._add_unreplicated(decided)
         if undecided < 0 and not slots[UNREPLICATED]:
             unstable = -1  # the common case: no transaction anywhere near
         else:
-            unstable = self._first_unstable(high_watermark, undecided, int(slots[LOG_START]))
-        slots[LOG_END : LAST_ABORT + 1] = (log_end, high_watermark, active_size, index_entries, time_entries,
-                                           max_timestamp, offset_of_max_ts, since_index, rolled_at_ms,
-                                           unflushed, 0, unstable, undecided, aborted)
+            unstable = self._first_unstable(high_watermark, undecided, slots[LOG_START])
+        _APPEND_SLOTS.pack_into(self._bytes, LOG_END * 8, log_end, high_watermark, active_size, index_entries,
+                                time_entries, max_timestamp, offset_of_max_ts, since_index, rolled_at_ms,
+                                unflushed, 0, unstable, undecided, aborted)
         slots[SEQ] = seq + 2 & ~1
 
     # ------------------------------------------------------------ transactions (writers only)
@@ -406,10 +412,10 @@ class PartitionState:
 
     def set_pending(self, op: int) -> None:
         """Mark the start of a multi-step operation (readers ignore this slot)."""
-        self._slots[PENDING_OP] = op
+        self._q[PENDING_OP] = op
 
     def is_torn(self) -> bool:
-        slots = self._slots
+        slots = self._q
         return bool(slots[SEQ] & 1) or slots[PENDING_OP] != 0
 
     def reset_seq(self) -> None:

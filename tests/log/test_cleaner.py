@@ -249,7 +249,7 @@ def test_a_cleaned_partition_recovers_with_its_gaps_after_a_crash(compacted, tmp
     want = {r.key: (r.value, r.offset) for r in read_all(p)}
     p.state.update(recovery_point=0)
     p.close(clean=False)
-    again = compacted(LogConfig(**{**COMPACT.__dict__, "cleanup_policy": "delete"}))  # gaps known from the checkpoint
+    again = compacted(dataclasses.replace(COMPACT, cleanup_policy="delete"))  # gaps known from the checkpoint
     assert {r.key: (r.value, r.offset) for r in read_all(again)} == want
     assert again.log_end_offset == 300
     assert cleaner_checkpoint.was_cleaned(tmp_path / "t-0")

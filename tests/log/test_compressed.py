@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -31,7 +32,7 @@ def test_producer_keeps_the_clients_bytes(open_partition):
 
 @pytest.mark.parametrize("topic_codec", ["zstd", "gzip", "lz4", "snappy", "uncompressed"])
 def test_a_topic_codec_recompresses_every_other_codec(open_partition, config, topic_codec):
-    p = open_partition(cfg=LogConfig(**{**config.__dict__, "compression_type": topic_codec}))
+    p = open_partition(cfg=dataclasses.replace(config, compression_type=topic_codec))
     for codec in (c.NONE, c.GZIP, c.SNAPPY, c.LZ4, c.ZSTD):
         p.append(rec.build_batch(RECORDS, compression=codec))
     assert set(codecs_on_disk(p)) == {c.codec_of(topic_codec)}
@@ -78,7 +79,7 @@ def test_a_compressed_batch_that_disagrees_with_its_header_is_corrupt(open_parti
 
 
 def test_a_decompression_bomb_is_refused_without_appending(open_partition, config):
-    p = open_partition(cfg=LogConfig(**{**config.__dict__, "max_message_bytes": 10_000}))
+    p = open_partition(cfg=dataclasses.replace(config, max_message_bytes=10_000))
     bomb = compressed_with(bytes(2 << 20), 1, 0)  # 2 MiB of zeros in a few hundred bytes
     assert len(bomb) < 10_000
     with pytest.raises(CorruptMessage, match="expand past 640,000 bytes"):

@@ -1,0 +1,301 @@
+"""The cost of one request to the broker: CPU per request beside throughput, and where it goes.
+
+    python tools/bench_request.py [--requests N] [--records M] [--processors P] [--rounds R] [--no-page]
+
+One broker (EmbeddedBroker, loopback, P processors), a one-partition topic per row, 200-byte
+records, acks=1. For every row the broker's CPU (utime+stime of the main process and its
+processors, from /proc, read when the client starts and when it ends) is divided by the
+requests and by the records it served: on a shared machine that moves far less than the
+throughput beside it.
+
+  * awaited: one record a request, each awaited before the next (pre-encoded Produce v8
+    frames on one socket, no client library): what one request costs end to end;
+  * librdkafka batch 1: confluent-kafka, linger 0, one record a request, 5 requests in
+    flight (`max.in.flight`), delivery reports served as it goes;
+  * librdkafka batch 50: `batch.num.messages=50`, linger 5 ms, 5 in flight (issue #20's
+    throughput row).
+
+Then the stages of one awaited request inside a processor, in-process (no epoll, a
+socketpair for the client): each stage run on its own, timed with perf_counter_ns around
+it, the fastest of R rounds (other processes only ever add time), beside the whole path
+run the same way. The sum of the stages matches the whole within a few percent.
+
+The figures and the command go to docs/benchmarks.md, between this tool's markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mmlog.client.admin import Admin  # noqa: E402
+from mmlog.client.connection import BrokerConnection  # noqa: E402
+from mmlog.protocol import RequestHeader, encode_request  # noqa: E402
+from mmlog.protocol.messages import produce  # noqa: E402
+from mmlog.protocol.records import build_batch  # noqa: E402
+from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, payload  # noqa: E402
+from tools.bench.servers import cpu_seconds, group_pids  # noqa: E402
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- bench_request: begin -->", "<!-- bench_request: end -->"
+WARM = 2_000  # requests before the clock starts (the connection, the shape and the template learned)
+
+
+def produce_frame(topic: str, correlation_id: int) -> bytearray:
+    """One Produce v8 request of one 200-byte record, acks=1."""
+    body = produce.REQUEST(acks=1, timeout_ms=30000, topic_data=[
+        {"name": topic, "partition_data": [{"index": 0, "records": build_batch([(None, payload())])}]}])
+    return encode_request(RequestHeader(produce.API_KEY, 8, correlation_id, "bench-request"), body)
+
+
+def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
+    """Client process: `messages` pre-encoded one-record requests, each answered before the next is sent."""
+    host, port = bootstrap.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port))
+    frame = produce_frame(topic, 1)
+    error_at = 4 + 4 + 2 + len(topic.encode()) + 4 + 4  # v8 response: the partition's error code
+    send, receive = conn.send_raw, conn.receive_frame
+    for _ in range(WARM):
+        send(frame)
+        receive()
+    ready.set()
+    go.wait()
+    meter = Meter()
+    for i in range(messages):
+        send(frame)
+        answer = receive()
+        if answer[error_at] or answer[error_at + 1]:
+            raise RuntimeError(f"produce failed: error code {int.from_bytes(answer[error_at:error_at + 2], 'big')}")
+        if i % 1000 == 999:
+            meter.tick(i + 1)
+    conn.close()
+    return meter.result(messages)
+
+
+def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go) -> dict:
+    """Client process: librdkafka, `batch` records a request (linger 0 at batch 1, else 5 ms), 5 in flight."""
+    from tools.bench.kafka_driver import _delivered, _producer
+
+    failures: list = []
+    report = _delivered(failures)
+    linger = {"linger.ms": 0, "batch.num.messages": 1} if batch == 1 else {"linger.ms": 5, "batch.num.messages": batch}
+    producer = _producer(bootstrap, 1, **linger)
+    value = payload()
+    for _ in range(WARM):
+        producer.produce(topic, value, on_delivery=report)
+    producer.flush(30)
+    ready.set()
+    go.wait()
+    meter, sent, produce_, poll = Meter(), 0, producer.produce, producer.poll
+    while sent < messages:
+        m = min(1000, messages - sent)
+        for _ in range(m):
+            try:
+                produce_(topic, value, on_delivery=report)
+            except BufferError:
+                poll(0.01)
+                produce_(topic, value, on_delivery=report)
+        poll(0)
+        sent += m
+        meter.tick(sent)
+    if producer.flush(60):
+        raise RuntimeError("librdkafka: records left undelivered after 60 s")
+    if failures:
+        raise RuntimeError(f"librdkafka: {len(failures)} records failed, the first: {failures[0]}")
+    return meter.result(messages)
+
+
+class Row(collections.namedtuple("Row", "name records requests seconds cpu")):
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def us_per_request(self) -> float:
+        return self.cpu / self.requests * 1e6
+
+    @property
+    def s_per_million(self) -> float:
+        return self.cpu / self.records * 1e6
+
+
+def run_client(broker, name: str, records: int, requests: int, fn, *args) -> Row:
+    """fn(bootstrap, topic, records, *args, ready=, go=) in a client process; the broker's CPU across it."""
+    topic = f"request-{len(name)}-{time.monotonic_ns()}"
+    Admin(broker.bootstrap).create_topic(topic, 1)
+    ctx = ClientProcess._ctx
+    ready, go = ctx.Event(), ctx.Event()
+    client = ClientProcess(fn, broker.bootstrap, topic, records, *args, ready=ready, go=go)
+    client.wait_for(ready, 120, "warm-up")
+    pids = group_pids(broker.pid)
+    before = cpu_seconds(pids)
+    go.set()
+    result = client.result(600)
+    return Row(name, records, requests, result["seconds"], cpu_seconds(pids) - before)
+
+
+def broker_rows(args) -> list[Row]:
+    from mmlog.testing import EmbeddedBroker
+
+    rows = []
+    with tempfile.TemporaryDirectory() as data, EmbeddedBroker(data, processors=args.processors) as broker:
+        for r in range(args.rounds):
+            rows.append(run_client(broker, "awaited, batch 1", args.requests, args.requests, awaited))
+            rows.append(run_client(broker, "librdkafka batch 1, 5 in flight", args.requests * 2, args.requests * 2,
+                                   librdkafka, 1))
+            rows.append(run_client(broker, "librdkafka batch 50", args.records, args.records // 50, librdkafka, 50))
+            for row in rows[-3:]:
+                print(f"round {r + 1}: {row.name:<34} {row.rate:>11,.0f} msg/s  broker CPU {row.us_per_request:6.1f} "
+                      f"us/request, {row.s_per_million:5.2f} s per million records", flush=True)
+    return rows
+
+
+# ---------------------------------------------------------------- stages, in-process
+
+STAGES = ["framing (bytes in, frame out)", "header (the request shape)", "partition look-up",
+          "validate (length, magic, CRC-32C, sizes)", "lock, repair check, snapshot",
+          "append (indexes, pwrite, state publish)", "unlock", "response encode (template)",
+          "queue the response", "send"]
+
+
+def stages(rounds: int, n: int) -> tuple[dict, float]:
+    """({stage: us}, whole path us) for one-record Produce requests handled in this process."""
+    from mmlog.ipc.metrics_block import NULL_REGION
+    from mmlog.log.manager import LogManager
+    from mmlog.log.partition import now_ms
+    from mmlog.processors.connection import Connection
+    from mmlog.processors.dispatch import handle_requests
+    from mmlog.processors.handlers import produce as handler
+    from mmlog.testing import HandlerContext
+
+    ns = time.perf_counter_ns
+    with tempfile.TemporaryDirectory() as data:
+        manager = LogManager(Path(data))
+        manager.create_topic("t", 1)
+        frame = bytes(produce_frame("t", 7))
+        a, b = socket.socketpair()
+        sink = bytearray(1 << 16)
+        conn = Connection(a, 1 << 20)
+        ctx = HandlerContext(manager, NULL_REGION)
+
+        def whole() -> None:
+            conn.reader.feed(frame)
+            conn.stamp(time.monotonic())
+            handle_requests(ctx, conn)
+            conn.flush(NULL_REGION)
+            b.recv_into(sink)
+
+        for _ in range(WARM):
+            whole()
+        shape, log = conn.produce_shape, manager.partition("t", 0)
+        best = dict.fromkeys(STAGES, float("inf"))
+        best_whole = float("inf")
+        for _ in range(rounds):
+            spent = [0] * len(STAGES)
+            for _ in range(n):
+                t0 = ns()
+                conn.reader.feed(frame)
+                conn.stamp(time.monotonic())
+                f = conn.next_request()
+                t1 = ns()
+                request = shape.read(f)
+                t2 = ns()
+                part = manager.partition("t", 0)
+                t3 = ns()
+                buf, headers = part._validate(request[2][0][1][0][1])
+                t4 = ns()
+                snap = part._begin_write()
+                t5 = ns()
+                out = [None]
+                part._append_locked(snap, [(0, buf, headers)], now_ms(), out)
+                t6 = ns()
+                part.lock.release()
+                t7 = ns()
+                answer = handler._answer(request[0], [("t", [(0, 0, out[0].base_offset, out[0].log_start_offset,
+                                                                None)])])
+                t8 = ns()
+                conn.queue((answer,))
+                t9 = ns()
+                conn.flush(NULL_REGION)
+                t10 = ns()
+                b.recv_into(sink)
+                for i, (x, y) in enumerate(zip((t0, t1, t2, t3, t4, t5, t6, t7, t8, t9), (t1, t2, t3, t4, t5, t6, t7,
+                                                                                           t8, t9, t10))):
+                    spent[i] += y - x
+            for name, total in zip(STAGES, spent):
+                best[name] = min(best[name], total / n / 1000)
+            t0 = ns()
+            for _ in range(n):
+                whole()
+            best_whole = min(best_whole, (ns() - t0) / n / 1000)
+        a.close()
+        b.close()
+        del log
+        manager.close()
+    return best, best_whole
+
+
+# ---------------------------------------------------------------- the page
+
+def section(args, rows: list[Row], stage_us: dict, whole_us: float) -> str:
+    import statistics
+
+    command = "python tools/bench_request.py " + " ".join(sys.argv[1:])
+    lines = ["## The cost of one request (issue #20)", "",
+             f"`{command.strip()}`: one broker with {args.processors} processor(s), {MESSAGE_SIZE}-byte records, "
+             f"acks=1, one partition; medians of {args.rounds} round(s) with the rounds' range. Broker CPU is "
+             "utime+stime of the broker's processes (from /proc) over the client's run.", "",
+             "| row | msg/s | broker CPU µs per request | broker CPU s per million records |", "|---|---:|---:|---:|"]
+    by_name: dict[str, list[Row]] = collections.defaultdict(list)
+    for row in rows:
+        by_name[row.name].append(row)
+    for name, rs in by_name.items():
+        def fmt(values, spec):
+            med = statistics.median(values)
+            return f"{med:{spec}}" + (f" ({min(values):{spec}}–{max(values):{spec}})" if len(values) > 1 else "")
+        lines.append(f"| {name} | {fmt([r.rate for r in rs], ',.0f')} | {fmt([r.us_per_request for r in rs], '.1f')} "
+                     f"| {fmt([r.s_per_million for r in rs], '.2f')} |")
+    lines += ["", f"Stages of one awaited request inside a processor (in-process, the fastest of {args.rounds * 4} "
+              "rounds, µs):", "", "| stage | µs |", "|---|---:|"]
+    lines += [f"| {name} | {us:.2f} |" for name, us in stage_us.items()]
+    lines += [f"| sum of the stages | {sum(stage_us.values()):.2f} |", f"| the whole path, run alone | {whole_us:.2f} |",
+              ""]
+    return "\n".join(lines)
+
+
+def splice(page: str, text: str) -> str:
+    """`page` with this tool's section replaced (appended, with its markers, if absent)."""
+    if BEGIN in page and END in page:
+        head, rest = page.split(BEGIN, 1)
+        return head + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1]
+    return page.rstrip("\n") + "\n\n" + BEGIN + "\n" + text + "\n" + END + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=20_000, help="awaited requests per round (librdkafka batch 1: 2x)")
+    parser.add_argument("--records", type=int, default=2_000_000, help="records per librdkafka batch-50 round")
+    parser.add_argument("--processors", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--stages-only", action="store_true", help="only the in-process stages")
+    parser.add_argument("--no-page", action="store_true", help="print, do not update docs/benchmarks.md")
+    args = parser.parse_args()
+    rows = [] if args.stages_only else broker_rows(args)
+    stage_us, whole_us = stages(args.rounds * 4, 5_000)
+    for name, us in stage_us.items():
+        print(f"{us:8.2f} us  {name}")
+    print(f"{sum(stage_us.values()):8.2f} us  sum of the stages\n{whole_us:8.2f} us  the whole path, run alone")
+    if not args.no_page and rows:
+        PAGE.write_text(splice(PAGE.read_text(), section(args, rows, stage_us, whole_us)))
+        print(f"updated {PAGE}")
+
+
+if __name__ == "__main__":
+    main()
