@@ -36,6 +36,8 @@ class SparseIndex:
     def reserve(self, slots: int) -> None:
         """Disk blocks behind the first `slots` entries before they are written, 64 KiB at a time:
         one posix_fallocate per 8,192 entries (32 MiB of log at the default interval)."""
+        if slots * self.entry_size <= self._reserved:
+            return  # the common case, every append: blocks are there already
         need = min(slots * self.entry_size, self.file.nbytes)
         if need > self._reserved:
             self._reserved = min(-(-need // RESERVE_CHUNK) * RESERVE_CHUNK, self.file.nbytes)

@@ -169,6 +169,7 @@ class Partition:
         self._bases: list[int] = []
         self._generation = -1
         self._active_base = -1
+        self._preallocated = None  # (generation, active base, index bytes) the active indexes were sized for
         self.recovered_notes: list[str] = []
         self.recovered = False  # whether opening had to scan (no clean close before)
         self._owner = recover
@@ -348,6 +349,7 @@ class Partition:
         self._bases = []
         self._generation = -1
         self._active_base = -1
+        self._preallocated = None  # (generation, active base, index bytes) the active indexes were sized for
 
     def _begin_write(self) -> Snapshot:
         """Take the lock; repair, sync the segments and ready the active one. Caller releases."""
@@ -360,7 +362,12 @@ class Partition:
                 raise UnknownTopicOrPartition(f"{self.directory.name} was deleted")
             if snap.generation != self._generation:
                 self._sync(snap)
-            self._segments[snap.active_base].preallocate(self.config.segment_index_bytes)
+            sized = (snap.generation, snap.active_base, self.config.segment_index_bytes)
+            if self._preallocated != sized:
+                # Once per active segment: the indexes' full size (every change to the segment
+                # set, a roll or a truncation, bumps the generation and asks again).
+                self._segments[snap.active_base].preallocate(sized[2])
+                self._preallocated = sized
             return snap
         except BaseException:
             self.lock.release()
@@ -879,7 +886,7 @@ class Partition:
         pos = s.active_size
         idx_n, time_n, since = s.index_entries, s.time_entries, s.since_index
         max_ts, off_max = s.max_timestamp, s.offset_of_max_ts
-        last_time_ts, _ = active.time_index.last(time_n)
+        last_time_ts = None  # the time index's last timestamp, read once an entry may be written
         interval = self.config.index_interval_bytes
         at = pos  # file position of the batch at hand
         count = 0
@@ -906,6 +913,8 @@ class Partition:
                 if since >= interval and at > 0:
                     active.offset_index.write(idx_n, next_offset - s.active_base, at)
                     idx_n += 1
+                    if last_time_ts is None:
+                        last_time_ts = active.time_index.last(time_n)[0]
                     if max_ts > last_time_ts:
                         active.time_index.write(time_n, max_ts, off_max - s.active_base)
                         last_time_ts = max_ts

@@ -34,7 +34,7 @@ import time
 
 from mmlog.errors import KafkaError
 from mmlog.processors.handlers import HANDLERS, produce
-from mmlog.processors.request import DEFERRED, NO_RESPONSE, CloseConnection, Request
+from mmlog.processors.request import DEFERRED, NO_RESPONSE, CloseConnection, Request, queue_frame
 from mmlog.processors.request_metrics import count_answered, count_unanswered
 from mmlog.processors.sasl import ALLOWED_BEFORE, AUTHENTICATE, log_failure
 from mmlog.protocol.messages import APIS
@@ -141,6 +141,9 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
         answered_now, responded = [0], [0]  # answered before respond_in_order returns; the others waited
 
         def respond(header, result) -> None:
+            if arrivals is None and result.__class__ is bytearray:  # metrics off, the template's frame: no Request
+                queue_frame(ctx, conn, result)
+                return
             request = Request(conn, header, None, ctx)
             if answered_now[0] >= 0:
                 request.counted = False  # counted below, all with one call

@@ -15,6 +15,15 @@ DEFERRED = object()  # the handler will call request.respond later
 NO_RESPONSE = object()  # nothing goes back (Produce with acks=0)
 
 
+def queue_frame(ctx, conn, frame: bytearray) -> None:
+    """Queue an encoded response frame for writing (dropped if the connection is closing)."""
+    if conn.closing:
+        conn.done()
+        return
+    conn.queue((frame,))
+    ctx.wants_write(conn)
+
+
 class CloseConnection(Exception):
     """The request cannot be answered: close the connection, as Kafka does."""
 

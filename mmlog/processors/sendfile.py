@@ -146,6 +146,10 @@ class OutQueue:
         """Drop the n bytes just written from the head of the queue."""
         self.pending -= n
         parts = self._parts
+        if not self.pending:  # everything queued is written (the usual end of a flush)
+            parts.clear()
+            self._sent = 0
+            return
         while n:
             left = len(parts[0]) - self._sent
             if n < left:
