@@ -50,6 +50,8 @@ class Purgatory:
 
     def expire(self, everything: bool = False) -> None:
         """Answer the fetches whose max_wait_ms has passed (all of them when shutting down)."""
+        if not self._deadlines:
+            return  # every pass of the loop asks: nothing parked, nothing to tell the wake board
         now = float("inf") if everything else time.monotonic()
         while self._deadlines and self._deadlines[0][0] <= now:
             _, key = heapq.heappop(self._deadlines)

@@ -41,7 +41,6 @@ import itertools
 import logging
 import os
 import queue
-import selectors
 import signal
 import socket
 import ssl
@@ -62,6 +61,7 @@ from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
 from mmlog.processors.log_cap import LogCap
 from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
+from mmlog.processors.poller import READ, WRITE, Poller
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.quotas import ClientQuotas
 from mmlog.processors.replication_throttle import LeaderThrottle
@@ -75,7 +75,6 @@ log = logging.getLogger(__name__)
 
 BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor stops the broker
 
-READ, WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY, _OFFLOADED = "handoff", "control", "wake", "signal", "memory", "offloaded"
 CATALOGUE_CHECK_S = 0.5  # how soon an altered topic config reaches this processor's open partitions
 _handshake_failures = LogCap(log, 10, "failed TLS handshakes")  # a plaintext client storm cannot flood the log
@@ -147,7 +146,7 @@ class Processor:
         self.authorizer = Authorizer.from_config(self.config, self.config.log_dirs[0])
         self.authorizer.refresh()
         self.tls_contexts = {lst.name: tls.server_context(self.config, lst) for lst in self.listeners if lst.tls}
-        self.sel = selectors.EpollSelector()
+        self.sel = Poller()
         self.handoff.setblocking(False)
         self.sel.register(self.handoff, READ, _HANDOFF)
         self.sel.register(self.control.sock, READ, _CONTROL)
@@ -216,8 +215,7 @@ class Processor:
         return 1.0 if timeout is None else min(timeout, 1.0)
 
     def _on_events(self, events) -> None:
-        for key, mask in events:
-            kind = key.data
+        for kind, mask in events:
             if kind is _HANDOFF:
                 self._take_connections()
             elif kind is _CONTROL:
