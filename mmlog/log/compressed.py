@@ -48,7 +48,8 @@ def prepare(buf, headers: list, compression_type: str, level: int | None, max_me
     Returns the same objects when nothing changes (the common case costs one loop over headers).
     """
     target = None if compression_type == "producer" else compression.codec_of(compression_type)
-    if target is None and not any(h.attributes & 0x07 for h in headers):
+    if target is None and not (headers[0].attributes & 0x07 if len(headers) == 1 else
+                               any(h.attributes & 0x07 for h in headers)):
         return buf, headers
     limit = DECOMPRESSION_FACTOR * max_message_bytes
     rebuilt = []

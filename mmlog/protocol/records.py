@@ -359,12 +359,16 @@ def validate_batch(buf, pos: int = 0, dense: bool = True) -> BatchHeader:
     avail = len(buf) - pos
     if avail < LOG_OVERHEAD:
         raise CorruptMessage(f"batch at {pos} truncated: {avail} bytes")
-    (length,) = _I32.unpack_from(buf, pos + BATCH_LENGTH)
+    if avail >= HEADER_SIZE:  # the whole header at once: one unpack (the length is its second field)
+        fields = _HEADER.unpack_from(buf, pos)
+        length = fields[1]
+    else:
+        (length,), fields = _I32.unpack_from(buf, pos + BATCH_LENGTH), None
     if length < HEADER_SIZE - LOG_OVERHEAD:
         raise CorruptMessage(f"batch at {pos}: length {length} below the header size")
     if length + LOG_OVERHEAD > avail:
         raise CorruptMessage(f"batch at {pos}: length {length} runs past the {avail} bytes given")
-    header = read_header(buf, pos)
+    header = _make_header(fields)  # avail >= length + LOG_OVERHEAD >= HEADER_SIZE: fields were read
     if header.magic != MAGIC:
         raise CorruptMessage(f"batch at {pos}: magic {header.magic}, only magic 2 is supported")
     actual = crc32c(memoryview(buf)[pos + CRC_START : pos + LOG_OVERHEAD + length])
@@ -372,7 +376,7 @@ def validate_batch(buf, pos: int = 0, dense: bool = True) -> BatchHeader:
         raise CorruptMessage(f"batch at {pos}: CRC-32C {actual:#010x} != stored {header.crc:#010x}")
     if header.last_offset_delta < 0 or header.records_count < 0:
         raise InvalidRecord(f"batch at {pos}: negative lastOffsetDelta or recordsCount")
-    if dense and header.compression == 0 and header.records_count != header.last_offset_delta + 1:
+    if dense and not header.attributes & COMPRESSION_MASK and header.records_count != header.last_offset_delta + 1:
         # Compaction may leave gaps in a stored batch, but a producer's batch is dense.
         raise InvalidRecord(
             f"batch at {pos}: {header.records_count} records but lastOffsetDelta {header.last_offset_delta}"
