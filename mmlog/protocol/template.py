@@ -48,7 +48,7 @@ class TemplateError(ValueError):
 class FrameTemplate:
     """An encoded frame and the positions of its variable fixed-width fields."""
 
-    __slots__ = ("frame", "size", "fields", "skip", "_same", "_runs")
+    __slots__ = ("frame", "size", "fields", "skip", "_same", "_runs", "fill")
 
     def __init__(self, frame, fields: list, skip: int = 0) -> None:
         """frame: the encoded bytes; fields: per variable field, in the order they lie in the frame,
@@ -88,13 +88,10 @@ class FrameTemplate:
             else:
                 runs.append([">" + packer.format[1:], at, packer.size])
         self._runs = tuple((struct.Struct(fmt), at - skip if at >= skip else -1) for fmt, at, _ in runs)
+        self.fill = _filler(frame, located)
 
-    def fill(self, *values) -> bytearray:
-        """A copy of the frame with the fields set to values (in frame order)."""
-        out = bytearray(self.frame)
-        for (packer, at), value in zip(self.fields, values):
-            packer.pack_into(out, at, value)
-        return out
+    # fill(*values) -> bytearray: a copy of the frame with the fields set to values (in frame order;
+    # values past the last field are ignored: one call serves versions with and without a field). An attribute, made by `_filler`: one struct call per answer instead of one per field.
 
     def read(self, frame) -> tuple | None:
         """The fields' values (in frame order) if the frame (lacking the first `skip` bytes)
@@ -111,3 +108,24 @@ class FrameTemplate:
             else:
                 values += (None,) * (len(packer.format) - 1)
         return tuple(values)
+
+
+def _filler(frame: bytes, located: list):
+    """fill(*values) for fields at `located` [(position, struct)]: the frame copied, then every field
+    written by one struct whose format spans them, the constant bytes between them given back as
+    `Ns` items. Generated straight-line code (as the codec's, protocol/schema.py): no loop per answer."""
+    fmt, items, names = ">", [], {"frame": frame}
+    pos = located[0][0] if located else 0
+    for k, (at, packer) in enumerate(located):
+        if at > pos:
+            names[f"gap{k}"] = frame[pos:at]
+            fmt += f"{at - pos}s"
+            items.append(f"gap{k}")
+        fmt += packer.format[1:]
+        items.append(f"v{k}")
+        pos = at + packer.size
+    names["pack_into"] = struct.Struct(fmt).pack_into
+    args = ", ".join([f"v{k}" for k in range(len(located))] + ["*_"])  # values past the fields are ignored
+    write = f"    pack_into(out, {located[0][0]}, {', '.join(items)})\n" if located else ""
+    exec(f"def fill({args}):\n    out = bytearray(frame)\n{write}    return out\n", names)
+    return names["fill"]
