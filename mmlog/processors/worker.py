@@ -301,6 +301,8 @@ class Processor:
         self._ready.add(conn)
 
     def _handle_requests(self) -> None:
+        if not self._ready:
+            return
         ready, self._ready = self._ready, set()
         for conn in ready:
             if self.conns.get(conn.fd) is not conn:
@@ -321,6 +323,8 @@ class Processor:
                 self._update_events(conn)
 
     def _write(self) -> None:
+        if not self._dirty:
+            return
         dirty, self._dirty = self._dirty, set()
         for conn in dirty:
             if self.conns.get(conn.fd) is not conn:
@@ -438,6 +442,8 @@ class Processor:
             done(None if exc else future.result(), exc)
 
     def _run_timers(self) -> None:
+        if not self._timers:
+            return
         now = time.monotonic()
         while self._timers and self._timers[0][0] <= now:
             heapq.heappop(self._timers)[2]()
