@@ -126,15 +126,80 @@ class Row(collections.namedtuple("Row", "name records requests seconds cpu")):
         return self.cpu / self.records * 1e6
 
 
+def floor_server(port_out, data_dir: str, topic: str) -> None:
+    """Server process: the syscalls of one awaited Produce and nothing else, in Python (the baseline row).
+
+    Per request: epoll_wait, recv_into, flock, pwrite of what came, flock off, send of a fixed
+    Produce v8 answer for `topic` with the request's correlation id patched in. No parsing, no
+    checks, no index, no state: what any Python server pays for the same round trip before it
+    does any work of its own."""
+    import fcntl
+    import os
+    import select
+
+    from mmlog.processors.handlers.produce import _answer
+    from mmlog.protocol import RequestHeader
+
+    answer = _answer(RequestHeader(produce.API_KEY, 8, 0, None), [(topic, [(0, 0, 0, 0, None)])])
+    listener = socket.create_server(("127.0.0.1", 0))
+    port_out.send(listener.getsockname()[1])
+    log = os.open(os.path.join(data_dir, "floor.log"), os.O_RDWR | os.O_CREAT, 0o644)
+    lock = os.open(os.path.join(data_dir, "floor.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    buf = bytearray(1 << 16)
+    position = 0
+    while True:
+        conn, _ = listener.accept()
+        conn.setblocking(False)
+        poll = select.epoll()
+        poll.register(conn.fileno(), select.EPOLLIN)
+        while True:
+            poll.poll()
+            try:
+                n = conn.recv_into(buf)  # one whole request a read: the client awaits each answer
+            except BlockingIOError:
+                continue
+            if n == 0:
+                break
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            position += os.pwrite(log, memoryview(buf)[:n], position)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            answer[4:8] = buf[8:12]  # the correlation id
+            conn.send(answer)
+        poll.close()
+        conn.close()
+
+
+def floor_row(requests: int) -> Row:
+    """The awaited row against `floor_server`, started and stopped here."""
+    import os
+    import signal
+
+    ctx = ClientProcess._ctx
+    receive, send = ctx.Pipe(duplex=False)
+    with tempfile.TemporaryDirectory() as data:
+        server = ctx.Process(target=floor_server, args=(send, data, "floor"), daemon=True)
+        server.start()
+        try:
+            port = receive.recv()
+            return _timed(f"127.0.0.1:{port}", [server.pid], "syscalls alone (baseline)", "floor", requests,
+                          requests, awaited)
+        finally:
+            os.kill(server.pid, signal.SIGKILL)
+            server.join()
+
+
 def run_client(broker, name: str, records: int, requests: int, fn, *args) -> Row:
     """fn(bootstrap, topic, records, *args, ready=, go=) in a client process; the broker's CPU across it."""
     topic = f"request-{len(name)}-{time.monotonic_ns()}"
     Admin(broker.bootstrap).create_topic(topic, 1)
+    return _timed(broker.bootstrap, group_pids(broker.pid), name, topic, records, requests, fn, *args)
+
+
+def _timed(bootstrap: str, pids: list, name: str, topic: str, records: int, requests: int, fn, *args) -> Row:
     ctx = ClientProcess._ctx
     ready, go = ctx.Event(), ctx.Event()
-    client = ClientProcess(fn, broker.bootstrap, topic, records, *args, ready=ready, go=go)
+    client = ClientProcess(fn, bootstrap, topic, records, *args, ready=ready, go=go)
     client.wait_for(ready, 120, "warm-up")
-    pids = group_pids(broker.pid)
     before = cpu_seconds(pids)
     go.set()
     result = client.result(600)
@@ -147,11 +212,12 @@ def broker_rows(args) -> list[Row]:
     rows = []
     with tempfile.TemporaryDirectory() as data, EmbeddedBroker(data, processors=args.processors) as broker:
         for r in range(args.rounds):
+            rows.append(floor_row(args.requests))
             rows.append(run_client(broker, "awaited, batch 1", args.requests, args.requests, awaited))
             rows.append(run_client(broker, "librdkafka batch 1, 5 in flight", args.requests * 2, args.requests * 2,
                                    librdkafka, 1))
             rows.append(run_client(broker, "librdkafka batch 50", args.records, args.records // 50, librdkafka, 50))
-            for row in rows[-3:]:
+            for row in rows[-4:]:
                 print(f"round {r + 1}: {row.name:<34} {row.rate:>11,.0f} msg/s  broker CPU {row.us_per_request:6.1f} "
                       f"us/request, {row.s_per_million:5.2f} s per million records", flush=True)
     return rows
