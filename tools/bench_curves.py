@@ -91,10 +91,13 @@ def log(line: str) -> None:
 
 # --- the broker and its load ------------------------------------------------------------------------------------
 
+FLUSH_MS: int | None = 1000  # log.flush.interval.ms of every broker of the run (--flush-ms)
+
+
 def broker(workdir: Path, name: str, processors: int = 2):
     from tools.bench import mmlog_driver
 
-    return mmlog_driver.server(Path(workdir) / name, processors=processors)
+    return mmlog_driver.server(Path(workdir) / name, processors=processors, flush_ms=FLUSH_MS)
 
 
 def broker_cpu(b) -> float:
@@ -200,6 +203,7 @@ def curve_partitions(cfg, workdir: Path, points: list) -> None:
         started = time.monotonic()
         b.stop()
         stopped = time.monotonic()
+        b.ready_timeout = 1800  # load() opens (and checks) every partition: minutes with 10,000
         b.start()
         ready = time.monotonic()
         total = sum(cfg["partitions"])
@@ -503,6 +507,8 @@ def parse(argv):
     p.add_argument("--only", default=",".join(CURVES), help=f"comma-separated, of {', '.join(CURVES)}")
     p.add_argument("--seconds", type=float, help="seconds of load per point (default 10, quick 4)")
     p.add_argument("--retained-gb", help="comma-separated sizes of the retained curve (default 1,10)")
+    p.add_argument("--flush-ms", default="1000", help="the brokers' log.flush.interval.ms (default 1000, as "
+                   "tools/bench: an fsync a second); 'none' for the broker's default, no time-based fsync")
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "bench", help="where the PNGs go")
     p.add_argument("--markdown", type=Path, default=ROOT / "docs" / "benchmarks.md")
     p.add_argument("--record", action=argparse.BooleanOptionalAction, default=None,
@@ -513,6 +519,8 @@ def parse(argv):
         cfg["seconds"] = a.seconds
     if a.retained_gb:
         cfg["retained_gb"] = [float(x) for x in a.retained_gb.split(",")]
+    global FLUSH_MS
+    FLUSH_MS = None if a.flush_ms == "none" else int(a.flush_ms)
     only = [c.strip() for c in a.only.split(",") if c.strip()]
     if not only or any(c not in CURVES for c in only):
         p.error(f"--only: choose among {', '.join(CURVES)}")
@@ -571,7 +579,8 @@ def main(argv=None) -> int:
             + (f"; FAILED: {', '.join(failed)}" if failed else "") + ".", "",
             f"- mmlog {commit or '?'}, Python {sys.version.split()[0]}, {os.cpu_count()} cores, load average "
             f"{' '.join(f'{x:.2f}' for x in load_start)} at start, "
-            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; {cfg['seconds']:g} s of load a point",
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; {cfg['seconds']:g} s of load a point; "
+            + ("no time-based fsync" if FLUSH_MS is None else f"log.flush.interval.ms={FLUSH_MS}"),
             *clients, "", markdown(tabs), *[f"![{m.stem}]({rel}/{m.name})" for m in made], ""])
         page = args.markdown
         page.write_text(splice(page.read_text() if page.exists() else "", section))
