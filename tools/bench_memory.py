@@ -40,16 +40,21 @@ from mmlog.testing import EmbeddedBroker  # noqa: E402
 MiB = 1 << 20
 
 
+def process_memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of one process in bytes, from /proc/<pid>/smaps_rollup."""
+    rss = pss = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Rss:"):
+            rss = int(line.split()[1]) * 1024
+        elif line.startswith("Pss:"):
+            pss = int(line.split()[1]) * 1024
+    return rss, pss
+
+
 def memory(broker) -> tuple[int, int]:
     """(RSS, PSS) of the broker's processes, summed, in bytes."""
-    rss = pss = 0
-    for pid in [broker.pid, *broker.processor_pids()]:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Rss:"):
-                rss += int(line.split()[1]) * 1024
-            elif line.startswith("Pss:"):
-                pss += int(line.split()[1]) * 1024
-    return rss, pss
+    each = [process_memory(pid) for pid in [broker.pid, *broker.processor_pids()]]
+    return sum(r for r, _ in each), sum(p for _, p in each)
 
 
 def settle(broker, seconds: float = 2.0) -> tuple[int, int]:
@@ -63,6 +68,7 @@ def api_versions_frame() -> bytes:
 
 
 def open_idle(broker, count: int) -> list[socket.socket]:
+    """`count` connections that each sent one ApiVersions request and were answered."""
     host, port = broker.bootstrap.rsplit(":", 1)
     frame, socks = api_versions_frame(), []
     for _ in range(count):

@@ -285,12 +285,13 @@ def markdown(tabs) -> str:
     return "\n".join(lines)
 
 
-def splice(page: str, section: str) -> str:
-    """`page` with the text between BEGIN and END replaced by `section` (appended, with its markers, if absent)."""
-    if BEGIN in page and END in page:
-        head, rest = page.split(BEGIN, 1)
-        return head + BEGIN + "\n" + section + "\n" + END + rest.split(END, 1)[1]
-    return page.rstrip("\n") + "\n\n" + BEGIN + "\n" + section + "\n" + END + "\n"
+def splice(page: str, section: str, begin: str = BEGIN, end: str = END) -> str:
+    """`page` with the text between `begin` and `end` replaced by `section` (appended, with its markers, if
+    absent); the other benchmarks that keep a section of docs/benchmarks.md pass their own markers."""
+    if begin in page and end in page:
+        head, rest = page.split(begin, 1)
+        return head + begin + "\n" + section + "\n" + end + rest.split(end, 1)[1]
+    return page.rstrip("\n") + "\n\n" + begin + "\n" + section + "\n" + end + "\n"
 
 
 def versions(systems: list[str]) -> list[str]:

@@ -34,7 +34,7 @@ from mmlog.config.broker import BrokerConfig, parse_metrics_listen
 from mmlog.config.settings import ConfigError
 from mmlog.security import tls
 from mmlog.log import compaction_kernels, flush_timing, kernels
-from mmlog.log.manager import LogManager
+from mmlog.log.manager import LogManager, open_partition_budget
 from mmlog.protocol import precompile
 
 log = logging.getLogger("mmlog.broker")
@@ -71,20 +71,6 @@ def raise_descriptor_limit() -> tuple[int, int]:
         return soft, soft
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return soft, hard
-
-
-# Descriptors an open partition holds in the main process: partition.state and each
-# index are mmap-ed (Python's mmap keeps a duplicate of the descriptor), so one segment
-# costs 8 with the lock (measured: docs/robustness.md, "Descriptors").
-DESCRIPTORS_PER_PARTITION = 8
-
-
-def default_max_open_partitions() -> int:
-    """log.max.open.partitions when 0: half the descriptor limit, at a one-segment partition's cost."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    return max(8, soft // 2 // DESCRIPTORS_PER_PARTITION)
 
 
 def check_tls(config: BrokerConfig) -> None:
@@ -144,7 +130,7 @@ def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: Control
 
 
 def _run(config: BrokerConfig, store) -> int:
-    max_open = config["log.max.open.partitions"] or default_max_open_partitions()
+    max_open = open_partition_budget(config["log.max.open.partitions"])
     manager = LogManager(config.log_dirs, config.log_config(), broker_id=config["broker.id"], max_open=max_open)
     for note in manager.load():
         log.warning("recovered: %s", note)

@@ -139,9 +139,10 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "(mmlog).", lambda v: v >= 1, ">= 1"),
         Setting("max.partitions.per.broker", int, 100_000, "Replicas one broker may host: a topic that would "
                 "take any broker past it is refused with POLICY_VIOLATION (mmlog).", lambda v: v >= 1, ">= 1"),
-        Setting("log.max.open.partitions", int, 0, "Partitions the main process keeps open after start-up "
-                "(the least recently used ones are closed and reopened on use); 0 sizes it from the "
-                "descriptor limit (mmlog).", lambda v: v == 0 or v >= 8, "0 or >= 8"),
+        Setting("log.max.open.partitions", int, 0, "Partitions each process of the broker (the main "
+                "process after start-up, each processor, the replica fetcher) keeps open (the least recently "
+                "used ones are closed and reopened on use); 0 sizes it from the descriptor limit and "
+                "vm.max_map_count (mmlog).", lambda v: v == 0 or v >= 8, "0 or >= 8"),
         Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
         Setting("zookeeper.connect", str, "", "ZooKeeper host:port[,...][/chroot]; empty runs standalone."),
         Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a broker that stops "

@@ -26,11 +26,17 @@ Deleting a topic removes it from the catalogue first, then marks each partition
 deleted (every process sees that through the partition state) and removes its
 directory; a crash in between leaves directories that `load()` removes.
 
-Descriptors (owner): an open partition holds about eight descriptors (state page,
-lock, and per segment the log and both indexes, each mmap holding a duplicate), so
-the owner keeps at most `max_open` partitions open, least recently used first out.
-After `load()` the owner needs a partition only for housekeeping and role changes;
-a closed one is reopened attached (no recovery, no role reset) on its next use.
+Descriptors and mappings: an open partition holds about eight descriptors (state
+page, lock, and per segment the log and both indexes, each mmap holding a duplicate)
+and three memory mappings (five more per older segment), so every process keeps at
+most `max_open` partitions open, least recently used first out
+(`open_partition_budget`: half the descriptor limit, and a third of vm.max_map_count,
+at a one-segment partition's cost). After `load()` the owner needs a partition only
+for housekeeping and role changes; a processor needs the ones its clients use. A
+closed one is reopened attached (no recovery, no role reset) on its next use; a
+request parked on a partition (acks=all, DeleteRecords) names it rather than holding
+the open log, so closing it under the request is safe, and a FileSlice being sent
+keeps its own file open.
 Closing one the processors still write to never marks it clean: only `close(clean=
 True)` at the broker's stop does, opening each closed partition again to flush it.
 Housekeeping skips a partition, open or closed, while nothing can be due (a roll
@@ -54,6 +60,7 @@ import json
 import logging
 import os
 import re
+import resource
 import shutil
 import stat
 import threading
@@ -86,6 +93,29 @@ from mmlog.log.state import Role
 log = logging.getLogger(__name__)
 
 CATALOGUE = "topics.json"
+
+# What an open one-segment partition holds in any process: partition.state and both indexes
+# are mmap-ed (Python's mmap keeps a duplicate of the descriptor), so 8 descriptors with the
+# lock and the log (measured: docs/robustness.md, "Descriptors"), and 3 mappings.
+DESCRIPTORS_PER_PARTITION = 8
+MAPPINGS_PER_PARTITION = 3
+MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+
+
+def open_partition_budget(configured: int = 0) -> int:
+    """Partitions a process keeps open at once: `configured` (log.max.open.partitions), or when 0 half
+    the descriptor limit over 8 (the other half is for connections and segments past the first) and at
+    most a third of vm.max_map_count over 3 (numba, the heap and older segments map too)."""
+    if configured:
+        return configured
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    try:
+        maps = int(MAX_MAP_COUNT.read_text())
+    except (OSError, ValueError):
+        maps = 65530  # the kernel's default
+    return max(8, min(soft // 2 // DESCRIPTORS_PER_PARTITION, maps // 3 // MAPPINGS_PER_PARTITION))
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>[a-zA-Z0-9._-]+)-(?P<partition>\d+)$")
 
@@ -142,7 +172,7 @@ class LogManager:
 
     def __init__(self, log_dirs: list[Path] | Path, defaults: LogConfig | None = None, *, owner: bool = True,
                  broker_id: int | None = None, max_open: int | None = None) -> None:
-        """`max_open` (owner only): partitions kept open at once after load (None: no limit)."""
+        """`max_open`: partitions kept open at once (after load, in the owner; None: no limit)."""
         self.log_dirs = [Path(d) for d in (log_dirs if isinstance(log_dirs, list) else [log_dirs])]
         self.defaults = self.static_defaults = defaults or LogConfig()
         # Dynamic configs kept in the catalogue beside the topics: {"brokers": {level: {name: value}},
@@ -151,7 +181,7 @@ class LogManager:
         self.dynamic: dict = {}
         self.owner = owner
         self.broker_id = broker_id
-        self.max_open = max(2, max_open) if owner and max_open else None
+        self.max_open = max(2, max_open) if max_open else None
         self._topics: dict[str, TopicInfo] = {}
         # Both caches spare the owner work per topic when thousands are auto-created: each topic's
         # catalogue JSON, valid while its TopicInfo and the objects it holds are the same (changes
@@ -680,7 +710,8 @@ class LogManager:
             return
         while len(self._partitions) > self.max_open:
             key, part = self._partitions.popitem(last=False)
-            self._note_closed(key, part)
+            if self.owner:
+                self._note_closed(key, part)
             part.close(clean=False)
 
     def _note_closed(self, key: tuple[str, int], part: Partition) -> None:

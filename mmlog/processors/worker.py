@@ -54,7 +54,7 @@ from mmlog.ipc.metrics_block import NULL_REGION, Region
 from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.config.broker import BrokerConfig
 from mmlog.log import flush_timing
-from mmlog.log.manager import LogManager
+from mmlog.log.manager import LogManager, open_partition_budget
 from mmlog.processors.authorizer import Authorizer
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
@@ -136,7 +136,8 @@ class Processor:
         if self.metrics is not NULL_REGION:
             flush_timing.observer = self.metrics.flushed  # flush.messages fsyncs made here
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
-                                  broker_id=self.broker_id)
+                                  broker_id=self.broker_id,
+                                  max_open=open_partition_budget(self.config["log.max.open.partitions"]))
         self.quotas = ClientQuotas(self.quota_block, self.slot, self.manager)
         self.leader_throttle = LeaderThrottle(self.quota_block, self.slot, self.manager, self.broker_id,
                                               self.config["leader.replication.throttled.rate"])

@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 
-from mmlog.log.manager import LogManager
+from mmlog.log.manager import LogManager, open_partition_budget
 from mmlog.replication.fetch_plan import PlanReader
 from mmlog.replication.source import SourceFetcher
 from mmlog.replication.throttle import UNLIMITED, Throttle
@@ -30,7 +30,8 @@ class ReplicaFetcher:
     def __init__(self, config) -> None:
         self.config = config
         self.me = config["broker.id"]
-        self.manager = LogManager(config.log_dirs, config.log_config(), owner=False, broker_id=self.me)
+        self.manager = LogManager(config.log_dirs, config.log_config(), owner=False, broker_id=self.me,
+                                  max_open=open_partition_budget(config["log.max.open.partitions"]))
         self.plan = PlanReader(config.log_dirs[0])
         self.sources: dict[int, SourceFetcher] = {}
         self.throttle = Throttle()  # shared by every source thread: the rate bounds the whole broker

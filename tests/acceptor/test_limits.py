@@ -223,3 +223,32 @@ def test_two_thousand_auto_created_topics_do_not_stall_heartbeats(tmp_path):
             assert create(conn, ("after", 1))["after"][0] == NONE
             meta = conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=None))
             assert len(meta.topics) == 2001
+
+
+def test_a_processor_serves_more_partitions_than_its_descriptor_limit_could_hold_open(tmp_path):
+    # 300 one-segment partitions need 2,400 descriptors open at once; under a limit of 1,024 each
+    # processor keeps 64 open (1024 / 2 / 8) and reopens the others as they are used.
+    from mmlog.protocol.messages import fetch, produce
+    from mmlog.protocol.records import build_batch, decode_records, iter_batches
+
+    n = 300
+    with LimitedBroker(tmp_path / "data", processors=1, nofile=1024) as broker, connect(broker) as conn:
+        assert create(conn, ("wide", n))["wide"][0] == NONE
+        (processor,) = broker.processor_pids()
+        for rounds in range(2):  # the second round reopens every partition the first one let go of
+            r = conn.request(produce.API_KEY, 8, produce.REQUEST(acks=1, timeout_ms=10_000, topic_data=[
+                {"name": "wide", "partition_data": [{"index": p, "records": build_batch([(None, b"%d" % p)])}
+                                                    for p in range(n)]}]))
+            assert [(x.index, x.error_code, x.base_offset) for x in r.responses[0].partition_responses] == [
+                (p, NONE, rounds) for p in range(n)]
+            assert descriptors(processor) < 1024 // 2 + 100
+        r = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
+            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=50 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[{"topic": "wide", "partitions": [
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20} for p in range(n)]}], forgotten_topics_data=[], rack_id=""))
+        got = {x.partition_index: [rec.value for pos, _ in iter_batches(bytes(x.records))
+                                       for rec in decode_records(bytes(x.records), pos)]
+               for x in r.responses[0].partitions}
+        assert got == {p: [b"%d" % p] * 2 for p in range(n)}
+        assert descriptors(processor) < 1024 // 2 + 100

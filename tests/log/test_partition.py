@@ -465,6 +465,22 @@ def test_maybe_flush_flushes_once_flush_ms_has_passed(open_partition):
     assert p.state.snapshot().recovery_point == 1
 
 
+def test_flush_ms_counts_from_the_oldest_unflushed_message_so_a_rarely_written_partition_never_fsyncs_on_append(
+        open_partition):
+    # Counted from the last flush, every append to a partition idle for flush.ms fsynced in the caller (a
+    # processor's loop): with thousands of partitions written in turn, every request waited for a disk sync.
+    p = open_partition(cfg=LogConfig(flush_ms=200, segment_index_bytes=1024))
+    time.sleep(0.25)  # idle for longer than flush.ms
+    p.append(tagged_batch("a"))
+    snap = p.state.snapshot()
+    assert (snap.recovery_point, snap.unflushed) == (0, 1)  # left to the flush timer
+    assert not p.maybe_flush()  # the oldest unflushed message is younger than flush.ms
+    time.sleep(0.25)
+    p.append(tagged_batch("b"))  # the oldest unflushed one is now older than flush.ms: this append syncs
+    snap = p.state.snapshot()
+    assert (snap.recovery_point, snap.unflushed) == (2, 0)
+
+
 # ---------------------------------------------------------------- truncation and deleting records
 
 

@@ -33,12 +33,13 @@ CHUNK = 1000  # send() calls between two looks at the clock
 BULK_CHUNK = 10_000  # records per send_many() call
 
 
-def server(workdir: Path, processors: int = 2):
-    """An EmbeddedBroker in `workdir/mmlog`, fsyncing every second."""
+def server(workdir: Path, processors: int = 2, flush_ms: int | None = 1000):
+    """An EmbeddedBroker in `workdir/mmlog`, fsyncing every `flush_ms` (None: the broker's default, no
+    time-based fsync, as Kafka's)."""
     from mmlog.testing import EmbeddedBroker
 
     return EmbeddedBroker(Path(workdir) / "mmlog", processors=processors,
-                          config={"log.flush.interval.ms": 1000})
+                          config={} if flush_ms is None else {"log.flush.interval.ms": flush_ms})
 
 
 def _producer(bootstrap: str, batch: int, acks, linger_ms: float = 5.0, max_in_flight: int = 5):

@@ -29,7 +29,7 @@ HIGH_WATERMARK = -1
 
 
 def handle(ctx, request):
-    waiting = []  # (entry, partition log, asked offset)
+    waiting = []  # (entry, (topic, partition), asked offset): by name, as the processor may close a log meanwhile
     topics = []
     denied = ctx.authorizer.denied(request.conn, acls.DELETE, acls.TOPIC, {t.name for t in request.body.topics})
     for topic in request.body.topics:
@@ -43,7 +43,7 @@ def handle(ctx, request):
                 check_leader(log, -1)
                 offset = log.high_watermark if part.offset == HIGH_WATERMARK else part.offset
                 log.delete_records_before(offset)
-                waiting.append((entry, log, offset))
+                waiting.append((entry, (topic.name, part.partition_index), offset))
             except Exception as exc:  # noqa: BLE001 - each partition answers for itself
                 entry["error_code"] = error_code(exc)
             results.append(entry)
@@ -54,9 +54,9 @@ def handle(ctx, request):
         """Fill in the low watermarks reached; True once none is waiting any more."""
         live = ctx.views.current().brokers
         for item in list(waiting):
-            entry, log, offset = item
+            entry, key, offset = item
             try:
-                low = log.low_watermark(live)
+                low = ctx.manager.partition(*key).low_watermark(live)
             except Exception as exc:  # noqa: BLE001 - deleted, or no longer the leader
                 entry["error_code"] = error_code(exc)
                 waiting.remove(item)

@@ -120,7 +120,7 @@ def handle_group(ctx, requests: list, throttle_ms: int = 0, refused: list | None
                 nbytes += len(records)
                 nrecords += outcome.records
                 if waiting is not None and log.high_watermark <= outcome.last_offset:
-                    waiting.append((results, slot, log, outcome.last_offset + 1))
+                    waiting.append((results, slot, (name, index), outcome.last_offset + 1))
             else:
                 results[slot] = _error(index, outcome)
                 metrics.error(API_KEY, results[slot][1])
@@ -130,7 +130,8 @@ def handle_group(ctx, requests: list, throttle_ms: int = 0, refused: list | None
     out = []
     for (header, acks, _, timeout_ms), answer, waiting in zip(requests, answers, waits):
         if waiting:
-            out.append(AwaitingReplicas(header, answer, waiting, time.monotonic() + max(timeout_ms, 0) / 1000,
+            deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+            out.append(AwaitingReplicas(ctx.manager, header, answer, waiting, deadline,
                                         partial(_answer, throttle_ms=throttle_ms) if throttle_ms else None))
         else:
             out.append(NO_RESPONSE if acks == 0 else _answer(header, answer, throttle_ms))
@@ -182,12 +183,15 @@ class AwaitingReplicas:
     a Produce, or a WriteTxnMarkers (whose `build` makes its own response from the same results).
 
     `answer` holds the per-partition results, (partition, error code, base offset, log start
-    offset, message) tuples, in lists that `waits` points into: (results, slot, partition log,
-    offset the HW must reach)."""
+    offset, message) tuples, in lists that `waits` points into: (results, slot, (topic, partition),
+    offset the HW must reach). A wait names its partition rather than holding the open log: the
+    processor may close a partition it has not used lately (log.max.open.partitions) while a
+    request waits on it, and `manager.partition` opens it again."""
 
-    __slots__ = ("header", "answer", "waits", "deadline", "build")
+    __slots__ = ("manager", "header", "answer", "waits", "deadline", "build")
 
-    def __init__(self, header, answer, waits: list, deadline: float, build=None) -> None:
+    def __init__(self, manager, header, answer, waits: list, deadline: float, build=None) -> None:
+        self.manager = manager
         self.header = header
         self.answer = answer
         self.waits = waits
@@ -197,9 +201,10 @@ class AwaitingReplicas:
     def settle(self, timed_out: bool = False) -> bool:
         """Answer each partition that can be answered now; True when all of them are."""
         for wait in list(self.waits):
-            results, slot, log, needed = wait
+            results, slot, key, needed = wait
             index = results[slot][0]
             try:
+                log = self.manager.partition(*key)
                 if not log.state.serves_clients():
                     results[slot] = _error(index, NotLeaderOrFollower("leadership moved before the followers had it"))
                 elif log.high_watermark >= needed:

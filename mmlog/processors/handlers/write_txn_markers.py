@@ -70,7 +70,7 @@ def handle(ctx, request):
 
 def _partitions(ctx, request, group_codes: dict):
     answer, waits = append_markers(ctx, request.body, group_codes)
-    awaiting = produce.AwaitingReplicas(request.header, answer, waits,
+    awaiting = produce.AwaitingReplicas(ctx.manager, request.header, answer, waits,
                                         time.monotonic() + MARKER_TIMEOUT_MS / 1000, build=_response)
     produce.respond_in_order(ctx, request.conn, [(request.header, awaiting)],
                              lambda header, result: request.respond(result))
@@ -107,7 +107,7 @@ def append_markers(ctx, body, group_codes: dict | None = None) -> tuple[list, li
                 appended = True
                 results[slot] = (index, 0, info.base_offset, -1, None)
                 if log.high_watermark <= info.last_offset:
-                    waits.append((results, slot, log, info.last_offset + 1))
+                    waits.append((results, slot, (topic.name, index), info.last_offset + 1))
             topics.append((topic.name, results))
         answer.append((marker.producer_id, topics))
     if appended:
