@@ -311,6 +311,10 @@ class PartitionState:
         slots[row + 3] = leo_at_last_fetch
         slots[row] = log_end  # last: the HW reads this one
 
+    def follower_log_end(self, i: int) -> int:
+        """Follower row i's log end alone (one aligned load, the slot `set_follower` writes last)."""
+        return int(self._slots[PROGRESS + PROGRESS_WIDTH * i])
+
     def follower_log_start(self, i: int) -> int:
         return int(self._slots[FOLLOWER_LOG_START + i])
 

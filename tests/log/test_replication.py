@@ -37,7 +37,9 @@ def copy(leader, follower) -> None:
     while offset < leader.log_end_offset:
         got = leader.read(offset, 1 << 20, upto_log_end=True)
         data = bytearray(os.pread(got.slice.file.fileno(), got.slice.size, got.slice.position))
-        follower.append_replica(data, got.high_watermark)
+        headers, end = rec.validate_whole_batches(data, dense=False)  # as the fetcher checks them
+        assert end == len(data)
+        follower.append_replica(data, got.high_watermark, headers=headers)
         offset = follower.log_end_offset
     follower.set_follower_high_watermark(leader.high_watermark)
 

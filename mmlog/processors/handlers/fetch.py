@@ -147,10 +147,9 @@ def read(ctx, body, record: bool = False, cap: int | None = None, denied=_NOTHIN
                 log = ctx.manager.partition(topic.topic, part.partition)
                 check_leader(log, part.current_leader_epoch)
                 if follower is not None and record:
-                    if log.record_follower_fetch(follower, part.fetch_offset):
-                        hw_moved |= log.maybe_advance_high_watermark()
-                    # its log start: parked DeleteRecords wait for every live replica's (delete_records.py)
-                    hw_moved |= log.record_follower_log_start(follower, part.log_start_offset)
+                    # its log end may move the HW (parked acks=all produces wait for it), its log start
+                    # the low watermark (parked DeleteRecords wait for every live replica's)
+                    hw_moved |= log.follower_fetched(follower, part.fetch_offset, part.log_start_offset)
                 limit = min(part.partition_max_bytes, remaining)
                 throttled = throttle is not None and throttle.applies(log, part.partition, follower)
                 if throttled:  # leader.replication.throttled.replicas (processors/replication_throttle.py)
