@@ -54,6 +54,7 @@ SAMPLE = 100  # one record in SAMPLE is timed from produce() to its delivery rep
 KINDS = ("processors", "fetchers", "main")  # where a broker's CPU goes, per process kind
 PY_SPY = str(Path(sys.executable).with_name("py-spy"))  # the venv's
 BEGIN, END = "<!-- bench_replication: begin -->", "<!-- bench_replication: end -->"
+BASELINE = " (baseline)"  # the suffix of a --baseline tree's rows
 
 
 def leaders(bootstrap: str, topic: str) -> list[int] | None:
@@ -183,11 +184,14 @@ def produce(bootstrap: str, topic: str, n: int, size: int, batch: int, acks: str
 
 
 def check_count(bootstrap: str, topic: str, n: int) -> None:
-    """Every record of the run is in the topic, once (the log end offsets add up to n)."""
+    """Every record of the run is in the topic, once: the partitions' high watermarks (what ListOffsets
+    answers for the latest offset) add up to n, once the followers have them (acks=1 does not wait)."""
+    deadline = time.monotonic() + 30
     with Admin(bootstrap) as admin:
-        ends = admin.latest_offsets(topic)
-    if sum(ends.values()) != n:
-        raise SystemExit(f"{topic}: the partitions' log ends add up to {sum(ends.values())}, not {n}")
+        while (total := sum(admin.latest_offsets(topic).values())) < n and time.monotonic() < deadline:
+            time.sleep(0.1)
+    if total != n:
+        raise SystemExit(f"{topic}: the partitions' high watermarks add up to {total}, not {n}")
 
 
 def produce_mmlog(bootstrap: str, topic: str, n: int, size: int, batch: int, idempotent: bool,
@@ -258,12 +262,16 @@ def profiled(brokers, args, bootstrap: str, case: str, factor: int, acks: str) -
 
 def table(args, results: dict[str, list[Run]], round_trips: dict) -> tuple[list[str], list[str]]:
     """(plain lines, markdown lines) of the results."""
-    base_runs = results.get(CASES[0][0])
-    base = statistics.median(r.rate for r in base_runs) if base_runs else None
+    def base_of(name: str) -> float | None:
+        """The median RF 1 acks=1 rate of the same version (tree) as the row's."""
+        runs = results.get(CASES[0][0] + (BASELINE if name.endswith(BASELINE) else ""))
+        return statistics.median(r.rate for r in runs) if runs else None
+
     head = ["case", "msg/s", "MB/s", "p50 ms", "p99 ms", "vs RF 1", "brokers CPU s/M", "processors", "fetchers",
             "main", "of which sys", "client CPU s/M", "records/produce", "records/fetch"]
     rows = []
     for name, runs in results.items():
+        base = base_of(name)
         rate, lat = statistics.median(r.rate for r in runs), sorted(runs, key=lambda r: r.rate)[len(runs) // 2].latencies
         p50, p99 = (f"{np.percentile(lat, q):.1f}" for q in (50, 99)) if len(lat) else ("-", "-")
         cpu = {k: statistics.median(r.cpu[k] for r in runs) for k in runs[0].cpu}
@@ -290,8 +298,49 @@ def table(args, results: dict[str, list[Run]], round_trips: dict) -> tuple[list[
     return plain, md
 
 
-def splice(page: str, section: str) -> str:
-    """`page` with the text between BEGIN and END replaced by `section` (appended, with its markers, if absent)."""
+def start_cluster(zk, work: Path, args, source: Path | None) -> list:
+    """Three brokers on `zk` (a chroot of their own), running this tree's mmlog or, with `source`, that
+    tree's (their `python -m mmlog` finds it first: started from there, with it on PYTHONPATH)."""
+    chroot = "/bench-" + work.name
+    brokers = [EmbeddedBroker(work / f"broker-{i}", processors=args.processors, config={
+        "zookeeper.connect": zk.connect + chroot, "broker.id": i, "auto.leader.rebalance.enable": False,
+        "metrics.listen": free_port(),
+    }, ready_timeout=180) for i in range(3)]
+    here, path = os.getcwd(), os.environ.get("PYTHONPATH")
+    try:
+        if source is not None:
+            os.chdir(source)
+            os.environ["PYTHONPATH"] = str(source)
+        for b in brokers:
+            b.start()
+    finally:
+        os.chdir(here)
+        if path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = path
+    time.sleep(2)
+    return brokers
+
+
+def one_case(brokers, args, topic: str, factor: int, acks: str, idempotent: bool, name: str) -> Run:
+    """A fresh topic and one measured run of the case on it."""
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    make_topic(brokers, topic, factor, args.partitions)
+    if name.startswith("mmlog"):
+        def body():
+            return produce_mmlog(bootstrap, topic, args.records, args.size, args.batch, idempotent, args.partitions)
+    else:
+        def body():
+            return produce(bootstrap, topic, args.records, args.size, args.batch, acks, idempotent, args.partitions)
+    run = measured(brokers, args.records, body)
+    check_count(bootstrap, topic, args.records)
+    return run
+
+
+def splice(page: str, section: str, begin: str = BEGIN, end: str = END) -> str:
+    """`page` with the text between begin and end replaced by `section` (appended, with its markers, if absent)."""
+    BEGIN, END = begin, end
     if BEGIN in page and END in page:
         head, rest = page.split(BEGIN, 1)
         return head + BEGIN + "\n" + section + "\n" + END + rest.split(END, 1)[1]
@@ -312,7 +361,11 @@ def main() -> None:
     parser.add_argument("--awaited", type=int, default=200, help="batches sent one at a time, per factor")
     parser.add_argument("--profile", type=Path, help="after the rounds, one more run of each librdkafka case (not "
                         "in the figures) under py-spy, every broker process sampled; raw profiles and summaries go here")
-    parser.add_argument("--record", action="store_true", help="rewrite this tool's section of docs/benchmarks.md")
+    parser.add_argument("--baseline", type=Path, help="an mmlog source tree (e.g. `git archive` of an older commit) "
+                        "whose brokers run beside this tree's, on the same ZooKeeper, every case alternating between "
+                        "the two; its rows are marked " + BASELINE.strip())
+    parser.add_argument("--record", action="store_true", help="rewrite this tool's section of docs/benchmarks.md "
+                        "(one per partition count: `bench_replication partitions-P`)")
     args = parser.parse_args()
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
     cases = [c for c in CASES if c[0] in wanted]
@@ -320,39 +373,30 @@ def main() -> None:
         raise SystemExit(f"unknown case in {args.cases!r}; the cases: {', '.join(n for n, *_ in CASES)}")
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     work = Path(tempfile.mkdtemp(prefix="bench-replication-"))
+    versions = [("", None)] + ([(BASELINE, args.baseline.resolve())] if args.baseline else [])
     with ZooKeeperServer(work / "zk") as zk:
-        brokers = [EmbeddedBroker(work / f"broker-{i}", processors=args.processors, config={
-            "zookeeper.connect": zk.connect + "/bench", "broker.id": i, "auto.leader.rebalance.enable": False,
-            "metrics.listen": free_port(),
-        }, ready_timeout=180) for i in range(3)]
+        clusters = {}
         try:
-            for b in brokers:
-                b.start()
-            time.sleep(2)
-            bootstrap = ",".join(b.bootstrap for b in brokers)
-            make_topic(brokers, "warm-up", 1)  # numba compiles the client's kernels here, not in a timed case
-            for idempotent in (False, True):
-                produce_mmlog(bootstrap, "warm-up", 5000, args.size, args.batch, idempotent)
-            results: dict[str, list[Run]] = {name: [] for name, *_ in cases}
+            for label, source in versions:
+                clusters[label] = start_cluster(zk, work / ("baseline" if label else "new"), args, source)
+            for brokers in clusters.values():
+                bootstrap = ",".join(b.bootstrap for b in brokers)
+                make_topic(brokers, "warm-up", 1)  # numba compiles the client's kernels here, not in a timed case
+                for idempotent in (False, True):
+                    produce_mmlog(bootstrap, "warm-up", 5000, args.size, args.batch, idempotent)
+            results: dict[str, list[Run]] = {name + label: [] for name, *_ in cases for label, _ in versions}
             for r in range(args.rounds):
                 for c, (name, factor, acks, idempotent) in enumerate(cases):
-                    topic = f"bench-{r}-{c}"
-                    make_topic(brokers, topic, factor, args.partitions)
-                    if name.startswith("mmlog"):
-                        def body():
-                            return produce_mmlog(bootstrap, topic, args.records, args.size, args.batch, idempotent,
-                                                 args.partitions)
-                    else:
-                        def body():
-                            return produce(bootstrap, topic, args.records, args.size, args.batch, acks, idempotent,
-                                           args.partitions)
-                    run = measured(brokers, args.records, body)
-                    check_count(bootstrap, topic, args.records)
-                    results[name].append(run)
-                    print(f"round {r + 1} {name}: {run.rate:,.0f} msg/s, brokers {run.cpu['brokers']:.2f} "
-                          f"CPU s/M ({', '.join(f'{k} {run.cpu[k]:.2f}' for k in (*KINDS, 'sys'))}), client "
-                          f"{run.cpu['client']:.2f}; records per produce {run.cpu['records/produce']:.0f}, "
-                          f"per fetch {run.cpu['records/fetch']:.0f}", flush=True)
+                    order = list(clusters.items())
+                    for label, brokers in order if r % 2 == 0 else order[::-1]:  # each version goes first in turn
+                        run = one_case(brokers, args, f"bench-{r}-{c}", factor, acks, idempotent, name)
+                        results[name + label].append(run)
+                        print(f"round {r + 1} {name + label}: {run.rate:,.0f} msg/s, brokers {run.cpu['brokers']:.2f} "
+                              f"CPU s/M ({', '.join(f'{k} {run.cpu[k]:.2f}' for k in (*KINDS, 'sys'))}), client "
+                              f"{run.cpu['client']:.2f}; records per produce {run.cpu['records/produce']:.0f}, "
+                              f"per fetch {run.cpu['records/fetch']:.0f}", flush=True)
+            brokers = clusters[""]
+            bootstrap = ",".join(b.bootstrap for b in brokers)
             for name, factor, acks, _ in cases if args.profile else ():
                 if not name.startswith("mmlog"):
                     profiled(brokers, args, bootstrap, name, factor, acks)
@@ -361,20 +405,23 @@ def main() -> None:
                 lead = brokers[make_topic(brokers, f"awaited-{factor}", factor)[0]]
                 round_trips[factor] = awaited(lead.bootstrap, f"awaited-{factor}", args.awaited, args.size, args.batch)
         finally:
-            for b in brokers:
-                b.stop()
+            for brokers in clusters.values():
+                for b in brokers:
+                    b.stop()
     plain, md = table(args, results, round_trips)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
     facts = (f"{args.records:,} records of {args.size} B, batch {args.batch}, {args.partitions} partition(s) per "
              f"topic, {args.processors} processor(s) per broker, librdkafka {confluent_kafka.libversion()[0]}, "
-             f"median of {args.rounds} rounds; mmlog {commit.strip() or '?'}, load average at start {load}")
+             f"median of {args.rounds} rounds; mmlog {commit.strip() or '?'}"
+             + (f" beside the baseline {args.baseline.name}" if args.baseline else "") + f", load average at start {load}")
     print("\n" + facts)
     print("\n".join(plain))
     if args.record:
         command = "python " + " ".join(["tools/bench_replication.py", *sys.argv[1:]])
         section = "\n".join([f"`{command}`", "", facts, "", *md])
         page = ROOT / "docs" / "benchmarks.md"
-        page.write_text(splice(page.read_text(), section))
+        tag = f"bench_replication partitions-{args.partitions}"
+        page.write_text(splice(page.read_text(), section, f"<!-- {tag}: begin -->", f"<!-- {tag}: end -->"))
         print(f"wrote {page}")
 
 
