@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import statistics
 import subprocess
@@ -417,7 +418,7 @@ def main() -> None:
     print("\n" + facts)
     print("\n".join(plain))
     if args.record:
-        command = "python " + " ".join(["tools/bench_replication.py", *sys.argv[1:]])
+        command = "python " + shlex.join(["tools/bench_replication.py", *sys.argv[1:]])
         section = "\n".join([f"`{command}`", "", facts, "", *md])
         page = ROOT / "docs" / "benchmarks.md"
         tag = f"bench_replication partitions-{args.partitions}"

@@ -274,6 +274,14 @@ class PartitionState:
         """The role slot alone (one aligned load: no seqlock needed)."""
         return int(self._slots[ROLE])
 
+    def leader_epoch(self) -> int:
+        """The leader epoch slot alone (one aligned load, as `role`)."""
+        return int(self._slots[LEADER_EPOCH])
+
+    def log_end(self) -> int:
+        """The log end slot alone (one aligned load, as `role`): has anything been appended since?"""
+        return int(self._slots[LOG_END])
+
     def serves_clients(self) -> bool:
         """Leader, or a log never given roles (no replicas: a log used alone, as tools and tests do):
         who may take appends and serve consumers."""
