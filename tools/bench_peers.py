@@ -37,6 +37,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_peers.py`: make `tools.bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tools.bench import common  # noqa: E402
 from tools.bench.common import MESSAGE_SIZE, ClientFailed, ClientProcess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -287,10 +288,7 @@ def markdown(tabs) -> str:
 
 def splice(page: str, section: str) -> str:
     """`page` with the text between BEGIN and END replaced by `section` (appended, with its markers, if absent)."""
-    if BEGIN in page and END in page:
-        head, rest = page.split(BEGIN, 1)
-        return head + BEGIN + "\n" + section + "\n" + END + rest.split(END, 1)[1]
-    return page.rstrip("\n") + "\n\n" + BEGIN + "\n" + section + "\n" + END + "\n"
+    return common.splice(page, section, BEGIN, END)
 
 
 def versions(systems: list[str]) -> list[str]:

@@ -46,7 +46,7 @@ from mmlog.client.admin import Admin  # noqa: E402
 from mmlog.client.cluster import Cluster  # noqa: E402
 from mmlog.client.producer import Producer  # noqa: E402
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer  # noqa: E402
-from tools.bench.common import free_port  # noqa: E402
+from tools.bench.common import free_port, splice  # noqa: E402
 from tools.bench.servers import CLOCK_TICKS, _stat, cpu_seconds  # noqa: E402
 
 CASES = [("RF 1 acks=1", 1, "1", False), ("RF 3 acks=1", 3, "1", False), ("RF 3 acks=all", 3, "all", False),
@@ -54,7 +54,6 @@ CASES = [("RF 1 acks=1", 1, "1", False), ("RF 3 acks=1", 3, "1", False), ("RF 3 
 SAMPLE = 100  # one record in SAMPLE is timed from produce() to its delivery report
 KINDS = ("processors", "fetchers", "main")  # where a broker's CPU goes, per process kind
 PY_SPY = str(Path(sys.executable).with_name("py-spy"))  # the venv's
-BEGIN, END = "<!-- bench_replication: begin -->", "<!-- bench_replication: end -->"
 BASELINE = " (baseline)"  # the suffix of a --baseline tree's rows
 
 
@@ -337,15 +336,6 @@ def one_case(brokers, args, topic: str, factor: int, acks: str, idempotent: bool
     run = measured(brokers, args.records, body)
     check_count(bootstrap, topic, args.records)
     return run
-
-
-def splice(page: str, section: str, begin: str = BEGIN, end: str = END) -> str:
-    """`page` with the text between begin and end replaced by `section` (appended, with its markers, if absent)."""
-    BEGIN, END = begin, end
-    if BEGIN in page and END in page:
-        head, rest = page.split(BEGIN, 1)
-        return head + BEGIN + "\n" + section + "\n" + END + rest.split(END, 1)[1]
-    return page.rstrip("\n") + "\n\n" + BEGIN + "\n" + section + "\n" + END + "\n"
 
 
 def main() -> None:
