@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -272,12 +273,14 @@ def table(args, results: dict[str, list[Run]], round_trips: dict) -> tuple[list[
     rows = []
     for name, runs in results.items():
         base = base_of(name)
-        rate, lat = statistics.median(r.rate for r in runs), sorted(runs, key=lambda r: r.rate)[len(runs) // 2].latencies
+        rate = statistics.median(r.rate for r in runs)
+        lat = sorted(runs, key=lambda r: r.rate)[len(runs) // 2].latencies  # the median round's
         p50, p99 = (f"{np.percentile(lat, q):.1f}" for q in (50, 99)) if len(lat) else ("-", "-")
         cpu = {k: statistics.median(r.cpu[k] for r in runs) for k in runs[0].cpu}
         rows.append([name, f"{rate:,.0f}", f"{rate * args.size / 1e6:.1f}", p50, p99,
                      f"{rate / base:.2f}" if base else "-", f"{cpu['brokers']:.2f}",
-                     *(f"{cpu[k]:.2f}" for k in (*KINDS, "sys")), f"{cpu['client']:.2f}", f"{cpu['records/produce']:.0f}",
+                     *(f"{cpu[k]:.2f}" for k in (*KINDS, "sys")), f"{cpu['client']:.2f}",
+                     f"{cpu['records/produce']:.0f}",
                      f"{cpu['records/fetch']:.0f}" if cpu["records/fetch"] < args.records else "-"])
     widths = [max(len(c) for c in col) for col in zip(head, *rows)]
     plain = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
@@ -351,7 +354,8 @@ def main() -> None:
                         help="comma-separated, of: " + ", ".join(name for name, *_ in CASES))
     parser.add_argument("--awaited", type=int, default=200, help="batches sent one at a time, per factor")
     parser.add_argument("--profile", type=Path, help="after the rounds, one more run of each librdkafka case (not "
-                        "in the figures) under py-spy, every broker process sampled; raw profiles and summaries go here")
+                        "in the figures) under py-spy, every broker process sampled; raw profiles and summaries go "
+                        "here")
     parser.add_argument("--baseline", type=Path, help="an mmlog source tree (e.g. `git archive` of an older commit) "
                         "whose brokers run beside this tree's, on the same ZooKeeper, every case alternating between "
                         "the two; its rows are marked " + BASELINE.strip())
@@ -399,12 +403,14 @@ def main() -> None:
             for brokers in clusters.values():
                 for b in brokers:
                     b.stop()
+    shutil.rmtree(work, ignore_errors=True)  # gigabytes of segments (the profiles, if any, are elsewhere)
     plain, md = table(args, results, round_trips)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
     facts = (f"{args.records:,} records of {args.size} B, batch {args.batch}, {args.partitions} partition(s) per "
              f"topic, {args.processors} processor(s) per broker, librdkafka {confluent_kafka.libversion()[0]}, "
              f"median of {args.rounds} rounds; mmlog {commit.strip() or '?'}"
-             + (f" beside the baseline {args.baseline.name}" if args.baseline else "") + f", load average at start {load}")
+             + (f" beside the baseline {args.baseline.name}" if args.baseline else "")
+             + f", load average at start {load}")
     print("\n" + facts)
     print("\n".join(plain))
     if args.record:
