@@ -58,6 +58,7 @@ class _ScratchProcess:
 
 
 CLEANER_PROCESS_NAME = "mmlog-cleaner"  # mmlog/log/cleaner_manager.py's PROCESS_NAME (a test checks they agree)
+FETCHER_PROCESS_NAME = "mmlog-fetcher"  # mmlog/replication/fetcher.py's PROCESS_NAME (cluster mode only)
 
 
 def _comm(pid: int) -> str:
@@ -138,8 +139,12 @@ class EmbeddedBroker(_ScratchProcess):
                 self._ready.set()
 
     def processor_pids(self) -> list[int]:
-        """The broker's processor processes (its children but the log cleaner)."""
-        return [pid for pid in self._children() if _comm(pid) != CLEANER_PROCESS_NAME]
+        """The broker's processor processes (its children but the log cleaner and the replica fetcher)."""
+        return [pid for pid in self._children() if _comm(pid) not in (CLEANER_PROCESS_NAME, FETCHER_PROCESS_NAME)]
+
+    def fetcher_pid(self) -> int | None:
+        """The broker's replica fetcher process (cluster mode), if it runs."""
+        return next((pid for pid in self._children() if _comm(pid) == FETCHER_PROCESS_NAME), None)
 
     def cleaner_pid(self) -> int | None:
         """The broker's log cleaner process, if it runs."""

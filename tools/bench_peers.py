@@ -37,6 +37,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_peers.py`: make `tools.bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tools.bench import common  # noqa: E402
 from tools.bench.common import MESSAGE_SIZE, ClientFailed, ClientProcess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -288,10 +289,7 @@ def markdown(tabs) -> str:
 def splice(page: str, section: str, begin: str = BEGIN, end: str = END) -> str:
     """`page` with the text between `begin` and `end` replaced by `section` (appended, with its markers, if
     absent); the other benchmarks that keep a section of docs/benchmarks.md pass their own markers."""
-    if begin in page and end in page:
-        head, rest = page.split(begin, 1)
-        return head + begin + "\n" + section + "\n" + end + rest.split(end, 1)[1]
-    return page.rstrip("\n") + "\n\n" + begin + "\n" + section + "\n" + end + "\n"
+    return common.splice(page, section, begin, end)
 
 
 def versions(systems: list[str]) -> list[str]:

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 PROCESS_NAME = "mmlog-cleaner"  # its /proc/<pid>/comm: tools and tests tell it from the processors by it
 
 
-def _name_process(name: str) -> None:
+def name_process(name: str) -> None:
     """Set this process's name (prctl PR_SET_NAME), what ps and /proc/<pid>/comm show."""
     try:
         ctypes.CDLL(None).prctl(15, name.encode(), 0, 0, 0)
@@ -155,7 +155,7 @@ def cleaner_main(config, on_clean=None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    _name_process(PROCESS_NAME)
+    name_process(PROCESS_NAME)
     manager = LogCleanerManager(config, on_clean=on_clean)
     signal.signal(signal.SIGTERM, lambda *_: manager.stopped.set())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD})

@@ -629,13 +629,38 @@ class Partition:
         asked for at least what our log end was then. Returns whether the HW may move.
         Raises NotLeaderOrFollower if replica_id is not a replica of this partition.
         """
-        now = now_ms() if now is None else now
         rep = self.state.replication()
+        snap = self.snapshot()
+        self._record_progress(rep, snap, self._replica_position(rep, replica_id), fetch_offset, now)
+        return fetch_offset > snap.high_watermark and replica_id in rep.isr
+
+    def follower_fetched(self, replica_id: int, fetch_offset: int, log_start: int, now: int | None = None) -> bool:
+        """Leader: a follower's fetch, in one look at the state (what a follower fetch costs the leader):
+        record its progress (`record_follower_fetch`) and log start (`record_follower_log_start`),
+        and move the HW if the ISR now holds more (`maybe_advance_high_watermark`). True if the HW
+        or its log start moved: parked acks=all produces or DeleteRecords should check again."""
+        rep = self.state.replication()
+        snap = self.snapshot()
+        i = self._replica_position(rep, replica_id)
+        self._record_progress(rep, snap, i, fetch_offset, now)
+        moved = False
+        if self.state.follower_log_start(i) != log_start:
+            self.state.set_follower_log_start(i, log_start)
+            moved = True
+        if (fetch_offset > snap.high_watermark and replica_id in rep.isr and rep.role == LEADER
+                and self._isr_high_watermark(rep, snap.log_end) > snap.high_watermark):
+            moved |= self._advance_high_watermark()
+        return moved
+
+    def _replica_position(self, rep: Replication, replica_id: int) -> int:
+        """replica_id's row in the progress table (NotLeaderOrFollower if it is no replica here)."""
         try:
-            i = rep.replicas.index(replica_id)
+            return rep.replicas.index(replica_id)
         except ValueError:
             raise NotLeaderOrFollower(f"broker {replica_id} is not a replica of {self.directory.name}") from None
-        snap = self.snapshot()
+
+    def _record_progress(self, rep: Replication, snap: Snapshot, i: int, fetch_offset: int, now: int | None) -> None:
+        now = now_ms() if now is None else now
         old = self.state.follower(i)
         caught_up = old.last_caught_up_ms
         if fetch_offset >= snap.log_end:
@@ -643,7 +668,6 @@ class Partition:
         elif fetch_offset >= old.leo_at_last_fetch >= 0:
             caught_up = max(caught_up, old.last_fetch_ms)
         self.state.set_follower(i, fetch_offset, now, caught_up, snap.log_end)
-        return fetch_offset > snap.high_watermark and replica_id in rep.isr
 
     def record_follower_log_start(self, replica_id: int, log_start: int) -> bool:
         """A follower's fetch reported its log start offset; True if it moved (DeleteRecords may be done)."""
@@ -677,7 +701,7 @@ class Partition:
         hw = log_end
         for i, r in enumerate(rep.replicas):
             if r != rep.leader_id and r in rep.isr:
-                hw = min(hw, self.state.follower(i).log_end)
+                hw = min(hw, self.state.follower_log_end(i))
         return hw
 
     def maybe_advance_high_watermark(self) -> bool:
@@ -688,6 +712,10 @@ class Partition:
         snap = self.snapshot()
         if self._isr_high_watermark(rep, snap.log_end) <= snap.high_watermark:
             return False
+        return self._advance_high_watermark()
+
+    def _advance_high_watermark(self) -> bool:
+        """Under the lock, with the state read again: move the HW to what the ISR holds; True if it moved."""
         with self._writing() as s:
             rep = self.state.replication()
             hw = self._isr_high_watermark(rep, s.log_end)
@@ -697,14 +725,18 @@ class Partition:
             return True
 
     def append_replica(self, buf, leader_high_watermark: int | None = None, *,
-                       epoch: int | None = None) -> AppendInfo | None:
+                       epoch: int | None = None, headers: list | None = None) -> AppendInfo | None:
         """Follower: append the leader's batches as they are (offsets, epochs, bytes), then take
         min(leader's HW, our LEO) as our HW. Batches wholly below our log end are skipped (a
         fetch answered twice); a gap raises OffsetOutOfRange. None if nothing was new.
 
         `epoch`: the leader epoch the fetch was made in; if we no longer follow in it (a
-        fetch answered after a leader change), FencedLeaderEpoch and nothing is appended."""
-        headers = self._check_sizes(buf, records.validate_batches(buf, dense=False))  # the leader's bytes, as they are
+        fetch answered after a leader change), FencedLeaderEpoch and nothing is appended.
+        `headers`: buf's batch headers if the caller validated them already
+        (`records.validate_whole_batches`, dense=False)."""
+        if headers is None:
+            headers = records.validate_batches(buf, dense=False)  # the leader's bytes, as they are
+        headers = self._check_sizes(buf, headers)
         with self._writing() as s:
             self._check_following(epoch)
             if leader_high_watermark is not None:
@@ -727,12 +759,21 @@ class Partition:
                                            f"expected {expected}")
                 expected = h.next_offset
             view = memoryview(buf)[pos:]
-            for h in headers:
-                if h.partition_leader_epoch > self.epochs.latest_epoch():
-                    self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+            latest = self.epochs.latest_epoch()  # one look (a stat) per append, not per batch
+            if headers[-1].partition_leader_epoch > latest:  # epochs never go down along a log
+                for h in headers:
+                    if h.partition_leader_epoch > latest:
+                        self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+                        latest = h.partition_leader_epoch
             out: list = [None]
             now = now_ms()
             first = s.log_end
+            size = len(view)
+            if not self._should_roll(s, size, len(headers), headers[-1].next_offset - s.log_end, now):
+                # the common case: no prefix of the batches needs a roll if all of them together do not
+                self._append_locked(s, [(0, view, headers)], now, out, copy=True)
+                return AppendInfo(first, expected - 1, self.state.get("log_start"), len(headers),
+                                  sum(h.records_count for h in headers))
             at, start = 0, 0
             run: list = []
             for h in headers:  # roll where a leader appending these batches one by one would

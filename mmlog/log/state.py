@@ -280,6 +280,14 @@ class PartitionState:
         """The role slot alone (one aligned load: no seqlock needed)."""
         return self._q[ROLE]
 
+    def leader_epoch(self) -> int:
+        """The leader epoch slot alone (one aligned load, as `role`)."""
+        return int(self._slots[LEADER_EPOCH])
+
+    def log_end(self) -> int:
+        """The log end slot alone (one aligned load, as `role`): has anything been appended since?"""
+        return int(self._slots[LOG_END])
+
     def serves_clients(self) -> bool:
         """Leader, or a log never given roles (no replicas: a log used alone, as tools and tests do):
         who may take appends and serve consumers."""
@@ -316,6 +324,10 @@ class PartitionState:
         slots[row + 2] = last_caught_up_ms
         slots[row + 3] = leo_at_last_fetch
         slots[row] = log_end  # last: the HW reads this one
+
+    def follower_log_end(self, i: int) -> int:
+        """Follower row i's log end alone (one aligned load, the slot `set_follower` writes last)."""
+        return int(self._slots[PROGRESS + PROGRESS_WIDTH * i])
 
     def follower_log_start(self, i: int) -> int:
         return int(self._slots[FOLLOWER_LOG_START + i])

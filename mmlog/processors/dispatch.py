@@ -56,7 +56,11 @@ log = logging.getLogger(__name__)
 # measured 51,000 msg/s at batch 1 with groups of at most 32, 48,000 with 64, 34,000 with 8.
 # Splitting smaller runs (answering the first half of 5 or 16 early) measured slower: on two
 # cores CPU runs out first, and each extra send and wake-up costs more than the overlap gains.
-MAX_GROUP = 32
+# Under acks=all at RF 3 every group costs a replication round trip (its followers' fetches, the
+# HW move, the wake-ups): groups of 64 (Connection's MAX_QUEUED_FRAMES) halved the follower
+# fetches per record and cut the three brokers' CPU per record by a fifth against 32, in each of
+# 3 alternating rounds (docs/benchmarks.md, "Replication and idempotence").
+MAX_GROUP = 64
 UNSUPPORTED_VERSION = 35
 
 

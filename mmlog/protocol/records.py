@@ -398,6 +398,21 @@ def validate_batches(buf, dense: bool = True) -> list[BatchHeader]:
     return headers
 
 
+def validate_whole_batches(buf, dense: bool = True) -> tuple[list[BatchHeader], int]:
+    """Validate the whole batches at the start of buf and return (their headers, the bytes they span):
+    a fetched records field may end in part of a batch, which is left out (as `iter_batches` stops)."""
+    headers = []
+    pos, end = 0, len(buf)
+    while end - pos >= LOG_OVERHEAD:
+        (length,) = _I32.unpack_from(buf, pos + BATCH_LENGTH)
+        if length < HEADER_SIZE - LOG_OVERHEAD or pos + LOG_OVERHEAD + length > end:
+            break
+        h = validate_batch(buf, pos, dense)
+        headers.append(h)
+        pos += LOG_OVERHEAD + length
+    return headers, pos
+
+
 def set_base_offset(buf, base_offset: int, pos: int = 0) -> None:
     """Overwrite baseOffset of the batch at pos (outside the CRC, so the CRC stays valid)."""
     _I64.pack_into(buf, pos + BASE_OFFSET, base_offset)

@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 
+from mmlog.log.cleaner_manager import name_process
 from mmlog.log.manager import LogManager, open_partition_budget
 from mmlog.replication.fetch_plan import PlanReader
 from mmlog.replication.source import SourceFetcher
@@ -22,6 +23,7 @@ from mmlog.replication.throttle import UNLIMITED, Throttle
 log = logging.getLogger(__name__)
 
 PLAN_POLL_S = 0.05
+PROCESS_NAME = "mmlog-fetcher"  # its /proc/<pid>/comm: tools tell it from the processors by it
 
 
 class ReplicaFetcher:
@@ -71,6 +73,7 @@ class ReplicaFetcher:
 
 def fetcher_main(config) -> int:
     """The fetcher process's body (after fork): run until SIGTERM."""
+    name_process(PROCESS_NAME)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)

@@ -36,7 +36,7 @@ from mmlog.log.leader_epochs import UNDEFINED
 from mmlog.log.state import Role
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import fetch, offset_for_leader_epoch
-from mmlog.protocol.records import iter_batches
+from mmlog.protocol.records import validate_whole_batches
 from mmlog.replication.peer import PeerConnection
 from mmlog.security.client import inter_broker
 from mmlog.replication.throttle import Throttle
@@ -217,9 +217,10 @@ class SourceFetcher(threading.Thread):
                 self._hold(key, answer.error_code)
             else:
                 records = answer.records
-                end = _whole_batches(records) if records is not None else 0
+                headers, end = validate_whole_batches(records, dense=False) if records is not None else ((), 0)
                 if end:
-                    part.append_replica(memoryview(records)[:end], answer.high_watermark, epoch=self._ready[key])
+                    part.append_replica(memoryview(records)[:end], answer.high_watermark, epoch=self._ready[key],
+                                        headers=headers)
                 else:
                     part.set_follower_high_watermark(answer.high_watermark, epoch=self._ready[key])
                 part.follow_log_start(answer.log_start_offset)  # records the leader deleted go here too
@@ -266,10 +267,3 @@ def _follows(part, epoch: int) -> bool:
     rep = part.replication()
     return rep.role == FOLLOWER and rep.leader_epoch == epoch
 
-
-def _whole_batches(records) -> int:
-    """Bytes of the whole batches at the start of a fetched records field (a fetch may end mid-batch)."""
-    end = 0
-    for pos, header in iter_batches(records):
-        end = pos + header.size
-    return end

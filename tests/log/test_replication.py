@@ -37,7 +37,9 @@ def copy(leader, follower) -> None:
     while offset < leader.log_end_offset:
         got = leader.read(offset, 1 << 20, upto_log_end=True)
         data = bytearray(os.pread(got.slice.file.fileno(), got.slice.size, got.slice.position))
-        follower.append_replica(data, got.high_watermark)
+        headers, end = rec.validate_whole_batches(data, dense=False)  # as the fetcher checks them
+        assert end == len(data)
+        follower.append_replica(data, got.high_watermark, headers=headers)
         offset = follower.log_end_offset
     follower.set_follower_high_watermark(leader.high_watermark)
 
@@ -77,6 +79,30 @@ def test_a_leader_with_followers_in_its_isr_keeps_the_hw_until_they_have_fetched
     assert [p.high_watermark for p in (replicas[2], replicas[3])] == [0, 3]  # learnt at their next fetch
     fetch(leader, replicas[2])
     assert replicas[2].high_watermark == 3
+
+
+def test_a_follower_fetch_in_one_look_records_what_the_three_steps_record(replicas, tmp_path, open_partition):
+    """follower_fetched (what the leader's Fetch handler calls) = record_follower_fetch, then
+    maybe_advance_high_watermark, then record_follower_log_start, on a twin leader."""
+    leader, twin = replicas[1], open_partition(tmp_path / "twin" / "t-0", broker_id=1)
+    for p in (leader, twin):
+        p.become_leader(0, REPLICAS, (1, 2), 0, now=1)
+        p.append(tagged_batch("a", 3))
+        p.append(tagged_batch("b", 2))
+    steps = [(3, 1, 0, 10), (2, 2, 0, 11), (2, 5, 2, 12), (3, 4, 1, 13), (2, 5, 2, 14), (3, 5, 3, 15)]
+    for replica, offset, log_start, now in steps:  # broker 3 is out of the ISR: it never moves the HW
+        moved = leader.follower_fetched(replica, offset, log_start, now=now)
+        hw_before = twin.high_watermark
+        if twin.record_follower_fetch(replica, offset, now=now):
+            twin.maybe_advance_high_watermark()
+        started = twin.record_follower_log_start(replica, log_start)
+        assert moved == (twin.high_watermark != hw_before or started)
+        assert leader.high_watermark == twin.high_watermark
+        assert leader.followers() == twin.followers()
+        assert leader.low_watermark({2, 3}) == twin.low_watermark({2, 3})
+    assert leader.high_watermark == 5
+    with pytest.raises(NotLeaderOrFollower):
+        leader.follower_fetched(9, 0, 0)
 
 
 def test_consumers_read_up_to_the_hw_and_followers_up_to_the_log_end(replicas):

@@ -254,6 +254,20 @@ def test_validate_batches_rejects_an_empty_buffer_and_a_partial_tail():
         rec.validate_batches(GOLDEN_BATCH + GOLDEN_BATCH[:30])
 
 
+def test_validate_whole_batches_stops_before_a_partial_tail_and_checks_the_whole_ones():
+    a = rec.build_batch([(None, b"a")])
+    b = rec.build_batch([(None, b"b"), (None, b"c")])
+    for tail in (b"", b[:5], b[:30], b[:-1]):
+        headers, end = rec.validate_whole_batches(a + b + tail)
+        assert [h.records_count for h in headers] == [1, 2] and end == len(a) + len(b)
+    assert rec.validate_whole_batches(b"") == ([], 0)
+    assert rec.validate_whole_batches(a[:-1]) == ([], 0)
+    bad = bytearray(a + b)
+    bad[-1] ^= 1
+    with pytest.raises(CorruptMessage):
+        rec.validate_whole_batches(bad)
+
+
 def test_validate_batch_at_a_position_inside_a_larger_buffer():
     buf = b"\x00" * 7 + GOLDEN_BATCH + b"\xff" * 3
     assert rec.validate_batch(buf, 7).records_count == 2

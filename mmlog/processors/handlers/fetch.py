@@ -27,7 +27,10 @@ Replication: a fetch with replica_id >= 0 is a follower's. It reads up to the lo
 end (consumers stop at the high watermark), and its fetch offset is the follower's
 log end: recorded as its progress (first read of the request only), which may
 move the HW, and then parked acks=all produces are woken; so is its log start
-offset, which parked DeleteRecords requests wait for. Only the leader
+offset, which parked DeleteRecords requests wait for (`Partition.follower_fetched`, one look
+at the state for all three). A parked follower fetch that the purgatory wakes (each HW move
+wakes it) is first checked with a few slot loads (`_follower_waits`): only new records, or a
+new role or epoch, make it read again. Only the leader
 answers; a follower or a replica without a role answers NOT_LEADER_OR_FOLLOWER
 to consumers and followers alike. A current_leader_epoch older than ours is
 FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (-1 skips the check).
@@ -64,11 +67,30 @@ def handle(ctx, request):
 
 def _retry(ctx, request) -> bool:
     """Called when woken: answer if min_bytes are now there (True), else stay parked."""
+    if request.body.replica_id >= 0 and _follower_waits(ctx, request.body):
+        return False
     response, available, failed = read(ctx, request.body, cap=_cap(ctx, request), denied=_denied(ctx, request))
     if available >= request.body.min_bytes or failed:
         _respond(ctx, request, response, available)
         return True
     return False
+
+
+def _follower_waits(ctx, body) -> bool:
+    """Whether a parked follower fetch would only park again: every partition still ends at its fetch
+    offset and is led here in the epoch it asked for (three slot loads each, no read). A woken follower
+    fetch is checked so, since each HW move wakes the purgatory; anything else (new records, a
+    truncation, a new role or epoch, a deleted partition, an offline log dir) reads it again."""
+    for topic in body.topics:
+        for part in topic.partitions:
+            try:
+                state = ctx.manager.partition(topic.topic, part.partition).state
+            except Exception:  # noqa: BLE001 - read() answers it with its error
+                return False
+            if (state.log_end() != part.fetch_offset or not state.serves_clients() or state.get("deleted")
+                    or part.current_leader_epoch >= 0 and state.leader_epoch() != part.current_leader_epoch):
+                return False
+    return True
 
 
 def _respond_now(ctx, request) -> None:
@@ -147,10 +169,9 @@ def read(ctx, body, record: bool = False, cap: int | None = None, denied=_NOTHIN
                 log = ctx.manager.partition(topic.topic, part.partition)
                 check_leader(log, part.current_leader_epoch)
                 if follower is not None and record:
-                    if log.record_follower_fetch(follower, part.fetch_offset):
-                        hw_moved |= log.maybe_advance_high_watermark()
-                    # its log start: parked DeleteRecords wait for every live replica's (delete_records.py)
-                    hw_moved |= log.record_follower_log_start(follower, part.log_start_offset)
+                    # its log end may move the HW (parked acks=all produces wait for it), its log start
+                    # the low watermark (parked DeleteRecords wait for every live replica's)
+                    hw_moved |= log.follower_fetched(follower, part.fetch_offset, part.log_start_offset)
                 limit = min(part.partition_max_bytes, remaining)
                 throttled = throttle is not None and throttle.applies(log, part.partition, follower)
                 if throttled:  # leader.replication.throttled.replicas (processors/replication_throttle.py)
