@@ -147,7 +147,7 @@ def timed(cases: list[Case], runs: int, expected: int, broker: EmbeddedBroker) -
     for case in cases:
         assert case.df.count() == expected, case.name
     [jvm] = spark_pids()
-    for _ in range(runs):
+    for run in range(runs):
         for case in cases:
             spark0, broker0 = tree_cpu_seconds(jvm), cpu_seconds([broker.pid, *broker.processor_pids()])
             t = time.perf_counter()
@@ -155,6 +155,7 @@ def timed(cases: list[Case], runs: int, expected: int, broker: EmbeddedBroker) -
             case.seconds.append(time.perf_counter() - t)
             case.spark_cpu.append(tree_cpu_seconds(jvm) - spark0)
             case.broker_cpu.append(cpu_seconds([broker.pid, *broker.processor_pids()]) - broker0)
+            print(f"run {run + 1}: {case.name} {expected / case.seconds[-1]:,.0f} rows/s", flush=True)
 
 
 def profile(df, out: Path) -> str:
@@ -163,9 +164,10 @@ def profile(df, out: Path) -> str:
     if spy_bin is None:
         return "py-spy is not installed: no profile"
     [jvm] = spark_pids()
-    daemons = [p for p in _children(jvm) if b"pyspark.daemon" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    # one daemon per worker module (data source lookup, planning, ...): the tasks' workers fork from pyspark.worker's
+    daemons = [p for p in _children(jvm) if _argv(p)[-1:] == [b"pyspark.worker"]]
     if not daemons:
-        return "no pyspark.daemon under the Spark JVM: no profile"
+        return "no pyspark.daemon of pyspark.worker under the Spark JVM: no profile"
     raw = out.with_suffix(".raw.txt")
     spy = subprocess.Popen([spy_bin, "record", "--pid", str(daemons[0]), "--subprocesses", "--format", "raw",
                             "--nonblocking", "--nolineno", "--rate", "200", "--output", str(raw)],
@@ -181,10 +183,20 @@ def profile(df, out: Path) -> str:
     return summary
 
 
+def _argv(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    except OSError:
+        return []
+
+
 def _children(pid: int) -> list[int]:
     children = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        children += [int(c) for c in (task / "children").read_text().split()]
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:  # the thread ended
+            continue
     return children
 
 
