@@ -158,7 +158,7 @@ def timed(cases: list[Case], runs: int, expected: int, broker: EmbeddedBroker) -
             print(f"run {run + 1}: {case.name} {expected / case.seconds[-1]:,.0f} rows/s", flush=True)
 
 
-def profile(df, out: Path) -> str:
+def profile(df, out: Path, workdir: Path) -> str:
     """One more read of `df` with py-spy recording every Python worker of Spark; the summary of top frames."""
     spy_bin = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
     if spy_bin is None:
@@ -168,7 +168,7 @@ def profile(df, out: Path) -> str:
     daemons = [p for p in _children(jvm) if _argv(p)[-1:] == [b"pyspark.worker"]]
     if not daemons:
         return "no pyspark.daemon of pyspark.worker under the Spark JVM: no profile"
-    raw = out.with_suffix(".raw.txt")
+    raw = workdir / "py-spy.txt"  # py-spy's collapsed stacks, summarised into `out`
     spy = subprocess.Popen([spy_bin, "record", "--pid", str(daemons[0]), "--subprocesses", "--format", "raw",
                             "--nonblocking", "--nolineno", "--rate", "200", "--output", str(raw)],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -273,7 +273,7 @@ def main() -> None:
                                       .option("tasks", tasks).option("size", args.size).load()),
                 }
                 timed(list(cases.values()), args.runs, args.records, broker)
-                summary = profile(mmlog_df, args.profile) if args.profile else None
+                summary = profile(mmlog_df, args.profile, workdir) if args.profile else None
             finally:
                 stop_session(spark)
     finally:
