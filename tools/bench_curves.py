@@ -47,6 +47,7 @@ if __package__ in (None, ""):  # `python tools/bench_curves.py`: make `tools.ben
 import numpy as np  # noqa: E402
 
 from tools.bench.common import MESSAGE_SIZE, ClientProcess  # noqa: E402
+from tools.bench.page import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVES = ("partitions", "connections", "retained", "processors", "memory")
@@ -59,7 +60,6 @@ QUICK = dict(partitions=[1, 10, 100, 1000], connections=[1, 10, 100, 1000], reta
 BATCH = 50  # records a Produce request: the paper's batch
 WARM_REQUESTS = 3  # requests to each partition before the partitions curve's clock starts
 LOAD_CONNS, LOAD_WINDOW, LOAD_PROCS = 16, 2, 2  # the steady load of the partitions, retained and processors curves
-BEGIN, END = "<!-- bench_curves: begin -->", "<!-- bench_curves: end -->"
 MiB = 1 << 20
 
 
@@ -500,12 +500,6 @@ def plots(points: list[Point], out: Path) -> list[Path]:
     return made
 
 
-def splice(page: str, section: str) -> str:
-    from tools.bench_peers import splice as peers_splice
-
-    return peers_splice(page, section, BEGIN, END)
-
-
 # --- the command ------------------------------------------------------------------------------------------------
 
 def parse(argv):
@@ -590,7 +584,7 @@ def main(argv=None) -> int:
             + ("no time-based fsync" if FLUSH_MS is None else f"log.flush.interval.ms={FLUSH_MS}"),
             *clients, "", markdown(tabs), *[f"![{m.stem}]({rel}/{m.name})" for m in made], ""])
         page = args.markdown
-        page.write_text(splice(page.read_text() if page.exists() else "", section))
+        write_section(page, "bench_curves", section)
         log(f"wrote {page} and {len(made)} figures in {args.out}")
     log(f"done in {minutes:.1f} min" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

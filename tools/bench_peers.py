@@ -37,8 +37,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_peers.py`: make `tools.bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.bench import common  # noqa: E402
 from tools.bench.common import MESSAGE_SIZE, ClientFailed, ClientProcess  # noqa: E402
+from tools.bench.page import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("mmlog", "librdkafka", "redis", "rabbitmq-streams", "nats")
@@ -54,7 +54,7 @@ QUICK = dict(messages=100_000, batch1_messages=2_000, latency_seconds=3.0)
 # at 10,000/s), so that the latency is the systems', not a client's backlog
 LATENCY_RATE = 2_000
 IDLE_SECONDS = 3.0  # how long each server's idle CPU is measured, once it is up and before the first row
-BEGIN, END = "<!-- bench_peers: begin -->", "<!-- bench_peers: end -->"
+SECTION = "bench_peers"  # its markers in docs/benchmarks.md (tools/bench/page.py)
 
 
 @dataclass
@@ -286,12 +286,6 @@ def markdown(tabs) -> str:
     return "\n".join(lines)
 
 
-def splice(page: str, section: str, begin: str = BEGIN, end: str = END) -> str:
-    """`page` with the text between `begin` and `end` replaced by `section` (appended, with its markers, if
-    absent); the other benchmarks that keep a section of docs/benchmarks.md pass their own markers."""
-    return common.splice(page, section, begin, end)
-
-
 def versions(systems: list[str]) -> list[str]:
     """What the figures depend on, a line each."""
     import platform
@@ -410,7 +404,7 @@ def main(argv=None) -> int:
                              f" latency at {cfg.latency_rate:,.0f} msg/s for {cfg.latency_seconds:g} s"
                              + (f"; FAILED: {', '.join(failed)}" if failed else "") + ").", "",
                              *[f"- {f}" for f in facts], "", markdown(tabs)])
-        page.write_text(splice(page.read_text() if page.exists() else "", section))
+        write_section(page, SECTION, section)
         log(f"wrote {page}")
     log(f"done in {minutes:.1f} min" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

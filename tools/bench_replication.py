@@ -47,7 +47,8 @@ from mmlog.client.admin import Admin  # noqa: E402
 from mmlog.client.cluster import Cluster  # noqa: E402
 from mmlog.client.producer import Producer  # noqa: E402
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer  # noqa: E402
-from tools.bench.common import free_port, splice  # noqa: E402
+from tools.bench.common import free_port  # noqa: E402
+from tools.bench.page import write_section  # noqa: E402
 from tools.bench.servers import CLOCK_TICKS, _stat, cpu_seconds  # noqa: E402
 
 CASES = [("RF 1 acks=1", 1, "1", False), ("RF 3 acks=1", 3, "1", False), ("RF 3 acks=all", 3, "all", False),
@@ -418,7 +419,7 @@ def main() -> None:
         section = "\n".join([f"`{command}`", "", facts, "", *md])
         page = ROOT / "docs" / "benchmarks.md"
         tag = f"bench_replication partitions-{args.partitions}"
-        page.write_text(splice(page.read_text(), section, f"<!-- {tag}: begin -->", f"<!-- {tag}: end -->"))
+        write_section(page, tag, section)
         print(f"wrote {page}")
 
 

@@ -41,10 +41,10 @@ from mmlog.protocol import RequestHeader, encode_request  # noqa: E402
 from mmlog.protocol.messages import produce  # noqa: E402
 from mmlog.protocol.records import build_batch  # noqa: E402
 from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, payload  # noqa: E402
+from tools.bench.page import write_section  # noqa: E402
 from tools.bench.servers import cpu_seconds, group_pids  # noqa: E402
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- bench_request: begin -->", "<!-- bench_request: end -->"
 WARM = 2_000  # requests before the clock starts (the connection, the shape and the template learned)
 
 
@@ -336,14 +336,6 @@ def section(args, rows: list[Row], stage_us: dict, whole_us: float) -> str:
     return "\n".join(lines)
 
 
-def splice(page: str, text: str) -> str:
-    """`page` with this tool's section replaced (appended, with its markers, if absent)."""
-    if BEGIN in page and END in page:
-        head, rest = page.split(BEGIN, 1)
-        return head + BEGIN + "\n" + text + "\n" + END + rest.split(END, 1)[1]
-    return page.rstrip("\n") + "\n\n" + BEGIN + "\n" + text + "\n" + END + "\n"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=20_000, help="awaited requests per round (librdkafka batch 1: 2x)")
@@ -359,7 +351,7 @@ def main() -> None:
         print(f"{us:8.2f} us  {name}")
     print(f"{sum(stage_us.values()):8.2f} us  sum of the stages\n{whole_us:8.2f} us  the whole path, run alone")
     if not args.no_page and rows:
-        PAGE.write_text(splice(PAGE.read_text(), section(args, rows, stage_us, whole_us)))
+        write_section(PAGE, "bench_request", section(args, rows, stage_us, whole_us))
         print(f"updated {PAGE}")
 
 

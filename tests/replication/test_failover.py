@@ -129,7 +129,10 @@ def test_killed_and_hung_leaders_lose_no_acknowledged_record(replicated):
         kill_leaders_under_load(replicated, TOPIC, partitions, producer, times=3)
         hung = leader_of(replicated, TOPIC, 1)
         hung.pause()
-        time.sleep(4.5)  # past replica.lag.time.max.ms and the ZooKeeper session
+        # past replica.lag.time.max.ms and the ZooKeeper session: another broker leads, the hung one left the ISR
+        alive = next(b for b in replicated if b is not hung)
+        wait_for(lambda: (s := partition_state(alive.bootstrap, TOPIC, 1))[0] not in (hung.broker_id, -1)
+                 and hung.broker_id not in s[2], timeout=30, what="a new leader, and the hung broker out of the ISR")
         hung.resume()
         full_isr(replicated, TOPIC, partitions)
         before = len(producer.acked)

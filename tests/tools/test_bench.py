@@ -62,6 +62,8 @@ def test_harness_for_mmlog_at_a_tiny_size(tmp_path):
     args = ["--systems", "mmlog", "--messages", "10000", "--batch1-messages", "1000", "--latency-rate", "2000",
             "--latency-seconds", "0.5", "--out", str(out), "--markdown", str(page), "--workdir", str(tmp_path)]
     args += [] if figures else ["--no-figures"]
+    others = "\n## Peers\n\n<!-- bench_peers: begin -->\npeers' tables\n<!-- bench_peers: end -->\n\n## Notes\n"
+    page.write_text("<!-- bench: begin -->\n# Benchmarks\n\nan old run\n<!-- bench: end -->\n" + others)
     proc = subprocess.run([sys.executable, "-m", "tools.bench", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -81,6 +83,8 @@ def test_harness_for_mmlog_at_a_tiny_size(tmp_path):
     text = page.read_text()
     assert "## Producer" in text and "## Consumer" in text and "## End-to-end latency" in text
     assert f"(`{command}`, " in text  # the run the page's figures come from
+    assert "an old run" not in text and text.count("<!-- bench: begin -->") == 1
+    assert text.endswith("\n<!-- bench: end -->\n" + others)  # the other benchmarks' sections are kept
     if figures:
         for png in ("producer.png", "consumer.png"):
             assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

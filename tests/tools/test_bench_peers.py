@@ -1,8 +1,8 @@
-"""tools/bench_peers.py's own arithmetic and page handling, without starting any server.
+"""tools/bench_peers.py's own arithmetic, without starting any server.
 
 The benchmark itself (servers, clients) is a tool run by hand; these check what it computes
-from its measurements: the per-record and per-request CPU, mmlog's ratios, the page splice, the
-arguments, and the /proc reading it takes CPU seconds from.
+from its measurements: the per-record and per-request CPU, mmlog's ratios, the arguments,
+and the /proc reading it takes CPU seconds from (its page section: test_bench_page.py).
 """
 
 import os
@@ -12,7 +12,7 @@ import pytest
 from tools import bench_peers
 from tools.bench.latency import Latency
 from tools.bench.servers import cpu_seconds, group_pids
-from tools.bench_peers import BEGIN, END, Row, parse, ratio, splice, tables
+from tools.bench_peers import Row, parse, ratio, tables
 
 
 def test_a_rows_cpu_is_per_million_records_and_per_request_of_its_batch():
@@ -43,17 +43,6 @@ def test_every_peer_row_carries_mmlogs_ratios_with_its_own_client_and_librdkafka
     assert lat_title == "End-to-end latency"
     assert lat_body[1][-1] == "5.00x / -"  # p99 10 ms over mmlog's 2; librdkafka's latency failed
     assert lat_body[2][2] == "failed"
-
-
-def test_the_section_between_the_markers_is_replaced_and_the_rest_of_the_page_kept():
-    page = f"# Title\n\nbefore\n{BEGIN}\nold tables\n{END}\n\nafter\n"
-    new = splice(page, "new tables")
-    assert new == f"# Title\n\nbefore\n{BEGIN}\nnew tables\n{END}\n\nafter\n"
-    assert splice(new, "again").count(BEGIN) == 1
-
-
-def test_a_page_without_the_markers_gets_the_section_appended():
-    assert splice("# Title\n", "tables") == f"# Title\n\n{BEGIN}\ntables\n{END}\n"
 
 
 def test_quick_writes_nothing_and_the_default_run_records():

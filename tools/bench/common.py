@@ -16,15 +16,6 @@ MB = 1_000_000
 SAMPLE_EVERY = 0.05  # seconds between progress samples: 20 points a second for the figures
 
 
-def splice(page: str, section: str, begin: str, end: str) -> str:
-    """`page` with the text between the markers `begin` and `end` replaced by `section` (appended, with
-    its markers, if absent): how a benchmark rewrites its own section of docs/benchmarks.md."""
-    if begin in page and end in page:
-        head, rest = page.split(begin, 1)
-        return head + begin + "\n" + section + "\n" + end + rest.split(end, 1)[1]
-    return page.rstrip("\n") + "\n\n" + begin + "\n" + section + "\n" + end + "\n"
-
-
 def payload(size: int = MESSAGE_SIZE) -> bytes:
     """The message every system sends: `size` bytes (not all equal, so nothing compresses it away)."""
     return (bytes(range(256)) * (size // 256 + 1))[:size]

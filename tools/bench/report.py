@@ -1,4 +1,5 @@
-"""What a run leaves behind: the table on stdout, the paper-style figures, results.json and docs/benchmarks.md.
+"""What a run leaves behind: the table on stdout, the paper-style figures, results.json and its section of
+docs/benchmarks.md (between the markers of SECTION; the other benchmarks' sections on the page are kept).
 
 Ratios are each row's msg/s over its mmlog baseline's in the same run and test:
 `send()` at the same batch size for the producer, the record-by-record
@@ -19,8 +20,10 @@ from pathlib import Path
 import numpy as np
 
 from tools.bench.common import MB, MESSAGE_SIZE, Result
+from tools.bench.page import write_section
 
 TESTS = (("produce", "Producer"), ("consume", "Consumer"), ("ceiling", "Machine ceilings"))
+SECTION = "bench"  # its markers on the page: the top of docs/benchmarks.md, up to the other benchmarks' sections
 COLORS = {"mmlog": "tab:blue", "redis": "tab:red", "rabbitmq": "tab:orange", "machine": "tab:gray"}
 
 
@@ -185,7 +188,7 @@ def _body(module) -> str:
 
 
 def markdown(path: Path, out: Path, results, latencies, facts: dict, command: str, cfg, seconds: float) -> None:
-    """docs/benchmarks.md: the run's figures, the machine, and how to reproduce them."""
+    """Its section of docs/benchmarks.md: the run's figures, the machine, and how to reproduce them."""
     from tools.bench import ceilings, latency, mmlog_driver, rabbitmq_driver, redis_driver
 
     rel = lambda p: os.path.relpath(p, path.parent)  # noqa: E731
@@ -197,8 +200,9 @@ def markdown(path: Path, out: Path, results, latencies, facts: dict, command: st
         "Messaging System for Log Processing*, NetDB 2011, section 5), run by `tools/bench` against mmlog",
         "and, in the same run, against the peers a user would otherwise pick: Redis Streams and RabbitMQ,",
         "from the Debian packages, started on loopback by the benchmark itself. Every client runs in a",
-        "process of its own; every message is 200 bytes. This page is written by the benchmark: the",
-        f"figures below are from the run of {facts['date']} (`{command}`, {seconds / 60:.1f} minutes).",
+        "process of its own; every message is 200 bytes. This part of the page, up to the sections of the other",
+        "benchmarks, is written by the benchmark: the figures in it are from the run of",
+        f"{facts['date']} (`{command}`, {seconds / 60:.1f} minutes).",
         "",
         "## Reproduce",
         "",
@@ -211,7 +215,7 @@ def markdown(path: Path, out: Path, results, latencies, facts: dict, command: st
         "```",
         "",
         "`--out DIR` (default `docs/bench/`) receives the figures, `results.json` and the profiles;",
-        "`--markdown PATH` (default `docs/benchmarks.md`) this page. Nothing is left running: each server",
+        "`--markdown PATH` (default `docs/benchmarks.md`) this section. Nothing is left running: each server",
         "is a child of the benchmark in its own process group and data directory, stopped at the end.",
         "",
         "## The machine",
@@ -286,7 +290,7 @@ def markdown(path: Path, out: Path, results, latencies, facts: dict, command: st
         "  about 50,000 msg/s at batch 1 and 400,000 at batch 50; 22,000 msg/s consumed.",
         "",
     ]
-    path.write_text("\n".join(lines))
+    write_section(path, SECTION, "\n".join(lines))
 
 
 def machine_facts(systems: list[str]) -> dict:

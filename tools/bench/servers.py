@@ -131,6 +131,25 @@ def cpu_seconds(pids: list[int]) -> float:
     return ticks / CLOCK_TICKS
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """utime+stime of `root` and every live descendant, plus the CPU of the children they have reaped
+    (cutime+cstime, fields 16 and 17): the cost of a process tree whose workers come and go (Spark's JVM,
+    its pyspark.daemon and the workers that daemon forks), in seconds."""
+    parents: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            stats[int(entry.name)] = fields
+            parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    ticks, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        if (fields := stats.get(pid)) is not None:
+            ticks += sum(int(x) for x in fields[11:15])
+            todo += parents.get(pid, [])
+    return ticks / CLOCK_TICKS
+
+
 class ChildServer:
     """A server process started in a new session, its state in `workdir/<name>`, listening on
     127.0.0.1:port; `stop()` ends it and its process group."""

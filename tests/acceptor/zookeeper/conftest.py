@@ -3,6 +3,7 @@ tests/conftest.py: one server for the whole run, whichever directory a test live
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import time
 
@@ -22,11 +23,16 @@ def cluster_broker(tmp_path, zk_connect: str, broker_id: int, **config) -> Embed
 
 @contextlib.contextmanager
 def three_brokers(tmp_path, zk_connect: str, **config):
-    """Brokers 0, 1 and 2 on one ZooKeeper chroot, registered; every one is stopped at the end."""
+    """Brokers 0, 1 and 2 on one ZooKeeper chroot, registered; every one is stopped at the end.
+
+    Broker 0 starts first and is the controller (it is ready only once it has stood for election), as tests
+    have always had it; 1 and 2 then start side by side, their boots (imports, kernels, logs) overlapping."""
     brokers = [cluster_broker(tmp_path, zk_connect, i, **config) for i in range(3)]
     try:
-        for b in brokers:
-            b.start()
+        brokers[0].start()
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            for started in [pool.submit(b.start) for b in brokers[1:]]:
+                started.result()
         wait_for(lambda: len(live_brokers(brokers[0].bootstrap)) == 3, what="three registered brokers")
         yield brokers
     finally:
