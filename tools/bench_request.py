@@ -67,7 +67,7 @@ def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
         receive()
     ready.set()
     go.wait()
-    meter = Meter()
+    meter, cpu = Meter(), time.process_time()
     for i in range(messages):
         send(frame)
         answer = receive()
@@ -76,7 +76,7 @@ def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
         if i % 1000 == 999:
             meter.tick(i + 1)
     conn.close()
-    return meter.result(messages)
+    return {**meter.result(messages), "cpu": time.process_time() - cpu}
 
 
 def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go) -> dict:
@@ -93,7 +93,7 @@ def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go)
     producer.flush(30)
     ready.set()
     go.wait()
-    meter, sent, produce_, poll = Meter(), 0, producer.produce, producer.poll
+    meter, sent, produce_, poll, cpu = Meter(), 0, producer.produce, producer.poll, time.process_time()
     while sent < messages:
         m = min(1000, messages - sent)
         for _ in range(m):
@@ -109,10 +109,10 @@ def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go)
         raise RuntimeError("librdkafka: records left undelivered after 60 s")
     if failures:
         raise RuntimeError(f"librdkafka: {len(failures)} records failed, the first: {failures[0]}")
-    return meter.result(messages)
+    return {**meter.result(messages), "cpu": time.process_time() - cpu}  # librdkafka's threads included
 
 
-class Row(collections.namedtuple("Row", "name records requests seconds cpu")):
+class Row(collections.namedtuple("Row", "name records requests seconds cpu client_cpu")):
     @property
     def rate(self) -> float:
         return self.records / self.seconds
@@ -124,6 +124,10 @@ class Row(collections.namedtuple("Row", "name records requests seconds cpu")):
     @property
     def s_per_million(self) -> float:
         return self.cpu / self.records * 1e6
+
+    @property
+    def client_s_per_million(self) -> float:
+        return self.client_cpu / self.records * 1e6
 
 
 def floor_server(port_out, data_dir: str, topic: str) -> None:
@@ -203,7 +207,7 @@ def _timed(bootstrap: str, pids: list, name: str, topic: str, records: int, requ
     before = cpu_seconds(pids)
     go.set()
     result = client.result(600)
-    return Row(name, records, requests, result["seconds"], cpu_seconds(pids) - before)
+    return Row(name, records, requests, result["seconds"], cpu_seconds(pids) - before, result["cpu"])
 
 
 def broker_rows(args) -> list[Row]:
@@ -219,7 +223,8 @@ def broker_rows(args) -> list[Row]:
             rows.append(run_client(broker, "librdkafka batch 50", args.records, args.records // 50, librdkafka, 50))
             for row in rows[-4:]:
                 print(f"round {r + 1}: {row.name:<34} {row.rate:>11,.0f} msg/s  broker CPU {row.us_per_request:6.1f} "
-                      f"us/request, {row.s_per_million:5.2f} s per million records", flush=True)
+                      f"us/request, {row.s_per_million:5.2f} s per million records; client "
+                      f"{row.client_s_per_million:5.2f} s per million", flush=True)
     return rows
 
 
@@ -317,8 +322,10 @@ def section(args, rows: list[Row], stage_us: dict, whole_us: float) -> str:
     lines = ["## The cost of one request (issue #20)", "",
              f"`{command.strip()}`: one broker with {args.processors} processor(s), {MESSAGE_SIZE}-byte records, "
              f"acks=1, one partition; medians of {args.rounds} round(s) with the rounds' range. Broker CPU is "
-             "utime+stime of the broker's processes (from /proc) over the client's run.", "",
-             "| row | msg/s | broker CPU µs per request | broker CPU s per million records |", "|---|---:|---:|---:|"]
+             "utime+stime of the broker's processes (from /proc) over the client's run; the client's is its "
+             "process time (librdkafka's threads included), on the same two cores.", "",
+             "| row | msg/s | broker CPU µs per request | broker CPU s per million records | client CPU s per million "
+             "records |", "|---|---:|---:|---:|---:|"]
     by_name: dict[str, list[Row]] = collections.defaultdict(list)
     for row in rows:
         by_name[row.name].append(row)
@@ -326,19 +333,21 @@ def section(args, rows: list[Row], stage_us: dict, whole_us: float) -> str:
         def fmt(values, spec):
             med = statistics.median(values)
             return f"{med:{spec}}" + (f" ({min(values):{spec}}–{max(values):{spec}})" if len(values) > 1 else "")
-        lines.append(f"| {name} | {fmt([r.rate for r in rs], ',.0f')} | {fmt([r.us_per_request for r in rs], '.1f')} "
-                     f"| {fmt([r.s_per_million for r in rs], '.2f')} |")
+        cells = [fmt([r.rate for r in rs], ",.0f"), fmt([r.us_per_request for r in rs], ".1f"),
+                 fmt([r.s_per_million for r in rs], ".2f"), fmt([r.client_s_per_million for r in rs], ".2f")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", f"Stages of one awaited request inside a processor (in-process, the fastest of {args.rounds * 4} "
               "rounds, µs):", "", "| stage | µs |", "|---|---:|"]
     lines += [f"| {name} | {us:.2f} |" for name, us in stage_us.items()]
-    lines += [f"| sum of the stages | {sum(stage_us.values()):.2f} |", f"| the whole path, run alone | {whole_us:.2f} |",
-              ""]
+    lines += [f"| sum of the stages | {sum(stage_us.values()):.2f} |",
+              f"| the whole path, run alone | {whole_us:.2f} |", ""]
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=20_000, help="awaited requests per round (librdkafka batch 1: 2x)")
+    parser.add_argument("--requests", type=int, default=20_000,
+                        help="awaited requests per round (librdkafka batch 1: 2x)")
     parser.add_argument("--records", type=int, default=2_000_000, help="records per librdkafka batch-50 round")
     parser.add_argument("--processors", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
