@@ -207,6 +207,15 @@ def zookeeper_classpath() -> str | None:
     return f"{jars}/*" if any(jars.glob("zookeeper-[0-9]*.jar")) else None
 
 
+# Runs argv[2:] in place of itself once the kernel will SIGTERM it when its parent goes (Linux's
+# PR_SET_PDEATHSIG, kept across exec): a ZooKeeper JVM started by a test process that then crashes
+# (a segfault leaves no fixture teardown) ends with it instead of running on for hours. argv[1] is
+# the parent's pid: a parent gone before the prctl took effect is noticed, and nothing starts.
+_EXIT_WITH_PARENT = [sys.executable, "-c", "import ctypes, os, signal, sys; "
+                     "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM); "
+                     "os.getppid() == int(sys.argv[1]) or sys.exit(1); os.execv(sys.argv[2], sys.argv[2:])"]
+
+
 class ZooKeeperServer(_ScratchProcess):
     """A standalone ZooKeeper on a free 127.0.0.1 port in a temp dir; `.connect` is its address.
 
@@ -242,7 +251,7 @@ class ZooKeeperServer(_ScratchProcess):
         env = {**os.environ, "ZOO_LOG_DIR": str(self.data_dir), "ZOO_LOG4J_PROP": "WARN,CONSOLE"}
         with open(self.data_dir / "zookeeper.out", "wb") as out:
             self.proc = subprocess.Popen(
-                [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath,
+                [*_EXIT_WITH_PARENT, str(os.getpid()), java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath,
                  "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + self.ready_timeout

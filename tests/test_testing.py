@@ -56,3 +56,31 @@ def test_a_broker_stops_when_its_starting_process_is_killed(tmp_path):
             break
         assert time.monotonic() < deadline, "the broker outlived its parent"
         time.sleep(0.1)
+
+
+def test_a_zookeeper_stops_when_its_starting_process_is_killed(tmp_path):
+    script = (
+        "import sys, time\n"
+        "from mmlog.testing import ZooKeeperServer\n"
+        f"z = ZooKeeperServer({str(tmp_path / 'zk')!r}).start()\n"
+        "print(z.proc.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    starter = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    jvm_pid = int(starter.stdout.readline())
+    starter.send_signal(signal.SIGKILL)  # as a crashed test process: no fixture teardown runs
+    starter.wait()
+    deadline = time.monotonic() + 20
+    try:
+        while True:
+            try:
+                os.kill(jvm_pid, 0)
+            except ProcessLookupError:
+                break
+            assert time.monotonic() < deadline, "ZooKeeper outlived the process that started it"
+            time.sleep(0.1)
+    finally:
+        try:
+            os.kill(jvm_pid, signal.SIGKILL)  # only if the assertion failed: the test stops what it started
+        except ProcessLookupError:
+            pass
