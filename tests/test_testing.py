@@ -44,18 +44,7 @@ def test_a_broker_stops_when_its_starting_process_is_killed(tmp_path):
         "print(b.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
-    starter = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    broker_pid = int(starter.stdout.readline())
-    starter.send_signal(signal.SIGKILL)
-    starter.wait()
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            os.kill(broker_pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "the broker outlived its parent"
-        time.sleep(0.1)
+    assert _ends_with_its_starter(script), "the broker outlived its parent"
 
 
 def test_a_zookeeper_stops_when_its_starting_process_is_killed(tmp_path):
@@ -66,21 +55,22 @@ def test_a_zookeeper_stops_when_its_starting_process_is_killed(tmp_path):
         "print(z.proc.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
+    assert _ends_with_its_starter(script), "ZooKeeper outlived the process that started it"
+
+
+def _ends_with_its_starter(script: str, seconds: float = 20.0) -> bool:
+    """Run `script` (it prints the pid of what it starts), SIGKILL it as a crashed test process dies (no
+    teardown runs), and say whether what it started ended within `seconds`; if not, it is killed here."""
     starter = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    jvm_pid = int(starter.stdout.readline())
-    starter.send_signal(signal.SIGKILL)  # as a crashed test process: no fixture teardown runs
+    pid = int(starter.stdout.readline())
+    starter.send_signal(signal.SIGKILL)
     starter.wait()
-    deadline = time.monotonic() + 20
-    try:
-        while True:
-            try:
-                os.kill(jvm_pid, 0)
-            except ProcessLookupError:
-                break
-            assert time.monotonic() < deadline, "ZooKeeper outlived the process that started it"
-            time.sleep(0.1)
-    finally:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         try:
-            os.kill(jvm_pid, signal.SIGKILL)  # only if the assertion failed: the test stops what it started
+            os.kill(pid, 0)
         except ProcessLookupError:
-            pass
+            return True
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)  # the test stops what it started
+    return False
