@@ -88,7 +88,9 @@ def _copy_rates(brokers, admin, leaders: dict, target: int) -> dict[str, tuple[f
         assert s and s[-1][1] >= sizes[t], f"{t} was not copied in time: {s[-1:]} of {sizes[t]}"
         start, end = s[0][0], s[-1][0]
         later = [(at, n) for at, n in s if n >= 2 * RATE]
-        if len(later) > 1:
+        # Past the first window's burst, over at least a second: a copy done in a few 50 ms samples (an
+        # unthrottled one) is measured whole instead, as two samples taken near its end say nothing.
+        if len(later) > 1 and later[-1][0] - later[0][0] >= 1.0:
             rates[t] = ((later[-1][1] - later[0][1]) / (later[-1][0] - later[0][0]), end - start)
         else:
             rates[t] = (sizes[t] / max(end - start, 0.05), end - start)
