@@ -81,7 +81,7 @@ def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
 
 def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go) -> dict:
     """Client process: librdkafka, `batch` records a request (linger 0 at batch 1, else 5 ms), 5 in flight."""
-    from tools.bench.kafka_driver import _delivered, _producer
+    from tools.bench.kafka_driver import _delivered, _producer, send_pipelined
 
     failures: list = []
     report = _delivered(failures)
@@ -93,23 +93,9 @@ def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go)
     producer.flush(30)
     ready.set()
     go.wait()
-    meter, sent, produce_, poll, cpu = Meter(), 0, producer.produce, producer.poll, time.process_time()
-    while sent < messages:
-        m = min(1000, messages - sent)
-        for _ in range(m):
-            try:
-                produce_(topic, value, on_delivery=report)
-            except BufferError:
-                poll(0.01)
-                produce_(topic, value, on_delivery=report)
-        poll(0)
-        sent += m
-        meter.tick(sent)
-    if producer.flush(60):
-        raise RuntimeError("librdkafka: records left undelivered after 60 s")
-    if failures:
-        raise RuntimeError(f"librdkafka: {len(failures)} records failed, the first: {failures[0]}")
-    return {**meter.result(messages), "cpu": time.process_time() - cpu}  # librdkafka's threads included
+    cpu = time.process_time()
+    result = send_pipelined(producer, topic, value, messages, report, failures)
+    return {**result, "cpu": time.process_time() - cpu}  # librdkafka's threads included
 
 
 class Row(collections.namedtuple("Row", "name records requests seconds cpu client_cpu")):

@@ -53,23 +53,38 @@ def produce(bootstrap: str, topic: str, messages: int, batch: int, ready, go, ac
     producer.flush(30)
     ready.set()
     go.wait()
+    if batch != 1:
+        return send_pipelined(producer, topic, value, messages, on_delivery, failures)
+    meter, sent = Meter(), 0
+    while sent < messages:
+        m = min(CHUNK, messages - sent)
+        for _ in range(m):
+            producer.produce(topic, value, on_delivery=on_delivery)
+            producer.flush(30)
+        sent += m
+        meter.tick(sent)
+    return _delivered_all(producer, failures, meter, messages)
+
+
+def send_pipelined(producer, topic: str, value: bytes, messages: int, on_delivery, failures: list) -> dict:
+    """`messages` records through `producer` without waiting: delivery reports served every CHUNK records
+    (and whenever the local queue is full); the meter's result once every record is delivered."""
     meter, sent, produce_, poll = Meter(), 0, producer.produce, producer.poll
     while sent < messages:
         m = min(CHUNK, messages - sent)
-        if batch == 1:
-            for _ in range(m):
+        for _ in range(m):
+            try:
                 produce_(topic, value, on_delivery=on_delivery)
-                producer.flush(30)
-        else:
-            for _ in range(m):
-                try:
-                    produce_(topic, value, on_delivery=on_delivery)
-                except BufferError:  # the local queue is full: serve delivery reports, then retry
-                    poll(0.01)
-                    produce_(topic, value, on_delivery=on_delivery)
-            poll(0)
+            except BufferError:  # the local queue is full: serve delivery reports, then retry
+                poll(0.01)
+                produce_(topic, value, on_delivery=on_delivery)
+        poll(0)
         sent += m
         meter.tick(sent)
+    return _delivered_all(producer, failures, meter, messages)
+
+
+def _delivered_all(producer, failures: list, meter: Meter, messages: int) -> dict:
     if producer.flush(60):
         raise RuntimeError("librdkafka: records left undelivered after 60 s")
     if failures:
