@@ -21,6 +21,8 @@ from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.client.producer import Producer
 from mmlog.errors import NotEnoughReplicas
+from mmlog.protocol.messages import metadata
+from tests.processors.test_bad_input import connect
 from tests.replication.conftest import wait_for
 from tests.replication.replicas import log_bytes, partition_state
 
@@ -63,11 +65,12 @@ class SteadyProducer(threading.Thread):
 
 
 def leader_of(brokers, topic: str, partition: int = 0):
-    by_id = {b.broker_id: b for b in brokers}
-    live = [b for b in brokers if b.proc.poll() is None]
-    [leader] = wait_for(lambda: (s := partition_state(live[0].bootstrap, topic, partition))[0] in by_id and [s[0]],
-                        what=f"a leader of {topic}-{partition}")
-    return by_id[leader]
+    """The live broker among these that leads the partition, once the metadata says so: a leader killed a
+    moment ago stays in the metadata until the controller sees its session end."""
+    live = {b.broker_id: b for b in brokers if b.proc.poll() is None}
+    [leader] = wait_for(lambda: (s := partition_state(next(iter(live.values())).bootstrap, topic, partition))[0]
+                        in live and [s[0]], what=f"a live leader of {topic}-{partition}")
+    return live[leader]
 
 
 def full_isr(brokers, topic: str, partitions: int) -> None:
@@ -263,6 +266,73 @@ def test_kafka_python_produces_and_consumes_through_a_leader_change(replicated):
     finally:
         consumer.close()
     assert all(got.get(o) == v for o, v in acked.items())
+
+
+def leader_epoch_in_metadata(broker, topic: str) -> int:
+    with connect(broker) as conn:
+        body = conn.request(metadata.API_KEY, 9, metadata.REQUEST(topics=[{"name": topic}],
+                                                                   allow_auto_topic_creation=False))
+    return body.topics[0].partitions[0].leader_epoch
+
+
+class LibrdkafkaReader:
+    """A librdkafka consumer of partition 0 from its beginning; read() polls until it has `count` values."""
+
+    def __init__(self, brokers, topic: str, isolation: str) -> None:
+        self.consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": ",".join(b.bootstrap for b in brokers if b.proc.poll() is None),
+            "group.id": f"reader-{isolation}", "isolation.level": isolation, "enable.auto.commit": False})
+        self.consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        self.values: list[bytes] = []
+        self.errors: list = []
+
+    def read(self, count: int, timeout: float = 30) -> list[bytes]:
+        deadline = time.monotonic() + timeout
+        while len(self.values) < count and time.monotonic() < deadline:
+            msg = self.consumer.poll(0.1)
+            if msg is not None and msg.error():
+                self.errors.append(msg.error())
+            elif msg is not None:
+                self.values.append(msg.value())
+        return self.values
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def test_librdkafka_consumers_read_on_through_a_leader_change(replicated):
+    """Metadata names each partition's leader epoch, as Kafka's does: librdkafka fences its fetches with it.
+    (Told -1, it sent 0, and every leader after the first answered FENCED_LEADER_EPOCH for ever.)"""
+    with Admin(replicated[0].bootstrap) as admin:
+        admin.create_topic("rk", 1, replication_factor=3)
+    full_isr(replicated, "rk", 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": ",".join(b.bootstrap for b in replicated),
+                                         "acks": "all", "linger.ms": 1})
+    first = [b"rk-%d" % i for i in range(10)]
+    for value in first:
+        producer.produce("rk", value, partition=0)
+    assert producer.flush(30) == 0
+    running = LibrdkafkaReader(replicated, "rk", "read_uncommitted")
+    try:
+        assert running.read(10) == first
+        old = leader_of(replicated, "rk")
+        assert leader_epoch_in_metadata(old, "rk") == 0
+        old.kill()
+        new = leader_of(replicated, "rk")
+        assert leader_epoch_in_metadata(new, "rk") == 1
+        rest = [b"rk-%d" % i for i in range(10, 20)]
+        for value in rest:
+            producer.produce("rk", value, partition=0)
+        assert producer.flush(30) == 0
+        assert running.read(20) == first + rest, running.errors[:3]
+    finally:
+        running.close()
+    for isolation in ("read_uncommitted", "read_committed"):
+        fresh = LibrdkafkaReader(replicated, "rk", isolation)
+        try:
+            assert fresh.read(20) == first + rest, (isolation, fresh.errors[:3])
+        finally:
+            fresh.close()
 
 
 def test_an_idempotent_producer_through_leader_changes_leaves_no_duplicate(replicated):

@@ -3,6 +3,7 @@ successor finishes what it started (librdkafka's transactional producer, read_co
 
 from __future__ import annotations
 
+import sys
 import time
 
 import confluent_kafka
@@ -13,7 +14,7 @@ from mmlog.protocol.messages import find_coordinator
 from tests.acceptor.zookeeper.conftest import three_brokers
 from tests.processors.test_bad_input import connect
 from tests.replication.conftest import REPLICATION, wait_for
-from tests.replication.test_failover import full_isr
+from tests.replication.test_failover import full_isr, leader_of
 
 TXN = {"transaction.state.log.num.partitions": 3, "transaction.state.log.replication.factor": 3,
        "transaction.state.log.min.isr": 2, "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
@@ -32,6 +33,8 @@ def coordinator_of(brokers, txn_id: str):
 
 
 def read_committed(brokers, topic: str, expect: int) -> list[bytes]:
+    # Read once the metadata names a live leader: the last kill may have taken the partition's leader with it.
+    leader_of(brokers, topic, 0)
     consumer = confluent_kafka.Consumer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers
                                                                       if b.proc.poll() is None),
                                          "group.id": "checker", "isolation.level": "read_committed",
@@ -41,7 +44,9 @@ def read_committed(brokers, topic: str, expect: int) -> list[bytes]:
         values, deadline = [], time.monotonic() + 40
         while time.monotonic() < deadline:
             msg = consumer.poll(0.1)
-            if msg is not None and not msg.error():
+            if msg is not None and msg.error():
+                print("consumer:", msg.error(), file=sys.stderr)  # shown should the test fail
+            elif msg is not None:
                 values.append(msg.value())
             if len(values) >= expect:
                 deadline = min(deadline, time.monotonic() + 0.5)

@@ -141,9 +141,11 @@ def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset
 
 def _partition(topic: str, index: int, replicas: list[int], view, ctx) -> dict:
     state = view.partition(topic, index)
-    leader, isr = (replicas[0], replicas) if state is None else (state[0], state[2])
+    # The leader epoch matters to clients: librdkafka fences its fetches with it, and sends 0 where we say -1
+    # (unknown), which every leader after the first answers FENCED_LEADER_EPOCH.
+    leader, epoch, isr = (replicas[0], -1, replicas) if state is None else state
     offline = [r for r in replicas if r not in view.brokers]
-    entry = {"error_code": 0, "partition_index": index, "leader_id": leader, "leader_epoch": -1,
+    entry = {"error_code": 0, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
              "replica_nodes": replicas, "isr_nodes": isr, "offline_replicas": offline}
     if leader not in view.brokers:
         entry.update(error_code=LeaderNotAvailable.code, leader_id=-1)
