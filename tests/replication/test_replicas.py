@@ -11,6 +11,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.client.producer import Producer
 from mmlog.errors import InvalidReplicationFactor
+from mmlog.protocol.messages import list_offsets
 from tests.replication.conftest import wait_for
 from tests.replication.replicas import log_bytes, partition_state
 
@@ -67,6 +68,14 @@ def test_acks_all_records_are_on_every_replica_byte_for_byte(replicated):
     assert [r.value for r in got] == [f"value-{i}".encode() for i in range(500)]
 
 
+def list_latest(conn, topic: str, replica_id: int = -1, current_leader_epoch: int = -1):
+    """ListOffsets v5 for the latest offset of partition 0: the partition's answer."""
+    body = conn.request(list_offsets.API_KEY, 5, list_offsets.REQUEST(replica_id=replica_id, isolation_level=0, topics=[
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": current_leader_epoch,
+                                        "timestamp": -1}]}]))
+    return body.topics[0].partitions[0]
+
+
 def test_followers_refuse_consumers_and_producers_so_clients_follow_the_leader(replicated):
     from tests.processors.test_bad_input import connect, fetch_one, produce_one
     from mmlog.protocol.records import build_batch
@@ -79,10 +88,15 @@ def test_followers_refuse_consumers_and_producers_so_clients_follow_the_leader(r
     with connect(follower) as conn:  # once it has the topic (a moment after ZooKeeper does): NOT_LEADER_OR_FOLLOWER
         wait_for(lambda: fetch_one(conn, "leader-only", 0, 0).error_code == 6, what="the follower's answer")
         assert produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 6
+        assert list_latest(conn, "leader-only").error_code == 6  # its high watermark lags the leader's
+        assert list_latest(conn, "leader-only", replica_id=-2).error_code == 0  # Kafka's debugging id reads it
     lead = next(b for b in replicated if b.broker_id == leader)
     with connect(lead) as conn:  # Metadata may say so before the leader has applied its state: clients retry
         wait_for(lambda: produce_one(conn, "leader-only", 0, build_batch([(None, b"x")])).error_code == 0,
                  what="the leader taking the record")
+        wait_for(lambda: list_latest(conn, "leader-only").offset == 1, what="the high watermark past the record")
+        assert list_latest(conn, "leader-only", current_leader_epoch=0).offset == 1
+        assert list_latest(conn, "leader-only", current_leader_epoch=1).error_code == 75  # UNKNOWN_LEADER_EPOCH
 
 
 def test_confluent_and_kafka_python_admin_clients_see_replicas_and_isr(replicated):
