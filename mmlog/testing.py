@@ -71,6 +71,10 @@ def _comm(pid: int) -> str:
 class EmbeddedBroker(_ScratchProcess):
     """A broker process on 127.0.0.1 with its own data directory."""
 
+    # Every broker started in this interpreter, oldest first: a test run's failure report shows the logs of
+    # those a failed test started (tests/conftest.py).
+    started: list["EmbeddedBroker"] = []
+
     def __init__(self, data_dir: str | os.PathLike | None = None, *, processors: int = 2, port: int = 0,
                  host: str = "127.0.0.1", config: dict | None = None, ready_timeout: float = 60.0) -> None:
         super().__init__(data_dir, "mmlog-")
@@ -109,6 +113,7 @@ class EmbeddedBroker(_ScratchProcess):
     def start(self) -> "EmbeddedBroker":
         """Start the broker and wait for its ready line."""
         self._ready.clear()
+        EmbeddedBroker.started.append(self)
         # A session of its own: kill() reaches the processors through the process group.
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)

@@ -22,7 +22,7 @@ import pytest
 
 import mmlog
 from mmlog.acceptor.zookeeper.session import connect
-from mmlog.testing import ZooKeeperServer
+from mmlog.testing import EmbeddedBroker, ZooKeeperServer
 
 WARM = ("from mmlog.acceptor.main import compaction_kernels, kernels, precompile;"
         "kernels.warm(); compaction_kernels.warm(); precompile()")
@@ -41,6 +41,30 @@ def pytest_sessionstart(session) -> None:
     subprocess.run([sys.executable, "-c", WARM], check=True)
     session.config.get_terminal_writer().line(
         f"numba kernels compiled into a cold cache in {time.monotonic() - started:.0f} s")
+
+
+BROKER_LOG_TAIL = int(os.environ.get("MMLOG_TEST_LOG_TAIL", 60))  # lines of each broker's log in a failure report
+_FIRST_BROKER = pytest.StashKey[int]()  # how many brokers were started before this test
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Note which brokers a test starts, so that its failure report can show their logs."""
+    item.stash[_FIRST_BROKER] = len(EmbeddedBroker.started)
+    yield
+    del EmbeddedBroker.started[item.stash[_FIRST_BROKER]:]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries the tail of every broker's log it started: a flake in CI is read there."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when == "call":
+        for broker in dict.fromkeys(EmbeddedBroker.started[item.stash[_FIRST_BROKER]:]):  # restarted: once
+            report.sections.append((f"broker {broker.broker_id} log ({broker.data_dir.name}, pid {broker.proc.pid})",
+                                    "\n".join(broker.log_lines[-BROKER_LOG_TAIL:])))
+
 
 
 @pytest.fixture(scope="session")
