@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import collections
+import logging
 import os
 import signal
 import threading
 import time
-from collections import Counter
 
 import confluent_kafka
 
@@ -36,11 +37,31 @@ def test_a_replayed_batch_gets_its_original_offset_and_is_stored_once(broker):
     assert values == [b"before", b"once"]
 
 
+class ClientLog(logging.Handler):
+    """librdkafka's log lines (its `logger` setting), the last few hundred kept."""
+
+    def __init__(self, keep: int = 300) -> None:
+        super().__init__()
+        self.lines: collections.deque[str] = collections.deque(maxlen=keep)
+        self.logger = logging.getLogger(f"librdkafka-{id(self)}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.created:.3f} {record.getMessage()}")
+
+    def tail(self, n: int = 150) -> str:
+        return "\n".join(list(self.lines)[-n:])
+
+
 def test_librdkafka_with_idempotence_loses_and_repeats_nothing_while_processors_are_killed(tmp_path):
     with EmbeddedBroker(tmp_path / "broker", processors=2) as broker:
+        client_log = ClientLog()  # librdkafka's idempotence and request log, the tail shown should a delivery fail
         producer = confluent_kafka.Producer({
             "bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 2,
-            "message.timeout.ms": 60_000, "retry.backoff.ms": 50})
+            "message.timeout.ms": 60_000, "retry.backoff.ms": 50, "debug": "eos,protocol,broker",
+            "logger": client_log.logger})
         acked: list[bytes] = []
         failed: list = []
         stop = threading.Event()
@@ -75,8 +96,9 @@ def test_librdkafka_with_idempotence_loses_and_repeats_nothing_while_processors_
         with connect(broker) as conn:
             stored = [r.value for r in read_all(conn, "idempotent")]
         log_tail = "\n".join(broker.log_lines[-40:])  # what the broker saw, should a delivery have failed
-    assert not failed, f"{len(failed)} failed, {len(acked)} acknowledged: {failed[:3]}\n{log_tail}"
-    copies = Counter(stored)
+    assert not failed, (f"{len(failed)} failed, {len(acked)} acknowledged: {failed[:3]}\n{log_tail}\n"
+                        f"librdkafka:\n{client_log.tail()}")
+    copies = collections.Counter(stored)
     assert len(acked) > 1000
     assert not [v for v, n in copies.items() if n > 1], "duplicates in the log"
     assert set(acked) <= set(copies), "acknowledged records missing"
