@@ -226,9 +226,15 @@ class Partition:
         recovery_point = 0 if full else self.state.get("recovery_point")
         self._close_segments()
         found = recovery.recover(self.directory, self.config, log_start, recovery_point, sync)
-        # Never expose more than was committed: the HW the state page (or the checkpoint) held.
+        # Never expose more than was committed: the HW the state page (or the checkpoint) held. But where
+        # appends move the HW themselves (no replication, or an ISR of the leader alone), a whole batch a
+        # dead writer left is as committed as if it had published it: held below the log end, the HW would
+        # wait for the next new append, and a retry of that batch (a duplicate, not appended) would wait
+        # with acks=all for a HW past it, holding up its connection's later produces with it.
         known_hw = self.state.get("high_watermark") if not full else self._checkpoint_hw
         high_watermark = found.log_end if known_hw is None else min(known_hw, found.log_end)
+        if not full and self.state.serves_clients() and self.state.isr_size() <= 1:
+            high_watermark = found.log_end
         self.epochs.truncate_from_end(found.log_end)
         producer_state.remove_snapshots_above(self.directory, found.log_end)
         self.recovered = True

@@ -357,6 +357,29 @@ def test_crash_mid_append_after_a_whole_batch_was_written_keeps_that_batch(open_
     assert [b.data[61:] for b in stored_batches(owner.directory)][1] == bytes(unacknowledged[61:])
 
 
+def test_a_whole_batch_a_dead_writer_left_is_committed_where_appends_move_the_high_watermark(open_partition):
+    """An idempotent producer retries the batch whose writer died before answering: the retry is a duplicate
+    of the kept batch, and acks=all waits for a HW past it. Here appends alone move the HW (no replication),
+    so recovery moves it past the kept batch; held back, it waited for an append the retry's connection
+    could not send (librdkafka's idempotent producer stalled for the whole message timeout)."""
+    owner = open_partition()
+    owner.append(tagged_batch("a"))
+    dead = open_partition(recover=False)
+    dead.lock.acquire()
+    snap = dead.state.snapshot()
+    dead.state.set_pending(Op.APPEND)
+    retried = rec.build_batch([(None, b"retried")], producer_id=7, producer_epoch=0, base_sequence=0)
+    written = bytearray(retried)
+    written[:8] = (1).to_bytes(8, "big")
+    dead._segments[snap.active_base].write_at(snap.active_size, written)
+    _die(dead)
+    assert owner.high_watermark == 1  # invisible until repaired
+    again = owner.append(bytearray(retried))
+    assert (again.base_offset, again.last_offset) == (1, 1)  # the kept batch's offsets: not appended twice
+    assert owner.log_end_offset == 2
+    assert owner.high_watermark == 2
+
+
 def test_bytes_past_the_committed_size_without_a_pending_op_are_overwritten(open_partition):
     owner = open_partition()
     owner.append(tagged_batch("a"))
