@@ -226,11 +226,21 @@ class ZooKeeperStore:
             self._soon(self._rejoin)
 
     def _rejoin(self) -> None:
-        log.info("ZooKeeper session re-established: registering again")
+        """A new session: read again what watches report, then register as at start-up.
+
+        Work a watch queued while the session was going (a paused broker wakes to a dead session)
+        failed on it and is gone, and kazoo re-runs a children watch only if the children differ from
+        what it last saw: a topic whose creation was seen but not synced would stay unknown here."""
+        log.info("ZooKeeper session re-established: reading the cluster again and registering")
         self.is_controller = False
+        self._mirror_users()
+        self.acls.mirror()
+        self.sync_topics()
+        self._load_dynamic()
         self._register()
         self._run_for_controller()  # writes the partition states if elected
         self._refresh_view()
+        self.states.drain()
 
     # ------------------------------------------------------------ controller
 
