@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import collections
-import logging
-import os
-import signal
-import threading
-import time
-
-import confluent_kafka
-
 from mmlog.protocol.messages import init_producer_id, metadata
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
 from tests.processors.test_bad_input import connect, produce_one
 from tests.processors.test_concurrent_producers import read_all
+from tools.soak_kills import problems, produce_through_kills
 
 
 def test_a_replayed_batch_gets_its_original_offset_and_is_stored_once(broker):
@@ -37,72 +29,10 @@ def test_a_replayed_batch_gets_its_original_offset_and_is_stored_once(broker):
     assert values == [b"before", b"once"]
 
 
-class ClientLog(logging.Handler):
-    """librdkafka's log lines (its `logger` setting), the last few hundred kept."""
-
-    def __init__(self, keep: int = 300) -> None:
-        super().__init__()
-        self.lines: collections.deque[str] = collections.deque(maxlen=keep)
-        self.logger = logging.getLogger(f"librdkafka-{id(self)}")
-        self.logger.propagate = False
-        self.logger.setLevel(logging.DEBUG)
-        self.logger.addHandler(self)
-
-    def emit(self, record: logging.LogRecord) -> None:
-        line = record.getMessage()
-        if " WAKEUP " not in line and "queued but broker not up" not in line:  # a flush logs these every 200 ms
-            self.lines.append(f"{record.created:.3f} {line}")
-
-    def tail(self, n: int = 150) -> str:
-        return "\n".join(list(self.lines)[-n:])
-
-
 def test_librdkafka_with_idempotence_loses_and_repeats_nothing_while_processors_are_killed(tmp_path):
+    """One round of tools/soak_kills.py: six processor kills 0.7 s apart under a producer going flat out."""
     with EmbeddedBroker(tmp_path / "broker", processors=2) as broker:
-        client_log = ClientLog()  # librdkafka's idempotence and request log, the tail shown should a delivery fail
-        producer = confluent_kafka.Producer({
-            "bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "linger.ms": 2,
-            "message.timeout.ms": 60_000, "retry.backoff.ms": 50, "debug": "eos,protocol,broker",
-            "logger": client_log.logger})
-        acked: list[bytes] = []
-        failed: list = []
-        stop = threading.Event()
-
-        def deliver(err, msg):
-            (failed if err else acked).append(err or msg.value())
-
-        def run():
-            i = 0
-            while not stop.is_set():
-                for _ in range(20):
-                    producer.produce("idempotent", b"value-%d" % i, partition=0, on_delivery=deliver)
-                    i += 1
-                producer.poll(0.002)
-            producer.flush(60)
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        try:
-            for _ in range(6):
-                time.sleep(0.7)
-                before = broker.processor_pids()
-                os.kill(before[0], signal.SIGKILL)
-                deadline = time.monotonic() + 20
-                while before[0] in broker.processor_pids() or len(broker.processor_pids()) < 2:
-                    assert time.monotonic() < deadline, "the killed processor was not replaced"
-                    time.sleep(0.05)
-            time.sleep(0.7)
-        finally:
-            stop.set()
-            thread.join(90)
-        with connect(broker) as conn:
-            stored = [r.value for r in read_all(conn, "idempotent")]
+        result = produce_through_kills(broker)
         log_tail = "\n".join(broker.log_lines[-40:])  # what the broker saw, should a delivery have failed
-    assert not failed, (f"{len(failed)} failed, {len(acked)} acknowledged: {failed[:3]}\n{log_tail}\n"
-                        f"librdkafka:\n{client_log.tail()}")
-    copies = collections.Counter(stored)
-    assert len(acked) > 1000
-    assert not [v for v, n in copies.items() if n > 1], "duplicates in the log"
-    assert set(acked) <= set(copies), "acknowledged records missing"
-    order = [int(v.split(b"-")[1]) for v in stored]
-    assert order == sorted(order), "records out of the producer's order"
+    assert len(result.acked) > 1000
+    assert not problems(result), f"{problems(result)}\n{log_tail}\nlibrdkafka:\n{result.client_log.tail()}"
