@@ -5,7 +5,8 @@ v1+ means brokers only. Unknown topics are created through the control plane whe
 `auto.create.topics.enable` is on and the client allows it (v4+), and answered once
 they exist; at most `auto.create.topics.max.per.request` of them are sent there, and
 those past it or past the control plane's per-second budget answer
-LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created): clients ask again.
+LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created): clients ask again. Leader epochs are reported as -1, which keeps clients from validating
+positions with OffsetForLeaderEpoch (KAFKA_INTEROP §3).
 
 Brokers, the controller and, in cluster mode, each partition's leader and ISR come
 from the cluster view (`ipc/cluster_view.py`); replicas from the topic catalogue.
@@ -25,8 +26,9 @@ TOPIC_AUTHORIZATION_FAILED, and so does an unknown topic it may not auto-create
 
 An existing topic's entry (error code, name, id, partitions) is encoded once per version and
 reused until something it is made from changes (`processors/metadata_cache.py`): an all-topics
-request over 10,000 partitions took a processor 0.6 s when every entry was built and encoded
-anew. Which topics are answered, and how (authorisation, creation, by id), is decided per request.
+request over 10,000 partitions costs a processor 70-80 ms of CPU when every entry is built and
+encoded, 0.3-0.5 ms reused (docs/benchmarks.md). Which topics are answered, and how
+(authorisation, creation, by id), is decided per request.
 
 v10+ answers each topic's id (the UUID stored with the topic in its catalogue entry; the
 zero UUID for a topic that does not exist). v12 may ask by topic id (a null name): as in
