@@ -61,6 +61,7 @@ from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
 from mmlog.processors.log_cap import LogCap
 from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
+from mmlog.processors.metadata_cache import TopicEntries
 from mmlog.processors.poller import READ, WRITE, Poller
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.quotas import ClientQuotas
@@ -143,6 +144,7 @@ class Processor:
                                               self.config["leader.replication.throttled.rate"])
         me = Endpoint.of(self.config)
         self.views = ViewReader(self.config.log_dirs[0], ClusterView.standalone(me))
+        self.metadata_entries = TopicEntries()  # Metadata's encoded topic entries (metadata_cache.py)
         self.credentials = credentials.CredentialReader(credentials.path_in(self.config.log_dirs[0]))
         self.authorizer = Authorizer.from_config(self.config, self.config.log_dirs[0])
         self.authorizer.refresh()

@@ -14,10 +14,10 @@ from .framing import DEFAULT_MAX_FRAME_SIZE, FrameReader
 from .header import (RequestHeader, parse_request_header, parse_response_header,
                      request_header_version, response_header_version)
 from .messages import APIS, Api, get_api, precompile, supported_versions
-from .schema import Field, Message, Placeholder, Struct, parts_size
+from .schema import Encoded, Field, Message, Placeholder, Struct, parts_size
 
 __all__ = [
-    "API_VERSIONS", "APIS", "Api", "DEFAULT_MAX_FRAME_SIZE", "EncodeError", "Field",
+    "API_VERSIONS", "APIS", "Api", "DEFAULT_MAX_FRAME_SIZE", "EncodeError", "Encoded", "Field",
     "FrameReader", "FrameSizeError", "Message", "Placeholder", "ProtocolError",
     "RequestHeader", "Struct", "TruncatedError", "UNSUPPORTED_VERSION",
     "UnsupportedVersionError", "api_versions_body", "decode_request", "decode_request_body",

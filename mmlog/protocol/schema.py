@@ -65,6 +65,18 @@ writes the length prefix as usual and then cuts the output there, returning a
 list of bytearray chunks interleaved with those objects, in wire order. The
 frame size is ``sum(len(part) for part in parts)``. Nothing here is specific to
 Fetch.
+
+Encoded items
+~~~~~~~~~~~~~
+
+A handler that answers the same struct again and again (Metadata's entry of a topic
+whose partitions did not change) may encode it once: `Message.encode_item` returns
+an `Encoded` value, the bytes one array item of that struct has in that version, and
+any writer of that struct copies those bytes in place of encoding fields. The bytes
+are the codec's own (the same generated writer), so a response holding `Encoded`
+items is byte for byte the response holding the values they were made from. An
+`Encoded` value of another struct or version is refused (`EncodeError`), never
+spliced silently.
 """
 
 from __future__ import annotations
@@ -136,6 +148,34 @@ class Placeholder:
 
     def __repr__(self) -> str:
         return f"Placeholder(size={self.size}, payload={self.payload!r})"
+
+
+class Encoded:
+    """A struct value already encoded for one version (`Message.encode_item`): written as its bytes.
+
+    ``errors`` are the value's non-zero error codes (`error_codes`), for the metrics that count a
+    response's errors without the value."""
+
+    __slots__ = ("stype", "version", "data", "errors")
+
+    def __init__(self, stype: StructType, version: int, data: bytes, errors: tuple = ()) -> None:
+        self.stype = stype
+        self.version = version
+        self.data = data
+        self.errors = errors
+
+    def __repr__(self) -> str:
+        return f"Encoded({self.stype.name} v{self.version}, {len(self.data)} bytes)"
+
+
+def _splicer(stype: StructType, version: int):
+    """The writer of `Encoded` values of one struct version: their bytes, or EncodeError for another's."""
+
+    def splice(out, value: Encoded) -> None:
+        if value.stype is not stype or value.version != version:
+            raise EncodeError(f"{value!r} written as {stype.name} v{version}")
+        out += value.data
+    return splice
 
 
 class Field:
@@ -447,13 +487,16 @@ class _Generated:
         """
         ns = self.ns
         ns["names"] = frozenset(name for name, _, _ in self.stype.cls._defaults)
+        ns.update(encoded=Encoded, splice=_splicer(self.stype, self.version))
         defaults = {f.name: f.default for f in self.stype.fields}
         use_dict = not has_tags
         lines = ["def write(out, obj):", "    if obj.__class__ is not cls:"]
         if use_dict:
             lines += ["        if obj.__class__ is dict and names.issuperset(obj):",
                       "            return write_dict(out, obj)"]
-        lines.append("        obj = coerce(cls, obj)")
+        lines += ["        if obj.__class__ is encoded:",
+                  "            return splice(out, obj)",
+                  "        obj = coerce(cls, obj)"]
         dict_lines = ["def write_dict(out, obj):", "    get = obj.get"]
         for i, (names, _, write, packer, inline) in enumerate(steps):
             ns[f"w{i}"] = write
@@ -637,6 +680,7 @@ class Message(StructType):
         self.flexible = parse_versions(flexible)
         self.min_version, self.max_version = self.versions
         self._codecs: dict[int, tuple[Callable, Callable]] = {}
+        self._item_writers: dict[tuple[str, int], tuple[StructType, Callable]] = {}
 
     def __call__(self, **values: Any) -> Struct:
         """Build a message value: ``RESPONSE(throttle_time_ms=0, ...)``."""
@@ -689,6 +733,65 @@ class Message(StructType):
         self.codec(version)[1](out, value)
         return out.finish()
 
+    def encode_item(self, path: str, value, version: int) -> Encoded:
+        """Encode one item of the struct array at `path` (field names joined by dots, e.g.
+        ``"topics"`` or ``"topics.partitions"``) for `version`: an `Encoded` value that the
+        message's writer of that version copies as it is."""
+        try:
+            stype, write = self._item_writers[path, version]
+        except KeyError:
+            stype, write = self._item_writer(path, version)
+        out = bytearray()
+        write(out, value)
+        return Encoded(stype, version, bytes(out), tuple(error_codes(value, stype)))
+
+    def _item_writer(self, path: str, version: int):
+        if not self.supports(version):
+            raise UnsupportedVersionError(self.api_key, version)
+        stype: StructType = self
+        for name in path.split("."):
+            field = next((f for f in stype.fields if f.name == name), None)
+            if field is None or field.struct is None or not field.present(version):
+                raise ValueError(f"{self.name} v{version} has no struct field {path!r}")
+            stype = field.struct
+        writer = stype, compile_struct(stype, version, self.is_flexible(version))[1]
+        self._item_writers[path, version] = writer
+        return writer
+
+
+_PLANS: dict[StructType, tuple[bool, tuple]] = {}
+
+
+def _plan(stype: StructType) -> tuple[bool, tuple]:
+    """(has an error_code, its fields holding structs or arrays of them) of a struct's schema."""
+    plan = _PLANS.get(stype)
+    if plan is None:
+        plan = _PLANS[stype] = (any(f.name == "error_code" for f in stype.fields),
+                                tuple((f.name, f.struct) for f in stype.fields if f.struct is not None))
+    return plan
+
+
+def error_codes(value, stype: StructType | None = None) -> Iterable[int]:
+    """Every non-zero ``error_code`` in a value (codec structs, dicts in their place, `Encoded` items:
+    their ``errors``), walking only the fields its schema says hold structs (Kafka's
+    AbstractResponse.errorCounts); `stype` for a dict, which does not name its struct."""
+    stack = [(value, stype or type(value)._type)]
+    while stack:
+        item, struct = stack.pop()
+        if item.__class__ is Encoded:
+            yield from item.errors
+            continue
+        get = item.get if isinstance(item, dict) else item.__getattribute__
+        has_error, children = _plan(struct)
+        if has_error and (code := get("error_code")):
+            yield code
+        for name, child in children:
+            nested = get(name)
+            if isinstance(nested, list):
+                stack.extend((x, child) for x in nested)
+            elif nested is not None:
+                stack.append((nested, child))
+
 
 def parts_size(parts: Iterable) -> int:
     """Total number of bytes the parts stand for."""
@@ -696,6 +799,6 @@ def parts_size(parts: Iterable) -> int:
 
 
 __all__ = [
-    "EncodeError", "Field", "Message", "OPEN", "Placeholder", "ProtocolError", "Struct",
-    "StructType", "as_memoryview", "compile_struct", "in_range", "parse_versions", "parts_size",
+    "EncodeError", "Encoded", "Field", "Message", "OPEN", "Placeholder", "ProtocolError", "Struct",
+    "StructType", "as_memoryview", "compile_struct", "error_codes", "in_range", "parse_versions", "parts_size",
 ]

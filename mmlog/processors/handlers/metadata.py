@@ -24,6 +24,12 @@ leaves out those the principal may not DESCRIBE; asked by name, they answer
 TOPIC_AUTHORIZATION_FAILED, and so does an unknown topic it may not auto-create
 (CREATE on the cluster or on the topic).
 
+An existing topic's entry (error code, name, id, partitions) is encoded once per version and
+reused until something it is made from changes (`processors/metadata_cache.py`): an all-topics
+request over 10,000 partitions costs a processor 70-80 ms of CPU when every entry is built and
+encoded, 0.3-0.5 ms reused (docs/benchmarks.md). Which topics are answered, and how
+(authorisation, creation, by id), is decided per request.
+
 v10+ answers each topic's id (the UUID stored with the topic in its catalogue entry; the
 zero UUID for a topic that does not exist). v12 may ask by topic id (a null name): as in
 Kafka, the ids then decide (names are ignored), an unknown id answers UNKNOWN_TOPIC_ID and
@@ -73,11 +79,12 @@ def handle(ctx, request):
         def created(ok, value):
             ctx.manager.reload()
             pending = set(later) | set(value if ok and value else ())
-            request.respond(_response(ctx, names, ctx.manager.topics(), pending, request.conn.listener_name, refused))
+            request.respond(_response(ctx, request.version, names, ctx.manager.topics(), pending,
+                                      request.conn.listener_name, refused))
 
         ctx.control.call("auto_create_topics", asked, created)
         return DEFERRED
-    return _response(ctx, names, known, listener=request.conn.listener_name, refused=refused)
+    return _response(ctx, request.version, names, known, listener=request.conn.listener_name, refused=refused)
 
 
 def topic_uuid(text: str) -> uuid.UUID:
@@ -105,17 +112,20 @@ def _by_id(ctx, request, known: dict):
     denied = ctx.authorizer.denied(request.conn, DESCRIBE, TOPIC, names)
     unknown += [{"error_code": TopicAuthorizationFailed.code, "name": None, "topic_id": topic_uuid(known[n].topic_id),
                  "partitions": []} for n in names if n in denied]
-    response = _response(ctx, [n for n in names if n not in denied], known, listener=request.conn.listener_name)
+    response = _response(ctx, request.version, [n for n in names if n not in denied], known,
+                         listener=request.conn.listener_name)
     response.topics = unknown + response.topics
     return response
 
 
-def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset(), listener: str | None = None,
-              refused: set[str] = frozenset()):
-    """`topics`: the catalogue; `pending`: unknown topics to be created when asked again
+def _response(ctx, version: int, names: list[str], topics: dict, pending: set[str] = frozenset(),
+              listener: str | None = None, refused: set[str] = frozenset()):
+    """`version`: the request's; `topics`: the catalogue; `pending`: unknown topics to be created when asked again
     (LEADER_NOT_AVAILABLE); `refused`: TOPIC_AUTHORIZATION_FAILED, existing or not. Brokers are given by
     their endpoint on `listener`, the one the request came in on (Kafka's rule)."""
     view = ctx.views.current()
+    entries = ctx.metadata_entries  # encoded entries of unchanged topics (processors/metadata_cache.py)
+    offline = tuple(ctx.manager.dir_health.offline_slots())
     out = []
     for name in names:
         if name in refused:
@@ -126,9 +136,9 @@ def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset
             code = LeaderNotAvailable.code if name in pending else UnknownTopicOrPartition.code
             out.append({"error_code": code, "name": name, "partitions": []})
             continue
-        partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view, ctx) for p in range(info.partitions)]
-        out.append({"error_code": 0, "name": name, "topic_id": topic_uuid(info.topic_id), "is_internal": False,
-                    "partitions": partitions})
+        out.append(entries.entry(name, info, view, offline, version,
+                                 lambda: schema.RESPONSE.encode_item("topics", _topic(ctx, name, info, view), version)))
+    entries.prune(topics)
     return schema.RESPONSE(
         throttle_time_ms=0,
         brokers=[{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}  # on the request's listener
@@ -137,6 +147,13 @@ def _response(ctx, names: list[str], topics: dict, pending: set[str] = frozenset
         controller_id=view.controller_id,
         topics=out,
     )
+
+
+def _topic(ctx, name: str, info, view) -> dict:
+    """An existing topic's entry: what `metadata_cache.TopicEntries` keeps encoded (see there what it depends on)."""
+    partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view, ctx) for p in range(info.partitions)]
+    return {"error_code": 0, "name": name, "topic_id": topic_uuid(info.topic_id), "is_internal": False,
+            "partitions": partitions}
 
 
 def _partition(topic: str, index: int, replicas: list[int], view, ctx) -> dict:
