@@ -1,8 +1,8 @@
 """A processor's encoded Metadata topic entries, reused while what they were made from is unchanged.
 
 librdkafka asks for the metadata of every topic it knows every few minutes and after
-every error; with 10,000 partitions in a broker one such answer took 0.6 s of a
-processor's time (a dict per partition, then the codec), during which its other
+every error; with 10,000 partitions in a broker one such answer cost a processor
+70-80 ms of CPU (a dict per partition, then the codec), during which its other
 connections waited. A topic's entry (its error code, name, id and partitions) is the
 same for every client until something it depends on changes, so each processor keeps
 it encoded (`Message.encode_item`: the codec's own bytes, spliced into the response
