@@ -341,17 +341,22 @@ def test_crash_mid_append_garbage_past_the_committed_size_is_repaired_by_the_nex
     check_indexes(owner)
 
 
-def test_crash_mid_append_after_a_whole_batch_was_written_keeps_that_batch(open_partition):
-    owner = open_partition()
-    owner.append(tagged_batch("a"))
+def _written_whole_then_killed(open_partition, batch: bytearray, base_offset: int) -> None:
+    """A writer SIGKILLed after writing `batch` whole at the log end (as `base_offset`), before publishing."""
     dead = open_partition(recover=False)
     dead.lock.acquire()
     snap = dead.state.snapshot()
     dead.state.set_pending(Op.APPEND)
-    unacknowledged = tagged_batch("never acknowledged")
-    unacknowledged[:8] = (1).to_bytes(8, "big")
-    dead._segments[snap.active_base].write_at(snap.active_size, unacknowledged)
+    batch[:8] = base_offset.to_bytes(8, "big")
+    dead._segments[snap.active_base].write_at(snap.active_size, batch)
     _die(dead)
+
+
+def test_crash_mid_append_after_a_whole_batch_was_written_keeps_that_batch(open_partition):
+    owner = open_partition()
+    owner.append(tagged_batch("a"))
+    unacknowledged = tagged_batch("never acknowledged")
+    _written_whole_then_killed(open_partition, unacknowledged, base_offset=1)
     assert owner.high_watermark == 1  # invisible until repaired
     assert owner.append(tagged_batch("b")).base_offset == 2  # recovery kept it: harmless, and documented
     assert [b.data[61:] for b in stored_batches(owner.directory)][1] == bytes(unacknowledged[61:])
@@ -364,15 +369,8 @@ def test_a_whole_batch_a_dead_writer_left_is_committed_where_appends_move_the_hi
     could not send (librdkafka's idempotent producer stalled for the whole message timeout)."""
     owner = open_partition()
     owner.append(tagged_batch("a"))
-    dead = open_partition(recover=False)
-    dead.lock.acquire()
-    snap = dead.state.snapshot()
-    dead.state.set_pending(Op.APPEND)
     retried = rec.build_batch([(None, b"retried")], producer_id=7, producer_epoch=0, base_sequence=0)
-    written = bytearray(retried)
-    written[:8] = (1).to_bytes(8, "big")
-    dead._segments[snap.active_base].write_at(snap.active_size, written)
-    _die(dead)
+    _written_whole_then_killed(open_partition, bytearray(retried), base_offset=1)
     assert owner.high_watermark == 1  # invisible until repaired
     again = owner.append(bytearray(retried))
     assert (again.base_offset, again.last_offset) == (1, 1)  # the kept batch's offsets: not appended twice
