@@ -86,9 +86,9 @@ from mmlog.errors import (
 )
 from mmlog.log import kernels, offset_checkpoint
 from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
-from mmlog.log.files import atomic_write, file_stamp
+from mmlog.log.files import LOG_SUFFIX, atomic_write, file_stamp, segment_bases, segment_file
 from mmlog.log.partition import Partition
-from mmlog.log.state import Role
+from mmlog.log.state import PartitionState, Replication, Role, Snapshot, TornState
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,34 @@ CATALOGUE = "topics.json"
 DESCRIPTORS_PER_PARTITION = 8
 MAPPINGS_PER_PARTITION = 3
 MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+
+
+@dataclass(frozen=True)
+class PartitionGauges:
+    """What a metrics scrape shows of one partition (`LogManager.gauges`)."""
+
+    topic: str
+    partition: int
+    snapshot: Snapshot
+    replication: Replication
+    size_bytes: int
+    segments: int
+
+
+def _closed_gauges(topic: str, partition: int, directory: Path) -> PartitionGauges:
+    """A closed partition's gauges from its state page (mapped for this read only) and its directory."""
+    state = PartitionState.existing(directory)
+    try:
+        snap, rep = state.snapshot(), state.replication()
+    finally:
+        state.close()
+    if snap.deleted:
+        raise UnknownTopicOrPartition(f"{topic}-{partition} was deleted")
+    bases = segment_bases(directory)
+    # the active segment holds what the state says (its file may be longer), as Partition.size_bytes counts it
+    size = sum(snap.active_size if base == snap.active_base
+               else os.stat(segment_file(directory, base, LOG_SUFFIX)).st_size for base in bases)
+    return PartitionGauges(topic, partition, snap, rep, size, len(bases))
 
 
 def open_partition_budget(configured: int = 0) -> int:
@@ -878,6 +906,27 @@ class LogManager:
             except KafkaStorageError:
                 continue  # its log dir is offline
             yield topic, p, part
+
+    def gauges(self) -> Iterator["PartitionGauges"]:
+        """Every hosted partition's offsets, replication and size (the owner's metrics scrape), without
+        opening a closed partition's log: its state page alone is mapped for the read, and its segments
+        are counted from the directory. Reopened whole, 10,000 partitions past `max_open` cost a scrape
+        seconds of the main process (about 2 ms each) and evicted the partitions in use."""
+        for topic, p in self.hosted():
+            key = (topic, p)
+            try:
+                part = self._partitions.get(key)
+                if part is not None:
+                    yield PartitionGauges(topic, p, part.snapshot(), part.replication(), part.size_bytes(),
+                                          len(part.segment_bases()))
+                    continue
+                if self.dir_health.offline(self._slot_of.get(key, -1)):
+                    continue
+                directory = self._find(topic, p)
+                if directory is not None:
+                    yield _closed_gauges(topic, p, directory)
+            except (OSError, ValueError, KafkaError, TornState):
+                continue  # deleted, torn or failing meanwhile: not shown this time
 
     # ------------------------------------------------------------ housekeeping
 

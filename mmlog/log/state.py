@@ -228,16 +228,32 @@ class PartitionState:
         except OSError:
             self.file.close()
             raise
-        self._slots = self.file.view
-        # The same slots as a memoryview: one slot read or written through it is a Python int in
-        # ~50 ns, through numpy ~160 ns; the append path touches a dozen. Both pin the mapping alike.
-        self._q = memoryview(self._slots)
-        self._bytes = self._q.cast("B")
+        self._attach()
         if self._slots[MAGIC_SLOT] == 0:  # a new partition: every slot starts at 0, but no transaction is -1
             self._slots[FIRST_UNSTABLE : TXN_LAYOUT + 1] = (-1, -1, -1, TXN_LAYOUT_V1)
             self._slots[MAGIC_SLOT] = MAGIC
         elif self._slots[MAGIC_SLOT] != MAGIC:
             raise ValueError(f"{self.file.path}: not a partition state file")
+
+    @classmethod
+    def existing(cls, directory: Path) -> "PartitionState":
+        """An existing partition's state page, mapped as it is, for reading: no file made, no block
+        reserved, nothing written (a reader that holds no open partition: the metrics scrape's view of a
+        closed one). FileNotFoundError if there is none, ValueError if it is not one."""
+        self = cls.__new__(cls)
+        self.file = MappedFile(Path(directory) / STATE_FILE, np.int64, None, create=False)
+        if self.file.nbytes < STATE_SIZE or self.file.view[MAGIC_SLOT] != MAGIC:
+            self.file.close()
+            raise ValueError(f"{self.file.path}: not a partition state file")
+        self._attach()
+        return self
+
+    def _attach(self) -> None:
+        self._slots = self.file.view
+        # The same slots as a memoryview: one slot read or written through it is a Python int in
+        # ~50 ns, through numpy ~160 ns; the append path touches a dozen. Both pin the mapping alike.
+        self._q = memoryview(self._slots)
+        self._bytes = self._q.cast("B")
 
     @property
     def is_new(self) -> bool:

@@ -139,20 +139,14 @@ def partition_families(broker) -> list[Family]:
                    "1 for a partition this broker leads with fewer in-sync replicas than replicas.")
     stable: dict[tuple[str, int], int] = {}  # last stable offsets, for the lag
     count = leaders = under_count = 0
-    for topic, p, part in broker.manager.partitions():
-        try:
-            snap = part.snapshot()
-            rep = part.replication()
-            nbytes = part.size_bytes()
-            nsegments = len(part.segment_bases())
-        except Exception:  # noqa: BLE001 - deleted or its log dir failed meanwhile: not shown this time
-            continue
+    for g in broker.manager.gauges():  # closed partitions are read, not reopened
+        snap, rep, topic, p = g.snapshot, g.replication, g.topic, g.partition
         labels = {"topic": topic, "partition": str(p)}
         end.add(snap.log_end, **labels)
         start.add(snap.log_start, **labels)
         hw.add(snap.high_watermark, **labels)
-        size.add(nbytes, **labels)
-        segments.add(nsegments, **labels)
+        size.add(g.size_bytes, **labels)
+        segments.add(g.segments, **labels)
         count += 1
         if rep.role == LEADER_ROLE:
             leaders += 1
