@@ -45,10 +45,28 @@ class Delta:
         return self.after.get(name, **labels) - self.before.get(name, **labels)
 
 
+def settled(broker):
+    """A scrape once the request counts hold still for 50 ms: a processor counts a request when its answer
+    is written whole, so a client that read the answer may scrape a moment before the count (on a loaded
+    machine a processor can be descheduled between its send and the count)."""
+    last = scrape(broker)
+    deadline = time.monotonic() + 10
+    while True:
+        time.sleep(0.05)
+        now = scrape(broker)
+        if _requests(now) == _requests(last) or time.monotonic() > deadline:
+            return now
+        last = now
+
+
+def _requests(s) -> dict:
+    return {k: v for k, v in s.samples.items() if k[0] == "kafka_network_requestmetrics_requests_total"}
+
+
 def around(broker, action) -> Delta:
-    before = scrape(broker)
+    before = settled(broker)
     action()
-    return Delta(before, scrape(broker))
+    return Delta(before, settled(broker))
 
 
 def test_produce_requests_bytes_and_messages_are_counted_exactly(broker):
@@ -74,7 +92,7 @@ def test_pipelined_and_unanswered_produce_requests_are_each_counted(broker):
             for _ in range(count if acks else 0):
                 conn.receive()
 
-    before = scrape(broker)
+    before = settled(broker)
     send(1, 40)
     send(0, 5)
     messages = "kafka_server_brokertopicmetrics_messagesin_total"
@@ -149,7 +167,7 @@ def test_error_codes_are_counted_per_api(broker):
 def test_confluent_kafka_traffic_and_group_lag(broker):
     admin = Admin(broker.bootstrap)
     admin.create_topic("lagging", 1)
-    before = scrape(broker)
+    before = settled(broker)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(50):
         producer.produce("lagging", b"v%d" % i)
@@ -167,7 +185,7 @@ def test_confluent_kafka_traffic_and_group_lag(broker):
         consumer.commit(offsets=[TopicPartition("lagging", 0, 30)], asynchronous=False)
     finally:
         consumer.close()
-    after = scrape(broker)
+    after = settled(broker)
     delta = Delta(before, after)
     assert delta("kafka_server_brokertopicmetrics_messagesin_total") == 50
     assert delta("kafka_network_requestmetrics_requests_total", request="Produce") >= 1
@@ -197,7 +215,7 @@ def test_produce_requests_are_timed_in_every_phase_they_pass_through(broker):
     """Queue, local, send and total time for each Produce; no remote time (acks=1 waits for nothing); the
     phases add up to no more than the total."""
     create_topic(broker, "timed")
-    before = scrape(broker)
+    before = settled(broker)
     produce_batches(broker, "timed", 0, [rec.build_batch(values(5, start=5 * i)) for i in range(6)])
     after = wait_for(broker, lambda s: s.get("kafka_network_requestmetrics_totaltimems_count", request="Produce")
                      - before.get("kafka_network_requestmetrics_totaltimems_count", request="Produce") == 6)
@@ -262,7 +280,7 @@ def test_a_large_sendfile_fetch_to_a_slow_reader_shows_send_time(broker):
                 got += len(chunk)
             assert got > size
 
-    before = scrape(broker)
+    before = settled(broker)
     read_slowly()
     after = wait_for(broker, lambda s: s.get("kafka_network_requestmetrics_responsesendtimems_count", request="Fetch")
                      > before.get("kafka_network_requestmetrics_responsesendtimems_count", request="Fetch"))
@@ -317,7 +335,7 @@ def test_a_killed_processor_is_counted_and_no_count_is_lost(tmp_path):
     with EmbeddedBroker(tmp_path / "data", processors=2, config=METRICS_ON) as broker:
         create_topic(broker, "survives")
         produce_batches(broker, "survives", 0, [rec.build_batch(values(2)) for _ in range(6)])
-        before = scrape(broker)
+        before = settled(broker)
         victim = broker.processor_pids()[0]
         os.kill(victim, signal.SIGKILL)
         after = wait_for(broker, lambda s: s.get("mmlog_processor_restarts_total") == 1
