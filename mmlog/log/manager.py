@@ -114,20 +114,21 @@ class PartitionGauges:
     segments: int
 
 
-def _closed_gauges(topic: str, partition: int, directory: Path) -> PartitionGauges:
-    """A closed partition's gauges from its state page (mapped for this read only) and its directory."""
-    state = PartitionState.existing(directory)
-    try:
-        snap, rep = state.snapshot(), state.replication()
-    finally:
-        state.close()
+def _closed_gauges(topic: str, partition: int, directory: Path, segments_seen: dict, topic_id: str) -> PartitionGauges:
+    """A closed partition's gauges from a copy of its state page and, when its segment set changed since
+    `segments_seen` noted it (another generation), its directory."""
+    state = PartitionState.copied(directory)
+    snap, rep = state.snapshot(), state.replication()
     if snap.deleted:
         raise UnknownTopicOrPartition(f"{topic}-{partition} was deleted")
-    bases = segment_bases(directory)
+    key = (topic, partition, topic_id)
+    generation, bases, older = segments_seen.get(key, (None, None, 0))
+    if generation != snap.generation:  # a roll, retention or truncation since: list the segments again
+        bases = segment_bases(directory)
+        older = sum(os.stat(segment_file(directory, b, LOG_SUFFIX)).st_size for b in bases if b != snap.active_base)
+        segments_seen[key] = (snap.generation, bases, older)
     # the active segment holds what the state says (its file may be longer), as Partition.size_bytes counts it
-    size = sum(snap.active_size if base == snap.active_base
-               else os.stat(segment_file(directory, base, LOG_SUFFIX)).st_size for base in bases)
-    return PartitionGauges(topic, partition, snap, rep, size, len(bases))
+    return PartitionGauges(topic, partition, snap, rep, older + snap.active_size, len(bases))
 
 
 def open_partition_budget(configured: int = 0) -> int:
@@ -221,6 +222,9 @@ class LogManager:
         self._known: set[tuple[str, int]] = set()  # opened with recovery (or created) by this owner
         self._closed_hw: dict[tuple[str, int], int] = {}  # HW of a closed partition when it was closed
         self._not_due: dict[tuple[str, int], tuple[int, int]] = {}  # closed: (no roll, no flush) before these ms
+        # closed partitions' segments as the metrics scrape last listed them: (topic, partition, topic id) ->
+        # (generation, bases, bytes of all but the active segment); listed again when the generation moves
+        self._segments_seen: dict[tuple[str, int, str], tuple[int, list[int], int]] = {}
         self.loaded = self.recovered = 0  # partitions load() opened, and how many of them it had to recover
         # Offline log dirs, shared with every process of the broker (log_dirs.py): the owner makes the page
         # before the supervisor forks, attached managers find it. _slot_of: the log dir of each partition.
@@ -910,8 +914,11 @@ class LogManager:
     def gauges(self) -> Iterator["PartitionGauges"]:
         """Every hosted partition's offsets, replication and size (the owner's metrics scrape), without
         opening a closed partition's log: its state page alone is mapped for the read, and its segments
-        are counted from the directory. Reopened whole, 10,000 partitions past `max_open` cost a scrape
-        seconds of the main process (about 2 ms each) and evicted the partitions in use."""
+        are counted from the directory. Reopening them in turn evicted the partitions housekeeping had open,
+        for a scrape every few seconds (over 10,000 partitions, a scrape's CPU is mostly its text:
+        docs/benchmarks.md, "metrics-scrape")."""
+        for key in [k for k in self._segments_seen if k[0] not in self._topics]:
+            del self._segments_seen[key]  # deleted topics
         for topic, p in self.hosted():
             key = (topic, p)
             try:
@@ -924,7 +931,7 @@ class LogManager:
                     continue
                 directory = self._find(topic, p)
                 if directory is not None:
-                    yield _closed_gauges(topic, p, directory)
+                    yield _closed_gauges(topic, p, directory, self._segments_seen, self._topics[topic].topic_id)
             except (OSError, ValueError, KafkaError, TornState):
                 continue  # deleted, torn or failing meanwhile: not shown this time
 

@@ -45,7 +45,7 @@ def test_at_most_max_open_partitions_stay_open_and_closed_ones_reopen_with_their
 def test_gauges_read_closed_partitions_without_opening_them_and_agree_with_the_open_ones(manager):
     """The metrics scrape's view of every partition: a closed one is read from its state page and directory,
     not reopened (10,000 partitions reopened in turn cost a scrape seconds and evicted those in use)."""
-    manager.create_topic("gauged", 20, {"segment.bytes": 300})
+    manager.create_topic("gauged", 20, {"segment.bytes": 400})
     for p in range(20):
         for i in range(p % 4):  # 0 to 3 records, a segment each past the first
             manager.partition("gauged", p).append(tagged_batch(f"{p}-{i}" * 20))
@@ -58,6 +58,14 @@ def test_gauges_read_closed_partitions_without_opening_them_and_agree_with_the_o
         assert g.snapshot == part.snapshot() and g.replication == part.replication()
         assert (g.size_bytes, g.segments) == (part.size_bytes(), len(part.segment_bases()))
         assert g.snapshot.log_end == p % 4
+    # Segments rolled while closed are listed again (their generation moved): write to every partition
+    # (each reopened in turn, and closed again as the next ones open), then compare once more.
+    for p in range(20):
+        manager.partition("gauged", p).append(tagged_batch(f"more-{p}" * 10))
+    for p, g in {g.partition: g for g in manager.gauges()}.items():
+        part = manager.partition("gauged", p)
+        assert (g.snapshot.log_end, g.size_bytes, g.segments) == (
+            part.log_end_offset, part.size_bytes(), len(part.segment_bases()))
 
 
 def test_a_reopened_partition_keeps_the_role_it_was_given(tmp_path):
