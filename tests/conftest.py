@@ -66,7 +66,6 @@ def pytest_runtest_makereport(item, call):
                                     "\n".join(broker.log_lines[-BROKER_LOG_TAIL:])))
 
 
-
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     """One standalone ZooKeeper (Debian's or pyspark's jars) on a free loopback port for the whole run."""

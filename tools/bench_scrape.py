@@ -76,6 +76,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="alternations of the baseline's broker and this tree's")
     ap.add_argument("--record", action="store_true", help="write the section of docs/benchmarks.md")
     args = ap.parse_args(argv)
+    command = " ".join(["python tools/bench_scrape.py", *(sys.argv[1:] if argv is None else argv)])
 
     with tempfile.TemporaryDirectory(prefix="bench-scrape-") as scratch:
         scratch = Path(scratch)
@@ -105,9 +106,7 @@ def main(argv=None) -> int:
         rows.append(f"| {label} | {wall:,.0f} | {cpu:,.0f} | {runs[case][0][2]:,} |")
     text = "\n".join([
         f"### A metrics scrape over {args.topics * args.partitions:,} partitions (one broker)", "",
-        f"`python tools/bench_scrape.py --baseline {args.baseline}"
-        f"{' --topics %d --partitions %d' % (args.topics, args.partitions) if (args.topics, args.partitions) != (100, 100) else ''}"
-        f" --record` ({time.strftime('%Y-%m-%d')}; the partitions were made in {made:.0f} s). GET /metrics, "
+        f"`{command}` ({time.strftime('%Y-%m-%d')}; the partitions were made in {made:.0f} s). GET /metrics, "
         f"{args.scrapes} scrapes per broker start, {args.rounds} starts of each code alternating, medians; the main "
         "process's CPU (utime+stime, 10 ms ticks) around each:", "",
         "| code | wall ms | main process CPU ms | response bytes |", "| --- | ---: | ---: | ---: |", *rows])

@@ -913,10 +913,9 @@ class LogManager:
 
     def gauges(self) -> Iterator["PartitionGauges"]:
         """Every hosted partition's offsets, replication and size (the owner's metrics scrape), without
-        opening a closed partition's log: its state page alone is mapped for the read, and its segments
-        are counted from the directory. Reopening them in turn evicted the partitions housekeeping had open,
-        for a scrape every few seconds (over 10,000 partitions, a scrape's CPU is mostly its text:
-        docs/benchmarks.md, "metrics-scrape")."""
+        opening a closed partition's log: its state page is copied, and its segments are listed only when
+        their generation moved. Reopening them in turn evicted the partitions housekeeping had open, for a
+        scrape every few seconds (docs/benchmarks.md, "metrics-scrape")."""
         for key in [k for k in self._segments_seen if k[0] not in self._topics]:
             del self._segments_seen[key]  # deleted topics
         for topic, p in self.hosted():
@@ -927,9 +926,11 @@ class LogManager:
                     yield PartitionGauges(topic, p, part.snapshot(), part.replication(), part.size_bytes(),
                                           len(part.segment_bases()))
                     continue
-                if self.dir_health.offline(self._slot_of.get(key, -1)):
+                slot = self._slot_of.get(key)
+                if self.dir_health.offline(slot if slot is not None else -1):
                     continue
-                directory = self._find(topic, p)
+                # where it lives is known after load(): no stat first (a missing directory fails the read)
+                directory = self.log_dirs[slot] / f"{topic}-{p}" if slot is not None else self._find(topic, p)
                 if directory is not None:
                     yield _closed_gauges(topic, p, directory, self._segments_seen, self._topics[topic].topic_id)
             except (OSError, ValueError, KafkaError, TornState):

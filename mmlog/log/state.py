@@ -240,7 +240,7 @@ class PartitionState:
     def copied(cls, directory: Path, tries: int = 50) -> "PartitionState":
         """A copy of an existing partition's state page, read (pread) between two writers' updates, for
         reading only: no file made, nothing mapped or written (the metrics scrape's view of a closed
-        partition: a read and no mapping costs a third of mapping it). FileNotFoundError if there is
+        partition). FileNotFoundError if there is
         none, ValueError if it is not one, TornState if every read caught a writer mid-update."""
         path = Path(directory) / STATE_FILE
         fd = os.open(path, os.O_RDONLY)

@@ -28,7 +28,7 @@ in full comes from here.
 
 Memory bound: one basis per topic of the catalogue (the copy of its assignment, the
 view's states list it was made with) and one encoded entry per version asked (about
-30-50 bytes a partition); names no longer in the catalogue are dropped whenever the
+26 bytes a partition at v12: 263,046 for 10,000 in docs/benchmarks.md); names no longer in the catalogue are dropped whenever the
 cache holds more names than the catalogue (`prune`), so it never holds more than
 the catalogue's topics x the versions clients use (at most 13).
 """

@@ -44,7 +44,7 @@ def test_at_most_max_open_partitions_stay_open_and_closed_ones_reopen_with_their
 
 def test_gauges_read_closed_partitions_without_opening_them_and_agree_with_the_open_ones(manager):
     """The metrics scrape's view of every partition: a closed one is read from its state page and directory,
-    not reopened (10,000 partitions reopened in turn cost a scrape seconds and evicted those in use)."""
+    not reopened (reopened in turn, they evicted the partitions the owner keeps open)."""
     manager.create_topic("gauged", 20, {"segment.bytes": 400})
     for p in range(20):
         for i in range(p % 4):  # 0 to 3 records, a segment each past the first

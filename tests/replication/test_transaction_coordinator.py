@@ -4,17 +4,15 @@ successor finishes what it started (librdkafka's transactional producer, read_co
 from __future__ import annotations
 
 import sys
-import time
 
 import confluent_kafka
-from confluent_kafka import TopicPartition
 
 from mmlog.client.admin import Admin
 from mmlog.protocol.messages import find_coordinator
 from tests.acceptor.zookeeper.conftest import three_brokers
 from tests.processors.test_bad_input import connect
 from tests.replication.conftest import REPLICATION, wait_for
-from tests.replication.test_failover import full_isr, leader_of
+from tests.replication.test_failover import LibrdkafkaReader, full_isr, leader_of
 
 TXN = {"transaction.state.log.num.partitions": 3, "transaction.state.log.replication.factor": 3,
        "transaction.state.log.min.isr": 2, "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
@@ -33,26 +31,19 @@ def coordinator_of(brokers, txn_id: str):
 
 
 def read_committed(brokers, topic: str, expect: int) -> list[bytes]:
+    """Partition 0 as a read_committed librdkafka consumer sees it: `expect` values, then half a second
+    more for any it should not see."""
     # Read once the metadata names a live leader: the last kill may have taken the partition's leader with it.
     leader_of(brokers, topic, 0)
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers
-                                                                      if b.proc.poll() is None),
-                                         "group.id": "checker", "isolation.level": "read_committed",
-                                         "enable.auto.commit": False})
+    reader = LibrdkafkaReader(brokers, topic, "read_committed")
     try:
-        consumer.assign([TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
-        values, deadline = [], time.monotonic() + 40
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.1)
-            if msg is not None and msg.error():
-                print("consumer:", msg.error(), file=sys.stderr)  # shown should the test fail
-            elif msg is not None:
-                values.append(msg.value())
-            if len(values) >= expect:
-                deadline = min(deadline, time.monotonic() + 0.5)
-        return values
+        reader.read(expect, timeout=40)
+        values = reader.read(expect + 1, timeout=0.5)
     finally:
-        consumer.close()
+        reader.close()
+    for error in reader.errors:
+        print("consumer:", error, file=sys.stderr)  # shown should the test fail
+    return values
 
 
 def test_a_killed_coordinator_is_replaced_and_its_transactions_complete(tmp_path, zk_connect):

@@ -240,7 +240,6 @@ class ZooKeeperStore:
         self._register()
         self._run_for_controller()  # writes the partition states if elected
         self._refresh_view()
-        self.states.drain()
 
     # ------------------------------------------------------------ controller
 

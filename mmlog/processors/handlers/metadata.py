@@ -26,8 +26,8 @@ TOPIC_AUTHORIZATION_FAILED, and so does an unknown topic it may not auto-create
 
 An existing topic's entry (error code, name, id, partitions) is encoded once per version and
 reused until something it is made from changes (`processors/metadata_cache.py`): an all-topics
-request over 10,000 partitions costs a processor 70-80 ms of CPU when every entry is built and
-encoded, 0.3-0.5 ms reused (docs/benchmarks.md). Which topics are answered, and how
+request over 10,000 partitions costs a processor 73-78 ms of CPU when every entry is built and
+encoded, 0.4 ms reused (docs/benchmarks.md). Which topics are answered, and how
 (authorisation, creation, by id), is decided per request.
 
 v10+ answers each topic's id (the UUID stored with the topic in its catalogue entry; the
