@@ -118,6 +118,12 @@ class MappedFile:
             current = size
         usable = current - current % self.dtype.itemsize
         self._mmap = mmap.mmap(self._fd, usable) if usable else None
+        if self._mmap is not None:
+            # No read-around on faults: a fault would otherwise read the device's whole readahead window
+            # (read_ahead_kb, 8 MiB on some disks) into the page cache, mostly sparse holes that the kernel
+            # zeroes, and with thousands of partitions those pages are evicted and zeroed again on the
+            # next reopen. Indexes are read by binary search and written at their end: one page is enough.
+            self._mmap.madvise(mmap.MADV_RANDOM)
         self.view = (
             np.frombuffer(self._mmap, dtype=self.dtype) if self._mmap is not None else np.zeros(0, self.dtype)
         )
