@@ -137,10 +137,16 @@ def _run(config: BrokerConfig, store) -> int:
     store.check_catalogue(manager)
     log.info("loaded partitions=%d recovered=%d open=%d max_open=%d", manager.loaded, manager.recovered,
              manager.open_count(), max_open)
+    if manager.loaded > max_open:
+        log.warning("%d partitions hosted, but each process keeps at most %d open (log.max.open.partitions; by "
+                    "default from the descriptor limit and vm.max_map_count): clients spread over more than that "
+                    "make processors close and reopen partitions in turn (mmlog_log_partition_evictions_total); "
+                    "raise LimitNOFILE and vm.max_map_count", manager.loaded, max_open)
     sockets = [listener.bind(lst.host, lst.port) for lst in config.listeners]
     config = config.with_ports([sock.getsockname()[1] for sock in sockets])
     control = ControlPlane(config, manager, store)
     supervisor = Supervisor(config, sockets, control, store.cluster_id)
+    manager.on_evict = lambda n: supervisor.main_metrics.add("partition_evictions", n)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
     metrics = start_metrics(config, supervisor, control)
     # What exists now (numpy, numba and the loaded partitions: a few hundred thousand objects) lives

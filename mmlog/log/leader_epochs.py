@@ -47,8 +47,7 @@ class LeaderEpochCache:
         self.path = Path(directory) / FILE_NAME
         self._epochs: list[int] = []
         self._starts: list[int] = []
-        self._stamp: tuple[int, int, int] | None = None
-        self.reload()
+        self._stamp: tuple[int, int, int] | None = None  # read at first use: every method reloads first
 
     # ------------------------------------------------------------ reading
 

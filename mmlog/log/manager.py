@@ -70,7 +70,7 @@ from collections import Counter, OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from mmlog.config.dynamic import merged, topic_defaults
 from mmlog.config.settings import ConfigError, LogConfig
@@ -211,12 +211,16 @@ class LogManager:
         self.owner = owner
         self.broker_id = broker_id
         self.max_open = max(2, max_open) if max_open else None
+        # Told how many partitions each eviction closed (the processors' and the main process's metrics:
+        # a steady count means clients spread over more partitions than a process keeps open).
+        self.on_evict: Callable[[int], None] | None = None
         self._topics: dict[str, TopicInfo] = {}
         # Both caches spare the owner work per topic when thousands are auto-created: each topic's
         # catalogue JSON, valid while its TopicInfo and the objects it holds are the same (changes
         # replace them), and the replicas per broker, updated by a creation, recounted after any
         # other change.
         self._fragments: dict[str, tuple] = {}
+        self._configs: dict[str, tuple] = {}  # topic -> (its overrides, the defaults, LogConfig of both)
         self._replicas: Counter | None = None
         self._partitions: OrderedDict[tuple[str, int], Partition] = OrderedDict()  # least recently used first
         self._known: set[tuple[str, int]] = set()  # opened with recovery (or created) by this owner
@@ -271,6 +275,7 @@ class LogManager:
                                 t.get("assignment"))
                 for name, t in data.get("topics", {}).items()
             }
+            self._configs.clear()  # every topic's overrides are new objects now
             for key in [k for k in self._partitions
                         if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])
                         or not self._hosts(*k)]:  # deleted, re-created, or reassigned away from us
@@ -339,6 +344,8 @@ class LogManager:
         fragments = [self._fragment(name, info) for name, info in sorted(self._topics.items())]
         for name in [n for n in self._fragments if n not in self._topics]:
             del self._fragments[name]
+        for name in [n for n in self._configs if n not in self._topics]:
+            del self._configs[name]
         dynamic = b',"dynamic":' + json.dumps(self.dynamic, separators=(",", ":")).encode() if self.dynamic else b""
         return self._version, b'{"version":1,"topics":{' + b",".join(fragments) + b"}" + dynamic + b"}"
 
@@ -416,7 +423,13 @@ class LogManager:
         return info
 
     def config_for(self, topic: str) -> LogConfig:
-        return LogConfig.from_props(self.topic(topic).config, self.defaults)
+        """The topic's LogConfig, parsed once per change of its overrides or of the defaults (changes replace
+        those objects, never mutate them): a processor reopening closed partitions asks for it each time."""
+        props, defaults = self.topic(topic).config, self.defaults
+        cached = self._configs.get(topic)
+        if cached is None or cached[0] is not props or cached[1] is not defaults:
+            cached = self._configs[topic] = (props, defaults, LogConfig.from_props(props, defaults))
+        return cached[2]
 
     # ------------------------------------------------------------ admin (owner only)
 
@@ -740,11 +753,15 @@ class LogManager:
         may still be appending). Caller holds the lock."""
         if self.max_open is None:
             return
+        closed = 0
         while len(self._partitions) > self.max_open:
             key, part = self._partitions.popitem(last=False)
             if self.owner:
                 self._note_closed(key, part)
             part.close(clean=False)
+            closed += 1
+        if closed and self.on_evict is not None:
+            self.on_evict(closed)
 
     def _note_closed(self, key: tuple[str, int], part: Partition) -> None:
         """What housekeeping needs of a partition while it is closed (see the module docstring)."""

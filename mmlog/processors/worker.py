@@ -139,6 +139,7 @@ class Processor:
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
                                   broker_id=self.broker_id,
                                   max_open=open_partition_budget(self.config["log.max.open.partitions"]))
+        self.manager.on_evict = lambda n: self.metrics.add("partition_evictions", n)
         self.quotas = ClientQuotas(self.quota_block, self.slot, self.manager)
         self.leader_throttle = LeaderThrottle(self.quota_block, self.slot, self.manager, self.broker_id,
                                               self.config["leader.replication.throttled.rate"])

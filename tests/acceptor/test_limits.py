@@ -252,3 +252,22 @@ def test_a_processor_serves_more_partitions_than_its_descriptor_limit_could_hold
                for x in r.responses[0].partitions}
         assert got == {p: [b"%d" % p] * 2 for p in range(n)}
         assert descriptors(processor) < 1024 // 2 + 100
+
+
+# ------------------------------------------------------------ more partitions than a process keeps open
+
+
+def test_partitions_closed_to_stay_within_the_open_budget_are_counted_and_warned_of_at_start(tmp_path):
+    from tests.acceptor.metrics.scrape import scrape
+    from tests.client.consumer_tools import create_topic, produce, values
+
+    config = {"metrics.listen": "127.0.0.1:0", "log.max.open.partitions": 8}
+    with EmbeddedBroker(tmp_path / "data", processors=1, config=config) as broker:
+        assert not any("partitions hosted" in line for line in broker.log_lines)
+        create_topic(broker, "wide", 20)  # the main process creates 20 and keeps 8 open
+        for p in range(20):  # the processor opens all 20 in turn and keeps 8
+            produce(broker, "wide", p, values(1))
+        assert scrape(broker).get("mmlog_log_partition_evictions_total") >= 12 + 12
+    with EmbeddedBroker(tmp_path / "data", processors=1, config=config) as broker:
+        assert any("20 partitions hosted, but each process keeps at most 8 open" in line
+                   for line in broker.log_lines), broker.log_lines[-5:]

@@ -213,6 +213,25 @@ def test_dynamic_broker_configs_make_the_topic_defaults_of_open_partitions_and_s
     assert managers(tmp_path, broker_id=0).config_for("plain").retention_ms == 7_200_000
 
 
+
+def test_a_reopened_partition_gets_the_config_as_altered_while_it_was_closed(tmp_path, managers):
+    """The parsed config is kept per topic (a processor asks for it at every reopen) and follows
+    a topic alter and a change of the broker defaults."""
+    owner = managers(tmp_path, broker_id=0)
+    owner.create_topic("t", 3)
+    attached = managers(tmp_path, owner=False, broker_id=0, max_open=2)
+    assert attached.config_for("t") is attached.config_for("t")
+    for p in range(3):
+        attached.partition("t", p)  # partition 0 is closed now
+    owner.alter_topic_config("t", {"retention.ms": "1000"})
+    attached.reload()
+    assert attached.partition("t", 0).config.retention_ms == 1000  # reopened; partition 1 closed
+    owner.set_broker_level("<default>", {"log.segment.bytes": "65536"})
+    attached.reload()
+    reopened = attached.partition("t", 1).config
+    assert (reopened.segment_bytes, reopened.retention_ms) == (65536, 1000)
+
+
 # ---------------------------------------------------------------- attached managers
 
 
