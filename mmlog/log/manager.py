@@ -26,10 +26,11 @@ Deleting a topic removes it from the catalogue first, then marks each partition
 deleted (every process sees that through the partition state) and removes its
 directory; a crash in between leaves directories that `load()` removes.
 
-Descriptors and mappings: an open partition holds about eight descriptors (state
-page, lock, and per segment the log and both indexes, each mmap holding a duplicate)
-and three memory mappings (five more per older segment), so every process keeps at
-most `max_open` partitions open, least recently used first out
+Descriptors and mappings: an open partition holds eight descriptors (state page,
+lock, and its active segment's log and both indexes, each mmap holding a duplicate)
+and three memory mappings, and five descriptors and two mappings more while it has
+an older segment open (one at most: partition.py, "Open files"), so every process
+keeps at most `max_open` partitions open, least recently used first out
 (`open_partition_budget`: half the descriptor limit, and a third of vm.max_map_count,
 at a one-segment partition's cost). After `load()` the owner needs a partition only
 for housekeeping and role changes; a processor needs the ones its clients use. A

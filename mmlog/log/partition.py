@@ -8,6 +8,15 @@ publish the new log end in the state; a reader sees an append all at once or not
 at all. A process that sees a new state generation lists the directory again, so
 everyone notices a roll, a retention deletion or a truncation made elsewhere.
 
+Open files. A process keeps the active segment open, and of the older ones only the
+one it read last (`_segment`): a partition of fifty segments costs a processor the
+descriptors and mappings of two, however old the data its consumers read, so the
+log manager's open-partition budget holds whatever the segment count. An older
+segment opened without the lock can be gone (retention, or the cleaner's swap, after
+our snapshot): the lock-free reads (`_read`, `lookup_timestamp`) then list the
+segments again and retry (`SegmentGone`); writers hold the lock, under which no
+segment goes.
+
 Crash points of an append (PENDING_OP = APPEND during steps 1-2):
   1. bytes written past ACTIVE_SIZE: invisible to readers; the next writer writes
      over them (and recovery truncates them, or keeps a whole batch that was never
@@ -85,7 +94,15 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log import compressed, flush_timing, log_dirs, producer_state, recovery, retention, segment_swap, txn_index
-from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, fsync_dir, segment_bases, segment_file
+from mmlog.log.files import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    delete_segment_files,
+    fsync_dir,
+    segment_bases,
+    segment_file,
+)
 from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
 from mmlog.log.lock import PartitionLock
@@ -107,6 +124,10 @@ _TXN_BITS = records.TRANSACTIONAL_BIT | records.CONTROL_BIT  # batches that open
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class SegmentGone(Exception):
+    """An older segment a lock-free read opened had gone since its snapshot (retention, a swap)."""
 
 
 def _records(headers: list) -> int:
@@ -334,19 +355,54 @@ class Partition:
         raise TornState(f"{self.directory}: segments keep changing under the reader")
 
     def _sync(self, snap: Snapshot) -> None:
-        """Reopen the segment list after another process changed it (new generation)."""
+        """List the segments again after another process changed them (new generation); the active one
+        is opened now, older ones when they are read."""
         bases = segment_bases(self.directory)
         bases = [b for b in bases if b <= snap.active_base]
         for base, segment in list(self._segments.items()):
             moved = (base == self._active_base) != (base == snap.active_base)
             if base not in bases or moved or segment.replaced():
                 self._segments.pop(base).close()  # deleted, rolled or active again, or a new file
-        for base in bases:
-            if base not in self._segments:
-                self._segments[base] = Segment(self.directory, base)
+        if snap.active_base not in self._segments:
+            self._segments[snap.active_base] = Segment(self.directory, snap.active_base)
         self._bases = bases
         self._generation = snap.generation
         self._active_base = snap.active_base
+
+    def _segment(self, base: int) -> Segment:
+        """The segment at `base`, opened if it is not (an older one closes the older one open before it).
+        SegmentGone: its files went after our snapshot (only a reader without the lock can see that)."""
+        seg = self._segments.get(base)
+        if seg is not None:
+            return seg
+        try:
+            seg = Segment(self.directory, base)
+        except (FileNotFoundError, ValueError) as exc:  # ValueError: an index trimmed as we mapped it
+            raise SegmentGone(f"{self.directory.name}: segment {base} went ({exc})") from exc
+        if base != self._active_base:
+            for other in [b for b in self._segments if b != self._active_base]:
+                self._segments.pop(other).close()  # a FileSlice being sent keeps its own file open
+        self._segments[base] = seg
+        return seg
+
+    def _older_size(self, base: int) -> int:
+        """Bytes of an older segment's log, without opening it (0 if it went meanwhile)."""
+        seg = self._segments.get(base)
+        if seg is not None:
+            return seg.file_size()
+        try:
+            return os.stat(segment_file(self.directory, base, LOG_SUFFIX)).st_size
+        except FileNotFoundError:
+            return 0
+
+    def _lock_free(self, read):
+        """Run a read that takes no lock, again after listing the segments anew if one it opened had gone."""
+        for _ in range(100):
+            try:
+                return read()
+            except SegmentGone:
+                self._generation = -1  # the state has moved on: the next snapshot lists the segments again
+        raise TornState(f"{self.directory}: segments keep going under the reader")
 
     def _close_segments(self) -> None:
         for seg in self._segments.values():
@@ -372,7 +428,7 @@ class Partition:
             if self._preallocated != sized:
                 # Once per active segment: the indexes' full size (every change to the segment
                 # set, a roll or a truncation, bumps the generation and asks again).
-                self._segments[snap.active_base].preallocate(sized[2])
+                self._segment(snap.active_base).preallocate(sized[2])
                 self._preallocated = sized
             return snap
         except BaseException:
@@ -507,11 +563,11 @@ class Partition:
         the log end: 61 bytes read each, the whole batch for a control one (about 80 bytes)."""
         self._sync(s)
         for base in self._bases:
-            seg = self._segments[base]
             active = base == s.active_base
-            end = s.active_size if active else seg.file_size()
             if not active and self._next_base(base) <= offset:
                 continue
+            seg = self._segment(base)
+            end = s.active_size if active else seg.file_size()
             found = seg.find_batch(offset, s.index_entries if active else seg.offset_index.capacity, end)
             pos = found[0] if found else end
             fd = seg.file.fileno()
@@ -1060,10 +1116,9 @@ class Partition:
             time_entries=0, max_timestamp=-1, offset_of_max_ts=-1, since_index=0, rolled_at_ms=0,
             pending_op=IDLE,
         )
-        # Our own cache is already right: only the old active segment must be remapped.
+        # Our own cache is already right: the old active segment is mapped again when it is read.
         self._segments.pop(s.active_base).close()
-        self._segments[s.active_base] = Segment(self.directory, s.active_base)
-        self._bases = sorted(self._segments)
+        self._bases = [*self._bases, s.log_end]
         self._generation, self._active_base = s.generation + 1, s.log_end
         return self.state.snapshot()
 
@@ -1101,6 +1156,9 @@ class Partition:
             raise self._storage_error(exc) from exc
 
     def _read(self, offset: int, max_bytes: int, upto_log_end: bool, committed: bool) -> LogRead:
+        return self._lock_free(lambda: self._read_once(offset, max_bytes, upto_log_end, committed))
+
+    def _read_once(self, offset: int, max_bytes: int, upto_log_end: bool, committed: bool) -> LogRead:
         snap = self.snapshot()
         if offset < snap.log_start or offset > snap.log_end:
             raise OffsetOutOfRange(f"offset {offset} outside [{snap.log_start}, {snap.log_end}] of "
@@ -1112,7 +1170,7 @@ class Partition:
             raise OffsetOutOfRange(f"offset {offset} is below the log start of {self.directory.name}")
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         while offset < limit and i < len(self._bases):
-            seg = self._segments[self._bases[i]]
+            seg = self._segment(self._bases[i])
             active = seg.base_offset == snap.active_base
             entries = snap.index_entries if active else seg.offset_index.capacity
             end = snap.active_size if active else seg.file_size()
@@ -1147,9 +1205,12 @@ class Partition:
 
     def lookup_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record at or after the log start with timestamp >= timestamp."""
+        return self._lock_free(lambda: self._lookup_timestamp_once(timestamp))
+
+    def _lookup_timestamp_once(self, timestamp: int) -> tuple[int, int] | None:
         snap = self.snapshot()
         for base in self._bases:
-            seg = self._segments[base]
+            seg = self._segment(base)
             active = base == snap.active_base
             seg_max = snap.max_timestamp if active else seg.time_index.last(seg.time_index.capacity)[0]
             if seg_max < timestamp:
@@ -1181,7 +1242,7 @@ class Partition:
     def size_bytes(self) -> int:
         snap = self.snapshot()
         return sum(
-            snap.active_size if b == snap.active_base else self._segments[b].file_size() for b in self._bases
+            snap.active_size if b == snap.active_base else self._older_size(b) for b in self._bases
         )
 
     # ------------------------------------------------------------ flushing
@@ -1205,7 +1266,7 @@ class Partition:
         first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
         for base in self._bases:
             if base >= first:
-                self._segments[base].flush()
+                self._segment(base).flush()
                 if s.last_abort >= base:
                     txn_index.flush(self.directory, base)
         self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
@@ -1221,9 +1282,9 @@ class Partition:
             summaries = [
                 retention.SegmentSummary(
                     b,
-                    s.active_size if b == s.active_base else self._segments[b].file_size(),
-                    s.max_timestamp if b == s.active_base else self._segments[b].time_index.last(
-                        self._segments[b].time_index.capacity)[0],
+                    s.active_size if b == s.active_base else self._older_size(b),
+                    s.max_timestamp if b == s.active_base else self._segment(b).time_index.last(
+                        self._segment(b).time_index.capacity)[0],
                 )
                 for b in self._bases
             ]
@@ -1248,9 +1309,10 @@ class Partition:
 
     def _delete_segment(self, base: int) -> None:
         """Close a segment and unlink its files; open slices keep reading the unlinked files."""
-        segment = self._segments.pop(base)
-        segment.close()
-        segment.delete_files()
+        segment = self._segments.pop(base, None)
+        if segment is not None:
+            segment.close()
+        delete_segment_files(self.directory, base)
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset (Kafka's DeleteRecords); drop segments wholly below it at once.
@@ -1300,7 +1362,7 @@ class Partition:
             if offset < s.log_start:
                 raise OffsetOutOfRange(f"cannot truncate to {offset}, below the log start {s.log_start}")
             i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-            seg = self._segments[self._bases[i]]
+            seg = self._segment(self._bases[i])
             end = s.active_size if seg.base_offset == s.active_base else seg.file_size()
             found = seg.find_batch(offset, seg.offset_index.capacity if seg.base_offset != s.active_base
                                    else s.index_entries, end)

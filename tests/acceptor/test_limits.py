@@ -254,6 +254,39 @@ def test_a_processor_serves_more_partitions_than_its_descriptor_limit_could_hold
         assert descriptors(processor) < 1024 // 2 + 100
 
 
+def test_partitions_of_many_segments_fit_the_same_descriptor_budget(tmp_path):
+    # 100 partitions of 6 segments: a processor that opened every segment of the 64 partitions it keeps
+    # open would need 64 * (8 + 5 * 5) = 2,112 descriptors under a limit of 1,024. It opens the active
+    # segment, and of the older ones only the one it reads.
+    from mmlog.protocol.messages import fetch, produce
+    from mmlog.protocol.records import build_batch, decode_records, iter_batches
+
+    n, segments = 100, 6
+    config = {"log.segment.bytes": 1024}
+    with LimitedBroker(tmp_path / "data", processors=1, nofile=1024, config=config) as broker, \
+            connect(broker) as conn:
+        assert create(conn, ("deep", n))["deep"][0] == NONE
+        (processor,) = broker.processor_pids()
+        for i in range(segments):  # 700 bytes a batch: a segment each
+            r = conn.request(produce.API_KEY, 8, produce.REQUEST(acks=1, timeout_ms=10_000, topic_data=[
+                {"name": "deep", "partition_data": [
+                    {"index": p, "records": build_batch([(None, b"%d:%d:" % (p, i) + b"." * 700)])}
+                    for p in range(n)]}]))
+            assert {(x.error_code, x.base_offset) for x in r.responses[0].partition_responses} == {(NONE, i)}
+        assert len([e for e in os.listdir(broker.data_dir / "deep-7") if e.endswith(".log")]) == segments
+        for offset in (0, 3):  # the oldest segment of each, then one in the middle
+            r = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
+                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=50 << 20, isolation_level=0, session_id=0,
+                session_epoch=-1, topics=[{"topic": "deep", "partitions": [
+                    {"partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
+                     "partition_max_bytes": 1 << 20} for p in range(n)]}], forgotten_topics_data=[], rack_id=""))
+            first = {x.partition_index: (x.error_code, [rec.value[:8] for pos, _ in iter_batches(bytes(x.records))
+                                                         for rec in decode_records(bytes(x.records), pos)][:1])
+                     for x in r.responses[0].partitions}
+            assert first == {p: (NONE, [(b"%d:%d:" % (p, offset) + b"........")[:8]]) for p in range(n)}
+            assert descriptors(processor) < 1024 - 100
+
+
 # ------------------------------------------------------------ more partitions than a process keeps open
 
 

@@ -11,6 +11,7 @@ import pytest
 from mmlog.config.settings import LogConfig
 from mmlog.errors import OffsetOutOfRange
 from mmlog.log.files import segment_file
+from mmlog.log.manager import DESCRIPTORS_PER_PARTITION
 from mmlog.log.partition import Partition
 from mmlog.log.retention import SegmentSummary, expired_prefix
 from mmlog.protocol import records as rec
@@ -196,3 +197,50 @@ def test_delete_records_and_truncation_close_what_they_delete(open_partition, cf
     gc.collect()
     assert open_descriptors_to_deleted_files(p.directory) == []
     assert [b.base_offset for b in stored_batches(p.directory)] == bases[3:5]
+
+
+# ---------------------------------------------------------------- older segments open one at a time
+
+
+def _descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_reader_keeps_the_active_segment_and_one_older_one_open_however_many_it_reads(open_partition, cfg):
+    """Opening maps the active segment only; reading history opens each older segment in turn and closes the
+    one before, so a partition costs a process the same descriptors with 2 segments or 50."""
+    p = open_partition(cfg=cfg)
+    bases = _fill(p, [1] * 12, per_segment=2)
+    before = _descriptors()
+    reader = open_partition(recover=False)
+    attached = _descriptors() - before
+    assert attached == DESCRIPTORS_PER_PARTITION  # the state page, the lock and the active segment
+    values = []
+    offset = 0
+    while offset < reader.log_end_offset:
+        got = reader.read(offset, 10**6)
+        data = got.slice.read()
+        values += [r.value for pos, _ in rec.iter_batches(data) for r in rec.decode_records(data, pos)]
+        offset = got.upper_bound  # the slice holds its segment whole: the next read starts at the next one
+        assert _descriptors() - before <= attached + 5  # + one older segment: its log, two index mappings
+    assert len(bases) == 13 and values == [b"x" * 100] * 24
+    assert reader.lookup_timestamp(NOW - DAY) == (0, NOW - DAY)
+
+
+def test_retention_between_a_readers_snapshot_and_its_opening_an_older_segment_is_out_of_range(open_partition, cfg):
+    p = open_partition(cfg=cfg)
+    bases = _fill(p, [30, 20, 1])
+    reader = open_partition(recover=False)
+    real, raced = reader.snapshot, []
+
+    def snapshot_then_retention():
+        snap = real()  # the segments listed, none older opened
+        if not raced:
+            raced.append(p.apply_retention(NOW))  # segments 0 and 1 go now
+        return snap
+
+    reader.snapshot = snapshot_then_retention
+    with pytest.raises(OffsetOutOfRange):
+        reader.read(0, 100)
+    assert raced == [2] and reader.segment_bases() == bases[2:]
+    assert reader.read(bases[2], 100).slice.read() == p.read(bases[2], 100).slice.read()
