@@ -104,8 +104,8 @@ log = logging.getLogger(__name__)
 
 CRASH_ENV = "MMLOG_CLEANER_CRASH_AT"
 CRASH_EXIT = 77
-CRASH_POINTS = ("cleaned-written", "swap-begun", "swap-committed", "old-segments-deleted", "swap-renamed",
-                "before-checkpoint")
+CRASH_POINTS = ("cleaned-written", "swap-begun", "swap-committed", "old-segments-deleted", "swap-indexes-renamed",
+                "swap-renamed", "before-checkpoint")
 STATUS_FILE = "cleaner-status.json"
 INT32_MAX = 2**31 - 1
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20  # batch attributes (records.TRANSACTIONAL_BIT, CONTROL_BIT)

@@ -369,9 +369,13 @@ class Partition:
         self._generation = snap.generation
         self._active_base = snap.active_base
 
-    def _segment(self, base: int) -> Segment:
+    def _segment(self, base: int, lock_free: bool = False) -> Segment:
         """The segment at `base`, opened if it is not (an older one closes the older one open before it).
-        SegmentGone: its files went after our snapshot (only a reader without the lock can see that)."""
+
+        SegmentGone: its files went after our snapshot, or (`lock_free`: a reader without the lock) the
+        segments changed while it opened them. A swap (segment_swap.py) bumps the generation before its
+        first rename, so files opened before the generation is seen unchanged are one segment's, never an
+        old .log with the cleaned indexes."""
         seg = self._segments.get(base)
         if seg is not None:
             return seg
@@ -379,6 +383,14 @@ class Partition:
             seg = Segment(self.directory, base)
         except (FileNotFoundError, ValueError) as exc:  # ValueError: an index trimmed as we mapped it
             raise SegmentGone(f"{self.directory.name}: segment {base} went ({exc})") from exc
+        if lock_free:
+            try:
+                now = self.state.snapshot()
+            except TornState:  # a writer died mid-update: the retry's snapshot repairs it
+                now = None
+            if now is None or now.generation != self._generation or now.pending_op == SWAP:
+                seg.close()
+                raise SegmentGone(f"{self.directory.name}: segments changed while segment {base} was opened")
         if base != self._active_base:
             for other in [b for b in self._segments if b != self._active_base]:
                 self._segments.pop(other).close()  # a FileSlice being sent keeps its own file open
@@ -1170,7 +1182,7 @@ class Partition:
             raise OffsetOutOfRange(f"offset {offset} is below the log start of {self.directory.name}")
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         while offset < limit and i < len(self._bases):
-            seg = self._segment(self._bases[i])
+            seg = self._segment(self._bases[i], lock_free=True)
             active = seg.base_offset == snap.active_base
             entries = snap.index_entries if active else seg.offset_index.capacity
             end = snap.active_size if active else seg.file_size()
@@ -1210,7 +1222,7 @@ class Partition:
     def _lookup_timestamp_once(self, timestamp: int) -> tuple[int, int] | None:
         snap = self.snapshot()
         for base in self._bases:
-            seg = self._segment(base)
+            seg = self._segment(base, lock_free=True)
             active = base == snap.active_base
             seg_max = snap.max_timestamp if active else seg.time_index.last(seg.time_index.capacity)[0]
             if seg_max < timestamp:

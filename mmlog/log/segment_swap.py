@@ -126,6 +126,8 @@ def _finish(directory: Path, base: int, others: list[int], crash: Callable[[str]
         remove_segment(directory, b)
     crash("old-segments-deleted")
     for suffix in SUFFIXES:
+        if suffix == LOG_SUFFIX:
+            crash("swap-indexes-renamed")  # B's new indexes beside its old .log: what a reader must never pair
         swap = temp_file(directory, base, suffix, SWAP)
         if swap.exists():
             os.replace(swap, segment_file(directory, base, suffix))

@@ -6,6 +6,7 @@ import dataclasses
 
 import os
 import random
+import shutil
 
 import pytest
 
@@ -270,6 +271,39 @@ def _clean_in_child(directory, point: str) -> int:
         finally:
             os._exit(code)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_a_reader_that_listed_the_segments_before_a_swap_never_pairs_an_old_log_with_new_indexes(compacted,
+                                                                                                   tmp_path):
+    """Older segments are opened when read: one opened mid-swap (the cleaned indexes renamed in, the .log not
+    yet) is put back and the read is done again once the swap is over. Paired, the cleaned index's position
+    of an offset (smaller: records went) would land inside an old batch."""
+    p = compacted()
+    pairs = [(b"dup" if i % 2 else b"u%d" % i, b"v%d" % i + b"." * (i * 7 % 41)) for i in range(300)]
+    offsets = produce(p, pairs)
+    p.roll()
+    old_end = p.segment_bases()[1]  # the first segment's end: the cleaned one starts at 0 too
+    rehearsal = tmp_path / "rehearsal" / "t-0"  # the same swap cut short on a copy: where its index places offsets
+    shutil.copytree(p.directory, rehearsal)
+    assert _clean_in_child(rehearsal, "swap-indexes-renamed") == CRASH_EXIT
+    target = max(o for o, _ in index_on_disk(Partition(rehearsal, COMPACT), 0) if 0 < o < old_end)
+    reader = Partition(p.directory, COMPACT, recover=False)
+    real, swapped = reader.snapshot, []
+
+    def snapshot_then_half_a_swap():
+        snap = real()  # the segments listed, none older opened
+        if not swapped:
+            swapped.append(_clean_in_child(p.directory, "swap-indexes-renamed"))
+        return snap
+
+    reader.snapshot = snapshot_then_half_a_swap
+    data = reader.read(target, 1 << 20).slice.read()
+    assert swapped == [CRASH_EXIT]
+    got = [(r.offset, r.key, r.value) for pos, _ in rec.iter_batches(data) for r in rec.decode_records(data, pos)]
+    produced = {(o, k, v) for o, (k, v) in zip(offsets, pairs)}
+    assert got and set(got) <= produced and got[0][0] == target  # the batch asked for, whole
+    assert {r.key: (r.value, r.offset) for r in read_all(reader)} == final_values(pairs, offsets)
+    reader.close()
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
