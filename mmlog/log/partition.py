@@ -126,8 +126,9 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class SegmentGone(Exception):
-    """An older segment a lock-free read opened had gone since its snapshot (retention, a swap)."""
+class SegmentGone(FileNotFoundError):
+    """An older segment a lock-free read opened had gone since its snapshot (retention, a swap). A
+    FileNotFoundError, as opening it was before segments opened lazily: whoever handled that still does."""
 
 
 def _records(headers: list) -> int:
@@ -570,7 +571,7 @@ class Partition:
             producers.apply_batches(self._stored_batches(s, producers.upto))
             producers.upto = s.log_end
 
-    def _stored_batches(self, s: Snapshot, offset: int) -> Iterator:
+    def _stored_batches(self, s: Snapshot, offset: int, lock_free: bool = False) -> Iterator:
         """(header, transaction marker or None) of the stored batches from the one holding `offset` to
         the log end: 61 bytes read each, the whole batch for a control one (about 80 bytes)."""
         self._sync(s)
@@ -578,7 +579,7 @@ class Partition:
             active = base == s.active_base
             if not active and self._next_base(base) <= offset:
                 continue
-            seg = self._segment(base)
+            seg = self._segment(base, lock_free)
             end = s.active_size if active else seg.file_size()
             found = seg.find_batch(offset, s.index_entries if active else seg.offset_index.capacity, end)
             pos = found[0] if found else end
@@ -634,10 +635,13 @@ class Partition:
         """{producer id: (last data offset, -1 if none in its epoch; epoch)} as of the log end (Kafka's
         lastRecordsOfActiveProducers, what the cleaner keeps empty batches for). Built in a private
         ProducerState from the newest snapshot and the batches after it, without the lock."""
+        return self._lock_free(self._last_records_of_producers_once)
+
+    def _last_records_of_producers_once(self) -> dict[int, tuple[int, int]]:
         snap = self.snapshot()
         state = ProducerState(self.directory)
         state.load(snap.log_end, snap.log_start, now_ms(), PRODUCER_EXPIRATION_MS)
-        state.apply_batches(self._stored_batches(snap, state.upto))
+        state.apply_batches(self._stored_batches(snap, state.upto, lock_free=True))
         return {pid: (e.batches[-1][3] if e.batches else -1, e.epoch) for pid, e in state.producers.items()}
 
     @property
