@@ -134,7 +134,7 @@ def _closed_gauges(topic: str, partition: int, directory: Path, segments_seen: d
 
 def open_partition_budget(configured: int = 0) -> int:
     """Partitions a process keeps open at once: `configured` (log.max.open.partitions), or when 0 half
-    the descriptor limit over 8 (the other half is for connections and segments past the first) and at
+    the descriptor limit over 8 (the other half is for connections and an older segment each) and at
     most a third of vm.max_map_count over 3 (numba, the heap and older segments map too)."""
     if configured:
         return configured
