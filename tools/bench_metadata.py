@@ -212,11 +212,9 @@ def main(argv=None) -> int:
                  for k, v in runs.items()}
         assert len({v[0]["partitions"] for v in runs.values()}) == 1
     section = page(args, made, wire, cases, base_commit, here)
-    print(section)
-    if args.record:
-        from tools.bench.page import write_section
+    from tools.bench.page import show
 
-        write_section(ROOT / "docs" / "benchmarks.md", SECTION, section)
+    show(section, SECTION, args.record)
     return 0
 
 

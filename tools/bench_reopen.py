@@ -29,7 +29,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_reopen.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from tools.bench.page import write_section  # noqa: E402
+from tools.bench.page import show  # noqa: E402
 from tools.bench_metadata import export_tree, log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,9 +123,7 @@ def main(argv=None) -> int:
         f"alternate, {args.rounds} rounds, medians:", "",
         "| segments a partition | code | CPU µs a reopen+append | wall µs | descriptors at the end |",
         "| ---: | --- | ---: | ---: | ---: |", *rows])
-    print(text)
-    if args.record:
-        write_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
+    show(text, SECTION, args.record)
     return 0
 
 

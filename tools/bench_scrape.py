@@ -26,7 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_scrape.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from tools.bench.page import write_section  # noqa: E402
+from tools.bench.page import show  # noqa: E402
 from tools.bench.servers import cpu_seconds  # noqa: E402
 from tools.bench_metadata import create_topics, export_tree, log  # noqa: E402
 
@@ -110,9 +110,7 @@ def main(argv=None) -> int:
         f"{args.scrapes} scrapes per broker start, {args.rounds} starts of each code alternating, medians; the main "
         "process's CPU (utime+stime, 10 ms ticks) around each:", "",
         "| code | wall ms | main process CPU ms | response bytes |", "| --- | ---: | ---: | ---: |", *rows])
-    print(text)
-    if args.record:
-        write_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
+    show(text, SECTION, args.record)
     return 0
 
 

@@ -33,3 +33,13 @@ def write_section(path: Path, name: str, section: str) -> None:
     """Replace the section `name` of the page at `path` (created if missing) with `section`."""
     path = Path(path)
     path.write_text(splice(path.read_text() if path.exists() else "", section.strip("\n"), name))
+
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+
+
+def show(section: str, name: str, record: bool) -> None:
+    """Print a benchmark's section; with `record`, also write it as the section `name` of docs/benchmarks.md."""
+    print(section)
+    if record:
+        write_section(BENCHMARKS, name, section)
