@@ -374,21 +374,17 @@ def warm() -> None:
 
     offset_map.warm()
     lz4_frame.decompress(compression.compress(compression.LZ4, b"warm"))
-    batch = np.asarray(rec.build_batch([(b"k", b"v")]), dtype=np.uint8)
-    # Writable (decompressed batches, tests) and read-only (the cleaner's PROT_READ mmap of a segment):
-    # numba compiles each of the two array types of its own; without the read-only one the cleaner
-    # compiled them at its first cleaning.
-    for buf in (batch, np.frombuffer(batch.tobytes(), np.uint8)):
-        nb, nr, _ = count_batches(buf, 0, len(buf))
-        batches = np.zeros((nb, NCOLS), np.int64)
-        h1, h2 = np.zeros(nr, np.uint64), np.zeros(nr, np.uint64)
-        offsets, flags = np.zeros(nr, np.int64), np.zeros(nr, np.int64)
-        rstart, rend = np.zeros(nr, np.int64), np.zeros(nr, np.int64)
-        walk_segment(buf, 0, len(buf), batches, h1, h2, offsets, flags, rstart, rend)
-        out = np.zeros(len(buf) + 10 * nr, np.uint8)
-        gather(buf, np.zeros(1, np.int64), np.ones(1, np.int64), out, np.zeros(1, np.int64))
-        batch_positions(buf, len(buf), np.zeros(2, np.int64))
-        for action, horizon in ((COPY, -1), (REBUILD, 1)):
-            rewrite(buf, batches, np.full(nb, action, np.int64), np.ones(nr, np.bool_), rstart, rend,
-                    np.zeros(0, np.uint8), np.zeros(nb, np.int64), np.zeros(nb, np.int64),
-                    np.full(nb, horizon, np.int64), out, CRC_TABLES)
+    buf = np.asarray(rec.build_batch([(b"k", b"v")]), dtype=np.uint8)
+    nb, nr, _ = count_batches(buf, 0, len(buf))
+    batches = np.zeros((nb, NCOLS), np.int64)
+    h1, h2 = np.zeros(nr, np.uint64), np.zeros(nr, np.uint64)
+    offsets, flags = np.zeros(nr, np.int64), np.zeros(nr, np.int64)
+    rstart, rend = np.zeros(nr, np.int64), np.zeros(nr, np.int64)
+    walk_segment(buf, 0, len(buf), batches, h1, h2, offsets, flags, rstart, rend)
+    out = np.zeros(len(buf) + 10 * nr, np.uint8)
+    gather(buf, np.zeros(1, np.int64), np.ones(1, np.int64), out, np.zeros(1, np.int64))
+    batch_positions(buf, len(buf), np.zeros(2, np.int64))
+    for action, horizon in ((COPY, -1), (REBUILD, 1)):
+        rewrite(buf, batches, np.full(nb, action, np.int64), np.ones(nr, np.bool_), rstart, rend,
+                np.zeros(0, np.uint8), np.zeros(nb, np.int64), np.zeros(nb, np.int64), np.full(nb, horizon, np.int64),
+                out, CRC_TABLES)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -99,16 +97,3 @@ def test_rewrite_matches_its_reference_for_every_action_and_keeps_only_the_kept_
         for r in rec.decode_records(written, pos):  # every record keeps its key, value and timestamp
             o = original[r.offset]
             assert (r.key, r.value, r.timestamp, r.headers) == (o.key, o.value, o.timestamp, o.headers)
-
-
-def test_warm_compiles_the_kernels_for_the_read_only_segment_maps_the_cleaner_walks():
-    """The cleaner reads a segment through a PROT_READ mmap: a read-only array, which numba compiles apart
-    from a writable one. warm() (before the fork) compiles both, so a cleaner never compiles at its first
-    cleaning. In a fresh interpreter: another test here may have compiled them already."""
-    probe = ("from numba import types; from mmlog.log import compaction_kernels as ck; ck.warm();"
-             "ro = types.Array(types.uint8, 1, 'C', readonly=True);"
-             "print([k.__name__ for k in (ck.count_batches, ck.walk_segment, ck.gather, ck.rewrite)"
-             " if not any(sig[0] == ro for sig in k.signatures)])")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.strip() == "[]", f"kernels warm() left uncompiled for a read-only segment: {done.stdout}"
