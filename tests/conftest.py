@@ -30,8 +30,15 @@ import mmlog
 from mmlog.acceptor.zookeeper.session import connect
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer
 
-WARM = ("from mmlog.acceptor.main import compaction_kernels, kernels, precompile;"
-        "kernels.warm(); compaction_kernels.warm(); precompile()")
+WARM = """
+from mmlog.acceptor.main import compaction_kernels as ck, kernels, precompile
+kernels.warm(); ck.warm(); precompile()
+# The cleaner walks a PROT_READ mmap: read-only arrays, which numba compiles apart from the writable ones
+# warm() compiles (a test's first compaction paid ~10 s). Into the cache here, not at every broker's start.
+for kernel in (ck.count_batches, ck.walk_segment, ck.gather, ck.rewrite):
+    for sig in list(kernel.signatures):
+        kernel.compile((sig[0].copy(readonly=True), *sig[1:]))
+"""
 WARM_CLIENTS = ("from mmlog.client import bulk, encode, partitioner;"
                 "bulk.warm(); encode.warm(bulk=True); partitioner.partition_for_key(b'k', 3)")
 
