@@ -3,7 +3,12 @@
 On a fresh clone the kernels have no cache (`__pycache__/*.nbi` beside their modules), and the
 first broker a test starts compiles them all: about 40 s of CPU, minutes of wall time on a busy
 machine, past a broker fixture's ready timeout. Compiling them here, once, in a child process (so
-this one stays small), leaves every broker a warm cache.
+this one stays small), leaves every broker a warm cache. The clients' kernels (about 50 s of CPU
+more, which the first tests to produce or consume paid one by one) compile in a second child at
+the same time: numba compiles on one core, and the machine has two.
+
+mmlog's modules are byte-compiled here too: with PYTHONDONTWRITEBYTECODE set, every broker and
+CLI process the suite starts would otherwise compile them again from source (0.5 s of CPU each).
 
 The ZooKeeper fixtures live here so that the whole run shares one server: a session fixture
 imported into several test modules is one server per module (a JVM each, seconds of CPU).
@@ -11,6 +16,7 @@ imported into several test modules is one server per module (a JVM each, seconds
 
 from __future__ import annotations
 
+import compileall
 import os
 import subprocess
 import sys
@@ -24,8 +30,17 @@ import mmlog
 from mmlog.acceptor.zookeeper.session import connect
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer
 
-WARM = ("from mmlog.acceptor.main import compaction_kernels, kernels, precompile;"
-        "kernels.warm(); compaction_kernels.warm(); precompile()")
+WARM = """
+from mmlog.acceptor.main import compaction_kernels as ck, kernels, precompile
+kernels.warm(); ck.warm(); precompile()
+# The cleaner walks a PROT_READ mmap: read-only arrays, which numba compiles apart from the writable ones
+# warm() compiles (a test's first compaction paid ~10 s). Into the cache here, not at every broker's start.
+for kernel in (ck.count_batches, ck.walk_segment, ck.gather, ck.rewrite):
+    for sig in list(kernel.signatures):
+        kernel.compile((sig[0].copy(readonly=True), *sig[1:]))
+"""
+WARM_CLIENTS = ("from mmlog.client import bulk, encode, partitioner;"
+                "bulk.warm(); encode.warm(bulk=True); partitioner.partition_for_key(b'k', 3)")
 
 
 def _cache_is_cold() -> bool:
@@ -35,10 +50,14 @@ def _cache_is_cold() -> bool:
 
 
 def pytest_sessionstart(session) -> None:
+    compileall.compile_dir(Path(mmlog.__file__).parent, quiet=1)  # a no-op when the .pyc files are current
     if not _cache_is_cold():
         return
     started = time.monotonic()
-    subprocess.run([sys.executable, "-c", WARM], check=True)
+    children = [subprocess.Popen([sys.executable, "-c", code]) for code in (WARM, WARM_CLIENTS)]
+    for child in children:
+        if child.wait() != 0:
+            raise subprocess.CalledProcessError(child.returncode, child.args)
     session.config.get_terminal_writer().line(
         f"numba kernels compiled into a cold cache in {time.monotonic() - started:.0f} s")
 

@@ -5,8 +5,10 @@ program is `mmlog` (`pip install -e . && mmlog demo` holds one, `mmlog demo`; a 
 or systemctl line holds none). How each kind runs:
 
 - `mmlog broker ...` starts that broker with its data dir under tmp_path, a free port
-  for its --listen and, for --zookeeper, a ZooKeeperServer; it runs until the end of its
-  block, and the block's other commands reach it at the address the README gives it.
+  for its --listen and, for --zookeeper, a chroot of its own on the run's ZooKeeper; it runs
+  until the end of its block, and the block's other commands reach it at the address the
+  README gives it. A block's brokers start together (as in the terminals of a person
+  following the README), before its first other command.
 - every other command runs in bash (pipes and all) with `mmlog` on PATH. A README
   address (127.0.0.1:9093) becomes the broker started at it; in a block that starts
   none, 127.0.0.1:9092 and $MMLOG_BOOTSTRAP are the test's own broker. `--records N`
@@ -21,6 +23,7 @@ and so does an expectation left without its command: the README stays tested.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import functools
 import itertools
@@ -30,7 +33,9 @@ import shlex
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -42,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DEFAULT = "127.0.0.1:9092"
 ADDRESS = re.compile(r"(?:127\.0\.0\.1|localhost):\d+")
-RECORDS_CAP = 20_000
+RECORDS_CAP = 5_000
 CLIENTS = {"demo", "topics", "produce", "consume", "groups", "quotas", "perf", "dump-log",  # run in bash as written
            "reassign", "elect-leaders"}
 OPERATORS = {"&&", "||", ";", "&", "|"}
@@ -133,8 +138,8 @@ def test_finding_the_commands():
 
 
 @pytest.fixture
-def readme(tmp_path):
-    with Readme(tmp_path) as runner:
+def readme(tmp_path, request):
+    with Readme(tmp_path, lambda: request.getfixturevalue("zookeeper")) as runner:
         yield runner
 
 
@@ -158,10 +163,11 @@ def test_a_readme_command_this_test_cannot_run_fails_it(readme, line, error):
 class Readme:
     """Runs the `mmlog` commands of a README (see the module docstring); a context manager stopping all it started."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, zookeeper: Callable[[], ZooKeeperServer]) -> None:
         self.tmp_path = tmp_path
         self.stack = contextlib.ExitStack()
-        self.zookeeper: ZooKeeperServer | None = None
+        self.zookeeper = zookeeper  # the run's ZooKeeper, asked for when a README broker needs it
+        self.chroot = f"/readme-{uuid.uuid4().hex[:12]}"  # under which the README's own chroot goes
         self.env = self._bash_env()
 
     def __enter__(self) -> "Readme":
@@ -184,14 +190,16 @@ class Readme:
         for number, pipeline in commands(markdown):
             text = shown(pipeline)
             if number != block:
+                self._start(started)  # a block of brokers only
                 self._stop(started)
                 block, started = number, {}
             [args] = [args for args in map(mmlog_args, pipeline) if args]
             if args[0] == "broker":
                 assert pipeline == [["mmlog", *args]], f"`{text}`: teach {__name__} to run a broker in a pipeline"
-                address, broker = self._start_broker(args)
+                address, broker = self._broker(args)
                 started[address] = broker
                 continue
+            self._start(started)
             assert args[0] in CLIENTS, f"the README's `{text}`: teach {__name__} how to run `mmlog {args[0]}`"
             if text in done:  # `mmlog demo` is shown twice
                 continue
@@ -208,12 +216,13 @@ class Readme:
             if text == "mmlog topics create events --partitions 6 --bootstrap 127.0.0.1:9093":
                 assert self._leaders("events", addresses["127.0.0.1:9093"]) == {0: 2, 1: 2, 2: 2}, \
                     "two partitions on each broker"
+        self._start(started)
         self._stop(started)
         return checked
 
-    def _start_broker(self, args: list[str]) -> tuple[str, EmbeddedBroker]:
-        """Start a README `mmlog broker` command here: its data dir under tmp_path, a free port, the test's
-        ZooKeeper. Returns the address the README gives it, and the broker."""
+    def _broker(self, args: list[str]) -> tuple[str, EmbeddedBroker]:
+        """A README `mmlog broker` command, to run here: its data dir under tmp_path, a free port, a chroot
+        on the test's ZooKeeper. Returns the address the README gives it, and the broker (not started)."""
         argv = list(args)
         address = DEFAULT
         for i, (flag, value) in enumerate(zip(argv, argv[1:])):
@@ -222,18 +231,20 @@ class Readme:
             elif flag == "--listen":
                 address, argv[i + 1] = value, f"{value.rsplit(':', 1)[0]}:0"
             elif flag == "--zookeeper":
-                argv[i + 1] = ADDRESS.sub(self._zookeeper().connect, value)
+                argv[i + 1] = ADDRESS.sub(self.zookeeper().connect + self.chroot, value)
         parsed = cli.load_command("broker")[1].parse_args(argv[1:])
         assert parsed.data_dir and Path(parsed.data_dir).is_relative_to(self.tmp_path) and parsed.listen \
             and parsed.config is None and not parsed.override, f"teach {__name__} how to run `mmlog {shlex.join(args)}`"
         broker = ReadmeBroker(argv, Path(parsed.data_dir))
         self.stack.callback(broker.stop)
-        return address, broker.start()
+        return address, broker
 
-    def _zookeeper(self) -> ZooKeeperServer:
-        if self.zookeeper is None:
-            self.zookeeper = self.stack.enter_context(ZooKeeperServer(self.tmp_path / "zookeeper"))
-        return self.zookeeper
+    @staticmethod
+    def _start(brokers: dict[str, EmbeddedBroker]) -> None:
+        """Start a block's brokers not yet started, all at once."""
+        waiting = [broker for broker in brokers.values() if broker.proc is None]
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(waiting))) as pool:
+            list(pool.map(EmbeddedBroker.start, waiting))  # re-raises a start's BrokerFailed
 
     @staticmethod
     def _stop(started: dict[str, EmbeddedBroker]) -> None:
