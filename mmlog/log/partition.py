@@ -13,9 +13,11 @@ one it read last (`_segment`): a partition of fifty segments costs a processor t
 descriptors and mappings of two, however old the data its consumers read, so the
 log manager's open-partition budget holds whatever the segment count. An older
 segment opened without the lock can be gone (retention, or the cleaner's swap, after
-our snapshot): the lock-free reads (`_read`, `lookup_timestamp`) then list the
-segments again and retry (`SegmentGone`); writers hold the lock, under which no
-segment goes.
+our snapshot), or be mid-swap: the lock-free reads (`_read`, `lookup_timestamp`,
+`last_records_of_producers`) check that the generation held still while they opened
+it, and otherwise list the segments again and retry (`SegmentGone`); writers hold the
+lock, under which no segment goes. The price: a timestamp lookup or a retention pass
+over many old segments maps them one after another.
 
 Crash points of an append (PENDING_OP = APPEND during steps 1-2):
   1. bytes written past ACTIVE_SIZE: invisible to readers; the next writer writes
