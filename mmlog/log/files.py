@@ -47,6 +47,11 @@ def segment_bases(directory: Path, names=None) -> list[int]:
     return sorted(bases)
 
 
+def log_size(directory: Path, base_offset: int) -> int:
+    """Bytes of a segment's .log file, without opening it (FileNotFoundError if it is gone)."""
+    return os.stat(segment_file(directory, base_offset, LOG_SUFFIX)).st_size
+
+
 def delete_segment_files(directory: Path, base_offset: int) -> None:
     """Unlink a segment's files; descriptors already open keep reading the unlinked inode."""
     for suffix in SEGMENT_SUFFIXES:

@@ -87,7 +87,7 @@ from mmlog.errors import (
 )
 from mmlog.log import kernels, offset_checkpoint
 from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
-from mmlog.log.files import LOG_SUFFIX, atomic_write, file_stamp, segment_bases, segment_file
+from mmlog.log.files import atomic_write, file_stamp, log_size, segment_bases
 from mmlog.log.partition import Partition
 from mmlog.log.state import PartitionState, Replication, Role, Snapshot, TornState
 
@@ -126,7 +126,7 @@ def _closed_gauges(topic: str, partition: int, directory: Path, segments_seen: d
     generation, bases, older = segments_seen.get(key, (None, None, 0))
     if generation != snap.generation:  # a roll, retention or truncation since: list the segments again
         bases = segment_bases(directory)
-        older = sum(os.stat(segment_file(directory, b, LOG_SUFFIX)).st_size for b in bases if b != snap.active_base)
+        older = sum(log_size(directory, b) for b in bases if b != snap.active_base)
         segments_seen[key] = (snap.generation, bases, older)
     # the active segment holds what the state says (its file may be longer), as Partition.size_bytes counts it
     return PartitionGauges(topic, partition, snap, rep, older + snap.active_size, len(bases))
@@ -343,10 +343,9 @@ class LogManager:
         """(version, bytes) of the catalogue as it is now (caller holds _lock)."""
         self._version += 1
         fragments = [self._fragment(name, info) for name, info in sorted(self._topics.items())]
-        for name in [n for n in self._fragments if n not in self._topics]:
-            del self._fragments[name]
-        for name in [n for n in self._configs if n not in self._topics]:
-            del self._configs[name]
+        for cache in (self._fragments, self._configs):  # deleted topics
+            for name in [n for n in cache if n not in self._topics]:
+                del cache[name]
         dynamic = b',"dynamic":' + json.dumps(self.dynamic, separators=(",", ":")).encode() if self.dynamic else b""
         return self._version, b'{"version":1,"topics":{' + b",".join(fragments) + b"}" + dynamic + b"}"
 

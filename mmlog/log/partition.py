@@ -102,6 +102,7 @@ from mmlog.log.files import (
     TIMEINDEX_SUFFIX,
     delete_segment_files,
     fsync_dir,
+    log_size,
     segment_bases,
     segment_file,
 )
@@ -406,9 +407,17 @@ class Partition:
         if seg is not None:
             return seg.file_size()
         try:
-            return os.stat(segment_file(self.directory, base, LOG_SUFFIX)).st_size
+            return log_size(self.directory, base)
         except FileNotFoundError:
             return 0
+
+    def _max_timestamp(self, snap: Snapshot, base: int, lock_free: bool = False) -> int:
+        """The largest timestamp in segment `base` (-1 for none): the state's for the active one, the last
+        time index entry of an older one."""
+        if base == snap.active_base:
+            return snap.max_timestamp
+        seg = self._segment(base, lock_free)
+        return seg.time_index.last(seg.time_index.capacity)[0]
 
     def _lock_free(self, read):
         """Run a read that takes no lock, again after listing the segments anew if one it opened had gone."""
@@ -1228,11 +1237,10 @@ class Partition:
     def _lookup_timestamp_once(self, timestamp: int) -> tuple[int, int] | None:
         snap = self.snapshot()
         for base in self._bases:
+            if self._max_timestamp(snap, base, lock_free=True) < timestamp:
+                continue
             seg = self._segment(base, lock_free=True)
             active = base == snap.active_base
-            seg_max = snap.max_timestamp if active else seg.time_index.last(seg.time_index.capacity)[0]
-            if seg_max < timestamp:
-                continue
             idx_n = snap.index_entries if active else seg.offset_index.capacity
             time_n = snap.time_entries if active else seg.time_index.capacity
             end = snap.active_size if active else seg.file_size()
@@ -1301,8 +1309,7 @@ class Partition:
                 retention.SegmentSummary(
                     b,
                     s.active_size if b == s.active_base else self._older_size(b),
-                    s.max_timestamp if b == s.active_base else self._segment(b).time_index.last(
-                        self._segment(b).time_index.capacity)[0],
+                    self._max_timestamp(s, b),
                 )
                 for b in self._bases
             ]

@@ -41,6 +41,32 @@ def descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def produce_to_each(conn, topic: str, n: int, value) -> list[tuple[int, int, int]]:
+    """One Produce of a one-record batch to each of partitions 0..n-1 (`value(p)`); (index, error, base) each."""
+    from mmlog.protocol.messages import produce
+    from mmlog.protocol.records import build_batch
+
+    r = conn.request(produce.API_KEY, 8, produce.REQUEST(acks=1, timeout_ms=10_000, topic_data=[
+        {"name": topic, "partition_data": [{"index": p, "records": build_batch([(None, value(p))])}
+                                           for p in range(n)]}]))
+    return [(x.index, x.error_code, x.base_offset) for x in r.responses[0].partition_responses]
+
+
+def fetch_from_each(conn, topic: str, n: int, offset: int) -> dict[int, tuple[int, list[bytes]]]:
+    """One Fetch from `offset` of each of partitions 0..n-1: {partition: (error, the values answered)}."""
+    from mmlog.protocol.messages import fetch
+    from mmlog.protocol.records import decode_records, iter_batches
+
+    r = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
+        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=50 << 20, isolation_level=0, session_id=0,
+        session_epoch=-1, topics=[{"topic": topic, "partitions": [
+            {"partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
+             "partition_max_bytes": 1 << 20} for p in range(n)]}], forgotten_topics_data=[], rack_id=""))
+    return {x.partition_index: (x.error_code, [rec.value for pos, _ in iter_batches(bytes(x.records))
+                                               for rec in decode_records(bytes(x.records), pos)])
+            for x in r.responses[0].partitions}
+
+
 def rss_kib(pid: int) -> int:
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
@@ -228,29 +254,14 @@ def test_two_thousand_auto_created_topics_do_not_stall_heartbeats(tmp_path):
 def test_a_processor_serves_more_partitions_than_its_descriptor_limit_could_hold_open(tmp_path):
     # 300 one-segment partitions need 2,400 descriptors open at once; under a limit of 1,024 each
     # processor keeps 64 open (1024 / 2 / 8) and reopens the others as they are used.
-    from mmlog.protocol.messages import fetch, produce
-    from mmlog.protocol.records import build_batch, decode_records, iter_batches
-
     n = 300
     with LimitedBroker(tmp_path / "data", processors=1, nofile=1024) as broker, connect(broker) as conn:
         assert create(conn, ("wide", n))["wide"][0] == NONE
         (processor,) = broker.processor_pids()
         for rounds in range(2):  # the second round reopens every partition the first one let go of
-            r = conn.request(produce.API_KEY, 8, produce.REQUEST(acks=1, timeout_ms=10_000, topic_data=[
-                {"name": "wide", "partition_data": [{"index": p, "records": build_batch([(None, b"%d" % p)])}
-                                                    for p in range(n)]}]))
-            assert [(x.index, x.error_code, x.base_offset) for x in r.responses[0].partition_responses] == [
-                (p, NONE, rounds) for p in range(n)]
+            assert produce_to_each(conn, "wide", n, lambda p: b"%d" % p) == [(p, NONE, rounds) for p in range(n)]
             assert descriptors(processor) < 1024 // 2 + 100
-        r = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
-            replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=50 << 20, isolation_level=0, session_id=0,
-            session_epoch=-1, topics=[{"topic": "wide", "partitions": [
-                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
-                 "partition_max_bytes": 1 << 20} for p in range(n)]}], forgotten_topics_data=[], rack_id=""))
-        got = {x.partition_index: [rec.value for pos, _ in iter_batches(bytes(x.records))
-                                       for rec in decode_records(bytes(x.records), pos)]
-               for x in r.responses[0].partitions}
-        assert got == {p: [b"%d" % p] * 2 for p in range(n)}
+        assert fetch_from_each(conn, "wide", n, 0) == {p: (NONE, [b"%d" % p] * 2) for p in range(n)}
         assert descriptors(processor) < 1024 // 2 + 100
 
 
@@ -258,32 +269,19 @@ def test_partitions_of_many_segments_fit_the_same_descriptor_budget(tmp_path):
     # 100 partitions of 6 segments: a processor that opened every segment of the 64 partitions it keeps
     # open would need 64 * (8 + 5 * 5) = 2,112 descriptors under a limit of 1,024. It opens the active
     # segment, and of the older ones only the one it reads.
-    from mmlog.protocol.messages import fetch, produce
-    from mmlog.protocol.records import build_batch, decode_records, iter_batches
-
     n, segments = 100, 6
     config = {"log.segment.bytes": 1024}
     with LimitedBroker(tmp_path / "data", processors=1, nofile=1024, config=config) as broker, \
             connect(broker) as conn:
         assert create(conn, ("deep", n))["deep"][0] == NONE
         (processor,) = broker.processor_pids()
-        for i in range(segments):  # 700 bytes a batch: a segment each
-            r = conn.request(produce.API_KEY, 8, produce.REQUEST(acks=1, timeout_ms=10_000, topic_data=[
-                {"name": "deep", "partition_data": [
-                    {"index": p, "records": build_batch([(None, b"%d:%d:" % (p, i) + b"." * 700)])}
-                    for p in range(n)]}]))
-            assert {(x.error_code, x.base_offset) for x in r.responses[0].partition_responses} == {(NONE, i)}
+        value = lambda p, i: b"%d:%d:" % (p, i) + b"." * 700  # noqa: E731 - 700 bytes a batch: a segment each
+        for i in range(segments):
+            assert produce_to_each(conn, "deep", n, lambda p: value(p, i)) == [(p, NONE, i) for p in range(n)]
         assert len([e for e in os.listdir(broker.data_dir / "deep-7") if e.endswith(".log")]) == segments
         for offset in (0, 3):  # the oldest segment of each, then one in the middle
-            r = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
-                replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=50 << 20, isolation_level=0, session_id=0,
-                session_epoch=-1, topics=[{"topic": "deep", "partitions": [
-                    {"partition": p, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
-                     "partition_max_bytes": 1 << 20} for p in range(n)]}], forgotten_topics_data=[], rack_id=""))
-            first = {x.partition_index: (x.error_code, [rec.value[:8] for pos, _ in iter_batches(bytes(x.records))
-                                                         for rec in decode_records(bytes(x.records), pos)][:1])
-                     for x in r.responses[0].partitions}
-            assert first == {p: (NONE, [(b"%d:%d:" % (p, offset) + b"........")[:8]]) for p in range(n)}
+            first = {p: (code, values[:1]) for p, (code, values) in fetch_from_each(conn, "deep", n, offset).items()}
+            assert first == {p: (NONE, [value(p, offset)]) for p in range(n)}
             assert descriptors(processor) < 1024 - 100
 
 

@@ -213,7 +213,6 @@ def test_dynamic_broker_configs_make_the_topic_defaults_of_open_partitions_and_s
     assert managers(tmp_path, broker_id=0).config_for("plain").retention_ms == 7_200_000
 
 
-
 def test_a_reopened_partition_gets_the_config_as_altered_while_it_was_closed(tmp_path, managers):
     """The parsed config is kept per topic (a processor asks for it at every reopen) and follows
     a topic alter and a change of the broker defaults."""

@@ -14,13 +14,9 @@ from mmlog.errors import KafkaStorageError
 from mmlog.log.manager import LogManager
 from mmlog.log.partition import Partition
 from mmlog.log.state import Role
-from tests.log.logtools import tagged_batch
+from tests.log.logtools import open_descriptors, tagged_batch
 
 DEFAULTS = LogConfig(segment_index_bytes=1024)
-
-
-def open_descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 @pytest.fixture

@@ -15,7 +15,12 @@ from mmlog.log.manager import DESCRIPTORS_PER_PARTITION
 from mmlog.log.partition import Partition
 from mmlog.log.retention import SegmentSummary, expired_prefix
 from mmlog.protocol import records as rec
-from tests.log.logtools import assert_dense_and_valid, open_descriptors_to_deleted_files, stored_batches
+from tests.log.logtools import (
+    assert_dense_and_valid,
+    open_descriptors,
+    open_descriptors_to_deleted_files,
+    stored_batches,
+)
 
 DAY = 24 * 3600 * 1000
 NOW = 100 * DAY
@@ -202,18 +207,14 @@ def test_delete_records_and_truncation_close_what_they_delete(open_partition, cf
 # ---------------------------------------------------------------- older segments open one at a time
 
 
-def _descriptors() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 def test_a_reader_keeps_the_active_segment_and_one_older_one_open_however_many_it_reads(open_partition, cfg):
     """Opening maps the active segment only; reading history opens each older segment in turn and closes the
     one before, so a partition costs a process the same descriptors with 2 segments or 50."""
     p = open_partition(cfg=cfg)
     bases = _fill(p, [1] * 12, per_segment=2)
-    before = _descriptors()
+    before = open_descriptors()
     reader = open_partition(recover=False)
-    attached = _descriptors() - before
+    attached = open_descriptors() - before
     assert attached == DESCRIPTORS_PER_PARTITION  # the state page, the lock and the active segment
     values = []
     offset = 0
@@ -222,7 +223,7 @@ def test_a_reader_keeps_the_active_segment_and_one_older_one_open_however_many_i
         data = got.slice.read()
         values += [r.value for pos, _ in rec.iter_batches(data) for r in rec.decode_records(data, pos)]
         offset = got.upper_bound  # the slice holds its segment whole: the next read starts at the next one
-        assert _descriptors() - before <= attached + 5  # + one older segment: its log, two index mappings
+        assert open_descriptors() - before <= attached + 5  # + one older segment: its log, two index mappings
     assert len(bases) == 13 and values == [b"x" * 100] * 24
     assert reader.lookup_timestamp(NOW - DAY) == (0, NOW - DAY)
 
