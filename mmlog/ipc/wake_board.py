@@ -10,6 +10,15 @@ processor inherits its slot's eventfd and everyone else's.
 
 An eventfd is a counter: many appends before the waiter runs cost it one
 wake-up, and a write never blocks (the counter cannot realistically overflow).
+
+No wake-up is lost between a look and a park. A fetch that found nothing parks:
+its processor stores the new count, then looks at the partitions again
+(`Purgatory.park`). An appender publishes its records, then loads the counts.
+This is Dekker's pattern: a full fence (`memory_fence.py`) sits between each
+side's store and its load, so at least one of them sees the other's store. Either
+the appender sees the count and writes the eventfd, or the second look sees the
+records. Without the second look, an append landing while the fetch was being
+handled went unnoticed until the next append or the fetch's max_wait_ms.
 """
 
 from __future__ import annotations
@@ -18,6 +27,8 @@ import mmap
 import os
 
 import numpy as np
+
+from mmlog.ipc import memory_fence
 
 
 class WakeBoard:
@@ -31,12 +42,16 @@ class WakeBoard:
         # Python loop over a few int64s costs ~0.2 us where np.flatnonzero costs ~2 us.
         self._counts = memoryview(self._page).cast("q")[:slots]
         self.fds = [os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) for _ in range(slots)]
+        memory_fence.warm()
 
     def set_parked(self, slot: int, count: int) -> None:
-        self.parked[slot] = count
+        """Publish `slot`'s count of parked fetches; loads after this call see the partitions as of after it."""
+        self._counts[slot] = count
+        memory_fence.full_fence()
 
     def notify_others(self, slot: int) -> None:
-        """An append happened in `slot`: wake every other slot with parked fetches."""
+        """An append happened in `slot` (published already): wake every other slot with parked fetches."""
+        memory_fence.full_fence()  # the append's stores before the counts' loads
         for other, parked in enumerate(self._counts):
             if parked and other != slot:
                 try:

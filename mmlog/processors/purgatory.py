@@ -5,6 +5,10 @@ A fetch that finds less than min_bytes parks here with two callbacks: `retry`
 there is). Appends in this processor retry at once; appends in other processors
 reach us through the wake board's eventfd (`ipc/wake_board.py`). The deadline heap gives
 the event loop its poll timeout, so nothing spins.
+
+Parking looks once more after the count is published (Kafka's tryCompleteElseWatch):
+another processor's append made while the caller was looking saw no parked fetch
+here and wrote no wake-up, and nothing else would answer before the deadline.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ class Purgatory:
         self._parked[key] = (request, retry, expire)
         heapq.heappush(self._deadlines, (deadline, key))
         self._on_count(len(self._parked))
+        if retry():  # answered by the second look: appended meanwhile in another processor
+            del self._parked[key]  # its deadline entry is skipped when it comes up
+            self._on_count(len(self._parked))
 
     def timeout(self) -> float | None:
         """Seconds until the next deadline (None if nothing is parked)."""
