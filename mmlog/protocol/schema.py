@@ -34,7 +34,8 @@ decoding is straight-line assignments filling a generated ``__slots__`` class
 (one ``unpack_from`` per run of fixed-width fields), encoding straight-line
 appends to one bytearray, with a twin writer that reads a plain ``dict``'s keys
 directly. ``precompile()`` compiles every version up front, so a forked
-processor inherits warm codecs.
+processor inherits warm codecs. Versions whose text is the same share one code
+object, and the code is kept on disk between processes (``code_cache``).
 
 Values
 ~~~~~~
@@ -86,6 +87,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from . import primitives as p
+from .code_cache import CodeCache, cache_file, default_directory
 from .errors import EncodeError, ProtocolError, UnsupportedVersionError
 
 OPEN = 0x7FFF  # the upper bound of an open-ended range such as "3+"
@@ -436,7 +438,7 @@ class _Generated:
 
     def _exec(self, name: str, lines: list[str]):
         source = "\n".join(lines) + "\n"
-        exec(_compiled(source), self.ns)
+        exec(CODE.code(source), self.ns)  # one code object per distinct text (code_cache.py)
         func = self.ns[name]
         # The shared code object's filename is the first compile's; tracebacks name this codec.
         func.__code__ = func.__code__.replace(co_filename=f"<mmlog codec {self.stype.name} v{self.version} {name}>")
@@ -606,22 +608,7 @@ class _Generated:
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
-_CODE: dict[str, Any] = {}  # generated source -> its compiled module code, shared by every codec with that text
-
-
-def _compiled(source: str):
-    """The code object of one generated source, compiled once per process.
-
-    2,266 sources are generated for every version of every API, 967 of them distinct (a struct whose
-    fields do not change between versions has the same text in each). Sharing is safe: the code names
-    every object it uses as a global (``r0``, ``cls``...), bound in the namespace it is exec-ed in, so
-    one code object exec-ed in two namespaces makes two functions that differ only by those bindings;
-    the text, and so the code, holds no per-codec state but field names and sizes, which are in the key.
-    """
-    code = _CODE.get(source)
-    if code is None:
-        code = _CODE[source] = compile(source, "<mmlog codec>", "exec", dont_inherit=True)
-    return code
+CODE = CodeCache(cache_file(default_directory()))  # the generated sources' code, shared and kept on disk
 
 
 def _fail(codec, buf_or_out, value_or_pos):
