@@ -73,7 +73,7 @@ from types import CodeType
 
 ENV = "MMLOG_CODEC_CACHE_DIR"
 FORMAT = b"mmlogcc1"
-_HEADER = struct.Struct("<8s4sIQ")  # format, magic, CRC-32 of the payload, payload length
+HEADER = struct.Struct("<8s4sIQ")  # format, magic, CRC-32 of the payload, payload length
 _STALE_TMP = 3600.0  # seconds after which a .tmp file is a crashed writer's (a write takes milliseconds)
 
 
@@ -108,10 +108,10 @@ def load(path: Path | None) -> dict[str, CodeType]:
         data = path.read_bytes()
     except OSError:
         return {}
-    if len(data) < _HEADER.size:
+    if len(data) < HEADER.size:
         return {}
-    layout, magic, crc, size = _HEADER.unpack_from(data)
-    payload = memoryview(data)[_HEADER.size:]
+    layout, magic, crc, size = HEADER.unpack_from(data)
+    payload = memoryview(data)[HEADER.size:]
     if (layout, magic) != (FORMAT, importlib.util.MAGIC_NUMBER) or size != len(payload) or crc != zlib.crc32(payload):
         return {}
     try:
@@ -130,7 +130,7 @@ def store(path: Path | None, codes: dict[str, CodeType]) -> bool:
     import tempfile  # here: it costs a client's import of the protocol ~8 ms, and only a writer needs it
 
     payload = marshal.dumps(codes)
-    header = _HEADER.pack(FORMAT, importlib.util.MAGIC_NUMBER, zlib.crc32(payload), len(payload))
+    header = HEADER.pack(FORMAT, importlib.util.MAGIC_NUMBER, zlib.crc32(payload), len(payload))
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not _trusted(path.parent):

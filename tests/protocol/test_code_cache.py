@@ -3,9 +3,9 @@ processes; any damage to the file, or a directory that cannot be written, only m
 
 from __future__ import annotations
 
+import importlib.util
 import marshal
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -15,7 +15,7 @@ import zlib
 import pytest
 
 from mmlog.protocol import schema
-from mmlog.protocol.code_cache import ENV, CodeCache, cache_file, default_directory, load, store
+from mmlog.protocol.code_cache import ENV, FORMAT, HEADER, CodeCache, cache_file, default_directory, load, store
 from mmlog.protocol.errors import TruncatedError
 from mmlog.protocol.messages import APIS
 from mmlog.protocol.schema import Struct, compile_struct
@@ -42,12 +42,14 @@ class _Alone:
         return compile(source, "<mmlog codec>", "exec", dont_inherit=True)
 
 
-def _build(codes) -> dict:
-    """Fresh (read, write) of every request and response version, their code taken from `codes`."""
+def _build(codes, apis=APIS.values()) -> dict:
+    """Fresh (read, write) of every request and response version of `apis`, by (message, version), their code
+    taken from `codes`."""
+    messages = [m for api in apis for m in (api.request, api.response)]
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(schema, "CODE", codes)
-        return {(api.key, version, kind): compile_struct(m := _message(api, kind), version, m.is_flexible(version))
-                for api, version, kind in CASES}
+        return {(m, v): compile_struct(m, v, m.is_flexible(v))
+                for m in messages for v in range(m.min_version, m.max_version + 1)}
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +77,11 @@ def _as_dicts(value):
 @pytest.mark.parametrize("api, version, kind", CASES, ids=IDS)
 @pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
 def test_shared_and_loaded_code_encode_and_decode_as_code_compiled_alone(builds, api, version, kind, nulls):
-    value = sample(_message(api, kind), version, nulls=nulls)
+    message = _message(api, kind)
+    value = sample(message, version, nulls=nulls)
     encodings, decodings = {}, {}
     for how, codecs in builds.items():
-        read, write = codecs[api.key, version, kind]
+        read, write = codecs[message, version]
         for form, given in (("instance", value), ("dicts", _as_dicts(value))):
             out = bytearray()
             write(out, given)
@@ -120,12 +123,9 @@ def test_a_process_after_the_first_compiles_no_codec(tmp_path):
 
 # --- the file --------------------------------------------------------------------------------------------------------
 
-HEADER = struct.Struct("<8s4sIQ")
-
-
-def _framed(payload: bytes, layout: bytes = b"mmlogcc1", magic: bytes | None = None) -> bytes:
-    import importlib.util
-    return HEADER.pack(layout, magic or importlib.util.MAGIC_NUMBER, zlib.crc32(payload), len(payload)) + payload
+def _framed(payload: bytes) -> bytes:
+    """A payload under a header that is right for it (this layout, this Python, its length and CRC)."""
+    return HEADER.pack(FORMAT, importlib.util.MAGIC_NUMBER, zlib.crc32(payload), len(payload)) + payload
 
 
 def _flip(data: bytes, at: int) -> bytes:
@@ -148,11 +148,7 @@ DAMAGE = {
 
 def _some_codecs(codes: CodeCache) -> dict:
     """Produce's and Fetch's codecs of every version, their code taken from `codes`."""
-    messages = [m for api in (APIS[0], APIS[1]) for m in (api.request, api.response)]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(schema, "CODE", codes)
-        return {(m, v): compile_struct(m, v, m.is_flexible(v))
-                for m in messages for v in range(m.min_version, m.max_version + 1)}
+    return _build(codes, (APIS[0], APIS[1]))
 
 
 def _assert_they_work(codecs: dict) -> None:
