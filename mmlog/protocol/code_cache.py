@@ -50,7 +50,9 @@ things as they are: the cache is only a saving.
 What a file holds: ``CodeCache.save`` (called by ``precompile()``) writes only if the process compiled
 sources the file lacked, and writes the sources it used plus those it loaded, unless that is more than
 twice what it used (the file then held an older generator's sources: it is rewritten with the current
-ones). Two worktrees whose generators differ a little so share one file without rewriting it in turn.
+ones). Two worktrees whose generators differ a little so share one file without rewriting it in turn. A
+process holds the whole file's code from its first codec (2.7 MB) until ``save`` lets it go: a client that
+uses a few codecs and never calls ``precompile()`` keeps it, the price of compiling nothing.
 
 Where: ``$MMLOG_CODEC_CACHE_DIR`` if set (set empty: no cache on disk), else ``$XDG_CACHE_HOME/mmlog``, else
 ``~/.cache/mmlog`` (for the systemd unit in tools/systemd, the mmlog user's home, /var/lib/mmlog; a home

@@ -237,6 +237,27 @@ def test_the_file_keeps_a_few_sources_of_another_generator_but_not_a_whole_other
     assert load(path).keys() == ours.used.keys()
 
 
+def test_readers_see_a_whole_file_while_several_processes_write_it(tmp_path):
+    path = cache_file(tmp_path)
+    codes = CodeCache(path)
+    _some_codecs(codes)
+    codes.save()
+    expected = load(path).keys()
+    script = (f"from pathlib import Path; from mmlog.protocol.code_cache import load, store; "
+              f"path = Path({str(path)!r}); codes = load(path); assert codes\n"
+              f"for _ in range(40): assert store(path, codes)")
+    writers = [subprocess.Popen([sys.executable, "-c", script]) for _ in range(3)]
+    try:
+        loads = 0
+        while any(w.poll() is None for w in writers) or loads == 0:
+            assert load(path).keys() == expected
+            loads += 1
+    finally:
+        codes_returned = [w.wait(timeout=60) for w in writers]
+    assert codes_returned == [0, 0, 0]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
 def test_a_crashed_writers_old_temporary_file_is_removed_by_the_next_write(tmp_path):
     path = cache_file(tmp_path)
     old, recent = tmp_path / f".{path.name}.crashed.tmp", tmp_path / f".{path.name}.writing.tmp"
