@@ -440,7 +440,9 @@ class _Generated:
         source = "\n".join(lines) + "\n"
         exec(CODE.code(source), self.ns)  # one code object per distinct text (code_cache.py)
         func = self.ns[name]
-        # The shared code object's filename is the first compile's; tracebacks name this codec.
+        # A code object of its own for each function, named for this codec in tracebacks (the shared one's
+        # filename is the first compile's); own also for 3.11's specializing interpreter, whose inline caches
+        # (LOAD_GLOBAL's, keyed by the globals dict) live in the code object and would flip between namespaces.
         func.__code__ = func.__code__.replace(co_filename=f"<mmlog codec {self.stype.name} v{self.version} {name}>")
         func.source = source
         func.__qualname__ = f"{self.stype.name}_v{self.version}.{name}"
