@@ -34,7 +34,8 @@ decoding is straight-line assignments filling a generated ``__slots__`` class
 (one ``unpack_from`` per run of fixed-width fields), encoding straight-line
 appends to one bytearray, with a twin writer that reads a plain ``dict``'s keys
 directly. ``precompile()`` compiles every version up front, so a forked
-processor inherits warm codecs.
+processor inherits warm codecs. Versions whose text is the same share one code
+object, and the code is kept on disk between processes (``code_cache``).
 
 Values
 ~~~~~~
@@ -86,6 +87,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from . import primitives as p
+from .code_cache import CodeCache, cache_file, default_directory
 from .errors import EncodeError, ProtocolError, UnsupportedVersionError
 
 OPEN = 0x7FFF  # the upper bound of an open-ended range such as "3+"
@@ -436,9 +438,12 @@ class _Generated:
 
     def _exec(self, name: str, lines: list[str]):
         source = "\n".join(lines) + "\n"
-        code = compile(source, f"<mmlog codec {self.stype.name} v{self.version} {name}>", "exec")
-        exec(code, self.ns)
+        exec(CODE.code(source), self.ns)  # one code object per distinct text (code_cache.py)
         func = self.ns[name]
+        # A code object of its own for each function, named for this codec in tracebacks (the shared one's
+        # filename is the first compile's); own also for 3.11's specializing interpreter, whose inline caches
+        # (LOAD_GLOBAL's, keyed by the globals dict) live in the code object and would flip between namespaces.
+        func.__code__ = func.__code__.replace(co_filename=f"<mmlog codec {self.stype.name} v{self.version} {name}>")
         func.source = source
         func.__qualname__ = f"{self.stype.name}_v{self.version}.{name}"
         return func
@@ -604,6 +609,8 @@ class _Generated:
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+
+CODE = CodeCache(cache_file(default_directory()))  # the generated sources' code, shared and kept on disk
 
 
 def _fail(codec, buf_or_out, value_or_pos):

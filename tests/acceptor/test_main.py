@@ -1,4 +1,5 @@
-"""Booting a broker: the descriptor budget is raised to the hard limit and logged."""
+"""Booting a broker: the descriptor budget is raised to the hard limit and logged; a codec cache it cannot use
+is no obstacle."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ import resource
 import subprocess
 import sys
 
+import pytest
+
+from mmlog.protocol.code_cache import ENV, cache_file, load
 from mmlog.testing import EmbeddedBroker
+from tests.interop.conftest import require
 
 
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_one():
@@ -25,3 +30,23 @@ print(raise_descriptor_limit(), resource.getrlimit(resource.RLIMIT_NOFILE))
 def test_a_broker_logs_its_descriptor_budget(tmp_path):
     with EmbeddedBroker(tmp_path / "data") as broker:
         assert any("msg=descriptors: limit" in line for line in broker.log_lines)
+
+
+@pytest.mark.parametrize("cache", ["unwritable", "corrupt"])
+def test_a_broker_whose_codec_cache_is_unwritable_or_corrupt_starts_and_answers_kcat(tmp_path, monkeypatch, cache):
+    kcat = require("kcat")
+    if cache == "unwritable":
+        (tmp_path / "a-file").write_text("")
+        directory = tmp_path / "a-file" / "cache"  # mkdir fails, as in a read-only install
+    else:
+        directory = tmp_path / "cache"
+        directory.mkdir(mode=0o700)
+        cache_file(directory).write_bytes(b"mmlogcc1" + b"\x00" * 40)
+    monkeypatch.setenv(ENV, str(directory))
+    with EmbeddedBroker(tmp_path / "data") as broker:
+        subprocess.run([kcat, "-P", "-b", broker.bootstrap, "-t", "codecs", "-K:"], input="k:v\n", text=True,
+                       check=True, timeout=60)
+        out = subprocess.run([kcat, "-C", "-b", broker.bootstrap, "-t", "codecs", "-o", "beginning", "-e",
+                              "-f", "%k=%s\\n"], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.splitlines() == ["k=v"]
+    assert (len(load(cache_file(directory))) > 0) == (cache == "corrupt")  # the broker rewrote the corrupt file
