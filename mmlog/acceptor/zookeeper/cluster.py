@@ -64,7 +64,7 @@ from mmlog.acceptor.zookeeper.acls import ZooKeeperAcls
 from mmlog.acceptor.growth import check_growth
 from mmlog.acceptor.zookeeper.assignment import assign_replicas, next_partitions
 from mmlog.acceptor.zookeeper.controller import Controller
-from mmlog.acceptor.zookeeper.dynamic_configs import DynamicConfigs
+from mmlog.acceptor.zookeeper.dynamic_configs import DynamicConfigs, update_config
 from mmlog.config.broker import BROKER_SETTINGS
 from mmlog.config.settings import ConfigError
 from mmlog.acceptor.zookeeper.offset_store import ZooKeeperOffsetStore
@@ -654,24 +654,13 @@ class ZooKeeperStore:
         for name in dict.fromkeys([d[0] for d in deletions] + [u[0] for u in upsertions]):
             mine_d = [d for d in deletions if d[0] == name]
             mine_u = [u for u in upsertions if u[0] == name]
-            path = paths.user_config(name)
-            while True:
-                try:
-                    data, stat = self.zk.get(path)
-                    users, version = {name: paths.load(data).get("config", {})}, stat.version
-                except NoNodeError:
-                    users, version = {}, None
-                results.update(users_module.apply(users, mine_d, mine_u))
-                doc = paths.dump({"version": 1, "config": users.get(name, {})})
-                try:
-                    if version is None:
-                        if users.get(name):
-                            self.zk.create(path, doc, makepath=True)
-                    else:
-                        self.zk.set(path, doc, version=version)
-                    break
-                except (BadVersionError, NodeExistsError):
-                    continue
+
+            def change(config: dict, name=name, mine_d=mine_d, mine_u=mine_u) -> dict:
+                users = {name: config}  # its quotas too: apply changes only the mechanisms
+                results.update(users_module.apply(users, mine_d, mine_u))  # a retry's results replace these
+                return users.get(name, {})
+
+            update_config(self.zk, paths.user_config(name), change, create_empty=False)
         self._mirror_users()
         return results
 
