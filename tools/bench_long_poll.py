@@ -19,9 +19,7 @@ alternating for `--rounds`; percentiles over each code's rounds together.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,9 +29,9 @@ if __package__ in (None, ""):  # `python tools/bench_long_poll.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from tools.bench.page import show  # noqa: E402
-from tools.bench_metadata import export_tree, log  # noqa: E402
+from tools.bench.trees import export_tree, head, run_in  # noqa: E402
+from tools.bench_metadata import log  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 SECTION = "long-poll"
 
 
@@ -80,17 +78,7 @@ def child(produces: int, max_wait_ms: int) -> list[float]:
 
 def run_case(tree: Path | None, produces: int, max_wait_ms: int) -> list[float]:
     """child() in a fresh interpreter on `tree`'s mmlog (None: this tree's)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (tree, ROOT) if p is not None))
-    code = ("import json, mmlog; from tools.bench_long_poll import child; "
-            f"print(mmlog.__file__); print(json.dumps(child({produces}, {max_wait_ms})))")
-    with tempfile.TemporaryDirectory(prefix="bench-long-poll-cwd-") as cwd:  # no mmlog on sys.path[0]
-        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(f"the {tree or 'current'} case failed:\n{out.stderr[-3000:]}")
-    where, figures = out.stdout.strip().splitlines()[-2:]
-    if tree is not None and not where.startswith(str(tree)):
-        raise RuntimeError(f"the baseline case imported {where}, not {tree}")
-    return json.loads(figures)
+    return run_in(tree, "tools.bench_long_poll", f"child({produces}, {max_wait_ms})")
 
 
 def row(label: str, waited: list[float], max_wait_ms: int) -> str:
@@ -110,8 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--record", action="store_true", help="write the section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     command = " ".join(["python tools/bench_long_poll.py", *(sys.argv[1:] if argv is None else argv)])
-    here = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True).stdout.strip()
+    here = head()
     waited: dict[str, list[float]] = {"before": [], "after": []}
     base_commit = None
     with tempfile.TemporaryDirectory(prefix="bench-long-poll-tree-") as scratch:

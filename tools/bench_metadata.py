@@ -30,7 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +37,8 @@ from types import SimpleNamespace
 
 if __package__ in (None, ""):  # `python tools/bench_metadata.py`: make `tools.bench` importable, after
     sys.path.append(str(Path(__file__).resolve().parents[1]))  # PYTHONPATH: a child's mmlog is its tree's
+
+from tools.bench.trees import export_tree  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "metadata-cache"
@@ -97,18 +98,6 @@ def run_child(tree: Path, data_dir: Path, version: int, requests: int, misses: b
     if not result["mmlog"].startswith(str(tree)):
         raise RuntimeError(f"the child for {tree} ran {result['mmlog']}")
     return result
-
-
-def export_tree(ref: str, into: Path) -> tuple[Path, str]:
-    """The mmlog package of `ref` (a git ref of this repository), unpacked in `into`; and its commit."""
-    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    archive = subprocess.run(["git", "archive", commit, "mmlog"], cwd=ROOT, capture_output=True, check=True).stdout
-    tree = into / f"baseline-{commit}"
-    tree.mkdir()
-    with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
-        tar.extractall(tree, filter="data")
-    return tree, commit
 
 
 # --- over the wire --------------------------------------------------------------------------------------------------

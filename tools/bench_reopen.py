@@ -17,10 +17,8 @@ Medians over the rounds.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,14 +28,14 @@ if __package__ in (None, ""):  # `python tools/bench_reopen.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from tools.bench.page import show  # noqa: E402
-from tools.bench_metadata import export_tree, log  # noqa: E402
+from tools.bench.trees import export_tree, head, run_in  # noqa: E402
+from tools.bench_metadata import log  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 SECTION = "reopen"
 KEEP_OPEN = 64
 
 
-def child(data_dir: Path, partitions: int, segments: int) -> dict:
+def child(data_dir: str, partitions: int, segments: int) -> dict:
     """In the process of one code tree: make the partitions, then time the reopen+append cycles."""
     import resource
 
@@ -45,6 +43,7 @@ def child(data_dir: Path, partitions: int, segments: int) -> dict:
     from mmlog.log.manager import LogManager
     from mmlog.protocol.records import build_batch
 
+    data_dir = Path(data_dir)
     owner = LogManager(data_dir, LogConfig(), max_open=KEEP_OPEN)
     owner.create_topic("t", partitions, {"segment.bytes": "1000"})
     filler = build_batch([(None, b"f" * 600)])  # more than half a segment: each one after the first rolls
@@ -73,18 +72,8 @@ def child(data_dir: Path, partitions: int, segments: int) -> dict:
 
 def run_case(tree: Path | None, partitions: int, segments: int) -> dict:
     """child() in a fresh interpreter on `tree`'s mmlog (None: this tree's), in a fresh data directory."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (tree, ROOT) if p is not None))
     with tempfile.TemporaryDirectory(prefix="bench-reopen-") as data:
-        code = ("import json, mmlog; from pathlib import Path; from tools.bench_reopen import child; "
-                f"print(mmlog.__file__); print(json.dumps(child(Path({data!r}) / 'd', {partitions}, {segments})))")
-        # cwd: the data directory, so that `-c`'s sys.path[0] (the cwd) holds no mmlog before `tree`'s
-        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=data, capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(f"the {tree or 'current'} case failed:\n{out.stderr[-3000:]}")
-    where, figures = out.stdout.strip().splitlines()[-2:]
-    if tree is not None and not where.startswith(str(tree)):
-        raise RuntimeError(f"the baseline case imported {where}, not {tree}")
-    return json.loads(figures)
+        return run_in(tree, "tools.bench_reopen", f"child({str(Path(data) / 'd')!r}, {partitions}, {segments})")
 
 
 def main(argv=None) -> int:
@@ -96,8 +85,7 @@ def main(argv=None) -> int:
     ap.add_argument("--record", action="store_true", help="write the section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     command = " ".join(["python tools/bench_reopen.py", *(sys.argv[1:] if argv is None else argv)])
-    here = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True).stdout.strip()
+    here = head()
     results: dict[tuple[str, int], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-reopen-tree-") as scratch:
         base_tree, base_commit = export_tree(args.baseline, Path(scratch))

@@ -28,7 +28,8 @@ if __package__ in (None, ""):  # `python tools/bench_scrape.py`
 
 from tools.bench.page import show  # noqa: E402
 from tools.bench.servers import cpu_seconds  # noqa: E402
-from tools.bench_metadata import create_topics, export_tree, log  # noqa: E402
+from tools.bench.trees import export_tree  # noqa: E402
+from tools.bench_metadata import create_topics, log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "metrics-scrape"

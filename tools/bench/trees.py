@@ -1,0 +1,53 @@
+"""A benchmark's baseline: another commit's mmlog unpacked beside this tree, and a function run on either.
+
+A case runs in a fresh interpreter whose `mmlog` is the tree's (PYTHONPATH: the tree, then this
+repository for `tools`), started in an empty directory so that the working directory puts no
+other mmlog first; the child says which mmlog it imported, and a case that ran the wrong code is
+an error, not a figure.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def export_tree(ref: str, into: Path) -> tuple[Path, str]:
+    """The mmlog package of `ref` (a git ref of this repository), unpacked in `into`; and its commit."""
+    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    archive = subprocess.run(["git", "archive", commit, "mmlog"], cwd=ROOT, capture_output=True, check=True).stdout
+    tree = into / f"baseline-{commit}"
+    tree.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    return tree, commit
+
+
+def head() -> str:
+    """This tree's commit, short."""
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def run_in(tree: Path | None, module: str, call: str):
+    """`module.call` (e.g. ``child(1000, 6)``) in a fresh interpreter on `tree`'s mmlog (None: this tree's);
+    its result, which must be JSON."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in (tree, ROOT) if p is not None))
+    code = f"import json, mmlog, {module} as m; print(mmlog.__file__); print(json.dumps(m.{call}))"
+    with tempfile.TemporaryDirectory(prefix="bench-case-") as cwd:
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"the {tree or 'current'} case failed:\n{out.stderr[-3000:]}")
+    where, result = out.stdout.strip().splitlines()[-2:]
+    if tree is not None and not where.startswith(str(tree)):
+        raise RuntimeError(f"the baseline case imported {where}, not {tree}")
+    return json.loads(result)
