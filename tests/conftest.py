@@ -35,7 +35,7 @@ from mmlog.acceptor.main import compaction_kernels as ck, kernels, precompile
 kernels.warm(); ck.warm(); precompile()
 # The cleaner walks a PROT_READ mmap: read-only arrays, which numba compiles apart from the writable ones
 # warm() compiles (a test's first compaction paid ~10 s). Into the cache here, not at every broker's start.
-for kernel in (ck.count_batches, ck.walk_segment, ck.gather, ck.rewrite):
+for kernel in (ck.count_batches, ck.window_end, ck.walk_segment, ck.gather, ck.rewrite):
     for sig in list(kernel.signatures):
         kernel.compile((sig[0].copy(readonly=True), *sig[1:]))
 """

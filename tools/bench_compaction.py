@@ -1,12 +1,16 @@
 """Log compaction: the cleaner's throughput, and produce throughput with the cleaner busy versus idle.
 
     python tools/bench_compaction.py [--mb M] [--keys K] [--value-bytes V] [--seconds S]
-                                     [--codecs none,gzip,snappy,lz4,zstd] [--no-produce]
+                                     [--codecs none,gzip,snappy,lz4,zstd] [--segment-mb N] [--no-produce]
+                                     [--memory [--baseline REF]]
 
-1. Cleaning: a partition (segments of 8 MiB) is filled with M MB of records of V-byte
-   values over K keys, 10 records a batch, once per codec of --codecs (all five by
-   default); one cleaning of the whole dirty log, in this process (no throttle).
-   Prints MB/s of dirty log cleaned (bytes read / elapsed) and what was kept.
+1. Cleaning: a partition (segments of --segment-mb MiB, 8 by default) is filled with M MB
+   of records of V-byte values over K keys, 10 records a batch, once per codec of --codecs
+   (all five by default); one cleaning of the whole dirty log, in this process (no throttle).
+   Prints MB/s of dirty log cleaned (bytes read / elapsed) and what was kept. With
+   --memory, one more cleaning per codec in a fresh interpreter under tracemalloc (numpy
+   reports its arrays to it), untimed: the cleaning's peak heap, on this tree's code and,
+   with --baseline, on REF's (`git archive`, tools/bench/trees.py).
 2. Produce: one broker (EmbeddedBroker, 2 processors), a compacted topic of 1 MiB
    segments, confluent-kafka producing V-byte values over K keys for S seconds, acks=1.
    Once with log.cleaner.enable=false, once with the cleaner on, looking every 100 ms
@@ -30,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from mmlog.config.settings import LogConfig  # noqa: E402
 from mmlog.log import compaction_kernels  # noqa: E402
-from mmlog.log.cleaner import STATUS_FILE, Cleaner  # noqa: E402
+from mmlog.log.cleaner import DECOMPRESS_LIMIT, STATUS_FILE, Cleaner  # noqa: E402
 from mmlog.log.offset_map import OffsetMap  # noqa: E402
 from mmlog.log.partition import Partition  # noqa: E402
 from mmlog.protocol import compression  # noqa: E402
@@ -38,9 +42,12 @@ from mmlog.protocol import records as rec  # noqa: E402
 from mmlog.testing import EmbeddedBroker  # noqa: E402
 
 
-def bench_cleaning(mb: int, keys: int, value_bytes: int, codec: int) -> dict:
+def bench_cleaning(mb: int, keys: int, value_bytes: int, codec: int, segment_mb: int = 8, trace: bool = False) -> dict:
+    """One cleaning of `mb` MB; with `trace`, its peak heap (tracemalloc) as `peak_mb`."""
+    import tracemalloc
+
     with tempfile.TemporaryDirectory(prefix="mmlog-bench-compaction-") as d:
-        config = LogConfig(segment_bytes=8 << 20, cleanup_policy="compact")
+        config = LogConfig(segment_bytes=segment_mb << 20, cleanup_policy="compact")
         part = Partition(Path(d) / "t-0", config)
         value = b"v" * value_bytes
         i = 0
@@ -51,14 +58,21 @@ def bench_cleaning(mb: int, keys: int, value_bytes: int, codec: int) -> dict:
         part.roll()
         dirty = part.size_bytes()
         cleaner = Cleaner(OffsetMap(128 << 20), crash_at="")
+        if trace:  # allocated before, not counted: the offset map (log.cleaner.dedupe.buffer.size) and the
+            # codecs' scratch buffer (DECOMPRESS_LIMIT, of which a decompression touches only what it writes)
+            cleaner.map.clear()
+            compression.decompress(compression.GZIP, compression.compress(compression.GZIP, b"x"), DECOMPRESS_LIMIT)
+            tracemalloc.start()
         started = time.perf_counter()
         stats = cleaner.clean(part, 0)
         elapsed = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1] if trace else 0
+        tracemalloc.stop()
         after = part.size_bytes()
         part.close()
     return {"codec": compression.NAMES[codec], "dirty_mb": dirty / 1e6, "seconds": elapsed,
             "mb_per_s": dirty / 1e6 / elapsed, "records": stats.records_read, "kept": stats.records_kept,
-            "after_mb": after / 1e6}
+            "after_mb": after / 1e6, "peak_mb": peak / 1e6}
 
 
 def bench_produce(cleaner_on: bool, keys: int, value_bytes: int, seconds: float) -> dict:
@@ -100,7 +114,10 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd",
                         help="comma-separated codecs to clean (default: all five)")
+    parser.add_argument("--segment-mb", type=int, default=8, help="the cleaned partition's segment size, MiB")
     parser.add_argument("--no-produce", action="store_true", help="only the cleaning part")
+    parser.add_argument("--memory", action="store_true", help="also each cleaning's peak heap, in a fresh interpreter")
+    parser.add_argument("--baseline", help="with --memory: a git ref whose code is measured too")
     args = parser.parse_args()
     by_name = {name: codec for codec, name in compression.NAMES.items()}
     try:
@@ -110,11 +127,14 @@ def main() -> int:
     compaction_kernels.warm()
     for codec in codecs:  # compile every kernel a cleaning uses (numba's cache may be cold), untimed
         bench_cleaning(1, 100, args.value_bytes, codec)
-    print(f"cleaning {args.mb} MB of {args.value_bytes}-byte values over {args.keys} keys (one cleaning, no throttle)")
+    print(f"cleaning {args.mb} MB of {args.value_bytes}-byte values over {args.keys} keys in {args.segment_mb} MiB "
+          "segments (one cleaning, no throttle)")
     for codec in codecs:
-        r = bench_cleaning(args.mb, args.keys, args.value_bytes, codec)
+        r = bench_cleaning(args.mb, args.keys, args.value_bytes, codec, args.segment_mb)
         print(f"  {r['codec']:5s} {r['dirty_mb']:7.1f} MB dirty in {r['seconds']:6.2f} s = {r['mb_per_s']:7.1f} MB/s; "
               f"{r['kept']:,} of {r['records']:,} records kept, {r['after_mb']:.1f} MB after")
+    if args.memory:
+        peak_memory(args, codecs)
     if args.no_produce:
         return 0
     print(f"producing {args.value_bytes}-byte values over {args.keys} keys for {args.seconds:g} s (confluent-kafka, "
@@ -124,6 +144,26 @@ def main() -> int:
         print(f"  cleaner {r['cleaner']:3s}: {r['msg_per_s']:10,.0f} msg/s ({r['msgs']:,} records"
               + (f", {r['cleanings']} cleanings)" if on else ")"))
     return 0
+
+
+def peak_memory(args, codecs: list[int]) -> None:
+    """Each codec's cleaning under tracemalloc in a fresh interpreter: this tree's code, and the baseline's."""
+    from tools.bench.trees import export_tree, head, run_in
+
+    with tempfile.TemporaryDirectory(prefix="bench-compaction-tree-") as scratch:
+        trees = [(head(), None)]
+        if args.baseline:
+            base_tree, base_commit = export_tree(args.baseline, Path(scratch))
+            trees.insert(0, (base_commit, base_tree))
+        print(f"peak heap of one cleaning besides its offset map and the codecs' scratch buffer (tracemalloc, a fresh "
+              f"interpreter each, untimed), {args.segment_mb} MiB segments:")
+        for codec in codecs:
+            for commit, tree in trees:
+                r = run_in(tree, "tools.bench_compaction",
+                           f"bench_cleaning({args.mb}, {args.keys}, {args.value_bytes}, {codec}, {args.segment_mb}, "
+                           "trace=True)")
+                print(f"  {r['codec']:5s} {commit}: {r['peak_mb']:8.1f} MB peak, {r['dirty_mb']:.1f} MB dirty cleaned "
+                      f"in {r['seconds']:.2f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -60,10 +60,21 @@ what it read. A cleaned segment's .txnindex keeps only the entries whose abort
 marker stays with its aborted data (Kafka's cleaned transaction index); the others
 go with their data.
 
+Memory: a segment is read and rewritten a window at a time, whole batches of at
+most WINDOW_BYTES (16 MiB) and WINDOW_RECORDS (262,144 records; a larger batch
+alone), in log order: the window's batch table and record rows (about 60 bytes a
+record), its compressed batches decompressed (a few times over while they are
+rebuilt and recompressed), and its cleaned bytes are held, then dropped before the
+next window. What a decision needs from beyond the window is carried in log order
+(the offset map, the transactions' open producers) or holds for the whole log
+(aborted transactions, the producers' last batches), so the cleaned segment is byte
+for byte the one a single pass over the whole segment would write. (Before, a
+whole segment was held: a 1 GiB segment of compressed records took a few times its
+decompressed size in memory; tools/bench_compaction.py --memory measures it.)
+
 Decompression: each compressed batch is decompressed once per pass (once to map
-its keys, once to clean it), lz4 ones a segment at a time by numba kernels
-(`protocol/lz4_frame.py`), the other codecs one codec call a batch; a segment's
-decompressed records are held while it is cleaned.
+its keys, once to clean it), lz4 ones a window at a time by numba kernels
+(`protocol/lz4_frame.py`), the other codecs one codec call a batch.
 
 Where it runs: its own process under the supervisor (`cleaner_main`, forked like
 the replica fetcher and replaced if it dies), never in a processor. It opens the log
@@ -89,6 +100,7 @@ import logging
 import mmap
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,6 +122,9 @@ STATUS_FILE = "cleaner-status.json"
 INT32_MAX = 2**31 - 1
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20  # batch attributes (records.TRANSACTIONAL_BIT, CONTROL_BIT)
 DECOMPRESS_LIMIT = 256 << 20
+# A segment is read and rewritten this many bytes and records of whole batches at a time (module docstring, "Memory").
+WINDOW_BYTES = 16 << 20
+WINDOW_RECORDS = 1 << 18
 
 
 def now_ms() -> int:
@@ -163,7 +178,7 @@ class _Rows:
 
 
 class _Source:
-    """A segment's .log mmap-ed read-only (the inode the swap checks against)."""
+    """A segment's .log mmap-ed read-only (the inode the swap checks against), read a window at a time."""
 
     def __init__(self, directory: Path, base: int) -> None:
         self.base = base
@@ -173,6 +188,36 @@ class _Source:
         self.inode, self.size, self.mtime_ns = st.st_ino, st.st_size, st.st_mtime_ns
         self.mm = mmap.mmap(self.file.fileno(), self.size, prot=mmap.PROT_READ) if self.size else None
         self.buf = np.frombuffer(self.mm, dtype=np.uint8) if self.mm is not None else np.zeros(0, np.uint8)
+
+    def windows(self, limit: int, max_records: int) -> Iterator["_Window"]:
+        """The segment as consecutive runs of whole batches of at most `limit` bytes and `max_records`
+        records each (a larger batch alone), in log order, up to where its batches stop parsing (as
+        count_batches stops)."""
+        lo = 0
+        while lo < self.size:
+            hi = int(ck.window_end(self.buf, lo, self.size, limit, max_records))
+            if hi == lo:
+                return
+            yield _Window(self, lo, hi)
+            lo = hi
+
+    def close(self) -> None:
+        self.buf = np.zeros(0, np.uint8)
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:  # a view still alive (a traceback's frame): unmapped when it is collected
+                pass
+        self.file.close()
+
+
+class _Window:
+    """Whole batches source.buf[lo:hi] of one segment: their rows, and their compressed batches
+    decompressed, held while the window is cleaned (positions are the segment's own)."""
+
+    def __init__(self, source: _Source, lo: int, hi: int) -> None:
+        self.source, self.lo, self.hi = source, lo, hi
+        self.size = hi - lo
         self.packed = np.zeros(0, np.int64)  # rows(): the compressed batches, decompressed into plain
         self.plain = np.zeros(0, np.uint8)
         self.plain_starts = np.zeros(1, np.int64)
@@ -181,14 +226,15 @@ class _Source:
         """Walk every batch and record. Compressed batches are decompressed once each, into
         `self.plain` (each as its 61-byte header then its records, batch i of `self.packed` at
         plain_starts[i]); their rows point into it, and a rebuild reads it again (no second
-        decompression). The segment's decompressed records are held while it is cleaned."""
-        nb, nr, _ = ck.count_batches(self.buf, 0, self.size)
+        decompression)."""
+        buf, path = self.source.buf, self.source.path
+        nb, nr, _ = ck.count_batches(buf, self.lo, self.hi)
         r = _Rows(np.zeros((nb, ck.NCOLS), np.int64), np.zeros(nr, np.uint64), np.zeros(nr, np.uint64),
                   np.zeros(nr, np.int64), np.zeros(nr, np.int64), np.zeros(nr, np.int64), np.zeros(nr, np.int64))
-        status, walked = ck.walk_segment(self.buf, 0, self.size, r.batches, r.h1, r.h2, r.offsets, r.flags,
+        status, walked = ck.walk_segment(buf, self.lo, self.hi, r.batches, r.h1, r.h2, r.offsets, r.flags,
                                          r.rstart, r.rend)
         if status != ck.WALK_OK:
-            raise ValueError(f"{self.path}: batch {walked} does not parse")
+            raise ValueError(f"{path}: batch {walked} does not parse")
         self.packed = np.nonzero(r.batches[:, ck.ATTRS] & 0x07)[0]
         if len(self.packed):
             self._decompress(r.batches[self.packed])
@@ -196,49 +242,40 @@ class _Source:
             bad = ck.walk_plain_batches(self.plain, self.plain_starts, t[:, ck.COUNT], t[:, ck.BASE],
                                         t[:, ck.FIRST_ROW], r.h1, r.h2, r.offsets, r.flags, r.rstart, r.rend)
             if bad >= 0:
-                raise ValueError(f"{self.path}: compressed batch at {t[bad, ck.POS]} does not parse")
+                raise ValueError(f"{path}: compressed batch at {t[bad, ck.POS]} does not parse")
         return r
 
     def _decompress(self, table: np.ndarray) -> None:
         """Fill self.plain and self.plain_starts from the compressed batches of `table`: lz4 ones all
         at once by numba kernels (`lz4_frame.py`), the other codecs one codec call a batch."""
+        buf, mm, path = self.source.buf, self.source.mm, self.source.path
         pos, size, codec = table[:, ck.POS], table[:, ck.SIZE], table[:, ck.ATTRS] & 0x07
         lengths = np.zeros(len(table), np.int64)
         lz4 = np.nonzero(codec == compression.LZ4)[0]
         if len(lz4):
             starts, ends = pos[lz4] + 61, pos[lz4] + size[lz4]
             sizes = np.zeros(len(lz4), np.int64)
-            if lz4_frame.frame_sizes(self.buf, starts, ends, sizes) >= 0:
+            if lz4_frame.frame_sizes(buf, starts, ends, sizes) >= 0:
                 lz4 = lz4[:0]  # a frame these kernels do not read: the codec call decides, below
             else:
                 lengths[lz4] = sizes
         bodies = {}
         for i in np.setdiff1d(np.arange(len(table)), lz4).tolist():  # one codec call a batch
             p, n = int(pos[i]), int(size[i])
-            bodies[i] = bytes(compression.decompress(int(codec[i]), self.mm[p + 61 : p + n], DECOMPRESS_LIMIT))
+            bodies[i] = bytes(compression.decompress(int(codec[i]), mm[p + 61 : p + n], DECOMPRESS_LIMIT))
             lengths[i] = len(bodies[i])
         if lengths.max() > DECOMPRESS_LIMIT:
-            raise ValueError(f"{self.path}: a batch expands past {DECOMPRESS_LIMIT:,} bytes")
+            raise ValueError(f"{path}: a batch expands past {DECOMPRESS_LIMIT:,} bytes")
         self.plain_starts = np.zeros(len(table) + 1, np.int64)
         np.cumsum(lengths + 61, out=self.plain_starts[1:])
         self.plain = np.empty(int(self.plain_starts[-1]), np.uint8)
-        ck.gather(self.buf, pos, np.full(len(table), 61, np.int64), self.plain, self.plain_starts[:-1])
-        if len(lz4) and lz4_frame.decode_frames(self.buf, pos[lz4] + 61, pos[lz4] + size[lz4], self.plain,
+        ck.gather(buf, pos, np.full(len(table), 61, np.int64), self.plain, self.plain_starts[:-1])
+        if len(lz4) and lz4_frame.decode_frames(buf, pos[lz4] + 61, pos[lz4] + size[lz4], self.plain,
                                                 self.plain_starts[lz4] + 61) >= 0:
-            raise ValueError(f"{self.path}: an lz4 batch does not decompress")
+            raise ValueError(f"{path}: an lz4 batch does not decompress")
         for i, body in bodies.items():
             at = int(self.plain_starts[i]) + 61
             self.plain[at : at + len(body)] = np.frombuffer(body, np.uint8)
-
-    def close(self) -> None:
-        self.buf = np.zeros(0, np.uint8)
-        self.plain = np.zeros(0, np.uint8)
-        if self.mm is not None:
-            try:
-                self.mm.close()
-            except BufferError:  # a view still alive (a traceback's frame): unmapped when it is collected
-                pass
-        self.file.close()
 
 
 class _Transactions:
@@ -322,8 +359,9 @@ class Cleaner:
     """Cleans one log at a time with one offset map (the body of the cleaner process)."""
 
     def __init__(self, offset_map: OffsetMap, throttler: Throttler | None = None,
-                 crash_at: str | None = None) -> None:
+                 crash_at: str | None = None, window: tuple[int, int] = (WINDOW_BYTES, WINDOW_RECORDS)) -> None:
         self.map = offset_map
+        self.window = window  # (bytes, records) of a segment held at a time
         self.throttler = throttler
         self.crash_at = crash_at if crash_at is not None else os.environ.get(CRASH_ENV)
 
@@ -417,17 +455,23 @@ class Cleaner:
         for base in dirty:
             source = _Source(directory, base)
             try:
-                rows = source.rows()
-                self._io(source.size)
-                bor = rows.batch_of_row()
-                control = (rows.batches[bor, ck.ATTRS] & _CONTROL) != 0 if len(bor) else np.zeros(0, np.bool_)
-                dropped = self._aborted_batches(rows.batches, aborted)[bor] if len(bor) else np.zeros(0, np.bool_)
-                mask = ((rows.flags & ck.HAS_KEY) != 0) & ~control & ~dropped & (rows.offsets >= first_dirty)
-                if not self.map.put(rows.h1, rows.h2, rows.offsets, mask):
-                    return self.map.latest_offset + 1
+                for window in source.windows(*self.window):
+                    if not self._map_window(window, first_dirty, aborted):
+                        return self.map.latest_offset + 1
             finally:
                 source.close()
         return end
+
+    def _map_window(self, window: _Window, first_dirty: int, aborted: list) -> bool:
+        """Put one window's keys in the map; False if it filled first. (Its arrays go at return: the
+        next window's are made without them.)"""
+        rows = window.rows()
+        self._io(window.size)
+        bor = rows.batch_of_row()
+        control = (rows.batches[bor, ck.ATTRS] & _CONTROL) != 0 if len(bor) else np.zeros(0, np.bool_)
+        dropped = self._aborted_batches(rows.batches, aborted)[bor] if len(bor) else np.zeros(0, np.bool_)
+        mask = ((rows.flags & ck.HAS_KEY) != 0) & ~control & ~dropped & (rows.offsets >= first_dirty)
+        return self.map.put(rows.h1, rows.h2, rows.offsets, mask)
 
     def _name_in_checkpoint(self, directory: Path, first_dirty: int) -> None:
         """Before a partition's first swap, name it in the checkpoint (recovery then allows gaps)."""
@@ -451,10 +495,8 @@ class Cleaner:
                 try:
                     inodes.append(source.inode)
                     mtime_ns = max(mtime_ns, source.mtime_ns)
-                    data, same = self._clean_segment(source, rnd, stats)
-                    changed |= not same
-                    out.write(data)
-                    self._io(source.size + len(data))
+                    for window in source.windows(*self.window):
+                        changed |= self._write_window(window, rnd, stats, out)
                 finally:
                     source.close()
             out.flush()
@@ -468,11 +510,16 @@ class Cleaner:
         self.crash("cleaned-written")
         return part.replace_with_cleaned(group, end, inodes, self.crash)
 
-    def _clean_segment(self, source: _Source, rnd: _Round, stats: CleanStats):
-        """(cleaned bytes of one segment, whether they are the segment's bytes unchanged)."""
-        if not source.size:
-            return b"", True
-        rows = source.rows()
+    def _write_window(self, window: _Window, rnd: _Round, stats: CleanStats, out) -> bool:
+        """Clean one window into `out`; whether its bytes changed. (Its arrays go at return.)"""
+        data, same = self._clean_window(window, rnd, stats)
+        out.write(data)
+        self._io(window.size + len(data))
+        return not same
+
+    def _clean_window(self, window: _Window, rnd: _Round, stats: CleanStats):
+        """(cleaned bytes of one window of a segment, whether they are its bytes unchanged)."""
+        rows = window.rows()
         batches = rows.batches
         nb = len(batches)
         bor = rows.batch_of_row()
@@ -495,11 +542,11 @@ class Cleaner:
         actions[(actions == ck.DROP) & retain_empty] = ck.EMPTY
         actions[(count == 0) & retain_empty] = ck.COPY
         rnd.live_markers.update(batches[control & with_data & (kept > 0), ck.BASE].tolist())
-        side, side_start, side_len = self._rebuild_compressed(source, rows, keep, actions, horizons)
-        out = np.empty(source.size + len(side) + 10 * len(keep), np.uint8)
-        n = ck.rewrite(source.buf, batches, actions, keep, rows.rstart, rows.rend, side, side_start, side_len,
+        side, side_start, side_len = self._rebuild_compressed(window, rows, keep, actions, horizons)
+        out = np.empty(window.size + len(side) + 10 * len(keep), np.uint8)
+        n = ck.rewrite(window.source.buf, batches, actions, keep, rows.rstart, rows.rend, side, side_start, side_len,
                        horizons, out, CRC_TABLES)
-        stats.bytes_read += source.size
+        stats.bytes_read += window.size
         stats.bytes_written += n
         stats.records_read += int(count.sum())
         stats.records_kept += int(kept.sum())
@@ -523,7 +570,7 @@ class Cleaner:
         return keep, tomb & ~control[bor]
 
     @staticmethod
-    def _rebuild_compressed(source: _Source, rows: _Rows, keep, actions, horizons):
+    def _rebuild_compressed(window: _Window, rows: _Rows, keep, actions, horizons):
         """Compressed batches losing some records (or stamped): rebuilt plain from the records rows()
         decompressed, in one kernel call, then recompressed with their codec one by one (SIDE)."""
         nb = len(rows.batches)
@@ -532,12 +579,12 @@ class Cleaner:
         todo = np.nonzero(((rows.batches[:, ck.ATTRS] & 0x07) != 0) & (actions == ck.REBUILD))[0]
         if not len(todo):
             return np.zeros(0, np.uint8), side_start, side_len
-        which = np.searchsorted(source.packed, todo)  # their places among the decompressed batches
+        which = np.searchsorted(window.packed, todo)  # their places among the decompressed batches
         table = rows.batches[todo].copy()
-        table[:, ck.POS] = source.plain_starts[which]
-        table[:, ck.SIZE] = source.plain_starts[which + 1] - source.plain_starts[which]
+        table[:, ck.POS] = window.plain_starts[which]
+        table[:, ck.SIZE] = window.plain_starts[which + 1] - window.plain_starts[which]
         plain = np.empty(int(table[:, ck.SIZE].sum()) + 10 * int(table[:, ck.COUNT].sum()), np.uint8)
-        n = ck.rewrite(source.plain, table, np.full(len(todo), ck.REBUILD, np.int64), keep, rows.rstart, rows.rend,
+        n = ck.rewrite(window.plain, table, np.full(len(todo), ck.REBUILD, np.int64), keep, rows.rstart, rows.rend,
                        np.zeros(0, np.uint8), side_start[: len(todo)], side_len[: len(todo)], horizons[todo], plain,
                        CRC_TABLES)
         at = np.zeros(len(todo) + 1, np.int64)

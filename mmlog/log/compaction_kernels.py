@@ -81,6 +81,35 @@ def count_batches(buf, start, end):
 
 
 @njit(cache=True)
+def window_end(buf, start, end, limit, max_records):
+    """Where the run of whole batches from `start` ends, at most `limit` bytes and `max_records` records
+    of them (the first batch alone if it is larger): the cleaner's windows. Stops where count_batches
+    stops (a batch that does not parse, or one cut by `end`); `start` if no whole batch begins there."""
+    p = start
+    records = 0
+    while p + _HEADER <= end:
+        length = be_i32(buf, p + 8)
+        if length < _MIN_LENGTH or p + 12 + length > end:
+            break
+        records += max(be_i32(buf, p + 57), 0)
+        if p > start and (p + 12 + length - start > limit or records > max_records):
+            break
+        p += 12 + length
+    return p
+
+
+def window_end_py(buf, start, end, limit, max_records):
+    """Reference for window_end, on records.iter_batches."""
+    p, records = start, 0
+    for pos, header in rec.iter_batches(bytes(buf[:end]), start):
+        records += max(header.records_count, 0)
+        if pos > start and (pos + header.size - start > limit or records > max_records):
+            break
+        p = pos + header.size
+    return p
+
+
+@njit(cache=True)
 def walk_records(buf, p, end, count, base, row, h1, h2, offsets, flags, rstart, rend):
     """Fill rows row .. row + count - 1 from the records in buf[p:end]; WALK_OK or WALK_BAD_RECORD."""
     for i in range(count):
@@ -384,6 +413,7 @@ def warm() -> None:
     out = np.zeros(len(buf) + 10 * nr, np.uint8)
     gather(buf, np.zeros(1, np.int64), np.ones(1, np.int64), out, np.zeros(1, np.int64))
     batch_positions(buf, len(buf), np.zeros(2, np.int64))
+    window_end(buf, 0, len(buf), 1 << 20, 1 << 20)
     for action, horizon in ((COPY, -1), (REBUILD, 1)):
         rewrite(buf, batches, np.full(nb, action, np.int64), np.ones(nr, np.bool_), rstart, rend,
                 np.zeros(0, np.uint8), np.zeros(nb, np.int64), np.zeros(nb, np.int64), np.full(nb, horizon, np.int64),

@@ -236,7 +236,7 @@ def test_a_small_offset_map_cleans_what_fits_and_the_next_cleaning_the_rest(comp
     c = Cleaner(OffsetMap(24 * 200, load_factor=0.9), crash_at="")
     first = clean(p, c)
     assert first.end_offset < 600
-    while (stats := c.clean(p, first_dirty_offset(p.directory))) is not None:
+    while c.clean(p, first_dirty_offset(p.directory)) is not None:
         pass
     got = {r.key: (r.value, r.offset) for r in read_all(p)}
     assert got == final_values(pairs, offsets)
@@ -244,8 +244,7 @@ def test_a_small_offset_map_cleans_what_fits_and_the_next_cleaning_the_rest(comp
 
 def test_a_cleaned_partition_recovers_with_its_gaps_after_a_crash(compacted, tmp_path):
     p = compacted()
-    pairs = [(b"k%d" % (i % 9), b"v%d" % i) for i in range(300)]
-    offsets = produce(p, pairs)
+    produce(p, [(b"k%d" % (i % 9), b"v%d" % i) for i in range(300)])
     clean(p)
     want = {r.key: (r.value, r.offset) for r in read_all(p)}
     p.state.update(recovery_point=0)
@@ -419,3 +418,58 @@ def test_dump_log_reads_a_cleaned_partition_without_calling_its_gaps_corruption(
     clean(p)
     assert main(["dump-log", str(p.directory)]) == 0
     assert "bad offset" not in capsys.readouterr().out
+
+
+def _log_files(directory) -> dict[str, bytes]:
+    """Every segment file of a partition by name, and the cleaner's checkpoint (not the state page: its
+    flush times are the clock's)."""
+    files = {f.name: f.read_bytes() for f in sorted(directory.iterdir()) if f.suffix in (".log", ".index",
+                                                                                          ".timeindex", ".txnindex")}
+    files["checkpoint"] = repr(cleaner_checkpoint.read(directory.parent)).encode()
+    return files
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cleaning_a_window_at_a_time_writes_the_bytes_one_pass_over_each_segment_writes(tmp_path, seed):
+    """The cleaner holds a window of a segment at a time (module docstring, "Memory"). With windows of
+    one batch, what crosses windows (transactions, producers' last batches, the map, delete horizons)
+    must decide exactly as a pass over a whole segment does: the files are compared byte for byte
+    after each of several rounds of random produces (codecs, tombstones, idempotent and transactional
+    producers, commits and aborts) and cleanings."""
+    rng = random.Random(seed)
+    whole, windowed = tmp_path / "whole" / "t-0", tmp_path / "windowed" / "t-0"
+    seq = {9: 0, 11: 0}
+    now = 10**12
+    for _ in range(5):
+        p = Partition(windowed, COMPACT)
+        for _ in range(rng.randrange(20, 60)):
+            pairs = [(b"k%d" % rng.randrange(40), None if rng.random() < 0.15 else b"v%d" % rng.randrange(10**6))
+                     for _ in range(rng.choice([1, 3, 8]))]
+            codec = rng.choice([0, 0, compression.GZIP, compression.LZ4, compression.ZSTD])
+            kind = rng.random()
+            if kind < 0.15:  # a transaction of producer 9 or 11, then (maybe later) its marker
+                pid = rng.choice([9, 11])
+                p.append(rec.build_batch(pairs, compression=codec, producer_id=pid, producer_epoch=0,
+                                         base_sequence=seq[pid], transactional=True))
+                seq[pid] += len(pairs)
+                if rng.random() < 0.7:
+                    p.append_marker(pid, 0, rng.random() < 0.5, 0)
+            elif kind < 0.25:  # an idempotent producer
+                p.append(rec.build_batch(pairs, compression=codec, producer_id=7, producer_epoch=0,
+                                         base_sequence=seq.setdefault(7, 0)))
+                seq[7] += len(pairs)
+            else:
+                p.append(rec.build_batch(pairs, compression=codec))
+        for pid in (9, 11):  # every transaction decided, so that the cleaner reaches the log end
+            p.append_marker(pid, 0, True, 0)
+        p.roll()
+        p.close()
+        shutil.rmtree(whole.parent, ignore_errors=True)
+        shutil.copytree(windowed.parent, whole.parent)
+        now += 10**8  # past the delete horizons stamped a round before (delete.retention.ms: one day)
+        for directory, window in ((whole, (1 << 30, 1 << 30)), (windowed, (1, 1))):
+            part = Partition(directory, COMPACT)
+            Cleaner(OffsetMap(1 << 20), crash_at="", window=window).clean(
+                part, first_dirty_offset(directory), now)
+            part.close()
+        assert _log_files(windowed) == _log_files(whole)

@@ -54,6 +54,24 @@ def test_walk_segment_matches_its_reference_and_the_records_decoder(seed):
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_windows_are_runs_of_whole_batches_within_the_limits_as_the_reference_cuts_them(seed):
+    rng = random.Random(seed)
+    data = random_segment(rng, 30)
+    torn = data + data[:40]  # a cut-off batch at the end: windows stop before it, as count_batches does
+    buf = np.frombuffer(torn, np.uint8)
+    for limit, max_records in ((1, 99), (200, 99), (1000, 99), (len(data), 99), (len(data), 5), (len(data), 1)):
+        ends, start = [], 0
+        while (end := ck.window_end(buf, start, len(buf), limit, max_records)) > start:
+            assert end == ck.window_end_py(buf, start, len(buf), limit, max_records)
+            batches, records, _ = ck.count_batches(buf, start, end)
+            assert (end - start <= limit and records <= max_records) or batches == 1  # a larger batch alone
+            ends.append(end)
+            start = end
+        assert start == len(data)  # every whole batch, and not the torn tail
+        assert sum(ck.count_batches(buf, a, b)[0] for a, b in zip([0] + ends, ends)) == 30
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_rewrite_matches_its_reference_for_every_action_and_keeps_only_the_kept_records(seed):
     rng = random.Random(seed)
     data = random_segment(rng, 25)
