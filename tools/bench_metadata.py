@@ -25,10 +25,7 @@ Medians of the requests; the broker is stopped and its directory removed at the 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +35,7 @@ from types import SimpleNamespace
 if __package__ in (None, ""):  # `python tools/bench_metadata.py`: make `tools.bench` importable, after
     sys.path.append(str(Path(__file__).resolve().parents[1]))  # PYTHONPATH: a child's mmlog is its tree's
 
-from tools.bench.trees import export_tree  # noqa: E402
+from tools.bench.trees import export_tree, head, run_in  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "metadata-cache"
@@ -50,7 +47,7 @@ def log(line: str) -> None:
 
 # --- the child: one code tree's handler, in process ---------------------------------------------------------------
 
-def child(data_dir: Path, version: int, requests: int, misses: bool) -> dict:
+def child(data_dir: str, version: int, requests: int, misses: bool) -> dict:
     """Time `requests` all-topics Metadata requests through the handler of the mmlog on sys.path (CPU and wall
     seconds each); with `misses`, each one after dropping the kept topic entries (if this tree keeps any)."""
     from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
@@ -63,6 +60,7 @@ def child(data_dir: Path, version: int, requests: int, misses: bool) -> dict:
         from mmlog.processors.metadata_cache import TopicEntries
     except ImportError:  # the baseline: nothing kept
         TopicEntries = None  # noqa: N806
+    data_dir = Path(data_dir)
     ctx = SimpleNamespace(
         manager=LogManager([data_dir], owner=False, broker_id=0), broker_id=0, cluster_id="bench",
         views=ViewReader(data_dir, ClusterView.standalone(Endpoint(0, "127.0.0.1", 9092))),
@@ -82,22 +80,12 @@ def child(data_dir: Path, version: int, requests: int, misses: bool) -> dict:
             cpu.append(c1 - c0)
             wall.append(w1 - w0)
     partitions = sum(info.partitions for info in ctx.manager.topics().values())
-    import mmlog
-
-    return {"cpu": cpu, "wall": wall, "bytes": size, "partitions": partitions, "mmlog": mmlog.__file__}
+    return {"cpu": cpu, "wall": wall, "bytes": size, "partitions": partitions}
 
 
-def run_child(tree: Path, data_dir: Path, version: int, requests: int, misses: bool) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(data_dir), "--version", str(version),
-           "--requests", str(requests)] + (["--misses"] if misses else [])
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800, cwd=tree)
-    if done.returncode:
-        raise RuntimeError(f"child ({tree}) failed:\n{done.stderr[-3000:]}")
-    result = json.loads(done.stdout)
-    if not result["mmlog"].startswith(str(tree)):
-        raise RuntimeError(f"the child for {tree} ran {result['mmlog']}")
-    return result
+def run_child(tree: Path | None, data_dir: Path, version: int, requests: int, misses: bool) -> dict:
+    """child() in a fresh interpreter on `tree`'s mmlog (None: this tree's)."""
+    return run_in(tree, "tools.bench_metadata", f"child({str(data_dir)!r}, {version}, {requests}, {misses})")
 
 
 # --- over the wire --------------------------------------------------------------------------------------------------
@@ -168,19 +156,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="alternations of the baseline's and this tree's children")
     ap.add_argument("--baseline", default="main", help="git ref of the code before (default main)")
     ap.add_argument("--record", action="store_true", help="write the section of docs/benchmarks.md")
-    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--misses", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.child, args.version, args.requests, args.misses)))
-        return 0
 
     from mmlog.testing import EmbeddedBroker
 
     with tempfile.TemporaryDirectory(prefix="mmlog-bench-metadata-") as tmp:
         base_tree, base_commit = export_tree(args.baseline, Path(tmp))
-        here = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True).stdout.strip()
+        here = head()
         b = EmbeddedBroker(Path(tmp) / "broker", processors=1)
         b.ready_timeout = 600
         with b:
@@ -193,8 +175,8 @@ def main(argv=None) -> int:
             runs = {"baseline": [], "miss": [], "hit": []}
             for r in range(args.rounds):
                 runs["baseline"].append(run_child(base_tree, b.data_dir, args.version, args.requests, False))
-                runs["miss"].append(run_child(ROOT, b.data_dir, args.version, args.requests, True))
-                runs["hit"].append(run_child(ROOT, b.data_dir, args.version, args.requests, False))
+                runs["miss"].append(run_child(None, b.data_dir, args.version, args.requests, True))
+                runs["hit"].append(run_child(None, b.data_dir, args.version, args.requests, False))
                 log(f"round {r + 1}: " + ", ".join(
                     f"{k} {ms(v[-1]['cpu'])} ms CPU" for k, v in runs.items()))
         cases = {k: ([c for x in v for c in x["cpu"]], [w for x in v for w in x["wall"]], v[0]["bytes"])

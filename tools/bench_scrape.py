@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # `python tools/bench_scrape.py`
 
 from tools.bench.page import show  # noqa: E402
 from tools.bench.servers import cpu_seconds  # noqa: E402
-from tools.bench.trees import export_tree  # noqa: E402
+from tools.bench.trees import export_tree, head  # noqa: E402
 from tools.bench_metadata import create_topics, log  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
                 finally:
                     b.stop()
                 log(f"{case}: {runs[case][-args.scrapes:]}")
-    here = os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip()
+    here = head()
     rows = []
     for case, label in (("before", f"before: {base_commit}, closed partitions reopened"),
                         ("after", f"after: {here}, closed partitions read from their state page")):

@@ -26,8 +26,6 @@ from __future__ import annotations
 import mmap
 import os
 
-import numpy as np
-
 from mmlog.ipc import memory_fence
 
 
@@ -37,22 +35,21 @@ class WakeBoard:
     def __init__(self, slots: int) -> None:
         self.slots = slots
         self._page = mmap.mmap(-1, max(4096, 8 * slots))  # MAP_SHARED | MAP_ANONYMOUS: shared across fork
-        self.parked = np.frombuffer(self._page, dtype=np.int64, count=slots)
-        # The same counters as a plain memoryview: every append reads them, and a
-        # Python loop over a few int64s costs ~0.2 us where np.flatnonzero costs ~2 us.
-        self._counts = memoryview(self._page).cast("q")[:slots]
+        # A plain memoryview of int64 counts: every append reads them, and a Python loop
+        # over a few of them costs ~0.2 us where np.flatnonzero costs ~2 us.
+        self.parked = memoryview(self._page).cast("q")[:slots]
         self.fds = [os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) for _ in range(slots)]
         memory_fence.warm()
 
     def set_parked(self, slot: int, count: int) -> None:
         """Publish `slot`'s count of parked fetches; loads after this call see the partitions as of after it."""
-        self._counts[slot] = count
+        self.parked[slot] = count
         memory_fence.full_fence()
 
     def notify_others(self, slot: int) -> None:
         """An append happened in `slot` (published already): wake every other slot with parked fetches."""
         memory_fence.full_fence()  # the append's stores before the counts' loads
-        for other, parked in enumerate(self._counts):
+        for other, parked in enumerate(self.parked):
             if parked and other != slot:
                 try:
                     os.eventfd_write(self.fds[other], 1)

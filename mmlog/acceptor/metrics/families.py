@@ -125,7 +125,7 @@ def traffic_families(broker, totals) -> list[Family]:
         connections.add(count, networkProcessor=str(slot))
     purgatory = Family("kafka_server_delayedoperationpurgatory_purgatorysize", "gauge",
                        "Requests parked in the processors' purgatories (long-poll fetches, acks=all produces).")
-    purgatory.add(int(broker.board.parked.sum()))
+    purgatory.add(sum(broker.board.parked))
     flush = Family("kafka_log_logflushstats_logflushtimems", "histogram", "Time of each log flush (fsync), in ms.")
     flush.add_histogram(BOUNDS_MS, totals[mb.FLUSH:mb.FLUSH + mb.BUCKETS], int(totals[mb.FLUSH + mb.BUCKETS]) / 1000)
     return out + [connections, purgatory, flush]
