@@ -32,7 +32,8 @@ VALUE = b"x" * 10_000
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2, config={"quota.window.num": 2}) as b:
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2, config={"quota.window.num": 2,
+                                                                              "group.initial.rebalance.delay.ms": 0}) as b:
         yield b
 
 
@@ -146,18 +147,29 @@ def test_a_consumer_quota_holds_a_consumer_to_its_rate(broker, admin):
                          "max.partition.fetch.bytes": 65536,  # a batch a fetch (the producer's batch.size)
                          "statistics.interval.ms": 500, "stats_cb": stats})
     consumer.subscribe(["quota-fetch"])
-    got, start, at2 = 0, time.monotonic(), None
+    # A client new to its quota may take what W-1 windows allow at once, and the window it starts in is padded to
+    # W-1 whole windows (Kafka's Rate): with W = 2 that is up to 2 MB in its first second whatever the quota. So
+    # the rate is measured from 2.5 s after the first record, when that first allowance is spent, over 6 s (three
+    # whole periods of W windows), not from a fixed time after subscribing, which may fall on the first burst.
+    start = time.monotonic()
+    got, first, at_burst, deadline = 0, None, None, start + 30
     try:
-        while (now := time.monotonic() - start) < 9:
+        while (now := time.monotonic()) < deadline:
             msg = consumer.poll(0.1)
             if msg is not None and not msg.error():
                 got += len(msg.value())
-            if at2 is None and now >= 3:
-                at2 = got
+                if first is None:
+                    first, deadline = now, now + BURST_S + 0.5 + 6
+            if first is not None and at_burst is None and now >= first + BURST_S + 0.5:
+                at_burst = got
     finally:
         consumer.close()
-    rate = (got - at2) / (now - 3)
-    assert abs(rate - QUOTA) <= 0.15 * QUOTA, rate
+    assert at_burst is not None, got
+    rate = (got - at_burst) / (now - first - BURST_S - 0.5)
+    print(f"from {first - start:.1f} s: {at_burst / 1e6:.2f} MB in the first {BURST_S + 0.5} s, then {rate / 1e6:.3f} MB/s")
+    # The broker holds the rate to the quota (a raw client that waits out each throttle time is sent 0.985 of it).
+    # librdkafka's consumer gets about 0.89 of it: it sends its next fetch some ms after each throttle ends.
+    assert 0.75 * QUOTA <= rate <= 1.1 * QUOTA, rate
     assert max(throttles) > 0
 
 
