@@ -110,8 +110,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
     requests = []
     failure = None
     received = time.monotonic()
-    authorizing = ctx.authorizer.enabled
-    refused = [] if authorizing else None  # per request: {topic: error code} or None (handlers/produce.py)
+    refused = []  # per request: {topic: error code} or None (handlers/produce.py)
     for frame in frames:
         shape = conn.produce_shape
         request = shape.read(frame) if shape is not None else None
@@ -127,8 +126,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
             transactional_id = body.transactional_id
             conn.produce_shape = produce.RequestShape.learn(header, body)
         requests.append(request)
-        if authorizing:
-            refused.append(produce.refusals(ctx, conn, transactional_id, request[2]))
+        refused.append(produce.refusals(ctx, conn, transactional_id, request[2]))
     if requests:
         quotas = ctx.quotas
         quota, throttle = quotas.enabled, 0
@@ -136,7 +134,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
             client_id, started = requests[0][0].client_id, time.perf_counter()
             throttle = max(quotas.produce(conn, client_id, sum(len(f) for f in frames[:len(requests)])),
                            quotas.request_throttle(conn, client_id))
-        results = produce.handle_group(ctx, requests, throttle, refused if authorizing and any(refused) else None)
+        results = produce.handle_group(ctx, requests, throttle, refused if any(refused) else None)
         handled = time.monotonic()
         metrics = ctx.metrics
         # When each answered request's frame was complete, in the order they are answered (None: metrics off).

@@ -16,6 +16,7 @@ from mmlog.protocol.messages import api_versions, fetch, list_offsets, metadata,
 from mmlog.protocol.records import build_batch
 
 CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, UNSUPPORTED_VERSION = 2, 3, 1, 35
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 def connect(broker) -> BrokerConnection:
@@ -164,6 +165,23 @@ def test_rejected_batches_leave_the_log_untouched(broker):
         bad[30] ^= 1
         assert produce_one(conn, "untouched", 0, bad).error_code == CORRUPT_MESSAGE
         assert produce_one(conn, "untouched", 0, build_batch([(None, b"c")])).base_offset == 1
+
+
+def test_transactional_records_without_a_transactional_id_are_refused_for_every_partition(broker, bystander):
+    """Kafka's handleProduceRequest: a request whose records are transactional must name its transactional id,
+    or every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53) and nothing is appended."""
+    with connect(broker) as conn:
+        conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": "no-txn-id"}]))
+        txn = build_batch([(None, b"t")], producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+        plain = build_batch([(None, b"p")])
+        body = conn.request(produce.API_KEY, 8, produce.REQUEST(acks=1, timeout_ms=5000, topic_data=[
+            {"name": "no-txn-id", "partition_data": [{"index": 0, "records": plain}, {"index": 0, "records": txn}]},
+            {"name": "bystander", "partition_data": [{"index": 0, "records": build_batch([(None, b"b")])}]}]))
+        assert [(t.name, p.error_code) for t in body.responses for p in t.partition_responses] == [
+            ("no-txn-id", TRANSACTIONAL_ID_AUTHORIZATION_FAILED), ("no-txn-id", TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            ("bystander", TRANSACTIONAL_ID_AUTHORIZATION_FAILED)]
+        assert fetch_one(conn, "no-txn-id", 0, 0).high_watermark == 0
+        assert produce_one(conn, "no-txn-id", 0, plain).base_offset == 0
 
 
 def test_unknown_topic_or_partition(broker, bystander):

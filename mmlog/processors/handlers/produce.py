@@ -5,7 +5,9 @@ baseOffset in it and writes those same bytes to the segment, so a batch is never
 copied between the socket and the page cache. A batch is validated (length,
 magic, CRC-32C) before anything is written; every partition gets its own error.
 acks=0 sends no response at all. With an authoriser, a topic the producer may not
-WRITE answers TOPIC_AUTHORIZATION_FAILED and appends nothing (`refusals`).
+WRITE answers TOPIC_AUTHORIZATION_FAILED and appends nothing; transactional records
+in a request without a transactional id are TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+for every partition, with or without one (`refusals`).
 
 acks=-1 (all): with fewer in-sync replicas than min.insync.replicas a partition
 answers NOT_ENOUGH_REPLICAS and appends nothing. Otherwise the append is answered
@@ -62,8 +64,8 @@ def handle(ctx, request):
     `handle_group` itself; this keeps the handler interface every API module has)."""
     body = request.body
     acks, topics, timeout_ms = parts(body)
-    refused = [refusals(ctx, request.conn, body.transactional_id, topics)] if ctx.authorizer.enabled else None
-    return handle_group(ctx, [(request.header, acks, topics, timeout_ms)], refused=refused)[0]
+    refused = refusals(ctx, request.conn, body.transactional_id, topics)
+    return handle_group(ctx, [(request.header, acks, topics, timeout_ms)], refused=refused and [refused])[0]
 
 
 def parts(body) -> tuple:
@@ -139,15 +141,31 @@ def handle_group(ctx, requests: list, throttle_ms: int = 0, refused: list | None
 
 
 def refusals(ctx, conn, transactional_id, topics) -> dict[str, int] | None:
-    """The topics of one request the authoriser refuses, with their error codes (Kafka's handleProduceRequest):
-    all of them TRANSACTIONAL_ID_AUTHORIZATION_FAILED if the producer may not WRITE its transactional id,
-    else each topic it may not WRITE, TOPIC_AUTHORIZATION_FAILED. None: nothing refused."""
+    """The topics of one request refused before any append, with their error codes (Kafka's
+    handleProduceRequest): all of them TRANSACTIONAL_ID_AUTHORIZATION_FAILED if the request holds
+    transactional records without a transactional id, or if the producer may not WRITE its transactional
+    id; else, with an authoriser, each topic it may not WRITE, TOPIC_AUTHORIZATION_FAILED. None: nothing
+    refused."""
     authorizer = ctx.authorizer
-    if transactional_id is not None and not authorizer.allowed(conn, WRITE, TRANSACTIONAL_ID, transactional_id):
+    if (transactional_id is None and _transactional(topics)) or (
+            authorizer.enabled and transactional_id is not None
+            and not authorizer.allowed(conn, WRITE, TRANSACTIONAL_ID, transactional_id)):
         return {name: TransactionalIdAuthorizationFailed.code for name, _ in topics}
+    if not authorizer.enabled:
+        return None
     denied = {name: TopicAuthorizationFailed.code for name, _ in topics if not authorizer.allowed(conn, WRITE, TOPIC,
                                                                                                    name)}
     return denied or None
+
+
+def _transactional(topics) -> bool:
+    """Whether any partition's first batch is a v2 batch with the transactional bit (attributes bit 4, the low
+    byte of the int16 at 21): Kafka's ProduceRequest looks at the first batch of each partition the same way."""
+    for _, partitions in topics:
+        for _, records in partitions:
+            if records is not None and len(records) > 22 and records[16] == 2 and records[22] & 0x10:
+                return True
+    return False
 
 
 def check_enough_replicas(log) -> None:
