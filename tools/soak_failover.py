@@ -1,0 +1,381 @@
+"""Soak: three replicated brokers on a real ZooKeeper, killed and hung at random under an idempotent acks=all load.
+
+    python tools/soak_failover.py --rounds 20 [--faults 4] [--partitions 3] [--rate 1000] [--seed 1]
+    python tools/soak_failover.py --transactions --rounds 20 [--abort-ratio 0.2]
+
+One ZooKeeper and one cluster of three brokers (loopback, temp dirs, the replication
+timeouts of tests/replication/conftest.py) serve the whole soak. Each round makes a
+topic (replication factor 3, min.insync.replicas 2) and produces unique values to it
+with librdkafka (enable.idempotence, acks=all) while `--faults` faults, drawn from the
+seeded generator, hit the cluster one after another:
+
+  kill-leader      SIGKILL the leader of a partition (its whole process group), restart it
+  kill-follower    SIGKILL a broker that does not lead the chosen partition, restart it
+  kill-controller  SIGKILL the controller, restart it
+  kill-two         SIGKILL two brokers at once (the ISR falls below min.insync.replicas:
+                   acks=all is refused until they return), restart both
+  hang-leader      SIGSTOP a leader past the lag time and the ZooKeeper session, until
+                   another broker leads and the hung one left the ISR, then SIGCONT
+  kill-all         SIGKILL all three, restart all three
+  kill-coordinator SIGKILL the transaction coordinator of the round's transactional id, restart it
+                   (--transactions only)
+
+A restart follows after a random 0.2-2 s; after each fault the round waits for every
+replica to be back in the ISR and for acknowledgements to move on. Then the producer
+flushes, and the round passes when every delivery succeeded, every acknowledged value
+is stored at its acknowledged offset, no value is stored twice, each partition holds its
+values in the order they were produced, and the three replicas' segment files are
+byte-identical.
+
+With --transactions the load is librdkafka's transactional producer instead: transactions
+of `--txn-size` values spread over the partitions, each committed, or aborted with
+probability --abort-ratio, retried and aborted as librdkafka's error classes say (a fatal
+error starts a new producer of the same transactional id: that transaction's outcome is
+unknown). The round then passes when every partition's last stable offset reaches its
+high watermark (no transaction is left hanging), a read_committed reader sees every value
+of each committed transaction exactly once and none of an aborted one, a transaction of
+unknown outcome is there whole or not at all, transactions appear in each partition in
+the order they ran, and the replicas are byte-identical.
+
+tests/replication/test_failover.py and test_transaction_coordinator.py run single faults of
+these kinds; docs/replication.md records this soak's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import confluent_kafka
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mmlog.client.admin import Admin  # noqa: E402
+from mmlog.client.cluster import Cluster  # noqa: E402
+from mmlog.client.consumer import Consumer  # noqa: E402
+from mmlog.testing import ZooKeeperServer  # noqa: E402
+from tests.acceptor.zookeeper.conftest import three_brokers, wait_for  # noqa: E402
+from tests.replication.conftest import REPLICATION  # noqa: E402
+from tests.replication.replicas import log_bytes  # noqa: E402
+from tests.replication.test_failover import SteadyProducer, full_isr, leader_of  # noqa: E402
+from tests.replication.test_transaction_coordinator import TXN, coordinator_of  # noqa: E402
+
+FAULTS = ("kill-leader", "kill-follower", "kill-controller", "kill-two", "hang-leader", "kill-all")
+TXN_FAULTS = FAULTS + ("kill-coordinator",)
+
+
+def controller(brokers):
+    """The live broker the metadata names as the controller."""
+    live = {b.broker_id: b for b in brokers if b.proc.poll() is None}
+
+    def named():
+        meta = Cluster(next(iter(live.values())).bootstrap, timeout=5)
+        meta.refresh([])
+        return meta.controller_id in live and [meta.controller_id]
+
+    return live[wait_for(named, what="a live controller")[0]]
+
+
+def restart(rng, victims) -> None:
+    time.sleep(rng.uniform(0.2, 2.0))
+    for b in victims:
+        b.start()
+
+
+def fault(kind: str, rng, brokers, topic: str, partitions: int) -> str:
+    """Apply one fault and undo it; a line saying what was hit."""
+    partition = rng.randrange(partitions)
+    if kind == "kill-leader":
+        victims = [leader_of(brokers, topic, partition)]
+    elif kind == "kill-follower":
+        leader = leader_of(brokers, topic, partition)
+        victims = [rng.choice([b for b in brokers if b is not leader])]
+    elif kind == "kill-controller":
+        victims = [controller(brokers)]
+    elif kind == "kill-coordinator":
+        victims = [coordinator_of(brokers, topic)]  # the round's transactional id is its topic's name
+    elif kind == "kill-two":
+        victims = rng.sample(brokers, 2)
+    elif kind == "kill-all":
+        victims = list(brokers)
+    else:
+        return hang(brokers, topic, partition)
+    for b in victims:
+        b.kill()
+    restart(rng, victims)
+    return f"{kind} {[b.broker_id for b in victims]}"
+
+
+def hang(brokers, topic: str, partition: int) -> str:
+    hung = leader_of(brokers, topic, partition)
+    hung.pause()
+    try:
+        alive = next(b for b in brokers if b is not hung)
+        wait_for(lambda: (s := partition_state(alive, topic, partition))[0] not in (hung.broker_id, -1)
+                 and hung.broker_id not in s[2], timeout=60, what="a new leader, and the hung broker out of the ISR")
+    finally:
+        hung.resume()
+    return f"hang-leader [{hung.broker_id}]"
+
+
+def partition_state(broker, topic: str, partition: int):
+    meta = Cluster(broker.bootstrap, timeout=5)
+    meta.refresh([topic], allow_auto_create=False)
+    info = meta.topics[topic]
+    return info.leaders[partition], info.replicas[partition], info.isr[partition]
+
+
+def read_back(bootstrap: str, topic: str, partitions: int, ends: dict[int, int],
+              isolation: str = "read_uncommitted") -> dict[int, dict[int, bytes]]:
+    """offset -> value of every record of each partition below `ends[p]` (read_committed: aborted records and
+    markers leave gaps, so it reads until its position reaches the end)."""
+    got: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
+    with Consumer(bootstrap, auto_offset_reset="earliest", isolation_level=isolation) as consumer:
+        tps = [(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and any(consumer.position(tp, timeout=30) < ends[tp[1]] for tp in tps):
+            for r in consumer.poll(0.5):
+                got[r.partition][r.offset] = r.value
+    return got
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    with Consumer(bootstrap, isolation_level="read_uncommitted") as consumer:
+        ends = consumer.end_offsets([(topic, p) for p in range(partitions)], timeout=30)
+    return {tp.partition: end for tp, end in ends.items()}
+
+
+def problems(producer: SteadyProducer, got: dict[int, dict[int, bytes]], partitions: int) -> list[str]:
+    """What the round broke: the module docstring's conditions, one line each."""
+    out = []
+    if producer.errors:
+        out.append(f"{len(producer.errors)} failed deliveries, first {producer.errors[0]}")
+    lost = [(v, p, o) for v, (p, o) in producer.acked.items() if got[p].get(o) != v]
+    if lost:
+        out.append(f"{len(lost)} of {len(producer.acked)} acknowledged values not at their offsets: {lost[:3]}")
+    for p in range(partitions):
+        values = [got[p][o] for o in sorted(got[p])]
+        if len(set(values)) != len(values):
+            out.append(f"partition {p}: {len(values) - len(set(values))} values stored twice")
+        order = [int(v[1:]) for v in values]
+        if order != sorted(order):
+            out.append(f"partition {p}: values out of the order they were produced in")
+    return out
+
+
+def identical(brokers, topic: str, partitions: int) -> list[str]:
+    out = []
+    for p in range(partitions):
+        try:
+            wait_for(lambda p=p: len({log_bytes(b.data_dir, topic, p) for b in brokers}) == 1, timeout=60,
+                     what=f"identical replicas of {topic}-{p}")
+        except AssertionError as exc:
+            out.append(str(exc))
+    return out
+
+
+def run_round(n: int, rng, brokers, args) -> list[str]:
+    topic = f"soak-{n}"
+    with Admin(brokers[0].bootstrap) as admin:
+        admin.create_topic(topic, args.partitions, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(brokers, topic, args.partitions)
+    producer = SteadyProducer(",".join(b.bootstrap for b in brokers), topic, args.partitions, rate=args.rate,
+                              idempotent=True)
+    producer.start()
+    hits = []
+    try:
+        wait_for(lambda: len(producer.acked) > 300, timeout=60, what="a first acknowledged load")
+        for _ in range(args.faults):
+            hits.append(fault(rng.choice(args.kinds), rng, brokers, topic, args.partitions))
+            full_isr(brokers, topic, args.partitions)
+            before = len(producer.acked)
+            wait_for(lambda: len(producer.acked) > before + 300, timeout=90, what="acknowledgements after the fault")
+    finally:
+        producer.stop()
+    ends = end_offsets(brokers[0].bootstrap, topic, args.partitions)
+    got = read_back(brokers[0].bootstrap, topic, args.partitions, ends)
+    found = problems(producer, got, args.partitions) + identical(brokers, topic, args.partitions)
+    print(f"round {n}: {len(producer.acked)} acknowledged, {'; '.join(hits)}: "
+          f"{'ok' if not found else 'FAILED: ' + ' | '.join(found)}", flush=True)
+    return found
+
+
+class TransactionalLoad(threading.Thread):
+    """librdkafka's transactional producer running transactions one after another until stopped; keeps each
+    transaction's values and outcome ("committed", "aborted" or "unknown")."""
+
+    def __init__(self, brokers, topic: str, partitions: int, size: int, abort_ratio: float, rng) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap = ",".join(b.bootstrap for b in brokers)
+        self.topic, self.partitions, self.size, self.abort_ratio = topic, partitions, size, abort_ratio
+        self.rng = random.Random(rng.random())
+        self.outcomes: dict[int, str] = {}
+        self.values: dict[int, list[bytes]] = {}
+        self.fatal: list[str] = []
+        self._halt = threading.Event()
+
+    def _producer(self):
+        producer = confluent_kafka.Producer({
+            "bootstrap.servers": self.bootstrap, "transactional.id": self.topic, "linger.ms": 5,
+            "message.timeout.ms": 60_000, "transaction.timeout.ms": 60_000, "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000, "log_level": 0})
+        producer.init_transactions(120)
+        return producer
+
+    def run(self) -> None:
+        producer, n = self._producer(), 0
+        while not self._halt.is_set():
+            values = self.values[n] = [b"t%06d-%04d" % (n, i) for i in range(self.size)]
+            commit = self.rng.random() >= self.abort_ratio
+            try:
+                producer.begin_transaction()
+                for i, value in enumerate(values):
+                    producer.produce(self.topic, value, partition=i % self.partitions)
+                    producer.poll(0)
+                self.outcomes[n] = self._end(producer, commit)
+            except confluent_kafka.KafkaException as exc:  # fatal: a new producer fences this one
+                self.outcomes[n] = "unknown"
+                self.fatal.append(f"transaction {n}: {exc.args[0]}")
+                producer = self._producer()
+            n += 1
+
+    @staticmethod
+    def _end(producer, commit: bool) -> str:
+        """Commit (or abort) as librdkafka's error classes say: retry a retriable error, abort an abortable one."""
+        while True:
+            try:
+                if commit:
+                    producer.commit_transaction(60)
+                    return "committed"
+                producer.abort_transaction(60)
+                return "aborted"
+            except confluent_kafka.KafkaException as exc:
+                error = exc.args[0]
+                if error.retriable():
+                    continue
+                if error.txn_requires_abort():
+                    commit = False
+                    continue
+                raise
+
+    def progress(self) -> int:
+        return sum(1 for outcome in list(self.outcomes.values()) if outcome == "committed")
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(300)
+
+
+def stable_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int] | None:
+    """Each partition's high watermark once its last stable offset has reached it (None: not yet)."""
+    with Consumer(bootstrap, isolation_level="read_committed") as committed, \
+            Consumer(bootstrap, isolation_level="read_uncommitted") as uncommitted:
+        tps = [(topic, p) for p in range(partitions)]
+        lso, hw = committed.end_offsets(tps, timeout=30), uncommitted.end_offsets(tps, timeout=30)
+    return {tp.partition: end for tp, end in hw.items()} if lso == hw else None
+
+
+def txn_problems(load: TransactionalLoad, got: dict[int, dict[int, bytes]], partitions: int) -> list[str]:
+    """What a transactional round broke (the module docstring's conditions), one line each."""
+    out = [f"fatal: {line}" for line in load.fatal[:3]]
+    seen: dict[bytes, int] = {}
+    for p in range(partitions):
+        order = []
+        for offset in sorted(got[p]):
+            value = got[p][offset]
+            seen[value] = seen.get(value, 0) + 1
+            order.append(int(value[1:7]))
+        if order != sorted(order):
+            out.append(f"partition {p}: transactions out of the order they ran in")
+    twice = [v for v, count in seen.items() if count > 1]
+    if twice:
+        out.append(f"{len(twice)} values read twice: {twice[:3]}")
+    for n, outcome in sorted(load.outcomes.items()):
+        present = sum(1 for v in load.values[n] if v in seen)
+        if outcome == "committed" and present != len(load.values[n]):
+            out.append(f"committed transaction {n}: {present} of {len(load.values[n])} values read")
+        elif outcome == "aborted" and present:
+            out.append(f"aborted transaction {n}: {present} values read")
+        elif outcome == "unknown" and present not in (0, len(load.values[n])):
+            out.append(f"transaction {n} of unknown outcome: {present} of {len(load.values[n])} values read")
+    known = set(load.outcomes)
+    strays = [v for v in seen if int(v[1:7]) not in known]
+    if strays:
+        out.append(f"{len(strays)} values of a transaction that never ended: {strays[:3]}")
+    return out
+
+
+def run_txn_round(n: int, rng, brokers, args) -> list[str]:
+    topic = f"soak-txn-{n}"
+    with Admin(brokers[0].bootstrap) as admin:
+        admin.create_topic(topic, args.partitions, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(brokers, topic, args.partitions)
+    load = TransactionalLoad(brokers, topic, args.partitions, args.txn_size, args.abort_ratio, rng)
+    load.start()
+    hits = []
+    try:
+        wait_for(lambda: load.progress() > 5, timeout=90, what="a first committed load")
+        for _ in range(args.faults):
+            hits.append(fault(rng.choice(args.kinds), rng, brokers, topic, args.partitions))
+            full_isr(brokers, topic, args.partitions)
+            before = load.progress()
+            wait_for(lambda: load.progress() > before + 5, timeout=120, what="commits after the fault")
+    finally:
+        load.stop()
+    found = []
+    try:
+        ends = wait_for(lambda: stable_ends(brokers[0].bootstrap, topic, args.partitions), timeout=60,
+                        what="every last stable offset at its high watermark")
+        got = read_back(brokers[0].bootstrap, topic, args.partitions, ends, "read_committed")
+        found = txn_problems(load, got, args.partitions)
+    except AssertionError as exc:
+        found.append(str(exc))
+    found += identical(brokers, topic, args.partitions)
+    counts = {o: sum(1 for v in load.outcomes.values() if v == o) for o in ("committed", "aborted", "unknown")}
+    print(f"round {n}: transactions {counts}, {'; '.join(hits)}: "
+          f"{'ok' if not found else 'FAILED: ' + ' | '.join(found)}", flush=True)
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--faults", type=int, default=4, help="faults a round")
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--rate", type=int, default=1000, help="values a second produced")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kinds", help="faults to draw from, comma-separated (default: all)")
+    parser.add_argument("--transactions", action="store_true", help="a transactional load instead")
+    parser.add_argument("--txn-size", type=int, default=30, help="values a transaction")
+    parser.add_argument("--abort-ratio", type=float, default=0.2, help="share of transactions aborted")
+    args = parser.parse_args(argv)
+    known = TXN_FAULTS if args.transactions else FAULTS
+    args.kinds = args.kinds.split(",") if args.kinds else list(known)
+    unknown = set(args.kinds) - set(known)
+    if unknown:
+        parser.error(f"unknown faults {sorted(unknown)}; known: {', '.join(known)}")
+    rng = random.Random(args.seed)
+    failed = 0
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="mmlog-soak-") as tmp, ZooKeeperServer(Path(tmp) / "zk") as zk:
+        with three_brokers(Path(tmp), zk.connect, **REPLICATION, **TXN) as brokers:
+            for n in range(args.rounds):
+                try:
+                    failed += bool((run_txn_round if args.transactions else run_round)(n, rng, brokers, args))
+                except AssertionError as exc:  # a wait that timed out: the cluster did not recover
+                    failed += 1
+                    print(f"round {n}: FAILED: {exc}", flush=True)
+    print(f"{args.rounds} {'transactional ' if args.transactions else ''}rounds, {failed} failed, "
+          f"{args.faults} faults a round, seed {args.seed}, "
+          f"{time.monotonic() - started:.0f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
