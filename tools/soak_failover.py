@@ -2,6 +2,7 @@
 
     python tools/soak_failover.py --rounds 20 [--faults 4] [--partitions 3] [--rate 1000] [--seed 1]
     python tools/soak_failover.py --transactions --rounds 20 [--abort-ratio 0.2]
+    python tools/soak_failover.py --pipeline --rounds 10 [--inputs 2000]
 
 One ZooKeeper and one cluster of three brokers (loopback, temp dirs, the replication
 timeouts of tests/replication/conftest.py) serve the whole soak. Each round makes a
@@ -18,7 +19,8 @@ seeded generator, hit the cluster one after another:
                    another broker leads and the hung one left the ISR, then SIGCONT
   kill-all         SIGKILL all three, restart all three
   kill-coordinator SIGKILL the transaction coordinator of the round's transactional id, restart it
-                   (--transactions only)
+                   (--transactions and --pipeline)
+  kill-worker      SIGKILL the consume-transform-produce worker, start another (--pipeline only)
 
 A restart follows after a random 0.2-2 s; after each fault the round waits for every
 replica to be back in the ISR and for acknowledgements to move on. Then the producer
@@ -37,6 +39,13 @@ of each committed transaction exactly once and none of an aborted one, a transac
 unknown outcome is there whole or not at all, transactions appear in each partition in
 the order they ran, and the replicas are byte-identical.
 
+With --pipeline the load is exactly-once end to end: `--inputs` values are produced
+(acks=all) to an input topic first, then tests/interop/ctp_worker.py (librdkafka: read
+committed input, write each value with a "!" and commit the input offsets in the same
+transaction) copies them to an output topic while the faults hit; a worker that fails or
+is killed is replaced. The round passes when a read_committed reader finds every input
+in the output exactly once, no transaction hangs, and the replicas are byte-identical.
+
 tests/replication/test_failover.py and test_transaction_coordinator.py run single faults of
 these kinds; docs/replication.md records this soak's figures.
 """
@@ -44,7 +53,9 @@ these kinds; docs/replication.md records this soak's figures.
 from __future__ import annotations
 
 import argparse
+import collections
 import random
+import subprocess
 import sys
 import tempfile
 import threading
@@ -67,6 +78,7 @@ from tests.replication.test_transaction_coordinator import TXN, coordinator_of  
 
 FAULTS = ("kill-leader", "kill-follower", "kill-controller", "kill-two", "hang-leader", "kill-all")
 TXN_FAULTS = FAULTS + ("kill-coordinator",)
+PIPELINE_FAULTS = TXN_FAULTS + ("kill-worker",)
 
 
 def controller(brokers):
@@ -99,6 +111,8 @@ def fault(kind: str, rng, brokers, topic: str, partitions: int) -> str:
         victims = [controller(brokers)]
     elif kind == "kill-coordinator":
         victims = [coordinator_of(brokers, topic)]  # the round's transactional id is its topic's name
+    elif kind == "kill-worker":
+        return "kill-worker"  # the pipeline round kills and replaces its own worker
     elif kind == "kill-two":
         victims = rng.sample(brokers, 2)
     elif kind == "kill-all":
@@ -343,6 +357,100 @@ def run_txn_round(n: int, rng, brokers, args) -> list[str]:
     return found
 
 
+class Pipeline:
+    """tests/interop/ctp_worker.py copying `source` to `sink` in transactions (transactional id `txn_id`),
+    replaced whenever it exits or is killed until the sink holds every input."""
+
+    def __init__(self, brokers, source: str, sink: str, txn_id: str, partitions: int) -> None:
+        self.args = [sys.executable, "-m", "tests.interop.ctp_worker", ",".join(b.bootstrap for b in brokers),
+                     source, sink, f"{txn_id}-group", txn_id, str(partitions)]
+        self.failures: list[str] = []
+        self.worker = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen(self.args, cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+
+    def kill(self) -> None:
+        self.worker.kill()
+        self.worker.wait(30)
+        self.worker = self._start()
+
+    def keep_alive(self) -> None:
+        """A worker that exited (it stops after 3 s without input, or on any error) is replaced."""
+        if self.worker.poll() is not None:
+            if self.worker.returncode != 0:
+                self.failures.append(self.worker.stderr.read().strip()[-200:])
+            self.worker = self._start()
+
+    def stop(self) -> None:
+        self.worker.kill()
+        self.worker.wait(30)
+
+
+def committed_values(bootstrap: str, topic: str, partitions: int) -> list[bytes] | None:
+    """Every value a read_committed reader finds in the topic, once no transaction is open in it (else None)."""
+    ends = stable_ends(bootstrap, topic, partitions)
+    if ends is None:
+        return None
+    got = read_back(bootstrap, topic, partitions, ends, "read_committed")
+    return [v for p in range(partitions) for v in got[p].values()]
+
+
+def run_pipeline_round(n: int, rng, brokers, args) -> list[str]:
+    source, sink = f"soak-in-{n}", f"soak-out-{n}"
+    with Admin(brokers[0].bootstrap) as admin:
+        for topic in (source, sink):
+            admin.create_topic(topic, args.partitions, {"min.insync.replicas": "2"}, replication_factor=3)
+    for topic in (source, sink):
+        full_isr(brokers, topic, args.partitions)
+    inputs = [b"in-%06d" % i for i in range(args.inputs)]
+    producer = confluent_kafka.Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers), "acks": "all",
+                                         "enable.idempotence": True, "linger.ms": 5})
+    for i, value in enumerate(inputs):
+        producer.produce(source, value, partition=i % args.partitions)
+        producer.poll(0)
+    assert producer.flush(60) == 0, "inputs not all acknowledged"
+    bootstrap = brokers[0].bootstrap
+    pipeline = Pipeline(brokers, source, sink, sink, args.partitions)  # the transactional id is the sink's name
+    hits = []
+    try:
+        for _ in range(args.faults):
+            time.sleep(rng.uniform(0.5, 3.0))
+            kind = rng.choice(args.kinds)
+            if kind == "kill-worker":
+                pipeline.kill()
+            hits.append(fault(kind, rng, brokers, sink, args.partitions))
+            full_isr(brokers, sink, args.partitions)
+            pipeline.keep_alive()
+        deadline = time.monotonic() + 300
+        while True:
+            pipeline.keep_alive()
+            values = committed_values(bootstrap, sink, args.partitions)
+            if values is not None and len(values) >= len(inputs) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+    finally:
+        pipeline.stop()
+    found = []
+    try:
+        values = wait_for(lambda: committed_values(bootstrap, sink, args.partitions), timeout=60,
+                          what="every last stable offset of the output at its high watermark")
+        counts = collections.Counter(values)
+        missing = [v for v in inputs if counts[v + b"!"] == 0]
+        twice = [v for v, c in counts.items() if c > 1]
+        if missing:
+            found.append(f"{len(missing)} of {len(inputs)} inputs missing from the output: {missing[:3]}")
+        if twice:
+            found.append(f"{len(twice)} outputs written twice: {twice[:3]}")
+    except AssertionError as exc:
+        found.append(str(exc))
+    found += identical(brokers, source, args.partitions) + identical(brokers, sink, args.partitions)
+    print(f"round {n}: {len(inputs)} inputs, {len(pipeline.failures)} workers failed, {'; '.join(hits)}: "
+          f"{'ok' if not found else 'FAILED: ' + ' | '.join(found)}", flush=True)
+    return found
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
@@ -354,8 +462,10 @@ def main(argv=None) -> int:
     parser.add_argument("--transactions", action="store_true", help="a transactional load instead")
     parser.add_argument("--txn-size", type=int, default=30, help="values a transaction")
     parser.add_argument("--abort-ratio", type=float, default=0.2, help="share of transactions aborted")
+    parser.add_argument("--pipeline", action="store_true", help="a consume-transform-produce load instead")
+    parser.add_argument("--inputs", type=int, default=2000, help="values the pipeline copies a round")
     args = parser.parse_args(argv)
-    known = TXN_FAULTS if args.transactions else FAULTS
+    known = PIPELINE_FAULTS if args.pipeline else TXN_FAULTS if args.transactions else FAULTS
     args.kinds = args.kinds.split(",") if args.kinds else list(known)
     unknown = set(args.kinds) - set(known)
     if unknown:
@@ -367,11 +477,13 @@ def main(argv=None) -> int:
         with three_brokers(Path(tmp), zk.connect, **REPLICATION, **TXN) as brokers:
             for n in range(args.rounds):
                 try:
-                    failed += bool((run_txn_round if args.transactions else run_round)(n, rng, brokers, args))
+                    run = run_pipeline_round if args.pipeline else run_txn_round if args.transactions else run_round
+                    failed += bool(run(n, rng, brokers, args))
                 except AssertionError as exc:  # a wait that timed out: the cluster did not recover
                     failed += 1
                     print(f"round {n}: FAILED: {exc}", flush=True)
-    print(f"{args.rounds} {'transactional ' if args.transactions else ''}rounds, {failed} failed, "
+    mode = "pipeline " if args.pipeline else "transactional " if args.transactions else ""
+    print(f"{args.rounds} {mode}rounds, {failed} failed, "
           f"{args.faults} faults a round, seed {args.seed}, "
           f"{time.monotonic() - started:.0f} s")
     return 1 if failed else 0
