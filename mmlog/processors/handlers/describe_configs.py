@@ -70,12 +70,16 @@ def _topic_configs(ctx, topic, keys, synonyms: bool):
 
 def topic_configs(ctx, overrides: dict, keys=None, synonyms: bool = False) -> list[dict]:
     """The configs of a topic with these overrides, each with its source (CreateTopics v5+ answers them too)."""
+    defaults = ctx.manager.defaults.to_props()
     effective = LogConfig.from_props(overrides, ctx.manager.defaults).to_props()
+    levels_ = _Levels(ctx)
     out = []
     for name, value in effective.items():
         if keys is not None and name not in keys:
             continue
-        found = _sources(ctx, overrides, name)
+        found = [(name, overrides[name], DYNAMIC_TOPIC_CONFIG)] if name in overrides else []
+        broker = BROKER_NAME.get(name)
+        found += levels_.synonyms(broker) if broker is not None else [(name, defaults[name], DEFAULT_CONFIG)]
         entry = _entry(name, value, found[0][2])
         if synonyms:
             entry["synonyms"] = [{"name": n, "value": _text(v), "source": src} for n, v, src in found]
@@ -83,36 +87,30 @@ def topic_configs(ctx, overrides: dict, keys=None, synonyms: bool = False) -> li
     return out
 
 
-def _sources(ctx, overrides, name):
-    """(name, value, source) of a topic config's value at each level that has one, the winner first."""
-    found = []
-    if name in overrides:
-        found.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-    broker = BROKER_NAME.get(name)
-    if broker is not None:
-        found += _broker_synonyms(ctx, broker)
-    else:
-        found.append((name, ctx.manager.defaults.to_props()[name], DEFAULT_CONFIG))
-    return found
+_BUILTIN = {n: s.default for n, s in BROKER_SETTINGS.items() if s.default is not None}
+_NAMES = {name: [name] + [alias for alias, (target, _) in BROKER_ALIASES.items() if target == name]
+          for name in BROKER_SETTINGS}  # a broker setting and its aliases (log.retention.ms, .minutes, .hours)
 
 
-def _broker_synonyms(ctx, name):
-    """(name, value, source) of a broker setting and its aliases at every level that sets them, as Kafka's
-    ConfigHelper orders them: by level (this broker's dynamic configs, the cluster default's,
-    server.properties, the built-in default), then by name (log.retention.ms, .minutes, .hours); entries
-    before the first of `name` itself are dropped."""
-    names = [name] + [alias for alias, (target, _) in BROKER_ALIASES.items() if target == name]
-    mine, default = levels(ctx.manager.dynamic.get("brokers", {}), ctx.config["broker.id"])
-    static = {n: v for n, v in ctx.config.values.items()
-              if v is not None and n in BROKER_SETTINGS and v != BROKER_SETTINGS[n].default}
-    builtin = {n: s.default for n, s in BROKER_SETTINGS.items() if s.default is not None}
-    found = [(n, values[n], source)
-             for source, values in ((DYNAMIC_BROKER_CONFIG, mine), (DYNAMIC_DEFAULT_BROKER_CONFIG, default),
-                                    (STATIC_BROKER_CONFIG, static), (DEFAULT_CONFIG, builtin))
-             for n in names if n in values]
-    while found and found[0][0] != name:
-        found.pop(0)
-    return found
+class _Levels:
+    """The broker settings set at each level, read once per request: this broker's dynamic configs, the
+    cluster default's, server.properties (where it differs from the default), the built-in defaults."""
+
+    def __init__(self, ctx) -> None:
+        mine, default = levels(ctx.manager.dynamic.get("brokers", {}), ctx.config["broker.id"])
+        static = {n: v for n, v in ctx.config.values.items()
+                  if v is not None and n in BROKER_SETTINGS and v != BROKER_SETTINGS[n].default}
+        self.levels = ((DYNAMIC_BROKER_CONFIG, mine), (DYNAMIC_DEFAULT_BROKER_CONFIG, default),
+                       (STATIC_BROKER_CONFIG, static), (DEFAULT_CONFIG, _BUILTIN))
+
+    def synonyms(self, name: str) -> list[tuple]:
+        """(name, value, source) of a broker setting and its aliases at every level that sets them, as Kafka's
+        ConfigHelper orders them: by level, then by name; entries before the first of `name` itself dropped."""
+        names = _NAMES.get(name, [name])
+        found = [(n, values[n], source) for source, values in self.levels for n in names if n in values]
+        while found and found[0][0] != name:
+            found.pop(0)
+        return found
 
 
 def _broker_configs(ctx, resource_name, keys, synonyms: bool):
@@ -125,11 +123,12 @@ def _broker_configs(ctx, resource_name, keys, synonyms: bool):
         raise InvalidRequest(f"Unexpected broker id, expected {ctx.config['broker.id']} or empty string, but "
                              f"received {resource_name}")
     defaults = ctx.manager.defaults
+    levels_ = _Levels(ctx)
     out = []
     for name in sorted(BROKER_SETTINGS):
         if keys is not None and name not in keys:
             continue
-        found = _broker_synonyms(ctx, name)
+        found = levels_.synonyms(name)
         if name in BROKER_TOPIC_DEFAULTS:  # what partitions use: the aliases already folded in
             value = getattr(defaults, attr_name(BROKER_TOPIC_DEFAULTS[name]))
         elif found:
