@@ -194,22 +194,33 @@ def identical(brokers, topic: str, partitions: int) -> list[str]:
     return out
 
 
+def new_topic(brokers, topic: str, partitions: int) -> None:
+    """A replication factor 3, min.insync.replicas 2 topic, once every replica is in its ISR."""
+    with Admin(brokers[0].bootstrap) as admin:
+        admin.create_topic(topic, partitions, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(brokers, topic, partitions)
+
+
+def hit(rng, brokers, topic: str, args, progress, step: int) -> list[str]:
+    """`args.faults` faults, each followed by a full ISR and `step` more of the load's progress(); what was hit."""
+    wait_for(lambda: progress() > step, timeout=90, what="a first load")
+    hits = []
+    for _ in range(args.faults):
+        hits.append(fault(rng.choice(args.kinds), rng, brokers, topic, args.partitions))
+        full_isr(brokers, topic, args.partitions)
+        before = progress()
+        wait_for(lambda: progress() > before + step, timeout=120, what="progress after the fault")
+    return hits
+
+
 def run_round(n: int, rng, brokers, args) -> list[str]:
     topic = f"soak-{n}"
-    with Admin(brokers[0].bootstrap) as admin:
-        admin.create_topic(topic, args.partitions, {"min.insync.replicas": "2"}, replication_factor=3)
-    full_isr(brokers, topic, args.partitions)
+    new_topic(brokers, topic, args.partitions)
     producer = SteadyProducer(",".join(b.bootstrap for b in brokers), topic, args.partitions, rate=args.rate,
                               idempotent=True)
     producer.start()
-    hits = []
     try:
-        wait_for(lambda: len(producer.acked) > 300, timeout=60, what="a first acknowledged load")
-        for _ in range(args.faults):
-            hits.append(fault(rng.choice(args.kinds), rng, brokers, topic, args.partitions))
-            full_isr(brokers, topic, args.partitions)
-            before = len(producer.acked)
-            wait_for(lambda: len(producer.acked) > before + 300, timeout=90, what="acknowledgements after the fault")
+        hits = hit(rng, brokers, topic, args, lambda: len(producer.acked), 300)
     finally:
         producer.stop()
     ends = end_offsets(brokers[0].bootstrap, topic, args.partitions)
@@ -327,19 +338,11 @@ def txn_problems(load: TransactionalLoad, got: dict[int, dict[int, bytes]], part
 
 def run_txn_round(n: int, rng, brokers, args) -> list[str]:
     topic = f"soak-txn-{n}"
-    with Admin(brokers[0].bootstrap) as admin:
-        admin.create_topic(topic, args.partitions, {"min.insync.replicas": "2"}, replication_factor=3)
-    full_isr(brokers, topic, args.partitions)
+    new_topic(brokers, topic, args.partitions)
     load = TransactionalLoad(brokers, topic, args.partitions, args.txn_size, args.abort_ratio, rng)
     load.start()
-    hits = []
     try:
-        wait_for(lambda: load.progress() > 5, timeout=90, what="a first committed load")
-        for _ in range(args.faults):
-            hits.append(fault(rng.choice(args.kinds), rng, brokers, topic, args.partitions))
-            full_isr(brokers, topic, args.partitions)
-            before = load.progress()
-            wait_for(lambda: load.progress() > before + 5, timeout=120, what="commits after the fault")
+        hits = hit(rng, brokers, topic, args, load.progress, 5)
     finally:
         load.stop()
     found = []
@@ -399,11 +402,8 @@ def committed_values(bootstrap: str, topic: str, partitions: int) -> list[bytes]
 
 def run_pipeline_round(n: int, rng, brokers, args) -> list[str]:
     source, sink = f"soak-in-{n}", f"soak-out-{n}"
-    with Admin(brokers[0].bootstrap) as admin:
-        for topic in (source, sink):
-            admin.create_topic(topic, args.partitions, {"min.insync.replicas": "2"}, replication_factor=3)
     for topic in (source, sink):
-        full_isr(brokers, topic, args.partitions)
+        new_topic(brokers, topic, args.partitions)
     inputs = [b"in-%06d" % i for i in range(args.inputs)]
     producer = confluent_kafka.Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers), "acks": "all",
                                          "enable.idempotence": True, "linger.ms": 5})

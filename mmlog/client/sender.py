@@ -105,6 +105,7 @@ class Sender:
         self.acc = p._acc
         self.cluster = p._cluster
         self.client_id = p.client_id
+        self.transactional_id = None if p._txn is None else p._txn.transactional_id  # named in every Produce
         self.acks = p.acks
         self.linger = p.linger
         self.max_in_flight = p.max_in_flight
@@ -529,15 +530,15 @@ class Sender:
     def _wire(self, queue) -> tuple:
         """(request head, answer template) of a one-batch request for the queue's partition, made
         once by the generic codec. The head is the frame up to the batch: size | header |
-        transactional_id acks timeout_ms | 1 topic | name | 1 partition | index | records length;
-        a request patches its size (bytes 0-3), correlation id (8-11, by the channel) and records
+        transactional_id (the producer's, or null) acks timeout_ms | 1 topic | name | 1 partition |
+        index | records length; a request patches its size (bytes 0-3), correlation id (8-11, by the channel) and records
         length (the last 4 bytes), and sends the batch after it. The answer template reads the
         usual answer (see `_answer_template`)."""
         wire = queue.wire
         if wire is None:
             parts = encode_request_parts(RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, self.client_id),
                                          produce.REQUEST(acks=self.acks, timeout_ms=self.timeout_ms,
-                                                         transactional_id=None, topic_data=[
+                                                         transactional_id=self.transactional_id, topic_data=[
                                              {"name": queue.topic, "partition_data": [
                                                  {"index": queue.partition, "records": Placeholder(0)}]}]))
             assert len(parts) == 2 and parts[0][-4:] == bytes(4), "the records field must end the frame"
@@ -560,8 +561,9 @@ class Sender:
                 by_topic.setdefault(batch.topic, []).append({"index": batch.partition, "records": batch.data})
             parts = encode_request_parts(
                 RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, self.client_id),
-                produce.REQUEST(acks=self.acks, timeout_ms=self.timeout_ms, transactional_id=None, topic_data=[
-                    {"name": topic, "partition_data": partitions} for topic, partitions in by_topic.items()]))
+                produce.REQUEST(acks=self.acks, timeout_ms=self.timeout_ms, transactional_id=self.transactional_id,
+                                topic_data=[{"name": topic, "partition_data": partitions}
+                                            for topic, partitions in by_topic.items()]))
 
         def done(response, exc, batches=batches, channel=channel):
             # acks=0: (None, None) once written, or the exception of a connection lost before
