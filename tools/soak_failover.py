@@ -18,6 +18,9 @@ seeded generator, hit the cluster one after another:
   hang-leader      SIGSTOP a leader past the lag time and the ZooKeeper session, until
                    another broker leads and the hung one left the ISR, then SIGCONT
   kill-all         SIGKILL all three, restart all three
+  hang-controller  SIGSTOP the controller until another broker is the controller, then SIGCONT
+  kill-processor   SIGKILL a processor of a partition's leader (its supervisor starts another)
+  kill-fetcher     SIGKILL the replica fetcher process of a follower (its supervisor starts another)
   kill-coordinator SIGKILL the transaction coordinator of the round's transactional id, restart it
                    (--transactions and --pipeline)
   kill-worker      SIGKILL the consume-transform-produce worker, start another (--pipeline only)
@@ -54,7 +57,9 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -76,7 +81,8 @@ from tests.replication.replicas import log_bytes  # noqa: E402
 from tests.replication.test_failover import SteadyProducer, full_isr, leader_of  # noqa: E402
 from tests.replication.test_transaction_coordinator import TXN, coordinator_of  # noqa: E402
 
-FAULTS = ("kill-leader", "kill-follower", "kill-controller", "kill-two", "hang-leader", "kill-all")
+FAULTS = ("kill-leader", "kill-follower", "kill-controller", "kill-two", "hang-leader", "kill-all", "kill-processor",
+          "kill-fetcher", "hang-controller")
 TXN_FAULTS = FAULTS + ("kill-coordinator",)
 PIPELINE_FAULTS = TXN_FAULTS + ("kill-worker",)
 
@@ -117,6 +123,10 @@ def fault(kind: str, rng, brokers, topic: str, partitions: int) -> str:
         victims = rng.sample(brokers, 2)
     elif kind == "kill-all":
         victims = list(brokers)
+    elif kind in ("kill-processor", "kill-fetcher"):
+        return kill_child(kind, rng, brokers, topic, partition)
+    elif kind == "hang-controller":
+        return hang_controller(brokers)
     else:
         return hang(brokers, topic, partition)
     for b in victims:
@@ -135,6 +145,38 @@ def hang(brokers, topic: str, partition: int) -> str:
     finally:
         hung.resume()
     return f"hang-leader [{hung.broker_id}]"
+
+
+def kill_child(kind: str, rng, brokers, topic: str, partition: int) -> str:
+    """SIGKILL one process of a broker, which its supervisor replaces: a processor of the partition's leader, or
+    the replica fetcher of one of its followers."""
+    leader = leader_of(brokers, topic, partition)
+    if kind == "kill-processor":
+        broker, pids = leader, leader.processor_pids()
+    else:
+        broker = rng.choice([b for b in brokers if b is not leader])
+        pids = [pid for pid in [broker.fetcher_pid()] if pid is not None]
+    if pids:
+        os.kill(rng.choice(pids), signal.SIGKILL)
+    return f"{kind} [{broker.broker_id}]" if pids else f"{kind} [{broker.broker_id}: none running]"
+
+
+def hang_controller(brokers) -> str:
+    """SIGSTOP the controller until another broker is the controller (its ZooKeeper session ended), then SIGCONT."""
+    hung = controller(brokers)
+    hung.pause()
+    try:
+        alive = next(b for b in brokers if b is not hung)
+
+        def moved():
+            meta = Cluster(alive.bootstrap, timeout=5)
+            meta.refresh([])
+            return meta.controller_id not in (-1, hung.broker_id)
+
+        wait_for(moved, timeout=60, what="another controller")
+    finally:
+        hung.resume()
+    return f"hang-controller [{hung.broker_id}]"
 
 
 def partition_state(broker, topic: str, partition: int):
