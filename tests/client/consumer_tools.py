@@ -38,13 +38,15 @@ def delete_topic(broker, name: str) -> None:
     assert body.responses[0].error_code == 0, body.responses[0]
 
 
-def produce_batches(broker, topic: str, partition: int, batches) -> list[int]:
-    """Produce whole batches (bytearrays) to one partition; return their base offsets."""
+def produce_batches(broker, topic: str, partition: int, batches, transactional_id: str | None = None) -> list[int]:
+    """Produce whole batches (bytearrays) to one partition; return their base offsets. Transactional batches
+    need the request to name a transactional id, as Kafka's produce does."""
     bases = []
     with connect(broker) as conn:
         for batch in batches:
-            body = conn.request(produce_api.API_KEY, 8, produce_api.REQUEST(acks=1, timeout_ms=30000, topic_data=[
-                {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]))
+            body = conn.request(produce_api.API_KEY, 8, produce_api.REQUEST(
+                acks=1, timeout_ms=30000, transactional_id=transactional_id,
+                topic_data=[{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]))
             result = body.responses[0].partition_responses[0]
             assert result.error_code == 0, result
             bases.append(result.base_offset)
@@ -123,7 +125,7 @@ class TxnProducer:
         batch = rec.build_batch(records, producer_id=self.pid, producer_epoch=self.epoch, base_sequence=seq,
                                 transactional=True)
         self.seqs[topic, partition] = seq + len(records)
-        return produce_batches(self.broker, topic, partition, [batch])[0]
+        return produce_batches(self.broker, topic, partition, [batch], transactional_id=f"raw-{self.pid}")[0]
 
     def end(self, topic: str, partition: int, commit: bool) -> None:
         write_marker(self.broker, topic, partition, self.pid, self.epoch, commit)

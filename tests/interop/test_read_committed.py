@@ -185,8 +185,9 @@ def test_clients_may_not_produce_control_batches_nor_transactional_batches_witho
     topic = "txn-refused"
     create_topic(broker, topic)
     with connect(broker) as conn:
-        marker = produce_one(conn, topic, 0, rec.build_end_txn_marker(5, 0, True, 0))
-        anonymous = produce_one(conn, topic, 0, rec.build_batch([(None, b"x")], transactional=True))
+        marker = produce_one(conn, topic, 0, rec.build_end_txn_marker(5, 0, True, 0), transactional_id="anonymous")
+        anonymous = produce_one(conn, topic, 0, rec.build_batch([(None, b"x")], transactional=True),
+                                transactional_id="anonymous")
     assert (marker.error_code, anonymous.error_code) == (87, 87)  # INVALID_RECORD
 
 
@@ -210,7 +211,8 @@ def test_markers_are_refused_as_kafka_refuses_them(broker):
     assert fenced == {(p.pid, topic, 0): 52}  # TRANSACTION_COORDINATOR_FENCED
     with connect(broker) as conn:
         late = produce_one(conn, topic, 0, rec.build_batch([(None, b"zombie")], producer_id=p.pid, producer_epoch=2,
-                                                         base_sequence=1, transactional=True))
+                                                         base_sequence=1, transactional=True),
+                           transactional_id="zombie")
     assert late.error_code == 47
 
 

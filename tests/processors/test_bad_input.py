@@ -24,13 +24,14 @@ def connect(broker) -> BrokerConnection:
     return BrokerConnection(host, int(port), timeout=10)
 
 
-def produce_request(topic, partition, records, acks=1):
-    return produce.REQUEST(acks=acks, timeout_ms=5000, topic_data=[
+def produce_request(topic, partition, records, acks=1, transactional_id=None):
+    return produce.REQUEST(acks=acks, timeout_ms=5000, transactional_id=transactional_id, topic_data=[
         {"name": topic, "partition_data": [{"index": partition, "records": records}]}])
 
 
-def produce_one(conn, topic, partition, records, version=8):
-    body = conn.request(produce.API_KEY, version, produce_request(topic, partition, records))
+def produce_one(conn, topic, partition, records, version=8, transactional_id=None):
+    body = conn.request(produce.API_KEY, version, produce_request(topic, partition, records,
+                                                                  transactional_id=transactional_id))
     return body.responses[0].partition_responses[0]
 
 

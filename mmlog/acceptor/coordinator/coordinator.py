@@ -115,6 +115,8 @@ NON_EMPTY_GROUP = errors.NonEmptyGroup.code
 GROUP_SUBSCRIBED_TO_TOPIC = errors.GroupSubscribedToTopic.code
 UNSTABLE_OFFSET_COMMIT = errors.UnstableOffsetCommit.code
 
+PRODUCER_FENCED = errors.ProducerFenced.code
+MAX_TXN_EPOCHS = 100_000  # (group, producer id) epochs remembered; a producer idle past this many others is forgotten
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's: a new member cannot heartbeat while its join is parked
 
 CallLater = Callable[[float, Callable[[], None]], None]
@@ -155,6 +157,11 @@ class GroupCoordinator:
         self.call_later = call_later
         self.groups: dict[str, Group] = {}
         self.stopping = False
+        # Transactional offsets, per (group, producer id): the newest producer epoch a marker or a commit carried
+        # (a commit of an older epoch is fenced), and the TxnOffsetCommit writes in flight with the markers that
+        # wait for them (a marker ends what was written before it, never a write that lands after it).
+        self.txn_epochs: dict[tuple[str, int], int] = {}
+        self._txn_writes: dict[tuple[str, int], list] = {}  # -> [writes in flight, markers waiting]
 
     def load(self) -> list[str]:
         """Read the store; every group with offsets or a generation becomes an Empty group."""
@@ -644,13 +651,17 @@ class GroupCoordinator:
 
     def txn_offset_commit(self, args: dict, reply: Reply) -> None:
         """TxnOffsetCommit: offsets held pending for the producer until its transaction's marker. Kafka's
-        checks: a dead group is not available; a fenced static member is fenced (v3+); a named member must
-        be in the group, a generation current."""
+        checks: a producer epoch older than one a marker or a commit of this producer already carried is
+        fenced (Kafka's log refuses such a batch in __consumer_offsets); a dead group is not available; a
+        fenced static member is fenced (v3+); a named member must be in the group, a generation current."""
         group_id, member_id, generation = args["group_id"], args["member_id"], args["generation_id"]
-        topics, pid = args["topics"], args["producer_id"]
+        topics, pid, epoch = args["topics"], args["producer_id"], args.get("producer_epoch", -1)
         group = self.groups.get(group_id)
+        key = (group_id, pid)
         code = NONE
-        if group is not None and group.is_(DEAD):
+        if epoch < self.txn_epochs.get(key, -1):
+            code = PRODUCER_FENCED
+        elif group is not None and group.is_(DEAD):
             code = COORDINATOR_NOT_AVAILABLE
         elif group is not None and group.is_static_member_fenced(member_id, args.get("group_instance_id")):
             code = FENCED_INSTANCE_ID
@@ -662,12 +673,39 @@ class GroupCoordinator:
             reply({"topics": [{"name": t, "partitions": [{"partition_index": p[0], "error_code": code} for p in ps]}
                               for t, ps in topics]})
             return
-        self._store_offsets(group_id, topics, reply, lambda t, p, offset, epoch, metadata, now: TxnOffsetCommit(
+        self._fence(key, epoch)
+        writes = self._txn_writes.setdefault(key, [0, []])
+        writes[0] += 1
+
+        def stored(value) -> None:
+            reply(value)
+            writes[0] -= 1
+            if writes[0] == 0:
+                del self._txn_writes[key]
+                for marker in writes[1]:
+                    marker()
+
+        self._store_offsets(group_id, topics, stored, lambda t, p, offset, epoch, metadata, now: TxnOffsetCommit(
             group_id, pid, t, p, offset, epoch, metadata, now))
 
+    def _fence(self, key: tuple[str, int], epoch: int) -> None:
+        """Remember the newest epoch of a (group, producer id); kept in memory, at most MAX_TXN_EPOCHS of them."""
+        if epoch > self.txn_epochs.get(key, -1):
+            self.txn_epochs.pop(key, None)  # to the end: the oldest entries go first
+            self.txn_epochs[key] = epoch
+            if len(self.txn_epochs) > MAX_TXN_EPOCHS:
+                del self.txn_epochs[next(iter(self.txn_epochs))]
+
     def txn_offsets_end(self, args: dict, reply: Reply) -> None:
-        """A transaction's marker for this group: its pending offsets become committed (or are dropped)."""
+        """A transaction's marker for this group: its pending offsets become committed (or are dropped).
+        Its epoch fences older commits of the producer; a commit of the producer being written is waited for."""
         group_id, pid, commit = args["group_id"], args["producer_id"], args["commit"]
+        key = (group_id, pid)
+        self._fence(key, args.get("producer_epoch", -1))
+        writes = self._txn_writes.get(key)
+        if writes is not None:
+            writes[1].append(lambda: self.txn_offsets_end(args, reply))
+            return
 
         def done(exc: BaseException | None) -> None:
             if exc is not None:

@@ -50,8 +50,8 @@ def handle(ctx, request):
                                                                      for p in t.partition_indexes])
                                                            for t in m.topics]) for m in request.body.markers])
     """Group entries through the control plane first, then every partition's marker."""
-    groups = [(m.producer_id, m.transaction_result, t.name) for m in request.body.markers for t in m.topics
-              if t.name.startswith(GROUP_PREFIX)]
+    groups = [(m.producer_id, m.producer_epoch, m.transaction_result, t.name) for m in request.body.markers
+              for t in m.topics if t.name.startswith(GROUP_PREFIX)]
     if not groups:
         return _partitions(ctx, request, {})
     codes: dict[tuple[int, str], int] = {}
@@ -61,9 +61,9 @@ def handle(ctx, request):
         if len(codes) == len(groups):
             _partitions(ctx, request, codes)
 
-    for pid, commit, name in groups:
+    for pid, epoch, commit, name in groups:
         ctx.control.call("txn_offsets_end", {"group_id": name[len(GROUP_PREFIX):], "producer_id": pid,
-                                             "commit": commit},
+                                             "producer_epoch": epoch, "commit": commit},
                          lambda ok, value, key=(pid, name): ended(key, ok, value))
     return DEFERRED
 
