@@ -531,9 +531,9 @@ class Sender:
         """(request head, answer template) of a one-batch request for the queue's partition, made
         once by the generic codec. The head is the frame up to the batch: size | header |
         transactional_id (the producer's, or null) acks timeout_ms | 1 topic | name | 1 partition |
-        index | records length; a request patches its size (bytes 0-3), correlation id (8-11, by the channel) and records
-        length (the last 4 bytes), and sends the batch after it. The answer template reads the
-        usual answer (see `_answer_template`)."""
+        index | records length; a request patches its size (bytes 0-3), correlation id (8-11, by the
+        channel) and records length (the last 4 bytes), and sends the batch after it. The answer
+        template reads the usual answer (see `_answer_template`)."""
         wire = queue.wire
         if wire is None:
             parts = encode_request_parts(RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, self.client_id),

@@ -32,8 +32,8 @@ VALUE = b"x" * 10_000
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2, config={"quota.window.num": 2,
-                                                                              "group.initial.rebalance.delay.ms": 0}) as b:
+    config = {"quota.window.num": 2, "group.initial.rebalance.delay.ms": 0}
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2, config=config) as b:
         yield b
 
 
