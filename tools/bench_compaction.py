@@ -25,6 +25,7 @@ import json
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -44,8 +45,6 @@ from mmlog.testing import EmbeddedBroker  # noqa: E402
 
 def bench_cleaning(mb: int, keys: int, value_bytes: int, codec: int, segment_mb: int = 8, trace: bool = False) -> dict:
     """One cleaning of `mb` MB; with `trace`, its peak heap (tracemalloc) as `peak_mb`."""
-    import tracemalloc
-
     with tempfile.TemporaryDirectory(prefix="mmlog-bench-compaction-") as d:
         config = LogConfig(segment_bytes=segment_mb << 20, cleanup_policy="compact")
         part = Partition(Path(d) / "t-0", config)

@@ -72,13 +72,13 @@ import confluent_kafka
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmlog.client.admin import Admin  # noqa: E402
-from mmlog.client.cluster import Cluster  # noqa: E402
 from mmlog.client.consumer import Consumer  # noqa: E402
 from mmlog.testing import ZooKeeperServer  # noqa: E402
 from tests.acceptor.zookeeper.conftest import three_brokers, wait_for  # noqa: E402
 from tests.replication.conftest import REPLICATION  # noqa: E402
-from tests.replication.replicas import log_bytes  # noqa: E402
-from tests.replication.test_failover import SteadyProducer, full_isr, leader_of  # noqa: E402
+from tests.replication.replicas import partition_state  # noqa: E402
+from tests.replication.test_failover import SteadyProducer, check_replicas_identical, full_isr, leader_of  # noqa: E402
+from tests.replication.test_reassignment import controller_of  # noqa: E402
 from tests.replication.test_transaction_coordinator import TXN, coordinator_of  # noqa: E402
 
 FAULTS = ("kill-leader", "kill-follower", "kill-controller", "kill-two", "hang-leader", "kill-all", "kill-processor",
@@ -90,13 +90,7 @@ PIPELINE_FAULTS = TXN_FAULTS + ("kill-worker",)
 def controller(brokers):
     """The live broker the metadata names as the controller."""
     live = {b.broker_id: b for b in brokers if b.proc.poll() is None}
-
-    def named():
-        meta = Cluster(next(iter(live.values())).bootstrap, timeout=5)
-        meta.refresh([])
-        return meta.controller_id in live and [meta.controller_id]
-
-    return live[wait_for(named, what="a live controller")[0]]
+    return live[wait_for(lambda: (c := controller_of(brokers)) in live and [c], what="a live controller")[0]]
 
 
 def restart(rng, victims) -> None:
@@ -140,7 +134,7 @@ def hang(brokers, topic: str, partition: int) -> str:
     hung.pause()
     try:
         alive = next(b for b in brokers if b is not hung)
-        wait_for(lambda: (s := partition_state(alive, topic, partition))[0] not in (hung.broker_id, -1)
+        wait_for(lambda: (s := partition_state(alive.bootstrap, topic, partition))[0] not in (hung.broker_id, -1)
                  and hung.broker_id not in s[2], timeout=60, what="a new leader, and the hung broker out of the ISR")
     finally:
         hung.resume()
@@ -167,23 +161,11 @@ def hang_controller(brokers) -> str:
     hung.pause()
     try:
         alive = next(b for b in brokers if b is not hung)
-
-        def moved():
-            meta = Cluster(alive.bootstrap, timeout=5)
-            meta.refresh([])
-            return meta.controller_id not in (-1, hung.broker_id)
-
-        wait_for(moved, timeout=60, what="another controller")
+        wait_for(lambda: controller_of(brokers, alive.bootstrap) not in (-1, hung.broker_id), timeout=60,
+                 what="another controller")
     finally:
         hung.resume()
     return f"hang-controller [{hung.broker_id}]"
-
-
-def partition_state(broker, topic: str, partition: int):
-    meta = Cluster(broker.bootstrap, timeout=5)
-    meta.refresh([topic], allow_auto_create=False)
-    info = meta.topics[topic]
-    return info.leaders[partition], info.replicas[partition], info.isr[partition]
 
 
 def read_back(bootstrap: str, topic: str, partitions: int, ends: dict[int, int],
@@ -201,8 +183,9 @@ def read_back(bootstrap: str, topic: str, partitions: int, ends: dict[int, int],
     return got
 
 
-def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    with Consumer(bootstrap, isolation_level="read_uncommitted") as consumer:
+def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str = "read_uncommitted") -> dict[int, int]:
+    """Each partition's end: the high watermark, or read_committed, the last stable offset."""
+    with Consumer(bootstrap, isolation_level=isolation) as consumer:
         ends = consumer.end_offsets([(topic, p) for p in range(partitions)], timeout=30)
     return {tp.partition: end for tp, end in ends.items()}
 
@@ -226,14 +209,12 @@ def problems(producer: SteadyProducer, got: dict[int, dict[int, bytes]], partiti
 
 
 def identical(brokers, topic: str, partitions: int) -> list[str]:
-    out = []
-    for p in range(partitions):
-        try:
-            wait_for(lambda p=p: len({log_bytes(b.data_dir, topic, p) for b in brokers}) == 1, timeout=60,
-                     what=f"identical replicas of {topic}-{p}")
-        except AssertionError as exc:
-            out.append(str(exc))
-    return out
+    """[] if the replicas' segment files are byte-identical, else what the wait for it said."""
+    try:
+        check_replicas_identical(brokers, topic, partitions)
+        return []
+    except AssertionError as exc:
+        return [str(exc)]
 
 
 def new_topic(brokers, topic: str, partitions: int) -> None:
@@ -341,11 +322,8 @@ class TransactionalLoad(threading.Thread):
 
 def stable_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int] | None:
     """Each partition's high watermark once its last stable offset has reached it (None: not yet)."""
-    with Consumer(bootstrap, isolation_level="read_committed") as committed, \
-            Consumer(bootstrap, isolation_level="read_uncommitted") as uncommitted:
-        tps = [(topic, p) for p in range(partitions)]
-        lso, hw = committed.end_offsets(tps, timeout=30), uncommitted.end_offsets(tps, timeout=30)
-    return {tp.partition: end for tp, end in hw.items()} if lso == hw else None
+    hw = end_offsets(bootstrap, topic, partitions)
+    return hw if end_offsets(bootstrap, topic, partitions, "read_committed") == hw else None
 
 
 def txn_problems(load: TransactionalLoad, got: dict[int, dict[int, bytes]], partitions: int) -> list[str]:

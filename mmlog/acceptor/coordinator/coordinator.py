@@ -160,7 +160,7 @@ class GroupCoordinator:
         # Transactional offsets, per (group, producer id): the newest producer epoch a marker or a commit carried
         # (a commit of an older epoch is fenced), and the TxnOffsetCommit writes in flight with the markers that
         # wait for them (a marker ends what was written before it, never a write that lands after it).
-        self.txn_epochs: dict[tuple[str, int], int] = {}
+        self._txn_epochs: dict[tuple[str, int], int] = {}
         self._txn_writes: dict[tuple[str, int], list] = {}  # -> [writes in flight, markers waiting]
 
     def load(self) -> list[str]:
@@ -659,7 +659,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         key = (group_id, pid)
         code = NONE
-        if epoch < self.txn_epochs.get(key, -1):
+        if epoch < self._txn_epochs.get(key, -1):
             code = PRODUCER_FENCED
         elif group is not None and group.is_(DEAD):
             code = COORDINATOR_NOT_AVAILABLE
@@ -690,11 +690,11 @@ class GroupCoordinator:
 
     def _fence(self, key: tuple[str, int], epoch: int) -> None:
         """Remember the newest epoch of a (group, producer id); kept in memory, at most MAX_TXN_EPOCHS of them."""
-        if epoch > self.txn_epochs.get(key, -1):
-            self.txn_epochs.pop(key, None)  # to the end: the oldest entries go first
-            self.txn_epochs[key] = epoch
-            if len(self.txn_epochs) > MAX_TXN_EPOCHS:
-                del self.txn_epochs[next(iter(self.txn_epochs))]
+        if epoch > self._txn_epochs.get(key, -1):
+            self._txn_epochs.pop(key, None)  # to the end: the oldest entries go first
+            self._txn_epochs[key] = epoch
+            if len(self._txn_epochs) > MAX_TXN_EPOCHS:
+                del self._txn_epochs[next(iter(self._txn_epochs))]
 
     def txn_offsets_end(self, args: dict, reply: Reply) -> None:
         """A transaction's marker for this group: its pending offsets become committed (or are dropped).

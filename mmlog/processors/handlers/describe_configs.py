@@ -72,14 +72,14 @@ def topic_configs(ctx, overrides: dict, keys=None, synonyms: bool = False) -> li
     """The configs of a topic with these overrides, each with its source (CreateTopics v5+ answers them too)."""
     defaults = ctx.manager.defaults.to_props()
     effective = LogConfig.from_props(overrides, ctx.manager.defaults).to_props()
-    levels_ = _Levels(ctx)
+    at_levels = _Levels(ctx)
     out = []
     for name, value in effective.items():
         if keys is not None and name not in keys:
             continue
         found = [(name, overrides[name], DYNAMIC_TOPIC_CONFIG)] if name in overrides else []
         broker = BROKER_NAME.get(name)
-        found += levels_.synonyms(broker) if broker is not None else [(name, defaults[name], DEFAULT_CONFIG)]
+        found += at_levels.synonyms(broker) if broker is not None else [(name, defaults[name], DEFAULT_CONFIG)]
         entry = _entry(name, value, found[0][2])
         if synonyms:
             entry["synonyms"] = [{"name": n, "value": _text(v), "source": src} for n, v, src in found]
@@ -123,12 +123,12 @@ def _broker_configs(ctx, resource_name, keys, synonyms: bool):
         raise InvalidRequest(f"Unexpected broker id, expected {ctx.config['broker.id']} or empty string, but "
                              f"received {resource_name}")
     defaults = ctx.manager.defaults
-    levels_ = _Levels(ctx)
+    at_levels = _Levels(ctx)
     out = []
     for name in sorted(BROKER_SETTINGS):
         if keys is not None and name not in keys:
             continue
-        found = levels_.synonyms(name)
+        found = at_levels.synonyms(name)
         if name in BROKER_TOPIC_DEFAULTS:  # what partitions use: the aliases already folded in
             value = getattr(defaults, attr_name(BROKER_TOPIC_DEFAULTS[name]))
         elif found:

@@ -51,6 +51,7 @@ from mmlog.log import AppendInfo
 from mmlog.processors.handlers._common import error_code
 from mmlog.processors.request import NO_RESPONSE
 from mmlog.protocol import EncodeError, Placeholder, RequestHeader, encode_request_parts, encode_response
+from mmlog.protocol import records as rec
 from mmlog.protocol.messages import produce as schema
 from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
 from mmlog.security.acls import TOPIC, TRANSACTIONAL_ID, WRITE
@@ -158,12 +159,16 @@ def refusals(ctx, conn, transactional_id, topics) -> dict[str, int] | None:
     return denied or None
 
 
+_ATTRIBUTES_LOW = rec.ATTRIBUTES + 1  # the int16's low byte, which holds the transactional bit
+
+
 def _transactional(topics) -> bool:
-    """Whether any partition's first batch is a v2 batch with the transactional bit (attributes bit 4, the low
-    byte of the int16 at 21): Kafka's ProduceRequest looks at the first batch of each partition the same way."""
+    """Whether any partition's first batch is a v2 batch with the transactional bit: Kafka's ProduceRequest
+    looks at the first batch of each partition the same way."""
     for _, partitions in topics:
         for _, records in partitions:
-            if records is not None and len(records) > 22 and records[16] == 2 and records[22] & 0x10:
+            if (records is not None and len(records) > _ATTRIBUTES_LOW and records[rec.MAGIC_OFFSET] == rec.MAGIC
+                    and records[_ATTRIBUTES_LOW] & rec.TRANSACTIONAL_BIT):
                 return True
     return False
 
