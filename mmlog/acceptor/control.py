@@ -44,6 +44,7 @@ from mmlog.ipc.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
+from mmlog.acceptor.liveness import Liveness
 from mmlog.config.broker import BrokerConfig
 from mmlog.acceptor import acls as acl_changes, broker_configs
 from mmlog.acceptor.topic_configs import altered
@@ -55,6 +56,7 @@ from mmlog.log.manager import LogManager
 log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # DescribeConfigs / AlterConfigs resource types
+IDLE_POLL_S = 1.0  # an idle topic worker wakes this often: a fault raised in it (liveness.py) lands within a second
 
 
 def _replying(fn, args, reply) -> None:
@@ -82,10 +84,14 @@ class _TopicWorker:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
+    def start(self) -> threading.Thread:
+        self._thread = threading.Thread(target=self._run, name="topic-worker", daemon=True)
+        self._thread.start()
+        return self._thread
+
     def submit(self, job) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="topic-worker", daemon=True)
-            self._thread.start()
+            self.start()
         self._jobs.put(job)
 
     def stop(self) -> None:
@@ -102,11 +108,21 @@ class _TopicWorker:
             time.sleep(0.001)
 
     def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=IDLE_POLL_S)
+            except queue.Empty:
+                continue
+            if job is None:
+                return
             try:
                 job()
             except Exception:  # noqa: BLE001 - a job answers its own failures; this is a bug's last net
                 log.exception("topic worker job failed")
+
+
+class ForkPutOff(Exception):
+    """The locks a fork needs were not free in time (a long topic creation, a stalled control thread)."""
 
 
 class ForkGuard:
@@ -114,10 +130,22 @@ class ForkGuard:
 
     def __init__(self, *locks) -> None:
         self.locks = locks
+        self._timeout = -1.0
+
+    def within(self, timeout_s: float) -> "ForkGuard":
+        """The guard, waiting at most timeout_s for each lock (ForkPutOff if one is not had)."""
+        guard = ForkGuard(*self.locks)
+        guard._timeout = timeout_s
+        return guard
 
     def __enter__(self) -> None:
+        taken = []
         for lock in self.locks:
-            lock.acquire()
+            if not lock.acquire(timeout=self._timeout):
+                for held in reversed(taken):
+                    held.release()
+                raise ForkPutOff("the control thread's locks were not free")
+            taken.append(lock)
 
     def __exit__(self, *exc) -> None:
         for lock in reversed(self.locks):
@@ -127,9 +155,10 @@ class ForkGuard:
 class ControlPlane:
     """Handlers for the control ops, bound to the broker's log manager and store."""
 
-    def __init__(self, config: BrokerConfig, manager: LogManager, store) -> None:
-        """`store` is an `EmbeddedStore` or a `ZooKeeperStore`."""
+    def __init__(self, config: BrokerConfig, manager: LogManager, store, liveness: Liveness | None = None) -> None:
+        """`store` is an `EmbeddedStore` or a `ZooKeeperStore`; `liveness` watches the threads it starts."""
         self.config = config
+        self.liveness = liveness or Liveness(config["broker.stall.timeout.ms"] / 1000)
         self.manager = manager
         self.store = store
         self.fork_lock = threading.Lock()
@@ -258,7 +287,10 @@ class ControlPlane:
     def start(self, me) -> None:
         """Start the store's part (registration, watches, the first view) and the control thread."""
         self.store.start(self, me)
+        self.server.on_turn = self.liveness.loop("the control thread", self.server.call_soon)
         self.server.start()
+        self.liveness.thread("control-plane", self.server.thread)
+        self.liveness.thread("topic-worker", self._worker.start())
         self._every(self.config["log.retention.check.interval.ms"], self.manager.apply_retention, "retention")
         self._every(self.config["log.flush.scheduler.interval.ms"], self._flush_and_roll, "flush")
         self._every(self.config["offsets.retention.check.interval.ms"], self.coordinator.expire_offsets,
@@ -266,6 +298,7 @@ class ControlPlane:
         for interval_ms, fn, name in self.store.timers():
             self._every(interval_ms, fn, name)
         self.transactions.start()
+        self.liveness.thread("txn-marker-sender", self.transactions.sender)
 
     def set_wake(self, wake) -> None:
         """How the control thread wakes the processors' parked requests (the supervisor's wake board)."""
@@ -296,6 +329,8 @@ class ControlPlane:
         self.run_soon(self.coordinator.shutdown)
 
     def stop(self) -> None:
+        for name in ("the control thread", "control-plane", "topic-worker", "txn-marker-sender"):
+            self.liveness.forget(name)  # stopped on purpose from here on
         self.server.stop()
         self._worker.stop()
         self.transactions.stop()
@@ -305,7 +340,10 @@ class ControlPlane:
 
     def create_topics(self, args, reply) -> None:
         """CreateTopics: each topic checked against the limits (the request's running total of partitions
-        included) before anything is made, then made all or nothing; validate_only makes nothing."""
+        included) before anything is made, then made all or nothing; validate_only makes nothing.
+        Each answer is (name, error code, message, (partitions, replication factor, config overrides) of
+        the topic as made, or None): read here, under the topic lock, as Kafka's controller answers from
+        the creation itself, so a deletion that follows at once cannot change or fail the answer."""
         results = []
         requested = 0
         for spec in args["topics"]:
@@ -326,11 +364,14 @@ class ControlPlane:
                 requested += partitions
                 if not args["validate_only"]:
                     log.info("created topic %s with %d partitions", name, partitions)
-                results.append((name, 0, None))
+                    info = self.manager.topic(name)  # under the topic lock: no deletion comes between
+                    partitions, factor = info.partitions, len(info.replicas(0, self.config["broker.id"]))
+                    configs = dict(info.config)
+                results.append((name, 0, None, (partitions, factor, configs)))
             except KafkaError as exc:
                 if not isinstance(exc, TopicAlreadyExists):
                     log.info("not creating topic %r: %s", name, exc)
-                results.append((name, exc.code, str(exc)))
+                results.append((name, exc.code, str(exc), None))
         reply(results)
 
     def auto_create_topics(self, names, reply) -> None:

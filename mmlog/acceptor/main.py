@@ -12,6 +12,11 @@ Stop order (SIGTERM/SIGINT): stop accepting; processors answer what they have
 received and exit; the control thread stops; every partition is flushed and marked
 clean, so the next start skips recovery; the ZooKeeper session ends (so the
 broker leaves the cluster at once rather than after its session timeout); exit 0.
+
+A failure inside the main process that no net contained (an essential thread that
+died, a control thread that stopped turning: `liveness.py`) takes the same path
+with exit code 1, without marking the logs clean, so that systemd restarts the
+broker and the next start checks its logs.
 """
 
 from __future__ import annotations
@@ -20,16 +25,20 @@ import gc
 import logging
 import os
 import resource
-import socket
+import signal
 import sys
+import threading
+import time
 
 from mmlog.acceptor import listener
 from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.metadata_store import EmbeddedStore
 from mmlog.acceptor.metrics.endpoint import MetricsServer, MetricsSources
-from mmlog.acceptor.parent_watch import watch_parent
+from mmlog.acceptor.parent_watch import children, watch_parent
 from mmlog.acceptor.supervisor import Supervisor
+from mmlog.acceptor.systemd import notify
+from mmlog.acceptor.liveness import Liveness
 from mmlog.config.broker import BrokerConfig, parse_metrics_listen
 from mmlog.config.settings import ConfigError
 from mmlog.security import tls
@@ -47,21 +56,6 @@ def setup_logging(level: int = logging.INFO) -> None:
         stream=sys.stderr,
         format="%(asctime)s level=%(levelname)s pid=%(process)d logger=%(name)s msg=%(message)s",
     )
-
-
-def notify_systemd(message: str) -> None:
-    """sd_notify(3) without libsystemd: a datagram to $NOTIFY_SOCKET, if set."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        try:
-            sock.connect(address)
-            sock.sendall(message.encode())
-        except OSError as exc:
-            log.warning("cannot notify systemd: %s", exc)
 
 
 def raise_descriptor_limit() -> tuple[int, int]:
@@ -86,6 +80,27 @@ def check_tls(config: BrokerConfig) -> None:
         log.info("TLS listeners: kernel TLS %s", "may be used (OpenSSL 3, the tls module loaded)"
                  if os.path.isdir("/sys/module/tls") else "unavailable (no tls kernel module): fetches over TLS "
                  "are read and encrypted by the processor")
+
+
+FAILED_STOP_S = 15.0  # how long the stop after a failure may take before the process just ends
+
+
+def exit_within(seconds: float) -> None:
+    """End the process with exit code 1 if it is still running after `seconds` (the stop after a failure:
+    a stalled control thread may hold a lock the stop waits for); processors are killed first."""
+
+    def deadline() -> None:
+        time.sleep(seconds)
+        log.critical("the stop after a failure did not finish in %.0f s: exiting now", seconds)
+        for pid in children():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        logging.shutdown()
+        os._exit(1)
+
+    threading.Thread(target=deadline, name="exit-deadline", daemon=True).start()
 
 
 def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
@@ -125,6 +140,7 @@ def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: Control
     supervisor.close_in_children.append(server.socket)
     flush_timing.observer = supervisor.main_metrics.flushed
     server.start()
+    control.liveness.thread("metrics", server.thread)
     log.info("metrics listening=%s:%d path=/metrics", *server.address)
     return server
 
@@ -144,7 +160,9 @@ def _run(config: BrokerConfig, store) -> int:
                     "raise LimitNOFILE and vm.max_map_count", manager.loaded, max_open)
     sockets = [listener.bind(lst.host, lst.port) for lst in config.listeners]
     config = config.with_ports([sock.getsockname()[1] for sock in sockets])
-    control = ControlPlane(config, manager, store)
+    liveness = Liveness(config["broker.stall.timeout.ms"] / 1000)
+    threading.excepthook = liveness.excepthook  # any thread of ours that dies stops the broker (liveness.py)
+    control = ControlPlane(config, manager, store, liveness)
     supervisor = Supervisor(config, sockets, control, store.cluster_id)
     manager.on_evict = lambda n: supervisor.main_metrics.add("partition_evictions", n)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
@@ -164,20 +182,23 @@ def _run(config: BrokerConfig, store) -> int:
             config["num.network.threads"], ",".join(map(str, config.log_dirs)),
             ",".join(lst.url() for lst in config.listeners),
         )
-        notify_systemd("READY=1")
+        notify("READY=1")
 
     code = 1
     try:
         code = supervisor.run(on_ready=ready)
     finally:
-        notify_systemd("STOPPING=1")
+        if code != 0:
+            exit_within(FAILED_STOP_S)  # a stalled thread may hold what the steps below need
+        notify("STOPPING=1")
         if metrics is not None:
+            control.liveness.forget("metrics")
             metrics.stop()
         if code == 0:
             control.controlled_shutdown(config["controlled.shutdown.timeout.ms"] / 1000)
         control.begin_shutdown()  # parked JoinGroup/SyncGroup answered, or processors would wait for them
         supervisor.stop_workers()
         control.stop()
-        manager.close(clean=True)
+        manager.close(clean=code == 0)  # after a failure the next start checks the logs (recovery)
         log.info("stopped exit=%d", code)
     return code

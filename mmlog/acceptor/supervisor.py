@@ -35,6 +35,14 @@ online, stops the broker (exit code 1), as Kafka does. A child that died of SIGB
 (an mmap of a failing disk) makes it probe every online dir first, so the
 replacement finds the failed one offline and never touches its mmaps.
 
+The supervisor watches the main process's own threads as it watches its processes
+(`liveness.py`): each turn of its loop asks whether an essential thread died or the
+control thread stopped turning, and if so stops the broker with exit code 1 and one
+line saying why, for systemd to restart it; a broker is never left up serving nothing.
+Under a unit with WatchdogSec it feeds systemd's watchdog (WATCHDOG=1 every half
+interval) only while every essential loop turns. Forking waits for the control
+thread's locks at most a second at a time (a restart is put off, never the loop).
+
 In cluster mode the supervisor also forks the replica fetcher
 (`mmlog/replication/fetcher.py`), and with log.cleaner.enable the log cleaner
 (`mmlog/log/cleaner_manager.py`), and replaces each the same way when it dies.
@@ -48,12 +56,15 @@ import os
 import selectors
 import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 
 from mmlog.acceptor.connection_limits import ConnectionLimits
-from mmlog.acceptor.control import ControlPlane
+from mmlog.acceptor.control import ControlPlane, ForkPutOff
 from mmlog.acceptor.handoff import channel_pair, hand_off
+from mmlog.acceptor.liveness import FAULT_FILE, fault_injection_enabled
+from mmlog.acceptor.systemd import Watchdog
 from mmlog.config.broker import BrokerConfig
 from mmlog.ipc.connection_table import ConnectionTable
 from mmlog.ipc.memory_pool import MemoryPool
@@ -73,6 +84,7 @@ STABLE_AFTER_S = 60.0  # a process up this long resets its slot's backoff
 FETCHER = "fetcher"  # the replica fetcher's backoff slot
 CLEANER = "cleaner"  # the log cleaner's
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+FORK_LOCK_WAIT_S = 1.0  # a fork that cannot have the control thread's locks in this time is retried later
 
 
 @dataclass
@@ -114,6 +126,10 @@ class Supervisor:
     def __init__(self, config: BrokerConfig, listeners: list[socket.socket], control: ControlPlane,
                  cluster_id: str) -> None:
         self.config = config
+        self.liveness = control.liveness
+        self._sig_w: int | None = None
+        self.liveness._wake = self._wake  # a failure ends the loop's wait at once
+        self._watchdog = Watchdog.from_environment()
         self.listeners = listeners
         self.control = control
         self.cluster_id = cluster_id
@@ -165,15 +181,32 @@ class Supervisor:
             while not self.stopping:
                 self.wait()
                 self.handle_signals()
+                self.watch_liveness()
                 self.reap()
                 self.watch_log_dirs()
                 self.collect()
                 self.restart_due()
         except BrokerStopped as exc:
-            log.error("stopping: %s", exc)
+            log.critical("stopping: %s", exc)
             self.stop_workers()
             return 1
         return 0
+
+    def watch_liveness(self) -> None:
+        """Stop the broker if an essential thread of this process died or a loop stalled; else feed
+        systemd's watchdog when it is due."""
+        why = self.liveness.failure()
+        if why is not None:
+            raise BrokerStopped(why)
+        self._watchdog.feed(self.liveness)
+
+    def _wake(self) -> None:
+        """End the loop's wait (from any thread): a byte no signal has, through the signal pipe."""
+        if self._sig_w is not None:
+            try:
+                os.write(self._sig_w, b"\0")
+            except OSError:
+                pass
 
     def wait(self) -> None:
         timeout = 1.0
@@ -284,7 +317,7 @@ class Supervisor:
         for signum in signals:
             handler = {
                 signal.SIGTERM: self.handle_term, signal.SIGINT: self.handle_term,
-                signal.SIGHUP: self.handle_hup, signal.SIGCHLD: lambda: None,
+                signal.SIGHUP: self.handle_hup, signal.SIGCHLD: lambda: None, signal.SIGUSR2: self.handle_usr2,
             }.get(signum)
             if handler:
                 handler()
@@ -295,6 +328,15 @@ class Supervisor:
 
     def handle_hup(self) -> None:
         log.info("SIGHUP: nothing to reload yet (settings need a restart)")
+
+    def handle_usr2(self) -> None:
+        """Fault injection for tests (liveness.py): only with MMLOG_FAULT_INJECTION=1 is SIGUSR2 caught."""
+        try:
+            what = (self.config.log_dirs[0] / FAULT_FILE).read_text().strip()
+        except OSError as exc:
+            log.error("fault injection: %s", exc)
+            return
+        self.liveness.inject(what)
 
     def reap(self) -> None:
         """Collect dead processors; replace them, or stop the broker if they cannot run."""
@@ -365,12 +407,17 @@ class Supervisor:
             if due > now or self.stopping:
                 continue
             del self._restarts[slot]
-            if slot == FETCHER:
-                self.spawn_fetcher()
-            elif slot == CLEANER:
-                self.spawn_cleaner()
-            else:
-                self.spawn(slot)
+            try:
+                if slot == FETCHER:
+                    self.spawn_fetcher()
+                elif slot == CLEANER:
+                    self.spawn_cleaner()
+                else:
+                    self.spawn(slot)
+            except ForkPutOff:
+                self._restarts[slot] = time.monotonic() + FORK_LOCK_WAIT_S
+                log.warning("restart of %s put off: the control thread's locks were busy for %.0f s",
+                            slot if isinstance(slot, str) else f"processor {slot}", FORK_LOCK_WAIT_S)
 
     # ------------------------------------------------------------ processes
 
@@ -386,7 +433,12 @@ class Supervisor:
                                   self.pool, self.limits.table,
                                   self.metrics.processor(slot) if self.metrics else NULL_REGION, self.quota_block)
 
-        pid = self._fork(child)
+        try:
+            pid = self._fork(child)
+        except ForkPutOff:
+            for sock in (handoff_parent, handoff_child, control_parent, control_child):
+                sock.close()
+            raise
         handoff_child.close()
         control_child.close()
         handoff_parent.setblocking(False)
@@ -412,7 +464,7 @@ class Supervisor:
         # parent's handler in the child and being lost.
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
-            with self.control.fork_guard:  # no thread of ours is half way through a change (control.py)
+            with self.control.fork_guard.within(FORK_LOCK_WAIT_S):  # no thread of ours is mid-change (control.py)
                 pid = os.fork()
         except BaseException:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
@@ -421,6 +473,7 @@ class Supervisor:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
             return pid
         code = BOOT_ERROR  # ------------------------------------------------ the child
+        threading.excepthook = threading.__excepthook__  # the main process's liveness is not the child's
         flush_timing.observer = None  # the main process's region is not the child's to write (worker sets its own)
         try:
             for sock in self.listeners + self.close_in_children:
@@ -487,7 +540,8 @@ class Supervisor:
         os.set_blocking(self._sig_r, False)
         os.set_blocking(sig_w, False)
         signal.set_wakeup_fd(sig_w)
-        for signum in SIGNALS:
+        self._sig_w = sig_w
+        for signum in SIGNALS + ((signal.SIGUSR2,) if fault_injection_enabled() else ()):
             signal.signal(signum, lambda *_: None)  # queued through the wakeup fd
 
 

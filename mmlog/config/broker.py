@@ -179,6 +179,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 lambda v: v > 0, "> 0"),
         Setting("controlled.shutdown.timeout.ms", int, 30_000, "How long SIGTERM waits for in-flight requests.",
                 lambda v: v >= 0, ">= 0"),
+        Setting("broker.stall.timeout.ms", int, 60_000, "How long the control thread may go without a turn of its "
+                "loop before the broker stops itself with exit code 1, for systemd to restart it (a stuck control "
+                "plane is never left serving as a zombie).", lambda v: v >= 1000, ">= 1000"),
         Setting("metrics.listen", str, "", "Serve Prometheus metrics over HTTP at [HOST:]PORT/metrics (a bare "
                 "port: 127.0.0.1 only); empty: off.", _metrics_listen_ok, "[HOST:]PORT",
                 flag="--metrics-listen"),

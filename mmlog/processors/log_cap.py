@@ -17,7 +17,7 @@ class LogCap:
         self._written = 0
         self._dropped = 0
 
-    def __call__(self, level: int, message: str, *args) -> None:
+    def __call__(self, level: int, message: str, *args, **kwargs) -> None:
         now = time.monotonic()
         if now - self._second >= 1.0:
             if self._dropped:
@@ -28,4 +28,4 @@ class LogCap:
             self._dropped += 1
             return
         self._written += 1
-        self.log.log(level, message, *args)
+        self.log.log(level, message, *args, **kwargs)

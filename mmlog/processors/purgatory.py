@@ -6,6 +6,9 @@ there is). Appends in this processor retry at once; appends in other processors
 reach us through the wake board's eventfd (`ipc/wake_board.py`). The deadline heap gives
 the event loop its poll timeout, so nothing spins.
 
+A retry or an expiry that raises is contained: that fetch's connection is closed
+(`Request.fail`), and the other parked fetches go on.
+
 Parking looks once more after the count is published (Kafka's tryCompleteElseWatch):
 another processor's append made while the caller was looking saw no parked fetch
 here and wrote no wake-up, and nothing else would answer before the deadline.
@@ -36,7 +39,7 @@ class Purgatory:
         self._parked[key] = (request, retry, expire)
         heapq.heappush(self._deadlines, (deadline, key))
         self._on_count(len(self._parked))
-        if retry():  # answered by the second look: appended meanwhile in another processor
+        if _guarded(request, retry):  # answered by the second look: appended meanwhile in another processor
             del self._parked[key]  # its deadline entry is skipped when it comes up
             self._on_count(len(self._parked))
 
@@ -51,7 +54,7 @@ class Purgatory:
     def wake(self) -> None:
         """Data arrived somewhere: let every parked fetch re-check."""
         for key, (request, retry, _) in list(self._parked.items()):
-            if request.conn.closing or retry():
+            if request.conn.closing or _guarded(request, retry):
                 self._parked.pop(key, None)
         self._on_count(len(self._parked))
 
@@ -64,10 +67,19 @@ class Purgatory:
             _, key = heapq.heappop(self._deadlines)
             entry = self._parked.pop(key, None)
             if entry is not None and not entry[0].conn.closing:
-                entry[2]()
+                _guarded(entry[0], entry[2])
         self._on_count(len(self._parked))
 
     def drop_connection(self, conn) -> None:
         for key in [k for k, (req, _, _) in self._parked.items() if req.conn is conn]:
             del self._parked[key]
         self._on_count(len(self._parked))
+
+
+def _guarded(request, fn) -> bool:
+    """fn()'s answer; True (done with) if it raised, after closing the request's connection."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - one fetch's failure must not reach the others or the loop
+        request.fail(exc)
+        return True

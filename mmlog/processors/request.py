@@ -6,10 +6,13 @@ import logging
 import time
 from typing import Any
 
+from mmlog.errors import KafkaError
+from mmlog.processors.log_cap import LogCap
 from mmlog.processors.request_metrics import COUNTED_BY_HANDLER, count_errors
 from mmlog.protocol import RequestHeader, encode_response, encode_response_parts
 
 log = logging.getLogger(__name__)
+_failures = LogCap(log, 1, "failed deferred requests")
 
 DEFERRED = object()  # the handler will call request.respond later
 NO_RESPONSE = object()  # nothing goes back (Produce with acks=0)
@@ -73,8 +76,13 @@ class Request:
                 count_errors(metrics, api, body)
 
     def fail(self, exc: BaseException) -> None:
-        """A deferred request that cannot be answered: drop the connection."""
-        log.warning("closing connection from %s: %s", self.conn.peer, exc)
+        """A deferred request that cannot be answered: drop the connection (an unexpected exception is
+        logged with its traceback, at most once a second)."""
+        if isinstance(exc, (KafkaError, OSError)):
+            log.warning("closing connection from %s: %s", self.conn.peer, exc)
+        else:
+            _failures(logging.ERROR, "closing connection from %s: %s: %s", self.conn.peer, exc.__class__.__name__,
+                      exc, exc_info=exc)
         self.conn.closing = True
         self.conn.done()
         self.ctx.wants_write(self.conn)

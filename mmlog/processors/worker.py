@@ -9,7 +9,7 @@ The loop is a list of named phases, each short:
 
     poll -> take new connections -> read -> notice a changed topic catalogue (altered
          configs, quotas and the leader's replication throttle; a stat at most every 0.5 s) -> handle requests -> expire long
-         polls -> write -> resume starved connections -> unmute connections whose quota
+         polls and control calls -> write -> resume starved connections -> unmute connections whose quota
          throttle is over -> close -> close idle connections
 
 Request memory comes from the broker's shared pool (`memory.Allowance`). A
@@ -28,7 +28,13 @@ in a timer list (`later`) that the loop runs between handling and writing. Work
 that would hold the loop for milliseconds (a PLAIN password's PBKDF2) runs on a
 helper thread (`offload`); its result comes back through a pipe the loop polls.
 
-A failure while serving one connection closes that connection only. SIGTERM stops
+A failure while serving one connection closes that connection only: a handler, a
+completion (a control-plane answer, a parked fetch's retry, a timer, offloaded work)
+that raises an unexpected exception is logged (`_failures`: one line with its
+traceback, then a count) and ends its own connection, never the loop. Calls into the
+control plane have deadlines (`ControlClient.expire`, a phase of the loop), so a
+control plane that stops answering costs each waiting request its timeout's error,
+not a connection stuck for ever. SIGTERM stops
 taking connections and reading requests; requests already received are answered,
 responses are flushed, then the process exits 0 (or when the shutdown timeout
 passes).
@@ -79,6 +85,7 @@ BOOT_ERROR = 3  # exit code of a processor that cannot start: the supervisor sto
 _HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY, _OFFLOADED = "handoff", "control", "wake", "signal", "memory", "offloaded"
 CATALOGUE_CHECK_S = 0.5  # how soon an altered topic config reaches this processor's open partitions
 _handshake_failures = LogCap(log, 10, "failed TLS handshakes")  # a plaintext client storm cannot flood the log
+_failures = LogCap(log, 1, "unexpected failures while serving a connection")  # a bug hit in a loop logs once a second
 STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
 
 
@@ -186,6 +193,7 @@ class Processor:
             self._handle_requests()
             self._run_timers()
             self.purgatory.expire()
+            self.control.expire()
             self._write()
             self._resume_starved()
             self._unmute()
@@ -213,6 +221,10 @@ class Processor:
             timeout = due if timeout is None else min(timeout, due)
         if self._muted:
             until = max(self._muted[0][0] - time.monotonic(), 0)
+            timeout = until if timeout is None else min(timeout, until)
+        deadline = self.control.next_deadline()
+        if deadline is not None:
+            until = max(deadline - time.monotonic(), 0)
             timeout = until if timeout is None else min(timeout, until)
         if self.stopping:
             timeout = min(timeout or 0.05, 0.05)
@@ -318,6 +330,9 @@ class Processor:
                 conn.closing = True
                 conn.done()
                 self._dirty.add(conn)
+            except Exception as exc:  # noqa: BLE001 - a bug met by one request ends its connection, not the loop
+                self.failed(conn, exc)
+                continue
             if not conn.busy and conn.has_queued_requests() and not conn.throttled_until:
                 self._ready.add(conn)  # pipelined requests waiting behind a deferred one
             if conn not in self._dirty:
@@ -443,14 +458,29 @@ class Processor:
         while not self._offloaded.empty():
             done, future = self._offloaded.get()
             exc = future.exception()
-            done(None if exc else future.result(), exc)
+            try:
+                done(None if exc else future.result(), exc)
+            except Exception as failure:  # noqa: BLE001 - contained: see `failed`
+                self.failed(None, failure)
 
     def _run_timers(self) -> None:
         if not self._timers:
             return
         now = time.monotonic()
         while self._timers and self._timers[0][0] <= now:
-            heapq.heappop(self._timers)[2]()
+            try:
+                heapq.heappop(self._timers)[2]()
+            except Exception as exc:  # noqa: BLE001 - contained: see `failed`
+                self.failed(None, exc)
+
+    def failed(self, conn: Connection | None, exc: BaseException) -> None:
+        """An unexpected exception while serving conn (None: not known): log it (capped), close conn."""
+        self.metrics.add("processor_failures", 1)
+        _failures(logging.ERROR, "unexpected failure serving %s: %s: %s; closing it",
+                  f"a connection from {conn.peer}" if conn is not None else "a request",
+                  exc.__class__.__name__, exc, exc_info=exc)
+        if conn is not None and self.conns.get(conn.fd) is conn:
+            self._close(conn)
 
     def wants_write(self, conn: Connection) -> None:
         """A response was queued on conn (handlers call this through Request.respond)."""

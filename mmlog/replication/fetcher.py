@@ -40,7 +40,15 @@ class ReplicaFetcher:
         self.stopped = threading.Event()
 
     def run(self) -> int:
+        """Follow the plan until SIGTERM (0); 1 as soon as a source thread has died, so that the
+        supervisor replaces the process rather than leave that leader's partitions unfetched."""
+        dead: list[int] = []
         while not self.stopped.wait(PLAN_POLL_S):
+            dead = [leader for leader, source in self.sources.items() if not source.is_alive()]
+            if dead:
+                log.critical("the fetcher thread for broker %d died: the replica fetcher exits to be replaced", dead[0])
+                self.stopped.set()
+                break
             if self.plan.changed():
                 self._follow_plan()
             else:
@@ -49,7 +57,7 @@ class ReplicaFetcher:
             source.stop()
         for source in self.sources.values():
             source.join(timeout=5)
-        return 0
+        return 1 if dead else 0
 
     def _follow_plan(self) -> None:
         self.manager.reload()

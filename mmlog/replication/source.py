@@ -99,6 +99,10 @@ class SourceFetcher(threading.Thread):
                 self._close()
                 self._changed.wait(self.backoff)
                 self._changed.clear()
+            except Exception:  # noqa: BLE001 - a bug: the thread ends, and the process with it (fetcher.py)
+                log.exception("fetching from broker %d failed unexpectedly", self.leader_id)
+                self._close()
+                raise
         self._close()
 
     def _round(self) -> bool:

@@ -83,6 +83,10 @@ class MetricsServer:
                                         name="metrics", daemon=True)
         self._thread.start()
 
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
     def stop(self) -> None:
         if self._thread is not None:
             self.httpd.shutdown()

@@ -115,6 +115,8 @@ def traffic_families(broker, totals) -> list[Family]:
         ("kafka_server_socketservermetrics_connection_close", "connections_closed", "Connections processors closed."),
         ("mmlog_processor_restarts", "processor_restarts",
          "Processors that died and were replaced (their counts stay in every counter)."),
+        ("mmlog_processor_failures", "processor_failures",
+         "Unexpected exceptions a processor met serving a connection; each closed that connection only."),
         ("mmlog_log_partition_evictions", "partition_evictions",
          "Partitions the main process and the processors closed to stay within log.max.open.partitions "
          "(each is opened again on its next use: a steady rate means descriptors or mappings are short)."),

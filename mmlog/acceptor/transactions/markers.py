@@ -19,6 +19,7 @@ from mmlog.replication.peer import PeerConnection
 log = logging.getLogger(__name__)
 
 VERSION = 0
+IDLE_POLL_S = 1.0  # an idle sender wakes this often: a fault raised in it (acceptor/liveness.py) lands within a second
 
 
 class MarkerSender(threading.Thread):
@@ -40,11 +41,17 @@ class MarkerSender(threading.Thread):
         self._queue.put(None)
 
     def run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            address, markers, done = item
-            peer = self._peers.get(address) or self._peers.setdefault(address, PeerConnection(address, self.client_id,
-                                                                                            self.security))
+        while True:
             try:
+                item = self._queue.get(timeout=IDLE_POLL_S)
+            except queue.Empty:
+                continue
+            if item is None:
+                break
+            address, markers, done = item
+            try:
+                peer = self._peers.get(address) or self._peers.setdefault(
+                    address, PeerConnection(address, self.client_id, self.security))
                 answer = peer.request(write_txn_markers.API_KEY, VERSION, write_txn_markers.REQUEST(markers=markers),
                                       self.timeout_s)
             except Exception as exc:  # noqa: BLE001 - the coordinator retries whatever went wrong

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from mmlog.ipc.control_channel import ControlUnavailable
+from mmlog.ipc.control_channel import DEFAULT_TIMEOUT_S, ControlTimedOut, ControlUnavailable
 from mmlog.errors import CoordinatorNotAvailable, FencedLeaderEpoch, KafkaError, NotLeaderOrFollower, UnknownLeaderEpoch
 from mmlog.processors.request import DEFERRED
 from mmlog.security import acls
@@ -14,11 +14,13 @@ log = logging.getLogger("mmlog.processors.handlers")
 UNKNOWN_SERVER_ERROR = -1
 
 
-def error_code(exc: BaseException) -> int:
-    """The Kafka error code for an exception; unexpected ones are logged with their traceback."""
+def error_code(exc: BaseException, logged: bool = False) -> int:
+    """The Kafka error code for an exception; unexpected ones are logged with their traceback (unless
+    `logged` says the caller did already)."""
     if isinstance(exc, KafkaError):
         return exc.code
-    log.error("unexpected error while handling a request", exc_info=exc)
+    if not logged:
+        log.error("unexpected error while handling a request", exc_info=exc)
     return UNKNOWN_SERVER_ERROR
 
 
@@ -35,21 +37,59 @@ def check_leader(log, current_leader_epoch: int) -> None:
 
 
 COORDINATOR_NOT_AVAILABLE = CoordinatorNotAvailable.code
+REQUEST_TIMED_OUT = 7
+FAILURE_MESSAGES = {COORDINATOR_NOT_AVAILABLE: "control plane unavailable",
+                    REQUEST_TIMED_OUT: "the control plane did not answer within the request's timeout"}
 
 
-def forward(ctx, request, op: str, args, respond, unavailable) -> object:
-    """Send a control op; respond(value) with its answer, or with unavailable() if the control plane
-    could not answer (COORDINATOR_NOT_AVAILABLE: clients retry). Returns DEFERRED for the handler."""
+def failure_message(code: int) -> str:
+    """The error message that goes with a forwarded request's failure code."""
+    return FAILURE_MESSAGES.get(code, "the control plane's answer could not be handled")
+
+
+def forward(ctx, request, op: str, args, respond, unavailable, timeout_ms: int | None = None,
+            wait_ms: int | None = None) -> object:
+    """Send a control op; respond(value) with its answer, or with unavailable(code) if there is none.
+    Returns DEFERRED for the handler.
+
+    The code is COORDINATOR_NOT_AVAILABLE when the control plane could not answer (clients find it
+    again and retry), REQUEST_TIMED_OUT when the request's own `timeout_ms` passed first, or the Kafka
+    error of an answer respond() could not turn into a response (UNKNOWN_SERVER_ERROR for a bug),
+    logged once. A call waits DEFAULT_TIMEOUT_S, the request's timeout_ms if it has one, or `wait_ms`
+    for a request that may wait longer without a timeout of its own (a JoinGroup's rebalance).
+    """
 
     def done(ok, value):
         if not ok:
             if not isinstance(value, ControlUnavailable):
                 log.error("control op %s failed: %r", op, value)
-            value = unavailable()
+            code = REQUEST_TIMED_OUT if timeout_ms and isinstance(value, ControlTimedOut) else COORDINATOR_NOT_AVAILABLE
+            value = unavailable(code)
         request.respond(respond(value))
 
-    ctx.control.call(op, args, done)
+    def failed(exc: BaseException) -> None:
+        answer(request, lambda: respond(unavailable(error_code(exc, logged=True))))
+
+    ctx.control.call(op, args, done, control_timeout_s(timeout_ms, wait_ms), failed)
     return DEFERRED
+
+
+def control_timeout_s(timeout_ms: int | None, wait_ms: int | None = None) -> float:
+    """How long a forwarded request waits for the control plane: its own timeout_ms when it has one
+    above 0 (Kafka's admin requests), else wait_ms, else DEFAULT_TIMEOUT_S."""
+    if timeout_ms is not None and timeout_ms > 0:
+        return timeout_ms / 1000
+    return wait_ms / 1000 if wait_ms else DEFAULT_TIMEOUT_S
+
+
+def answer(request, build) -> None:
+    """Answer a deferred request with build()'s response; if even that fails, close its connection (a
+    client whose request cannot be answered sees its connection end, as Kafka closes it)."""
+    try:
+        request.respond(build())
+    except Exception as exc:  # noqa: BLE001 - the request must not be left waiting for ever
+        log.error("a request could not be answered: closing its connection", exc_info=exc)
+        request.fail(exc)
 
 
 def client_host(request) -> str:
@@ -93,7 +133,7 @@ def forward_txn(ctx, request, op: str, args: dict, schema, fenced_since: int):
     translate = fenced_for(request.header.api_version, fenced_since)
     return forward(ctx, request, op, args,
                    lambda v: schema.RESPONSE(throttle_time_ms=0, error_code=translate(v["error_code"])),
-                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE})
+                   lambda code: {"error_code": code})
 
 
 TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 31

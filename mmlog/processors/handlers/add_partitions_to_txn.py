@@ -1,6 +1,6 @@
 """AddPartitionsToTxn (24): forwarded to the transaction coordinator, answered per partition."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
+from mmlog.processors.handlers._common import fenced_for, forward
 from mmlog.protocol.messages import add_partitions_to_txn as schema
 from mmlog.security import acls
 from mmlog.errors import OperationNotAttempted, TopicAuthorizationFailed, TransactionalIdAuthorizationFailed
@@ -30,4 +30,4 @@ def handle(ctx, request):
             return respond({t: {p: TopicAuthorizationFailed.code if t in denied else OperationNotAttempted.code
                                 for p in ps} for t, ps in topics})
     return forward(ctx, request, "txn_add_partitions", args, respond,
-                   lambda: {t: {p: COORDINATOR_NOT_AVAILABLE for p in ps} for t, ps in topics})
+                   lambda code: {t: {p: code for p in ps} for t, ps in topics})

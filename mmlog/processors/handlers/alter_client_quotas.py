@@ -7,7 +7,7 @@ valid entries are stored together, none with validate_only. Every processor enfo
 the new quotas within `CATALOGUE_CHECK_S` (worker.py).
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import alter_client_quotas as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
@@ -33,4 +33,4 @@ def handle(ctx, request):
 
     return forward(ctx, request, "alter_client_quotas",
                    {"entries": entries, "validate_only": request.body.validate_only}, respond,
-                   lambda: [(entity, COORDINATOR_NOT_AVAILABLE, "control plane unavailable") for entity, _ in entries])
+                   lambda code: [(entity, code, failure_message(code)) for entity, _ in entries])

@@ -8,7 +8,7 @@ processor sees the new configs within `CATALOGUE_CHECK_S` (worker.py), this one
 at once.
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import alter_configs as schema
 from mmlog.processors.handlers._common import config_refusal
 from mmlog.security import acls
@@ -40,5 +40,5 @@ def forward_alter(ctx, request, module, resources, incremental: bool):
 
     return forward(ctx, request, "alter_configs",
                    {"resources": resources, "validate_only": request.body.validate_only, "incremental": incremental},
-                   respond, lambda: [(kind, name, COORDINATOR_NOT_AVAILABLE, "control plane unavailable")
+                   respond, lambda code: [(kind, name, code, failure_message(code))
                                      for kind, name, _ in resources])

@@ -12,7 +12,7 @@ never the salted password itself.
 from collections import Counter
 
 from mmlog.errors import UnacceptableCredential, UnsupportedSaslMechanism
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import alter_user_scram_credentials as schema
 from mmlog.security import scram
 from mmlog.security import acls
@@ -57,5 +57,5 @@ def handle(ctx, request):
 
     return forward(ctx, request, "alter_scram_credentials", {"deletions": deletions, "upsertions": upsertions},
                    lambda results: respond({name: tuple(r) for name, r in results.items()}),
-                   lambda: {name: (COORDINATOR_NOT_AVAILABLE, "control plane unavailable")
+                   lambda code: {name: (code, failure_message(code))
                             for name, *_ in deletions + upsertions})

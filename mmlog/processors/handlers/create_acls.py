@@ -8,7 +8,7 @@ DelegationToken). Creating a binding that exists already succeeds.
 """
 
 from mmlog.errors import ClusterAuthorizationFailed, InvalidRequest, SecurityDisabled
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import create_acls as schema
 from mmlog.security import acls
 
@@ -38,7 +38,7 @@ def handle(ctx, request):
         return _answer([r if r is not None else tuple(next(codes)) for r in results])
 
     return forward(ctx, request, "create_acls", [tuple(b) for b in valid], respond,
-                   lambda: [(COORDINATOR_NOT_AVAILABLE, "control plane unavailable")] * len(valid))
+                   lambda code: [(code, failure_message(code))] * len(valid))
 
 
 def _answer(results):

@@ -1,6 +1,6 @@
 """CreatePartitions (37): forwarded to the control plane, which owns the topic catalogue."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import create_partitions as schema
 from mmlog.security import acls
 from mmlog.errors import TopicAuthorizationFailed
@@ -27,5 +27,5 @@ def handle(ctx, request):
         return respond([])
 
     return forward(ctx, request, "create_partitions", {"topics": specs, "validate_only": body.validate_only},
-                   respond, lambda: [(s["name"], COORDINATOR_NOT_AVAILABLE, "control plane unavailable")
-                                     for s in specs])
+                   respond, lambda code: [(s["name"], code, failure_message(code)) for s in specs],
+                   timeout_ms=body.timeout_ms)

@@ -2,14 +2,19 @@
 
 v5+ answers, for each topic made (or that validate_only would make), its partition count,
 replication factor and configs with their sources, as Kafka does (KIP-525); a refused topic
-keeps -1, -1 and no configs.
+keeps -1, -1 and no configs. Those details come with the control plane's answer, taken as the
+topic was made: a topic deleted by another client before the answer arrives is still answered
+as created, as Kafka's controller answers.
 """
 
+from mmlog.processors.handlers._common import (COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT, answer,
+                                               control_timeout_s, error_code)
 from mmlog.processors.handlers.describe_configs import topic_configs
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import create_topics as schema
 from mmlog.security import acls
 from mmlog.errors import TopicAuthorizationFailed
+from mmlog.ipc.control_channel import ControlTimedOut
 
 API_KEY = schema.API_KEY
 DETAILS_SINCE = 5
@@ -32,38 +37,43 @@ def handle(ctx, request):
     authorizer = ctx.authorizer
     if authorizer.enabled and not authorizer.cluster(request.conn, acls.CREATE):
         denied = authorizer.denied(request.conn, acls.CREATE, acls.TOPIC, [s["name"] for s in specs])
-        refused = [(n, TopicAuthorizationFailed.code, f"not authorized to create topic {n!r}") for n in denied]
+        refused = [(n, TopicAuthorizationFailed.code, f"not authorized to create topic {n!r}", None) for n in denied]
         specs = [s for s in specs if s["name"] not in denied]
+
+    def failed(code: int, message: str) -> list:
+        return [(s["name"], code, message, None) for s in specs]
 
     def done(ok, value):
         if not ok:
-            value = [(s["name"], 15, str(value)) for s in specs]  # COORDINATOR_NOT_AVAILABLE
+            code = REQUEST_TIMED_OUT if isinstance(value, ControlTimedOut) else COORDINATOR_NOT_AVAILABLE
+            value = failed(code, str(value))
         ctx.manager.reload()
-        topics = [{"name": n, "error_code": code, "error_message": msg} for n, code, msg in [*value, *refused]]
-        if request.version >= DETAILS_SINCE:
-            by_name = {spec["name"]: spec for spec in specs}
-            for topic in topics:
-                if topic["error_code"] == 0:
-                    topic.update(_details(ctx, by_name[topic["name"]], body.validate_only))
-        request.respond(schema.RESPONSE(throttle_time_ms=0, topics=topics))
+        request.respond(_response(ctx, request.version, [*value, *refused]))
+
+    def fallback(exc: BaseException) -> None:
+        answer(request, lambda: _response(ctx, request.version, [*failed(error_code(exc, logged=True), str(exc)),
+                                                                 *refused]))
 
     if not specs:
         done(True, [])
         return DEFERRED
-    ctx.control.call("create_topics", {"topics": specs, "validate_only": body.validate_only}, done)
+    ctx.control.call("create_topics", {"topics": specs, "validate_only": body.validate_only}, done,
+                     control_timeout_s(body.timeout_ms), fallback)
     return DEFERRED
 
 
-def _details(ctx, spec: dict, validate_only: bool) -> dict:
-    """num_partitions, replication_factor and configs of a topic made (or, validate_only, to be made)."""
-    overrides = {k: v for k, v in spec["configs"].items() if v is not None}
-    if validate_only:
-        partitions = spec["partitions"] if spec["partitions"] != -1 else ctx.config["num.partitions"]
-        factor = spec["replication_factor"]
-        factor = factor if factor != -1 else ctx.config["default.replication.factor"]
-    else:
-        info = ctx.manager.topic(spec["name"])
-        partitions, factor, overrides = info.partitions, len(info.replicas(0, ctx.broker_id)), info.config
+def _response(ctx, version: int, results: list):
+    topics = []
+    for name, code, message, details in results:
+        topic = {"name": name, "error_code": code, "error_message": message}
+        if version >= DETAILS_SINCE and code == 0:
+            topic.update(_details(ctx, *details))
+        topics.append(topic)
+    return schema.RESPONSE(throttle_time_ms=0, topics=topics)
+
+
+def _details(ctx, partitions: int, factor: int, overrides: dict) -> dict:
+    """num_partitions, replication_factor and configs of a topic as made (or, validate_only, to be made)."""
     configs = [{k: c[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                for c in topic_configs(ctx, overrides)]
     return {"num_partitions": partitions, "replication_factor": factor, "configs": configs}

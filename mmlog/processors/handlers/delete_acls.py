@@ -37,7 +37,7 @@ def handle(ctx, request):
         deleted = iter(deleted)
         return _answer([r or (0, None, [acls.Binding(*b) for b in next(deleted)]) for r in results])
 
-    return forward(ctx, request, "delete_acls", [tuple(f) for f in valid], respond, lambda: None)
+    return forward(ctx, request, "delete_acls", [tuple(f) for f in valid], respond, lambda code: None)
 
 
 def _answer(results):

@@ -4,7 +4,7 @@ Per group: NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND if unknown,
 NOT_COORDINATOR if another broker coordinates it, INVALID_GROUP_ID for "".
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import delete_groups as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
@@ -21,4 +21,4 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, results=refused)
     return forward(ctx, request, "delete_groups", names,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, results=[*value["results"], *refused]),
-                   lambda: {"results": [{"group_id": g, "error_code": COORDINATOR_NOT_AVAILABLE} for g in names]})
+                   lambda code: {"results": [{"group_id": g, "error_code": code} for g in names]})

@@ -1,5 +1,8 @@
 """DeleteTopics (20): forwarded to the control plane, which owns the topic catalogue."""
 
+from mmlog.ipc.control_channel import ControlTimedOut
+from mmlog.processors.handlers._common import (COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT, answer,
+                                               control_timeout_s, error_code)
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import delete_topics as schema
 from mmlog.security import acls
@@ -14,15 +17,20 @@ def handle(ctx, request):
     refused = [(n, TopicAuthorizationFailed.code) for n in names if n in denied]
     names = [n for n in names if n not in denied]
 
+    def respond(value):
+        return schema.RESPONSE(throttle_time_ms=0, responses=[
+            {"name": n, "error_code": code} for n, code in [*value, *refused]])
+
     def done(ok, value):
         if not ok:
-            value = [(n, 15) for n in names]
+            code = REQUEST_TIMED_OUT if isinstance(value, ControlTimedOut) else COORDINATOR_NOT_AVAILABLE
+            value = [(n, code) for n in names]
         ctx.manager.reload()
-        request.respond(schema.RESPONSE(throttle_time_ms=0, responses=[
-            {"name": n, "error_code": code} for n, code in [*value, *refused]]))
+        request.respond(respond(value))
 
     if not names:
         done(True, [])
         return DEFERRED
-    ctx.control.call("delete_topics", names, done)
+    ctx.control.call("delete_topics", names, done, control_timeout_s(request.body.timeout_ms),
+                     lambda exc: answer(request, lambda: respond([(n, error_code(exc, logged=True)) for n in names])))
     return DEFERRED

@@ -5,7 +5,7 @@ v6. Member metadata and assignments are filled only while the group is Stable.
 Authorized operations are not computed (INT32_MIN, "not requested").
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import describe_groups as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
@@ -28,10 +28,10 @@ def handle(ctx, request):
         if not allowed:
             return merged({"groups": []})
         return forward(ctx, request, "describe_groups", allowed, merged,
-                       lambda: {"groups": [{"error_code": COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",
+                       lambda code: {"groups": [{"error_code": code, "group_id": g, "group_state": "",
                                             "protocol_type": "", "protocol_data": "", "members": []}
                                            for g in allowed]})
     return forward(ctx, request, "describe_groups", names,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
-                   lambda: {"groups": [{"error_code": COORDINATOR_NOT_AVAILABLE, "group_id": g, "group_state": "",
+                   lambda code: {"groups": [{"error_code": code, "group_id": g, "group_state": "",
                                         "protocol_type": "", "protocol_data": "", "members": []} for g in names]})

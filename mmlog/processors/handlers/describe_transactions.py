@@ -1,6 +1,6 @@
 """DescribeTransactions (65): transactional ids' states, from their coordinator (NOT_COORDINATOR elsewhere)."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import describe_transactions as schema
 from mmlog.security import acls
 from mmlog.errors import TransactionalIdAuthorizationFailed
@@ -20,12 +20,12 @@ def handle(ctx, request):
             return schema.RESPONSE(throttle_time_ms=0, transaction_states=refused)
         return forward(ctx, request, "txn_describe", {"transactional_ids": ids},
                        lambda states: schema.RESPONSE(throttle_time_ms=0, transaction_states=[*states, *refused]),
-                       lambda: [{"error_code": COORDINATOR_NOT_AVAILABLE, "transactional_id": t,
+                       lambda code: [{"error_code": code, "transactional_id": t,
                                  "transaction_state": "", "transaction_timeout_ms": 0,
                                  "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1,
                                  "topics": []} for t in ids])
     return forward(ctx, request, "txn_describe", {"transactional_ids": ids},
                    lambda states: schema.RESPONSE(throttle_time_ms=0, transaction_states=states),
-                   lambda: [{"error_code": COORDINATOR_NOT_AVAILABLE, "transactional_id": t, "transaction_state": "",
+                   lambda code: [{"error_code": code, "transactional_id": t, "transaction_state": "",
                              "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
                              "producer_epoch": -1, "topics": []} for t in ids])

@@ -1,6 +1,6 @@
 """ElectLeaders (43): forwarded to the control plane; the controller decides (others: NOT_CONTROLLER)."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import elect_leaders as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
@@ -29,4 +29,5 @@ def handle(ctx, request):
     if election_type not in ELECTION_TYPES:
         return respond([(t, p, INVALID_REQUEST, f"unknown election type {election_type}") for t, p in keys or ()])
     return forward(ctx, request, "elect_leaders", {"election_type": election_type, "partitions": keys}, respond,
-                   lambda: [(t, p, COORDINATOR_NOT_AVAILABLE, "control plane unavailable") for t, p in keys or ()])
+                   lambda code: [(t, p, code, failure_message(code)) for t, p in keys or ()],
+                   timeout_ms=request.body.timeout_ms)

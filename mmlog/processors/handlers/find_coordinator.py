@@ -41,7 +41,7 @@ def handle(ctx, request):
     forward(ctx, request, "txn_find_coordinator", None,
             lambda value: _transaction(ctx, key, request) if value["error_code"] == 0 else _refuse(
                 value["error_code"], value.get("error_message") or f"{TRANSACTION_STATE} is being created"),
-            lambda: {"error_code": COORDINATOR_NOT_AVAILABLE})
+            lambda code: {"error_code": code})
     return DEFERRED
 
 

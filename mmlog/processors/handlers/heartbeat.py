@@ -1,6 +1,6 @@
 """Heartbeat (12): forwarded to the group coordinator; REBALANCE_IN_PROGRESS tells a member to rejoin."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward, member_args
+from mmlog.processors.handlers._common import forward, member_args
 from mmlog.protocol.messages import heartbeat as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
@@ -13,4 +13,4 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code)
     return forward(ctx, request, "heartbeat", member_args(request, 3),
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
-                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE})
+                   lambda code: {"error_code": code})

@@ -12,7 +12,8 @@ epoch that is not the transactional id's current one is fenced (PRODUCER_FENCED)
 """
 
 from mmlog.errors import InvalidRequest, KafkaError
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
+from mmlog.ipc.control_channel import DEFAULT_TIMEOUT_S
+from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, answer, error_code, fenced_for, forward
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import init_producer_id as schema
 from mmlog.security import acls
@@ -51,14 +52,17 @@ def handle(ctx, request):
                         "transaction_timeout_ms": body.transaction_timeout_ms,
                         "expected": None if expected == (-1, -1) else expected},
                        lambda v: schema.RESPONSE(throttle_time_ms=0, **dict(v, error_code=translate(v["error_code"]))),
-                       lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1})
+                       lambda code: {"error_code": code, "producer_id": -1, "producer_epoch": -1})
+
+    def refuse(code: int):
+        return schema.RESPONSE(error_code=code, producer_id=-1, producer_epoch=-1)
 
     def done(ok, value):
         if ok:
             request.respond(schema.RESPONSE(error_code=0, producer_id=value, producer_epoch=0))
         else:
-            code = value.code if isinstance(value, KafkaError) else COORDINATOR_NOT_AVAILABLE
-            request.respond(schema.RESPONSE(error_code=code, producer_id=-1, producer_epoch=-1))
+            request.respond(refuse(value.code if isinstance(value, KafkaError) else COORDINATOR_NOT_AVAILABLE))
 
-    ctx.control.call("next_producer_id", None, done)
+    ctx.control.call("next_producer_id", None, done, DEFAULT_TIMEOUT_S,
+                     lambda exc: answer(request, lambda: refuse(error_code(exc, logged=True))))
     return DEFERRED

@@ -6,12 +6,13 @@ the member id it hands out (KIP-394). v7+ answers the group's protocol type, and
 refused join a null protocol name (Kafka's; older versions get "").
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, client_host, forward
+from mmlog.processors.handlers._common import client_host, forward
 from mmlog.protocol.messages import join_group as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
+JOIN_MARGIN_MS = 10_000
 NULL_PROTOCOL_SINCE = 7
 
 
@@ -38,6 +39,9 @@ def handle(ctx, request):
             value = dict(value, protocol_type=None, protocol_name=None)
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
+    # The coordinator may hold a JoinGroup for the group's rebalance (its members' longest rebalance timeout,
+    # after the initial delay); a client gives up on it after its own, plus a few seconds.
+    wait_ms = args["rebalance_timeout_ms"] + ctx.config["group.initial.rebalance.delay.ms"] + JOIN_MARGIN_MS
     return forward(ctx, request, "join_group", args, respond,
-                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": "",
-                            "leader": "", "member_id": body.member_id, "members": []})
+                   lambda code: {"error_code": code, "generation_id": -1, "protocol_name": "",
+                                 "leader": "", "member_id": body.member_id, "members": []}, wait_ms=wait_ms)

@@ -5,7 +5,7 @@ member's (as Kafka's LeaveGroupResponse folds them). v3 names a batch of members
 by member id or group instance id, each with its own error.
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import leave_group as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
@@ -29,4 +29,4 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
     return forward(ctx, request, "leave_group", {"group_id": body.group_id, "members": members}, respond,
-                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "members": []})
+                   lambda code: {"error_code": code, "members": []})

@@ -4,7 +4,7 @@ v4+ may keep only groups in some states (``states_filter``, Kafka's state names)
 each group's state.
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import list_groups as schema
 from mmlog.security import acls
 
@@ -22,4 +22,4 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
     return forward(ctx, request, "list_groups", states, visible,
-                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "groups": []})
+                   lambda code: {"error_code": code, "groups": []})

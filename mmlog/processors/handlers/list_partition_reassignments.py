@@ -1,7 +1,7 @@
 """ListPartitionReassignments (46): forwarded to the control plane; the controller lists the moves in
 progress (others answer NOT_CONTROLLER)."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import list_partition_reassignments as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
@@ -26,4 +26,4 @@ def handle(ctx, request):
             {"name": t, "partitions": ps} for t, ps in by_topic.items()])
 
     return forward(ctx, request, "list_reassignments", {"partitions": keys}, respond,
-                   lambda: ((COORDINATOR_NOT_AVAILABLE, "control plane unavailable"), []))
+                   lambda code: ((code, failure_message(code)), []))

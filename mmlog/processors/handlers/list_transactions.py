@@ -1,6 +1,6 @@
 """ListTransactions (66): the transactional ids this broker coordinates, filtered by state and producer id."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import list_transactions as schema
 from mmlog.security import acls
 
@@ -20,5 +20,5 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, **v)
 
     return forward(ctx, request, "txn_list", args, visible,
-                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "unknown_state_filters": [],
+                   lambda code: {"error_code": code, "unknown_state_filters": [],
                             "transaction_states": []})

@@ -43,6 +43,8 @@ import uuid
 
 from mmlog.errors import (InvalidRequest, KafkaStorageError, LeaderNotAvailable, TopicAuthorizationFailed,
                           UnknownTopicId, UnknownTopicOrPartition)
+from mmlog.ipc.control_channel import DEFAULT_TIMEOUT_S
+from mmlog.processors.handlers._common import answer
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import metadata as schema
 from mmlog.security.acls import CREATE, DESCRIBE, TOPIC
@@ -76,13 +78,18 @@ def handle(ctx, request):
         cap = ctx.config["auto.create.topics.max.per.request"]
         asked, later = missing[:cap], missing[cap:]
 
+        def respond(pending):
+            return _response(ctx, request.version, names, ctx.manager.topics(), pending, request.conn.listener_name,
+                             refused)
+
         def created(ok, value):
             ctx.manager.reload()
-            pending = set(later) | set(value if ok and value else ())
-            request.respond(_response(ctx, request.version, names, ctx.manager.topics(), pending,
-                                      request.conn.listener_name, refused))
+            request.respond(respond(set(later) | set(value if ok and value else ())))
 
-        ctx.control.call("auto_create_topics", asked, created)
+        # Whatever went wrong, the topics asked for are answered as being created (LEADER_NOT_AVAILABLE):
+        # the client asks again.
+        ctx.control.call("auto_create_topics", asked, created, DEFAULT_TIMEOUT_S,
+                         lambda exc: answer(request, lambda: respond(set(missing))))
         return DEFERRED
     return _response(ctx, request.version, names, known, listener=request.conn.listener_name, refused=refused)
 

@@ -6,7 +6,7 @@ accepts that while the group has no members, as Kafka does. retention_time_ms
 """
 
 from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward, member_args
+from mmlog.processors.handlers._common import forward, member_args
 from mmlog.protocol.messages import offset_commit as schema
 from mmlog.security import acls
 
@@ -31,8 +31,8 @@ def handle(ctx, request):
     args = member_args(request, 7, topics=topics)
     return forward(ctx, request, "offset_commit", args,
                    lambda value: _answer(value["topics"], refused, code),
-                   lambda: {"topics": [{"name": t, "partitions": [
-                       {"partition_index": p[0], "error_code": COORDINATOR_NOT_AVAILABLE} for p in ps]}
+                   lambda code: {"topics": [{"name": t, "partitions": [
+                       {"partition_index": p[0], "error_code": code} for p in ps]}
                        for t, ps in topics]})
 
 

@@ -5,7 +5,7 @@ the top-level code with no topics, as Kafka answers; otherwise each partition
 says NONE, GROUP_SUBSCRIBED_TO_TOPIC or UNKNOWN_TOPIC_OR_PARTITION.
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import offset_delete as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed
@@ -27,4 +27,4 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, error_code=0, topics=refused)
     return forward(ctx, request, "offset_delete", {"group_id": body.group_id, "topics": topics},
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **dict(value, topics=[*value["topics"], *refused])),
-                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "topics": []})
+                   lambda code: {"error_code": code, "topics": []})

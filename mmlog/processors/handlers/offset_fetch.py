@@ -7,7 +7,7 @@ goes into every partition. v7+ may ask for stable offsets only (require_stable, 
 partition with offsets pending in an open transaction then answers UNSTABLE_OFFSET_COMMIT.
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
+from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import offset_fetch as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed
@@ -42,8 +42,8 @@ def handle(ctx, request):
                     partition["error_code"] = value["error_code"]
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
-    def unavailable():
-        return {"error_code": COORDINATOR_NOT_AVAILABLE,
+    def unavailable(code):
+        return {"error_code": code,
                 "topics": [{"name": t, "partitions": [_entry(p, 0) for p in ps]} for t, ps in topics or ()]}
 
     if topics == [] and refused:

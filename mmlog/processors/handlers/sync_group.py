@@ -5,12 +5,13 @@ v5+ may name the protocol type and name the member expects (INCONSISTENT_GROUP_P
 they are not the group's, as in Kafka), and a successful answer names the group's.
 """
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward, member_args
+from mmlog.processors.handlers._common import forward, member_args
 from mmlog.protocol.messages import sync_group as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
 
 API_KEY = schema.API_KEY
+SYNC_MARGIN_MS = 10_000  # a SyncGroup waits for its leader's, at most the leader's session
 PROTOCOL_SINCE = 5
 
 
@@ -24,4 +25,5 @@ def handle(ctx, request):
                        protocol_name=body.protocol_name if named else None)
     return forward(ctx, request, "sync_group", args,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
-                   lambda: {"error_code": COORDINATOR_NOT_AVAILABLE, "assignment": b""})
+                   lambda code: {"error_code": code, "assignment": b""},
+                   wait_ms=ctx.config["group.max.session.timeout.ms"] + SYNC_MARGIN_MS)  # waits for the leader

@@ -1,7 +1,7 @@
 """TxnOffsetCommit (28): offsets committed inside a transaction; forwarded to the group coordinator,
 which keeps them pending until the transaction's marker (`send_offsets_to_transaction`)."""
 
-from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, fenced_for, forward
+from mmlog.processors.handlers._common import fenced_for, forward
 from mmlog.protocol.messages import txn_offset_commit as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed, TransactionalIdAuthorizationFailed
@@ -42,6 +42,6 @@ def handle(ctx, request):
                 {"name": t, "partitions": [{"partition_index": p[0], "error_code": code or (
                     TopicAuthorizationFailed.code if t in denied else 0)} for p in ps]} for t, ps in topics])
     return forward(ctx, request, "txn_offset_commit", args, respond,
-                   lambda: {"topics": [{"name": t, "partitions": [
-                       {"partition_index": p[0], "error_code": COORDINATOR_NOT_AVAILABLE} for p in ps]}
+                   lambda code: {"topics": [{"name": t, "partitions": [
+                       {"partition_index": p[0], "error_code": code} for p in ps]}
                        for t, ps in topics]})

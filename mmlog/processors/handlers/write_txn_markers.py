@@ -32,6 +32,7 @@ import time
 
 from mmlog.errors import UnknownTopicOrPartition
 from mmlog.processors.handlers import produce
+from mmlog.ipc.control_channel import DEFAULT_TIMEOUT_S
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import write_txn_markers as schema
@@ -62,9 +63,10 @@ def handle(ctx, request):
             _partitions(ctx, request, codes)
 
     for pid, epoch, commit, name in groups:
+        # A failure to handle the answer closes the connection: the coordinator sends the markers again.
         ctx.control.call("txn_offsets_end", {"group_id": name[len(GROUP_PREFIX):], "producer_id": pid,
                                              "producer_epoch": epoch, "commit": commit},
-                         lambda ok, value, key=(pid, name): ended(key, ok, value))
+                         lambda ok, value, key=(pid, name): ended(key, ok, value), DEFAULT_TIMEOUT_S, request.fail)
     return DEFERRED
 
 
