@@ -187,6 +187,8 @@ def _run(config: BrokerConfig, store) -> int:
     code = 1
     try:
         code = supervisor.run(on_ready=ready)
+    except BaseException as exc:  # noqa: BLE001 - the main thread's own loop died: stop, and say why in a line
+        log.critical("stopping: the supervisor's loop died: %s: %s", exc.__class__.__name__, exc, exc_info=exc)
     finally:
         if code != 0:
             exit_within(FAILED_STOP_S)  # a stalled thread may hold what the steps below need

@@ -158,6 +158,8 @@ class ControlClient:
             data = self.sock.recv(1 << 16)
         except BlockingIOError:
             return
+        except OSError:  # reset: the main end closed with our requests unread
+            data = b""
         if not data:
             self.fail_all()
             raise ControlUnavailable("control channel closed")

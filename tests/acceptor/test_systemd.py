@@ -37,7 +37,7 @@ def test_the_sample_config_loads_and_the_unit_is_hardened():
     assert config["listeners"] == "PLAINTEXT://0.0.0.0:9092"
     assert config["log.retention.ms"] == 168 * 3600 * 1000
     unit = (TOOLS / "systemd" / "mmlog.service").read_text()
-    for line in ["Type=notify", "Restart=on-failure", "User=mmlog", "NoNewPrivileges=yes",
+    for line in ["Type=notify", "Restart=on-failure", "WatchdogSec=", "User=mmlog", "NoNewPrivileges=yes",
                  "ProtectSystem=strict", "ReadWritePaths=/var/lib/mmlog", "LimitNOFILE="]:
         assert line in unit
     assert "--config /etc/mmlog/server.properties" in unit
