@@ -39,10 +39,10 @@ from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "client_frames"
 
-# Kept out of the corpus for now (issue #16): a CreateTopics whose partition count is flipped to
-# 16,387 or 2**31-1 makes the broker create that many partitions (their files and maps in every
-# process) and wedges it on file descriptors and memory (RSS past 3 GiB) until partition limits
-# land in mmlog/log and mmlog/acceptor. CreatePartitions (37) is not served yet; listed for when it is.
+# Kept out of the suite's corpus: a CreateTopics whose partition count is flipped may still make up to
+# max.partitions.per.request (10,000) partitions, seconds of work and descriptors in every process that
+# a batch of 200 cases cannot afford. `--all-apis` (the soak's setting) keeps them; the suite's storm of
+# admin requests on colliding names is tests/acceptor/test_control_storm.py.
 EXCLUDED_APIS = {19: "CreateTopics", 37: "CreatePartitions"}
 
 _SIZE = struct.Struct(">i")
@@ -248,9 +248,10 @@ def send_cases(address: tuple[str, int], cases: list[Case], *, parallel: int = 3
 
 # --- health -------------------------------------------------------------------------------------
 
-def answers(address: tuple[str, int], timeout: float = 5.0) -> bool:
-    """True if the broker answers an ApiVersions v0 request on a new connection within the timeout."""
-    request = prefixed(struct.pack(">hhih", 18, 0, 7, 4) + b"fuzz")
+def answers(address: tuple[str, int], timeout: float = 5.0, request: bytes | None = None) -> bool:
+    """True if the broker answers a request (by default ApiVersions v0; correlation id 7) on a new
+    connection within the timeout."""
+    request = request or prefixed(struct.pack(">hhih", 18, 0, 7, 4) + b"fuzz")
     try:
         with socket.create_connection(address, timeout=timeout) as sock:
             sock.sendall(request)
@@ -272,8 +273,14 @@ def fd_usage(pid: int) -> tuple[int, int]:
     return len(os.listdir(f"/proc/{pid}/fd")), limit
 
 
+# ListGroups v0 (correlation id 7): answered by the main process's group coordinator, through the control
+# plane. A broker whose control plane died or stalls (a zombie) still answers ApiVersions, but not this.
+LIST_GROUPS = prefixed(struct.pack(">hhih", 16, 0, 7, 4) + b"fuzz")
+
+
 class Health:
-    """Whether a broker is as it was: running, the same processor pids, descriptors to spare, answering."""
+    """Whether a broker is as it was: running, the same processor pids, descriptors to spare, answering on
+    every processor, and its control plane answering."""
 
     def __init__(self, broker) -> None:
         self.broker = broker
@@ -300,6 +307,8 @@ class Health:
         address = ("127.0.0.1", broker.port)
         if not all(answers(address) for _ in range(probes)):  # connections are spread over the processors
             found.append("broker does not answer ApiVersions")
+        elif not answers(address, request=LIST_GROUPS):
+            found.append("the control plane does not answer ListGroups")
         return found
 
 

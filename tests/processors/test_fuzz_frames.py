@@ -1,4 +1,4 @@
-"""Mutants of real clients' request frames harm no one: the framer and decoder under fuzzing (issue #16).
+"""Mutants of real clients' request frames harm no one: the framer and decoder under fuzzing.
 
 One broker for the module, with short timeouts. A producer and a consumer (mmlog's own
 client) work beside it the whole time, while 2,000 seeded mutants of the frames in
@@ -17,12 +17,13 @@ import time
 
 import pytest
 
+from mmlog.acceptor.liveness import FAULT_FILE, FAULT_INJECTION_ENV
 from mmlog.client import Admin, Consumer, Producer
 from mmlog.protocol import decode_request_body, is_supported, parse_request_header
 from mmlog.testing import EmbeddedBroker
 from tools.fuzz_frames import EXCLUDED_APIS, Health, Mutator, api_key, load_corpus, send_cases
 
-SEED = 16  # the issue's number: any fixed seed makes a failure replayable
+SEED = 16  # any fixed seed makes a failure replayable
 CASES, BATCH = 2_000, 200
 TOPIC = "fuzz-bystander"
 CONFIG = {"connections.max.idle.ms": 5_000, "controlled.shutdown.timeout.ms": 5_000,
@@ -194,3 +195,15 @@ def test_the_health_check_sees_a_processor_die_and_a_broker_that_does_not_answer
             assert "broker does not answer ApiVersions" in health.problems(probes=1)
         finally:
             os.kill(broker.pid, signal.SIGCONT)
+
+
+def test_the_health_check_sees_a_zombie_whose_control_plane_stopped_answering(tmp_path, monkeypatch):
+    """A broker whose processors answer ApiVersions while its control thread is stuck is a finding too."""
+    monkeypatch.setenv(FAULT_INJECTION_ENV, "1")
+    with EmbeddedBroker(tmp_path, processors=1, config=CONFIG) as broker:
+        health = Health(broker)
+        assert health.problems() == []
+        (broker.data_dir / FAULT_FILE).write_text("stall:the control thread")
+        os.kill(broker.pid, signal.SIGUSR2)
+        assert health.problems(probes=1) == ["the control plane does not answer ListGroups"]
+        broker.kill()
