@@ -25,7 +25,6 @@ import gc
 import logging
 import os
 import resource
-import signal
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.metadata_store import EmbeddedStore
 from mmlog.acceptor.metrics.endpoint import MetricsServer, MetricsSources
-from mmlog.acceptor.parent_watch import children, watch_parent
+from mmlog.acceptor.parent_watch import end_now, watch_parent
 from mmlog.acceptor.supervisor import Supervisor
 from mmlog.acceptor.systemd import notify
 from mmlog.acceptor.liveness import Liveness
@@ -92,13 +91,7 @@ def exit_within(seconds: float) -> None:
     def deadline() -> None:
         time.sleep(seconds)
         log.critical("the stop after a failure did not finish in %.0f s: exiting now", seconds)
-        for pid in children():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        logging.shutdown()
-        os._exit(1)
+        end_now()
 
     threading.Thread(target=deadline, name="exit-deadline", daemon=True).start()
 

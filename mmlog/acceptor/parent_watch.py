@@ -38,6 +38,11 @@ def _watch(parent: int, grace_s: float) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(grace_s)
     log.error("shutdown still running %.0f s after the parent went: killing the broker's processes", grace_s)
+    end_now()
+
+
+def end_now() -> None:
+    """SIGKILL this process's children and end it with exit code 1, whatever its threads are doing."""
     for pid in children():
         try:
             os.kill(pid, signal.SIGKILL)
