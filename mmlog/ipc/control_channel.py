@@ -133,6 +133,8 @@ class ControlClient:
 
     def expire(self, now: float | None = None) -> None:
         """Fail the calls whose deadline has passed with ControlTimedOut (the loop calls this each pass)."""
+        if not self._deadlines:
+            return  # the usual pass: nothing waits on the control plane
         now = time.monotonic() if now is None else now
         while self._deadlines and self._deadlines[0][0] <= now:
             _, req_id = heapq.heappop(self._deadlines)
