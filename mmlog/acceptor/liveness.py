@@ -15,7 +15,11 @@ runs under a net that logs it) or fatal, and this module is how it becomes fatal
   (`threading.excepthook`);
 - a loop registered with `loop` (the control thread's) stamps each turn; one that
   has not turned for `stall_s` is a failure (a task that never returns, a blocking
-  call with no deadline).
+  call with no deadline). A pause of the whole process (SIGSTOP, a frozen machine)
+  is not a stall: the supervisor sees its own loop's gap and times every loop afresh.
+
+A processor's loop that stalls is not fatal but contained: the supervisor kills it and
+replaces it, as it replaces a processor that died (`ipc/heartbeats.py`).
 
 The supervisor's loop asks `failure()` on every turn (at least once a second) and
 stops the broker with exit code 1 and one line naming what failed; systemd's
@@ -78,6 +82,13 @@ class Liveness:
             self._turns[name] = time.monotonic()
 
         return turn
+
+    def resumed(self) -> None:
+        """The whole process was stopped (SIGSTOP, a frozen machine) and runs again: every loop turned now,
+        so that a pause is not taken for a stall."""
+        now = time.monotonic()
+        for name in list(self._turns):
+            self._turns[name] = now
 
     def forget(self, name: str) -> None:
         """Stop watching a thread or loop (it is being stopped on purpose)."""

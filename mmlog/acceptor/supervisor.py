@@ -67,6 +67,7 @@ from mmlog.acceptor.liveness import FAULT_FILE, fault_injection_enabled
 from mmlog.acceptor.systemd import Watchdog
 from mmlog.config.broker import BrokerConfig
 from mmlog.ipc.connection_table import ConnectionTable
+from mmlog.ipc.heartbeats import Heartbeats
 from mmlog.ipc.memory_pool import MemoryPool
 from mmlog.ipc.metrics_block import CLEANER as CLEANER_REGION, MAIN, NULL_REGION, MetricsBlock
 from mmlog.ipc.quota_block import QuotaBlock
@@ -85,6 +86,7 @@ FETCHER = "fetcher"  # the replica fetcher's backoff slot
 CLEANER = "cleaner"  # the log cleaner's
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 FORK_LOCK_WAIT_S = 1.0  # a fork that cannot have the control thread's locks in this time is retried later
+PAUSE_S = 5.0  # a gap this long between two turns of the supervisor's loop means the whole broker was stopped
 
 
 @dataclass
@@ -94,6 +96,7 @@ class Worker:
     handoff: socket.socket
     control: socket.socket
     started: float
+    killed: bool = False  # SIGKILLed for a stalled loop, not reaped yet
 
 
 class BrokerStopped(Exception):
@@ -135,6 +138,8 @@ class Supervisor:
         self.cluster_id = cluster_id
         self.nprocs = config["num.network.threads"]
         self.board = WakeBoard(self.nprocs)
+        self.heartbeats = Heartbeats(self.nprocs)
+        self._last_watch = time.monotonic()
         self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
         self.limits = ConnectionLimits(config, ConnectionTable(config["max.connections"]))
         # With metrics.listen set: the counters every process writes (ipc/metrics_block.py).
@@ -193,12 +198,36 @@ class Supervisor:
         return 0
 
     def watch_liveness(self) -> None:
-        """Stop the broker if an essential thread of this process died or a loop stalled; else feed
-        systemd's watchdog when it is due."""
+        """Stop the broker if an essential thread of this process died or its control thread stalled; kill
+        a processor whose loop stalled (it is replaced); feed systemd's watchdog when it is due."""
+        now = time.monotonic()
+        paused, self._last_watch = now - self._last_watch, now
+        if paused > PAUSE_S:  # this loop turns every second: the whole broker was stopped, not one loop
+            log.warning("the broker was paused for %.1f s (SIGSTOP, a frozen machine?): its loops are timed afresh",
+                        paused)
+            self.liveness.resumed()
+            self.heartbeats.reset()
+            return
         why = self.liveness.failure()
         if why is not None:
             raise BrokerStopped(why)
+        self._kill_stalled()
         self._watchdog.feed(self.liveness)
+
+    def _kill_stalled(self) -> None:
+        """SIGKILL each processor whose loop has not turned for broker.stall.timeout.ms: contained, as a
+        processor's death is (reap replaces it)."""
+        stall_s = self.liveness.stall_s
+        for worker in self.workers.values():
+            quiet = self.heartbeats.quiet_s(worker.slot)
+            if quiet > stall_s and not worker.killed:
+                worker.killed = True
+                log.error("processor %d (pid %d) has not turned for %.1f s (broker.stall.timeout.ms %d): killing it",
+                          worker.slot, worker.pid, quiet, stall_s * 1000)
+                try:
+                    os.kill(worker.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def _wake(self) -> None:
         """End the loop's wait (from any thread): a byte no signal has, through the signal pipe."""
@@ -431,9 +460,11 @@ class Supervisor:
             control_parent.close()
             return processor_main(slot, self.config, handoff_child, control_child, self.board, self.cluster_id,
                                   self.pool, self.limits.table,
-                                  self.metrics.processor(slot) if self.metrics else NULL_REGION, self.quota_block)
+                                  self.metrics.processor(slot) if self.metrics else NULL_REGION, self.quota_block,
+                                  self.heartbeats)
 
         try:
+            self.heartbeats.beat(slot)  # its clock starts now: booting counts as turning
             pid = self._fork(child)
         except ForkPutOff:
             for sock in (handoff_parent, handoff_child, control_parent, control_child):

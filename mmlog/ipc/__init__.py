@@ -8,7 +8,9 @@
 - `wake_board`: eventfds and parked-request counters, so an append in one processor
   wakes long polls parked in another;
 - `metrics_block`: the counters and histograms every process bumps without locks, one
-  region per process, that the main process sums when Prometheus scrapes it.
+  region per process, that the main process sums when Prometheus scrapes it;
+- `heartbeats`: the time of each processor loop's last turn, which the supervisor
+  watches for a processor that stalls.
 
 The layering, bottom to top (imports only ever point down):
 

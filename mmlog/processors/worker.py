@@ -55,6 +55,7 @@ import time
 from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
 from mmlog.ipc.connection_table import HANDOFF, ConnectionTable
 from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
+from mmlog.ipc.heartbeats import Heartbeats
 from mmlog.ipc.memory_pool import MemoryPool
 from mmlog.ipc.metrics_block import NULL_REGION, Region
 from mmlog.ipc.quota_block import QuotaBlock
@@ -94,8 +95,10 @@ class Processor:
 
     def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
                  board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
-                 metrics: Region = NULL_REGION, quota_block: QuotaBlock | None = None) -> None:
+                 metrics: Region = NULL_REGION, quota_block: QuotaBlock | None = None,
+                 heartbeats: Heartbeats | None = None) -> None:
         self.slot = slot
+        self.heartbeats = heartbeats or Heartbeats(slot + 1)  # the supervisor's, watched for a loop that stalls
         self.metrics = metrics  # this slot's region of the broker's metrics block (ipc/metrics_block.py)
         self.quota_block = quota_block
         self._muted: list[tuple[float, int, Connection]] = []  # heap of throttled connections: (until, order, conn)
@@ -186,7 +189,9 @@ class Processor:
             log.exception("processor %d cannot boot", self.slot)
             return BOOT_ERROR
         log.debug("processor %d ready (pid %d)", self.slot, os.getpid())
+        beat, slot = self.heartbeats.beat, self.slot
         while not (self.stopping and self._drained()):
+            beat(slot)
             events = self.sel.select(self._poll_timeout())
             self._on_events(events)
             self._notice_catalogue()  # before handling: the first request after an idle poll sees new configs
@@ -572,10 +577,12 @@ class Processor:
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
                    board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
-                   metrics: Region = NULL_REGION, quota_block: QuotaBlock | None = None) -> int:
+                   metrics: Region = NULL_REGION, quota_block: QuotaBlock | None = None,
+                   heartbeats: Heartbeats | None = None) -> int:
     """Entry point in the forked child; returns the exit code."""
     try:
-        return Processor(slot, config, handoff, control, board, cluster_id, pool, table, metrics, quota_block).run()
+        return Processor(slot, config, handoff, control, board, cluster_id, pool, table, metrics, quota_block,
+                         heartbeats).run()
     except Exception:  # noqa: BLE001
         log.exception("processor %d failed", slot)
         return 1

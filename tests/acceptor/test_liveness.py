@@ -101,3 +101,30 @@ def test_systemds_watchdog_is_fed_while_the_control_thread_turns_and_not_once_it
         # Fed for at most a watchdog interval after the stall began, then never again: systemd would have
         # killed it after WatchdogSec, seconds before the broker's own stall timeout stopped it.
         assert [m for m, at in received if at > stopping_at - 3] == [b"STOPPING=1"]
+
+
+def test_a_processor_whose_loop_stops_turning_is_killed_and_replaced(tmp_path):
+    config = dict(CONFIG, **{"broker.stall.timeout.ms": 3_000})
+    with EmbeddedBroker(tmp_path, processors=2, config=config) as broker:
+        stuck = broker.processor_pids()[0]
+        os.kill(stuck, signal.SIGSTOP)  # its loop turns no more; the rest of the broker does
+        deadline = time.monotonic() + 30
+        while stuck in broker.processor_pids() or len(broker.processor_pids()) < 2:
+            assert time.monotonic() < deadline, broker.log_lines[-10:]
+            time.sleep(0.1)
+        assert any("has not turned for" in line and f"(pid {stuck})" in line for line in broker.log_lines)
+        assert broker.proc.poll() is None
+        round_trip(broker, "served-by-the-replacement")
+
+
+def test_a_pause_of_the_whole_broker_is_not_taken_for_a_stall(tmp_path):
+    config = dict(CONFIG, **{"broker.stall.timeout.ms": 2_000})
+    with EmbeddedBroker(tmp_path, processors=1, config=config) as broker:
+        pids = broker.processor_pids()
+        broker.pause()  # every process of the broker, as a frozen machine
+        time.sleep(6)
+        broker.resume()
+        round_trip(broker, "after-the-pause")
+        assert broker.proc.poll() is None and broker.processor_pids() == pids
+        assert any("the broker was paused for" in line for line in broker.log_lines)
+        assert not [line for line in broker.log_lines if "level=CRITICAL" in line]
