@@ -36,7 +36,9 @@ for every process of the broker (`log_dirs.py`).
 
 Durability: a broker (process) crash loses nothing that was published, because the
 bytes are in the page cache and the state is a shared mapping; a machine crash loses
-at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync.
+at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync,
+and never more than the active segment: a segment that rolls is fsynced right after,
+off the append path (`rolled_flush.py`), as Kafka does (docs/durability.md).
 
 Replication (docs/replication.md). The state page says whether this broker leads
 the partition, follows it or does not serve it (`Role`). The high watermark (HW) is
@@ -96,7 +98,8 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, flush_timing, log_dirs, producer_state, recovery, retention, segment_swap, txn_index
+from mmlog.log import (compressed, flush_timing, log_dirs, producer_state, recovery, retention, rolled_flush, segment_swap,
+                       txn_index)
 from mmlog.log.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -1186,6 +1189,9 @@ class Partition:
         )
         # Our own cache is already right: the old active segment is mapped again when it is read.
         self._segments.pop(s.active_base).close()
+        # Only the active segment is at risk in a power loss, whatever the flush policy: the sealed one is
+        # fsynced soon by this process's flusher thread, off this append's latency (rolled_flush.py).
+        rolled_flush.submit(self.directory, s.active_base)
         self._bases = [*self._bases, s.log_end]
         self._generation, self._active_base = s.generation + 1, s.log_end
         return self.state.snapshot()
