@@ -302,7 +302,10 @@ class OffsetLog(OffsetStore):
         if stale.exists():
             stale.unlink()
             notes.append(f"{stale.name}: removed an interrupted compaction")
+        created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if created:  # its name must be on disk before any commit fsynced into it counts as durable
+            fsync_dir(self.dir)
         data = _read_all(self._fd)
         frames, valid, why = read_frames(memoryview(data))
         for records in frames:
