@@ -43,6 +43,7 @@ from pathlib import Path
 
 PAGE = 4096
 FALLOC_FL_KEEP_SIZE = 1
+HIDDEN = ".fuse_hidden"  # libfuse's names for files unlinked while open (see LazyOperations.hidden)
 
 
 class Node:
@@ -133,6 +134,11 @@ class LazyOperations:
         self.root = Node(True, 0o755)
         self.handles: dict[int, Node] = {}
         self._next_fh = 0
+        # Files unlinked or replaced while open. libfuse's high-level API reaches a file only by a path, so
+        # it renames such a file to `.fuse_hidden...` until its last close; kept here instead, out of every
+        # listing and every directory (a broker never sees them, and may remove the directory), they answer
+        # fstat and I/O on their open descriptors as a disk would.
+        self.hidden: dict[str, Node] = {}
         self.stats = {"fsyncs": 0, "dir_fsyncs": 0, "bytes_synced": 0, "losses": 0}
         self.mounted = threading.Event()
 
@@ -145,6 +151,7 @@ class LazyOperations:
             raise ValueError(f"lose {names} {data}")
         self.stats["losses"] += 1
         self.handles.clear()
+        self.hidden.clear()
         seen: set[int] = set()
 
         def restore(node: Node) -> None:
@@ -176,6 +183,12 @@ class LazyOperations:
             return self.handles[fh]
         if path is None:
             raise _error(errno.EBADF)
+        name = path.rpartition("/")[2]
+        if name.startswith(HIDDEN):
+            node = self.hidden.get(name)
+            if node is None:
+                raise _error(errno.ENOENT)
+            return node
         node = self.root
         for part in path.split("/"):
             if not part:
@@ -201,9 +214,7 @@ class LazyOperations:
 
     # ------------------------------------------------------------ operations
 
-    def init_with_config(self, conn, config):
-        if config is not None:
-            config.nullpath_ok = 1  # with hard_remove, an unlinked open file is reached by its handle only
+    def init(self, path):
         self.mounted.set()
 
     def getattr(self, path, fh=None):
@@ -306,6 +317,10 @@ class LazyOperations:
         return 0
 
     def unlink(self, path):
+        if path.rpartition("/")[2].startswith(HIDDEN):
+            if self.hidden.pop(path.rpartition("/")[2], None) is None:
+                raise _error(errno.ENOENT)
+            return 0
         parent, name = self._parent(path)
         if parent.entries.pop(name, None) is None:
             raise _error(errno.ENOENT)
@@ -315,13 +330,16 @@ class LazyOperations:
     def rename(self, old, new):
         old_parent, old_name = self._parent(old)
         new_parent, new_name = self._parent(new)
-        node = old_parent.entries.get(old_name)
+        node = old_parent.entries.get(old_name) if not old_name.startswith(HIDDEN) else None
         if node is None:
             raise _error(errno.ENOENT)
         target = new_parent.entries.get(new_name)
         if target is not None and target.is_dir and target.entries:
             raise _error(errno.ENOTEMPTY)
         del old_parent.entries[old_name]
+        if new_name.startswith(HIDDEN):  # libfuse hiding an open file that is being unlinked or replaced
+            self.hidden[new_name] = node
+            return 0
         new_parent.entries[new_name] = node
         old_parent.mtime_ns = new_parent.mtime_ns = time.time_ns()
         return 0
@@ -403,7 +421,7 @@ def serve(mountpoint: str) -> None:
     while True:
         ops.mounted.clear()
         threading.Thread(target=lambda: (ops.mounted.wait(), print("mounted", flush=True)), daemon=True).start()
-        fuse(ops, mountpoint, foreground=True, nothreads=True, kernel_cache=True, hard_remove=True, use_ino=True,
+        fuse(ops, mountpoint, foreground=True, nothreads=True, kernel_cache=True, use_ino=True,
              default_permissions=False, fsname="lazyfs")
         wake.wait(timeout=10)
         wake.clear()

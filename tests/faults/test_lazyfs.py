@@ -94,3 +94,17 @@ def test_stores_into_a_shared_mapping_are_kept_only_once_msynced(fs):
     data = (root / "index").read_bytes()
     assert data[:8] == b"kept" + bytes(4) and data[mmap.PAGESIZE:mmap.PAGESIZE + 4] == bytes(4)
     assert fs.stats()["losses"] == 1
+
+
+def test_a_file_replaced_or_unlinked_while_open_still_answers_its_descriptor_and_is_listed_nowhere(fs):
+    root = fs.mountpoint
+    write(root / "segment", b"old inode")
+    fd = os.open(root / "segment", os.O_RDWR)
+    write(root / "segment.tmp", b"new")
+    os.replace(root / "segment.tmp", root / "segment")  # over a file still open, as the cleaner's swap does
+    other = os.open(root / "segment", os.O_RDONLY)
+    os.unlink(root / "segment")
+    assert os.listdir(root) == []
+    assert os.fstat(fd).st_size == 9 and os.pread(fd, 3, 0) == b"old" and os.fstat(other).st_size == 3
+    os.close(fd)
+    os.close(other)
