@@ -6,7 +6,9 @@ broker again on the same directory and checks what its flush policy promises (do
 Losses come at seeded random points of a mixed load: produce (idempotent, acks=all), rolls (small
 segments), retention, compaction, transaction markers, group offset commits, topic creation and
 deletion. Each loss draws, with the same seed, whether directory entries not yet synced survive
-(a journal that committed them) and whether unsynced data comes back empty or zero-filled.
+(a journal that committed them) and whether unsynced data comes back empty or zero-filled. The seeds
+fix the load's sequence of operations, the crash times and what survives; which operation a crash
+interrupts also depends on the machine's speed, as with any fault injected by time.
 """
 
 from __future__ import annotations
@@ -68,8 +70,13 @@ def start(data, config) -> EmbeddedBroker:
     return EmbeddedBroker(data, processors=1, config={**BROKER, **config}, ready_timeout=90).start()
 
 
-def cut_power(broker: EmbeddedBroker, fs: LazyFS, rng: random.Random) -> tuple[str, str]:
+def crash(broker: EmbeddedBroker, fs: LazyFS, rng: random.Random) -> tuple[str, ...]:
+    """SIGKILL the broker, then, two times in three, cut the power (which names and data survive: drawn).
+    A process crash alone loses nothing acknowledged whatever the policy; it also leaves the next power
+    loss a log whose recovery ran on unsynced pages (which recovery must sync before trusting them)."""
     broker.kill()
+    if rng.random() < 1 / 3:
+        return ("process crash",)
     how = rng.choice(["synced", "all"]), rng.choice(["empty", "zeros"])
     fs.lose_power(*how)
     return how
@@ -350,51 +357,53 @@ def test_with_flush_messages_1_an_acknowledged_offset_commit_survives_a_power_lo
         broker.stop()
 
 
-ROUNDS = 3
+ROUNDS = 4
 
 
 @pytest.mark.parametrize("seed", [1])
 def test_with_flush_messages_1_nothing_acknowledged_is_lost_at_any_point(fs, seed):
-    """Guarantee: log.flush.interval.messages=1 on a single broker: after a power loss at any point of the
-    mixed load, every acknowledged acks=all record, committed transaction and group offset commit is there,
-    the broker starts, and every log is consistent (no record twice, no offset reused, sequences forward)."""
-    rng = random.Random(seed)
+    """Guarantee: log.flush.interval.messages=1 on a single broker: after a power loss (or a process crash) at
+    any point of the mixed load, every acknowledged acks=all record, committed transaction and group offset
+    commit is there, the broker starts, and every log is consistent (no record twice, no offset reused,
+    sequences forward, indexes inside the log)."""
+    rng = random.Random(seed)  # the crashes: when, and what survives (the load has its own, per round)
     data = provision(fs)
     broker = start(data, EVERY_MESSAGE)
     try:
         make_topics(broker)
         for round_ in range(ROUNDS):
-            with Load(broker, rng, round_) as load:
+            with Load(broker, random.Random(seed * 1000 + round_), round_) as load:
                 time.sleep(rng.uniform(1.0, 3.0))
-                how = cut_power(broker, fs, rng)
+                how = crash(broker, fs, rng)
             broker.start()
             lost = check_round(broker, load.acked, every_message=True, round_=round_)
-            print(f"round {round_}: {load.count} writes, power cut {how}, lost {lost}")
+            print(f"round {round_}: {load.count} writes, {' '.join(how)}, lost {lost}")
     finally:
         broker.stop()
     check_files(data)
 
 
-@pytest.mark.parametrize("seed", [2])
+@pytest.mark.parametrize("seed", [8])
 def test_with_the_default_policy_only_the_unflushed_tail_is_lost_and_everything_comes_back_consistent(fs, seed):
     """Guarantee: with the default flush policy (the OS's), a power loss at any point of the mixed load loses
     at most the tail of each log that was in its active segment (with the rolled flush: at most about two
     segments' worth if it came right at a roll); what survived is a prefix, no offset holds another record
     than the one acknowledged at it, no record is served twice, producer sequences never go backwards,
-    indexes point into the log, and the broker always starts."""
-    rng = random.Random(seed)
+    indexes point into the log, and the broker always starts. A round that is a process crash only (no
+    power loss) loses nothing acknowledged."""
+    rng = random.Random(seed)  # the crashes: when, and what survives (the load has its own, per round)
     data = provision(fs)
     broker = start(data, {})
     per_segment = SEGMENT_BYTES // (len(VALUE_PAD) + 70) + 1
     try:
         make_topics(broker)
         for round_ in range(ROUNDS):
-            with Load(broker, rng, round_) as load:
+            with Load(broker, random.Random(seed * 1000 + round_), round_) as load:
                 time.sleep(rng.uniform(1.0, 3.0))
-                how = cut_power(broker, fs, rng)
+                how = crash(broker, fs, rng)
             broker.start()
-            lost = check_round(broker, load.acked, every_message=False, round_=round_)
-            print(f"round {round_}: {load.count} writes, power cut {how}, lost {lost}")
+            lost = check_round(broker, load.acked, every_message=how == ("process crash",), round_=round_)
+            print(f"round {round_}: {load.count} writes, {' '.join(how)}, lost {lost}")
             assert lost["events"] <= 2 * per_segment and lost["retained"] <= 2 * per_segment, lost
     finally:
         broker.stop()
