@@ -98,8 +98,17 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import (compressed, flush_timing, log_dirs, producer_state, recovery, retention, rolled_flush, segment_swap,
-                       txn_index)
+from mmlog.log import (
+    compressed,
+    flush_timing,
+    log_dirs,
+    producer_state,
+    recovery,
+    retention,
+    rolled_flush,
+    segment_swap,
+    txn_index,
+)
 from mmlog.log.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -186,12 +195,17 @@ class Partition:
         self.directory = Path(directory)
         self.config = config or LogConfig()
         # A partition this open creates holds nothing anyone was told is stored, so its new files need
-        # not reach the disk now (a topic creation waits on no fsync per partition): after a crash before
-        # they do, the next open finds a missing or partial directory and recovery makes it again, empty.
-        # What says the topic exists is the catalogue, written durably after its partitions.
+        # not reach the disk now (a topic creation waits on no fsync per partition for them): after a crash
+        # before they do, the next open finds a missing or partial directory and recovery makes it again,
+        # empty. What says the topic exists is the catalogue, written durably after its partitions. Two
+        # things are synced at once, all the same: the leader-epoch checkpoint (`become_leader`), and the
+        # directory's name in the log dir, or a power loss could drop the directory with every record later
+        # fsynced into it (the catalogue's sync covers only the first log dir, and only when it follows).
         self.fresh = recover and not self.directory.exists()
         if recover:
             self.directory.mkdir(parents=True, exist_ok=True)
+            if self.fresh:
+                fsync_dir(self.directory.parent)
         elif not (self.directory / "partition.state").exists():
             raise UnknownTopicOrPartition(f"{self.directory} is not an open partition")
         self.state = PartitionState(self.directory)

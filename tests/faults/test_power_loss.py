@@ -363,6 +363,33 @@ def test_with_flush_messages_1_an_acknowledged_offset_commit_survives_a_power_lo
         broker.stop()
 
 
+def test_with_flush_messages_1_records_in_every_log_dir_survive_a_power_loss(fs):
+    """Guarantee: with log.flush.interval.messages=1 and two log dirs, every acknowledged record survives a
+    power loss that comes before anything else synced the second log dir (its replication-offset-checkpoint,
+    every few seconds): a new partition's directory name is synced when it is made, in whichever log dir."""
+    first, second = provision(fs), fs.mountpoint / "second"
+    second.mkdir()
+    fsync_dir(fs.mountpoint)
+    broker = EmbeddedBroker(f"{first},{second}", processors=1, config={**BROKER, **EVERY_MESSAGE}).start()
+    try:
+        Admin(broker.bootstrap, timeout=10).create_topic("spread", partitions=4)
+        assert any(second.glob("spread-*")), "no partition in the second log dir"
+        acked = []
+        with Producer(broker.bootstrap, acks="all", linger_ms=0) as producer:
+            for i in range(40):
+                value = b"spread-%d" % i
+                meta = producer.send("spread", value, partition=i % 4).get(timeout=20)
+                acked.append((meta.partition, meta.offset, value))
+        broker.kill()
+        fs.lose_power("synced", "empty")
+        broker.start()
+        with connect(broker) as conn:
+            stored = {(p, r.offset): r.value for p in range(4) for r in read_partition(conn, "spread", p, 0)}
+        assert [a for a in acked if stored.get(a[:2]) != a[2]] == []
+    finally:
+        broker.stop()
+
+
 ROUNDS = 4
 
 

@@ -1,5 +1,5 @@
-"""A partition an open creates fsyncs only its leader-epoch checkpoint, and losing its other unsynced files in a
-crash costs nothing."""
+"""A partition an open creates fsyncs only its name and its leader-epoch checkpoint, and losing its other unsynced
+files in a crash costs nothing."""
 
 from __future__ import annotations
 
@@ -21,13 +21,14 @@ def fsyncs(monkeypatch):
     return calls
 
 
-def test_creating_a_partition_fsyncs_only_its_epoch_checkpoint(tmp_path, config, fsyncs):
-    """The checkpoint, renamed before its data reached the disk, could come back from a power loss empty:
-    it is written durably (file, then directory). The segment, indexes and state page are not."""
+def test_creating_a_partition_fsyncs_only_its_name_and_its_epoch_checkpoint(tmp_path, config, fsyncs):
+    """The directory's name in the log dir, or a power loss could drop it with whatever is fsynced into it later;
+    the checkpoint, which renamed before its data reached the disk could come back empty, is written durably
+    (file, then directory). The segment, indexes and state page are not."""
     p = Partition(tmp_path / "t-0", config)
-    assert p.fresh and fsyncs == []
+    assert p.fresh and fsyncs == [tmp_path.name]
     p.become_leader(0, (0,), (0,), 0)
-    assert fsyncs == ["leader-epoch-checkpoint.tmp", "t-0"]
+    assert fsyncs == [tmp_path.name, "leader-epoch-checkpoint.tmp", "t-0"]
     p.append(rec.build_batch([(None, b"x")]))
     p.flush()  # appends are as durable as the flush policy says, as before
     assert fsyncs
