@@ -26,7 +26,7 @@ an entry past the log end is harmless for `end_offset_for` anyway (it answers
 with the log end for the latest epoch). A file that does not parse (written by a
 version that renamed it before its data reached the disk, then a power loss: empty
 or zero-filled) is rebuilt from the epochs stamped in the log's batches, as Kafka's
-recovery does (`Partition._check_epochs`); it never stops the broker.
+recovery does (`Partition._drop_unreadable_epochs`, `_rebuild_epochs`); it never stops the broker.
 """
 
 from __future__ import annotations

@@ -197,9 +197,9 @@ class Partition:
         # A partition this open creates holds nothing anyone was told is stored, so its new files need
         # not reach the disk now (a topic creation waits on no fsync per partition for them): after a crash
         # before they do, the next open finds a missing or partial directory and recovery makes it again,
-        # empty. What says the topic exists is the catalogue, written durably after its partitions. Two
-        # things are synced at once, all the same: the leader-epoch checkpoint (`become_leader`), and the
-        # directory's name in the log dir, or a power loss could drop the directory with every record later
+        # empty. What says the topic exists is the catalogue, written durably after its partitions. Synced
+        # at once all the same: the leader-epoch checkpoint (`become_leader`, as every checkpoint), and the
+        # directory's name in its log dir, or a power loss could drop the directory with every record later
         # fsynced into it (the catalogue's sync covers only the first log dir, and only when it follows).
         self.fresh = recover and not self.directory.exists()
         if recover:
@@ -233,11 +233,9 @@ class Partition:
     def _load(self) -> None:
         """Under the lock at open: trust a clean close, or recover the tail of the log."""
         epochs_lost = self._drop_unreadable_epochs()
-        try:
-            self._load_state()
-        finally:
-            if epochs_lost:
-                self._rebuild_epochs()
+        self._load_state()
+        if epochs_lost:
+            self._rebuild_epochs()
 
     def _drop_unreadable_epochs(self) -> bool:
         """Remove a leader-epoch-checkpoint that does not parse; True if there was one (rebuild it).

@@ -14,9 +14,10 @@ work for idle partitions too. The thread costs nothing until a roll and takes no
 segment's files no longer change (the cleaner replaces them under new inodes, retention unlinks
 them, and an fsync of a descriptor opened before either is harmless).
 
-Crash points: a process killed before the thread ran leaves the segment unsynced, exactly as
-before; the recovery point is not moved here (it moves at the next flush, under the lock), so
-recovery after a power loss rescans from it: a rescan of a synced segment is only slower.
+Crash points: the recovery point is not moved here (it moves at the next flush, under the lock),
+so a sealed segment always lies at or after it until then, and any recovery rescans it: after a
+process crash that came before the thread ran, that recovery fsyncs it (recovery.py); after a power
+loss, a rescan of a segment this thread did sync is only slower.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def submit(directory: Path, base: int) -> None:
 
 
 def wait_idle() -> None:
-    """Block until every segment submitted so far is synced (tests, and a clean stop that wants it)."""
+    """Block until every segment submitted so far is synced (for tests: nothing in the broker waits on it)."""
     q = _queue
     if q is not None:
         q.join()
