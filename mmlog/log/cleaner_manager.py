@@ -13,14 +13,24 @@ writes) and loops:
       write cleaner-status.json (every compacted log's ratio and last cleaning); the
       broker's totals go to its metrics block through `on_clean`.
 
-A cleaning that fails (a segment that does not parse, a full disk) is logged and
+A cleaning that fails (a segment that does not parse, a failing disk) is logged and
 the partition is left alone until the process restarts; its cleaned files are
 leftovers that the next swap or recovery removes.
+
+A full disk (ENOSPC, EDQUOT) is not such a failure: space comes back (retention, an
+operator), so the cleaner waits a backoff and tries again, the same partition
+included, and says so once when the disk fills and once when it has room again,
+not at every try. A cleaning that met it removes its half-written cleaned files at
+once (cleaner.py), so the cleaner never holds space the producers are short of. The
+status file is rewritten only when its content changes: a cleaner with nothing to
+compact writes nothing after its first pass, and on a full disk it does not even
+need that one.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import logging
 import os
@@ -38,6 +48,11 @@ from mmlog.log.offset_map import OffsetMap
 log = logging.getLogger(__name__)
 
 PROCESS_NAME = "mmlog-cleaner"  # its /proc/<pid>/comm: tools and tests tell it from the processors by it
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})  # a reason to wait, not to fail (log_dirs.py: not a dir failure)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL
 
 
 def name_process(name: str) -> None:
@@ -62,6 +77,8 @@ class LogCleanerManager:
         self.status: dict[str, dict] = {}
         self.failed: set[tuple[str, int]] = set()
         self.stopped = threading.Event()
+        self.disk_full: OSError | None = None  # the ENOSPC the cleaner is waiting out, logged once
+        self._status_written = read_status_bytes(config.log_dirs[0])  # what the status file holds now
 
     def compacted(self) -> list[tuple[str, int]]:
         topics = self.manager.topics()
@@ -107,7 +124,13 @@ class LogCleanerManager:
         part = self.manager.partition(topic, number)
         try:
             stats = self.cleaner.clean(part, first_dirty, now)
-        except (OSError, ValueError, KafkaError) as exc:
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise  # run() waits; the partition is tried again, not left alone
+            log.error("cleaning %s-%d failed, leaving it alone until a restart: %s", topic, number, exc)
+            self.failed.add((topic, number))
+            return True
+        except (ValueError, KafkaError) as exc:
             log.error("cleaning %s-%d failed, leaving it alone until a restart: %s", topic, number, exc)
             self.failed.add((topic, number))
             return True
@@ -125,8 +148,11 @@ class LogCleanerManager:
         return stats is not None
 
     def write_status(self) -> None:
-        atomic_write(self.config.log_dirs[0] / STATUS_FILE, json.dumps(self.status, sort_keys=True).encode(),
-                     sync=False)
+        """Rewrite the status file if what it says changed (each rewrite needs a block: see the docstring)."""
+        data = json.dumps(self.status, sort_keys=True).encode()
+        if data != self._status_written:
+            atomic_write(self.config.log_dirs[0] / STATUS_FILE, data, sync=False)
+            self._status_written = data
 
     def run(self) -> int:
         backoff = self.config["log.cleaner.backoff.ms"] / 1000
@@ -136,10 +162,30 @@ class LogCleanerManager:
             except KafkaError as exc:  # a topic deleted under us, a partition not ours any more
                 log.info("cleaner: %s", exc)
                 busy = False
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise  # a failing disk: the supervisor restarts us after probing the log dirs
+                if self.disk_full is None:
+                    log.warning("log cleaner: a log dir is full (%s); waiting, and trying again every %.1f s",
+                                exc, backoff)
+                self.disk_full = exc
+                busy = False
+            else:
+                if self.disk_full is not None:
+                    log.info("log cleaner: room on disk again; cleaning goes on")
+                    self.disk_full = None
             if not busy:
                 self.stopped.wait(backoff)
         self.manager.close(clean=False)
         return 0
+
+
+def read_status_bytes(log_dir: Path) -> bytes | None:
+    """The status file's bytes as they are (None if there is none)."""
+    try:
+        return (Path(log_dir) / STATUS_FILE).read_bytes()
+    except OSError:
+        return None
 
 
 def read_status(log_dir: Path) -> dict[str, dict]:

@@ -35,13 +35,24 @@ class SparseIndex:
 
     def reserve(self, slots: int) -> None:
         """Disk blocks behind the first `slots` entries before they are written, 64 KiB at a time:
-        one posix_fallocate per 8,192 entries (32 MiB of log at the default interval)."""
+        one posix_fallocate per 8,192 entries (32 MiB of log at the default interval).
+
+        Counted as reserved only once the allocation succeeded: an allocation that failed (ENOSPC)
+        is tried again by the next append, whose entries would otherwise go into pages without
+        blocks (SIGBUS) once the disk is full.
+
+        Cost (timeit, 2 shared cores): the check every append makes, 0.25-0.4 µs per index (two per
+        append); one posix_fallocate of a new 64 KiB chunk, 6-7 µs on ext4 and 28-30 µs on tmpfs
+        (which zeroes its pages), so under 0.01 µs per append amortised. Appends of one 200-byte
+        record with an entry for every batch (index.interval.bytes=0): 24-29 µs with the chunks,
+        25-27 µs with no reservation at all (noise), 32-52 µs with one allocation per entry."""
         if slots * self.entry_size <= self._reserved:
             return  # the common case, every append: blocks are there already
         need = min(slots * self.entry_size, self.file.nbytes)
         if need > self._reserved:
-            self._reserved = min(-(-need // RESERVE_CHUNK) * RESERVE_CHUNK, self.file.nbytes)
-            self.file.reserve(self._reserved)
+            chunk = min(-(-need // RESERVE_CHUNK) * RESERVE_CHUNK, self.file.nbytes)
+            self.file.reserve(chunk)
+            self._reserved = chunk
 
     @property
     def path(self) -> Path:

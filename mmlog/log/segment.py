@@ -26,6 +26,7 @@ from mmlog.log import kernels
 from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, delete_segment_files, segment_file
 from mmlog.log.offset_index import OffsetIndex
 from mmlog.log.time_index import TimeIndex
+from mmlog.protocol.records import HEADER_SIZE
 
 # Bytes read per step of a header scan. An index entry every 4 KiB leaves at most
 # about 4 KiB of batches between it and the target, so one 8 KiB read nearly
@@ -195,6 +196,15 @@ class Segment:
         """Validate the whole .log and rebuild both indexes into their (preallocated) mappings (`gaps`:
         batches may start past the expected offset, as in a compacted log)."""
         size = self.file_size()
+        if size:
+            # The kernel stores entries straight into the mappings: their pages get blocks first, as
+            # many as the log can need (an entry per batch past the first at most, a batch being at
+            # least a header long, and the final time entry), so that a full disk fails here with
+            # ENOSPC instead of a SIGBUS mid-scan. An empty log reserves nothing (a new partition
+            # costs no blocks until its first append).
+            entries = size // max(interval, HEADER_SIZE) + 2
+            self.offset_index.reserve(entries)
+            self.time_index.reserve(entries)
         index_out = self.offset_index.flat
         time_out = self.time_index.flat
         if size == 0:

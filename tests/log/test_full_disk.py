@@ -59,3 +59,76 @@ def test_a_new_partition_on_a_full_disk_is_a_clean_error(small_fs):
     with pytest.raises(OSError):
         Partition(small_fs / "t-1", LogConfig(segment_index_bytes=64 * 1024))
     os.unlink(filler)
+
+
+@pytest.mark.parametrize("interval", [0, 128])
+def test_an_index_reservation_that_failed_is_tried_again_not_taken_for_done(small_fs, interval):
+    # A partition made while there was space, with nothing in it yet, on a disk then filled. Its first
+    # appends cannot reserve their index pages; once a batch fits (a few pages given back), the next
+    # append stores an index entry. With the disk full again that store must find its page reserved or
+    # fail, never land in a page without a block (SIGBUS, which kills the process).
+    config = LogConfig(segment_index_bytes=256 * 1024, index_interval_bytes=interval)
+    directory = small_fs / "t-2"
+    Partition(directory, config).close()
+    pages = disk.fill_with_pages(small_fs / "filler")
+
+    def appends() -> None:
+        p = Partition(directory, config)
+        acknowledged = []
+        for i in range(3):
+            with pytest.raises(KafkaStorageError):
+                p.append(tagged_batch(f"full{i}", pad=300))
+        freed = 0
+        for page in pages:  # a page back at a time until an append fits
+            os.unlink(page)
+            freed += 1
+            try:
+                p.append(tagged_batch(f"first{freed}", pad=300))
+            except KafkaStorageError:
+                continue
+            acknowledged.append(f"first{freed}/0")
+            break
+        more = disk.fill_with_pages(small_fs / "filler-2")
+        for i in range(3):  # each stores an index entry first (the batch at 0 has none), then needs a page
+            with pytest.raises(KafkaStorageError):
+                p.append(tagged_batch(f"again{i}", pad=5000))
+        assert not p.state.is_torn()
+        for page in pages[freed:] + more:
+            os.unlink(page)
+        for i in range(3):
+            p.append(tagged_batch(f"after{i}", pad=300))
+            acknowledged.append(f"after{i}/0")
+        assert [r.value.rstrip(b".").decode() for r in stored_records(directory)] == acknowledged
+        p.close()
+        again = Partition(directory, config)
+        assert again.log_end_offset == len(acknowledged)
+        assert [r.value.rstrip(b".").decode() for r in stored_records(directory)] == acknowledged
+        again.close()
+
+    disk.in_child(appends)
+
+
+def test_recovery_that_rebuilds_an_index_on_a_full_disk_is_an_error_not_a_crash(small_fs):
+    # Recovery scans a log and rebuilds its indexes into their mappings; with the index files gone and
+    # the disk full, their pages have no blocks: opening must fail (and succeed once there is space).
+    config = LogConfig(segment_index_bytes=256 * 1024, index_interval_bytes=0)
+    directory = small_fs / "t-3"
+    p = Partition(directory, config)
+    for i in range(300):
+        p.append(tagged_batch(f"d{i}", pad=100))
+    p.close(clean=False)
+    for name in os.listdir(directory):
+        if name.endswith((".index", ".timeindex")):
+            os.unlink(directory / name)
+    filler = disk.fill(small_fs)
+
+    def reopen() -> None:
+        with pytest.raises(OSError):
+            Partition(directory, config)
+        os.unlink(filler)
+        again = Partition(directory, config)
+        assert again.log_end_offset == 300
+        assert again.read(150, 1).slice.read()  # through the rebuilt index
+        again.close()
+
+    disk.in_child(reopen)

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import time
 
+import confluent_kafka
+import pytest
+
+from mmlog.client.admin import Admin
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
 from tests import disk
@@ -36,3 +41,80 @@ def test_a_full_disk_is_a_storage_error_not_a_crash_and_writes_resume(tmp_path):
             part = fetch_one(conn, "full", 0, 0)
             assert part.error_code == 0 and part.high_watermark == acknowledged
         assert broker.processor_pids() == processors
+
+
+def _read_all(bootstrap: str, topic: str, want: int, timeout: float = 20.0) -> list[tuple[int, bytes]]:
+    """(offset, value) of the first `want` records of partition 0, read from offset 0 by a real consumer."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "full-disk-reader",
+                                         "enable.auto.commit": False})
+    consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            got.append((msg.offset(), msg.value()))
+    consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("settings", [{}, {"log.index.interval.bytes": 0}], ids=["defaults", "index-every-batch"])
+def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no_process_dies(tmp_path, settings):
+    """The full disk as an operator meets it: a 16 MiB tmpfs as the only log dir, a topic made while
+    there was space, the file system then filled with one-page files and given back a page at a time,
+    one acks=all record (larger than a page, so the disk stays at its edge) produced after each.
+
+    Guarantee: every record is acknowledged or refused with KAFKA_STORAGE_ERROR, each within a few
+    seconds (well under the request timeout: never timed out); no processor dies (no store into an
+    index page without its block: SIGBUS) and the log cleaner keeps running though the disk is full
+    (no topic is compacted; its backoff is cut to 0.3 s here so that it meets the full disk many times);
+    every acknowledged record is read back at its acknowledged offset once the disk is freed, and
+    again after a restart."""
+    config = {"log.cleaner.backoff.ms": 300, **settings}
+    with disk.small_fs(tmp_path, "16m") as fs, EmbeddedBroker(fs / "data", config=config) as broker:
+        admin = Admin(broker.bootstrap)
+        admin.create_topic("edge", 1)
+        admin.close()
+        processors, cleaner = sorted(broker.processor_pids()), broker.cleaner_pid()
+        pages = disk.fill_with_pages(fs / "filler")
+        producer = confluent_kafka.Producer({
+            "bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0,
+            # A few quick retries, as producers have: several attempts per page given back, and what a
+            # record that never fits gets is the broker's answer, not a retry until it times out.
+            "retries": 3, "retry.backoff.ms": 10,
+            "request.timeout.ms": 30000, "message.timeout.ms": 30000})
+        acknowledged, refused, slowest = [], 0, 0.0
+        started = time.monotonic()
+        for i, page in enumerate(pages[:150]):
+            os.unlink(page)
+            outcome = []
+            value = b"r%d." % i + b"x" * 6000
+            sent = time.monotonic()
+            producer.produce("edge", value=value, partition=0, on_delivery=lambda err, msg: outcome.append((err, msg)))
+            assert producer.flush(30) == 0
+            slowest = max(slowest, time.monotonic() - sent)
+            [(err, msg)] = outcome
+            if err is None:
+                acknowledged.append((msg.offset(), value))
+            else:
+                assert err.code() == confluent_kafka.KafkaError.KAFKA_STORAGE_ERROR, f"record {i}: {err}"
+                refused += 1
+            time.sleep(0.01)
+        assert acknowledged and refused  # the disk was at its edge: both outcomes met
+        assert slowest < 5, f"a record took {slowest:.1f} s to be answered"
+        assert time.monotonic() - started > 1.0  # several cleaner passes on the full disk
+        assert not [line for line in broker.log_lines if "died" in line]
+        assert sorted(broker.processor_pids()) == processors and broker.cleaner_pid() == cleaner
+
+        for page in pages[150:]:
+            os.unlink(page)
+        outcome = []
+        producer.produce("edge", value=b"after", partition=0, on_delivery=lambda err, msg: outcome.append((err, msg)))
+        assert producer.flush(30) == 0 and outcome[0][0] is None
+        acknowledged.append((outcome[0][1].offset(), b"after"))
+        del producer, outcome  # (librdkafka's threads go with it: none left to reconnect to a stopped broker)
+        assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
+
+        assert broker.stop() == 0
+        broker.start()
+        assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
