@@ -112,9 +112,65 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
         producer.produce("edge", value=b"after", partition=0, on_delivery=lambda err, msg: outcome.append((err, msg)))
         assert producer.flush(30) == 0 and outcome[0][0] is None
         acknowledged.append((outcome[0][1].offset(), b"after"))
-        del producer, outcome  # (librdkafka's threads go with it: none left to reconnect to a stopped broker)
+        del producer  # (librdkafka's threads go with it: none left to reconnect to a stopped broker)
         assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
 
         assert broker.stop() == 0
         broker.start()
         assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
+
+
+def test_the_log_cleaner_waits_out_a_full_disk_and_cleans_once_there_is_room(tmp_path):
+    """Guarantee: a compacted log due for cleaning on a full disk is not a cleaner death nor a partition
+    given up until a restart: the cleaner says once that it waits, leaves no half-written cleaned files
+    behind (they would hold blocks the producers lack), and cleans the log once space comes back."""
+    with disk.small_fs(tmp_path, "16m") as fs, EmbeddedBroker(fs / "data", config={
+            "log.cleaner.backoff.ms": 200}) as broker:
+        admin = Admin(broker.bootstrap)
+        # Cleanable only 3 s after it was written: by then the disk is full.
+        admin.create_topic("keyed", 1, config={"cleanup.policy": "compact", "segment.bytes": "8192",
+                                               "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "3000"})
+        admin.close()
+        cleaner = broker.cleaner_pid()
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1,
+                                             "batch.size": 2048})  # batches that fit the 8 KiB segments
+        final, failed = {}, []
+        for r in range(30):
+            for k in range(40):
+                key, value = b"key-%d" % k, b"value-%d-%d." % (k, r) + b"x" * 100
+                producer.produce("keyed", value, key, partition=0,
+                                 on_delivery=lambda err, msg: err is not None and failed.append(err))
+                final[key] = value
+            producer.poll(0)
+        assert producer.flush(10) == 0 and not failed
+        del producer
+        filler = disk.fill(fs)
+        partition_dir = fs / "data" / "keyed-0"
+        time.sleep(6)  # the log becomes cleanable, and the cleaner meets the full disk a dozen times
+        waiting = [line for line in broker.log_lines if "log cleaner: a log dir is full" in line]
+        assert len(waiting) == 1 and "No space left on device" in waiting[0]
+        assert not [line for line in broker.log_lines if "died" in line or "leaving it alone" in line]
+        assert broker.cleaner_pid() == cleaner
+        assert not [name for name in os.listdir(partition_dir) if name.endswith(".cleaned")]
+
+        os.unlink(filler)
+        deadline = time.monotonic() + 30
+        while not any(line for line in broker.log_lines if "cleaned keyed-0" in line):
+            assert time.monotonic() < deadline, "\n".join(broker.log_lines[-20:])
+            time.sleep(0.2)
+        assert len([line for line in broker.log_lines if "room on disk again" in line]) == 1
+        assert broker.cleaner_pid() == cleaner
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "keyed-reader",
+                                             "enable.auto.commit": False, "enable.partition.eof": True})
+        consumer.assign([confluent_kafka.TopicPartition("keyed", 0, 0)])
+        last, read = {}, 0
+        while True:
+            msg = consumer.poll(5)
+            assert msg is not None
+            if msg.error() is not None:
+                assert msg.error().code() == confluent_kafka.KafkaError._PARTITION_EOF
+                break
+            last[msg.key()] = msg.value()
+            read += 1
+        consumer.close()
+        assert last == final and read < 30 * 40  # every key's final value, fewer records than written
