@@ -69,7 +69,7 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
     index page without its block: SIGBUS) and the log cleaner keeps running though the disk is full
     (no topic is compacted; its backoff is cut to 0.3 s here so that it meets the full disk many times);
     every acknowledged record is read back at its acknowledged offset once the disk is freed, and
-    again after a restart."""
+    again after a stop on a full disk (exit code 0) and a restart."""
     config = {"log.cleaner.backoff.ms": 300, **settings}
     with disk.small_fs(tmp_path, "16m") as fs, EmbeddedBroker(fs / "data", config=config) as broker:
         admin = Admin(broker.bootstrap)
@@ -115,7 +115,10 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
         del producer  # (librdkafka's threads go with it: none left to reconnect to a stopped broker)
         assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
 
+        # Stopped on a full disk, it still shuts down cleanly (what it cannot write, recovery makes good).
+        filler = disk.fill(fs)
         assert broker.stop() == 0
+        os.unlink(filler)
         broker.start()
         assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
 
