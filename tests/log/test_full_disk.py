@@ -132,3 +132,20 @@ def test_recovery_that_rebuilds_an_index_on_a_full_disk_is_an_error_not_a_crash(
         again.close()
 
     disk.in_child(reopen)
+
+
+def test_a_roll_on_a_full_disk_is_a_storage_error_too(small_fs):
+    # A roll writes the producer state snapshot and makes the next segment's files before the append:
+    # on a full disk these fail too, and the producer must get KAFKA_STORAGE_ERROR for them as for the
+    # append itself (not UNKNOWN_SERVER_ERROR), with the partition left as it was.
+    config = LogConfig(segment_bytes=4096, segment_index_bytes=64 * 1024, index_interval_bytes=128)
+    p = Partition(small_fs / "t-4", config)
+    p.append(tagged_batch("before", pad=3000))
+    filler = disk.fill(small_fs)
+    for i in range(3):  # 3000 bytes more do not fit the 4 KiB segment: each append must roll first
+        with pytest.raises(KafkaStorageError):
+            p.append(tagged_batch(f"roll{i}", pad=3000))
+    os.unlink(filler)
+    p.append(tagged_batch("after", pad=3000))
+    assert [r.value.rstrip(b".").decode() for r in stored_records(p.directory)] == ["before/0", "after/0"]
+    p.close()
