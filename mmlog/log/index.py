@@ -14,6 +14,8 @@ segment is rebuilt from the log by recovery.
 
 from __future__ import annotations
 
+import errno
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +53,15 @@ class SparseIndex:
         need = min(slots * self.entry_size, self.file.nbytes)
         if need > self._reserved:
             chunk = min(-(-need // RESERVE_CHUNK) * RESERVE_CHUNK, self.file.nbytes)
-            self.file.reserve(chunk)
+            try:
+                self.file.reserve(chunk)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                # A nearly full disk: the pages these entries need, if there is room for them alone.
+                # Without this an append would wait for a whole chunk (16 pages) to be free at once.
+                chunk = min(-(-need // mmap.PAGESIZE) * mmap.PAGESIZE, self.file.nbytes)
+                self.file.reserve(chunk)  # ENOSPC again if not even that: KAFKA_STORAGE_ERROR
             self._reserved = chunk
 
     @property

@@ -149,3 +149,25 @@ def test_a_roll_on_a_full_disk_is_a_storage_error_too(small_fs):
     p.append(tagged_batch("after", pad=3000))
     assert [r.value.rstrip(b".").decode() for r in stored_records(p.directory)] == ["before/0", "after/0"]
     p.close()
+
+
+def test_a_nearly_full_disk_takes_an_append_whose_pages_fit_though_a_whole_reservation_chunk_does_not(small_fs):
+    # Index pages are reserved 64 KiB at a time; on a disk with less than that free, an append still
+    # goes in if the pages it needs are there (one of the log, one of each index), rather than waiting
+    # for sixteen pages to be free at once.
+    config = LogConfig(segment_index_bytes=256 * 1024, index_interval_bytes=0)
+    directory = small_fs / "t-5"
+    Partition(directory, config).close()
+    pages = disk.fill_with_pages(small_fs / "filler")
+    for page in pages[:3]:
+        os.unlink(page)
+
+    def append() -> None:
+        p = Partition(directory, config)
+        p.append(tagged_batch("fits", pad=100))
+        p.append(tagged_batch("fits-too", pad=100))  # the same pages: its index entries go in the reserved ones
+        assert [r.value.rstrip(b".").decode() for r in stored_records(directory)] == ["fits/0", "fits-too/0"]
+        os.unlink(pages[3])  # a clean close writes the producer state snapshot: one page more
+        p.close()
+
+    disk.in_child(append)
