@@ -78,6 +78,7 @@ class LogCleanerManager:
         self.failed: set[tuple[str, int]] = set()
         self.stopped = threading.Event()
         self.disk_full: OSError | None = None  # the ENOSPC the cleaner is waiting out, logged once
+        self._wrote = False  # whether this pass wrote anything (a pass that wrote nothing proves no room)
         self._status_written = read_status_bytes(config.log_dirs[0])  # what the status file holds now
 
     def compacted(self) -> list[tuple[str, int]]:
@@ -135,6 +136,7 @@ class LogCleanerManager:
             self.failed.add((topic, number))
             return True
         if stats is not None:
+            self._wrote = True
             mb = stats.bytes_read / 1e6
             log.info("cleaned %s-%d: offsets [%d, %d), %.1f MB read, %.1f MB written, %d of %d records kept, "
                      "%.1f MB/s", topic, number, stats.first_dirty, stats.end_offset, mb, stats.bytes_written / 1e6,
@@ -153,10 +155,12 @@ class LogCleanerManager:
         if data != self._status_written:
             atomic_write(self.config.log_dirs[0] / STATUS_FILE, data, sync=False)
             self._status_written = data
+            self._wrote = True
 
     def run(self) -> int:
         backoff = self.config["log.cleaner.backoff.ms"] / 1000
         while not self.stopped.is_set():
+            self._wrote = False
             try:
                 busy = self.clean_once()
             except KafkaError as exc:  # a topic deleted under us, a partition not ours any more
@@ -171,7 +175,7 @@ class LogCleanerManager:
                 self.disk_full = exc
                 busy = False
             else:
-                if self.disk_full is not None:
+                if self.disk_full is not None and self._wrote:
                     log.info("log cleaner: room on disk again; cleaning goes on")
                     self.disk_full = None
             if not busy:
