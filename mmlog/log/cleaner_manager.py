@@ -30,7 +30,6 @@ need that one.
 from __future__ import annotations
 
 import ctypes
-import errno
 import json
 import logging
 import os
@@ -42,17 +41,13 @@ from pathlib import Path
 from mmlog.errors import KafkaError
 from mmlog.log.cleaner import STATUS_FILE, Cleaner, Throttler, first_dirty_offset, now_ms, segment_max_timestamp
 from mmlog.log.files import atomic_write
+from mmlog.log.log_dirs import is_disk_full
 from mmlog.log.manager import LogManager
 from mmlog.log.offset_map import OffsetMap
 
 log = logging.getLogger(__name__)
 
 PROCESS_NAME = "mmlog-cleaner"  # its /proc/<pid>/comm: tools and tests tell it from the processors by it
-DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})  # a reason to wait, not to fail (log_dirs.py: not a dir failure)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in DISK_FULL
 
 
 def name_process(name: str) -> None:
@@ -125,13 +120,9 @@ class LogCleanerManager:
         part = self.manager.partition(topic, number)
         try:
             stats = self.cleaner.clean(part, first_dirty, now)
-        except OSError as exc:
+        except (OSError, ValueError, KafkaError) as exc:
             if is_disk_full(exc):
                 raise  # run() waits; the partition is tried again, not left alone
-            log.error("cleaning %s-%d failed, leaving it alone until a restart: %s", topic, number, exc)
-            self.failed.add((topic, number))
-            return True
-        except (ValueError, KafkaError) as exc:
             log.error("cleaning %s-%d failed, leaving it alone until a restart: %s", topic, number, exc)
             self.failed.add((topic, number))
             return True

@@ -14,13 +14,13 @@ segment is rebuilt from the log by recovery.
 
 from __future__ import annotations
 
-import errno
 import mmap
 from pathlib import Path
 
 import numpy as np
 
 from mmlog.log.files import MappedFile
+from mmlog.log.log_dirs import is_disk_full
 
 RESERVE_CHUNK = 64 * 1024
 
@@ -56,7 +56,7 @@ class SparseIndex:
             try:
                 self.file.reserve(chunk)
             except OSError as exc:
-                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                if not is_disk_full(exc):
                     raise
                 # A nearly full disk: the pages these entries need, if there is room for them alone.
                 # Without this an append would wait for a whole chunk (16 pages) to be free at once.

@@ -57,7 +57,6 @@ of a shared int32.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -87,7 +86,7 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log import kernels, offset_checkpoint
-from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
+from mmlog.log.log_dirs import LogDirHealth, is_dir_failure, is_disk_full
 from mmlog.log.files import atomic_write, file_stamp, log_size, segment_bases
 from mmlog.log.partition import Partition
 from mmlog.log.state import PartitionState, Replication, Role, Snapshot, TornState
@@ -1031,7 +1030,7 @@ class LogManager:
                 try:
                     self.checkpoint_high_watermarks(hws)
                 except OSError as exc:
-                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    if not is_disk_full(exc):
                         raise
                     # A full disk at shutdown: the partitions closed cleanly above keep their high
                     # watermarks in their state pages, which a clean open trusts; the checkpoint (read
