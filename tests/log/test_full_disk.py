@@ -171,3 +171,25 @@ def test_a_nearly_full_disk_takes_an_append_whose_pages_fit_though_a_whole_reser
         p.close()
 
     disk.in_child(append)
+
+
+def test_recovery_on_a_full_disk_after_an_unclean_stop_opens_the_partition(small_fs):
+    # The indexes it rebuilds hold the entries that were there before the stop, in pages that have
+    # their blocks: recovery must reserve those and no more, or a broker stopped uncleanly on a full
+    # disk could not start again until space is freed.
+    config = LogConfig(segment_index_bytes=256 * 1024, index_interval_bytes=0)
+    directory = small_fs / "t-6"
+    p = Partition(directory, config)
+    for i in range(120):  # 360 KB of log in 120 batches: an entry each, in pages the appends reserved
+        p.append(tagged_batch(f"e{i}", pad=3000))
+    p.close(clean=False)
+    filler = disk.fill(small_fs)
+
+    def reopen() -> None:
+        again = Partition(directory, config)
+        assert again.recovered and again.log_end_offset == 120
+        assert again.read(90, 1).slice.read()  # through the rebuilt index
+        again.close(clean=False)
+        os.unlink(filler)
+
+    disk.in_child(reopen)
