@@ -64,12 +64,12 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
     there was space, the file system then filled with one-page files and given back a page at a time,
     one acks=all record (larger than a page, so the disk stays at its edge) produced after each.
 
-    Guarantee: every record is acknowledged or refused with KAFKA_STORAGE_ERROR, each within a few
-    seconds (well under the request timeout: never timed out); no processor dies (no store into an
+    Guarantee: every record is acknowledged or refused with KAFKA_STORAGE_ERROR, each within 10 s (a
+    third of the request timeout, on a loaded machine; about 0.1 s is usual): never timed out; no processor dies (no store into an
     index page without its block: SIGBUS) and the log cleaner keeps running though the disk is full
     (no topic is compacted; its backoff is cut to 0.3 s here so that it meets the full disk many times);
     every acknowledged record is read back at its acknowledged offset once the disk is freed, and
-    again after a stop on a full disk (exit code 0) and a restart."""
+    again after a stop on a full disk (exit code 0) and a restart on the still full disk."""
     config = {"log.cleaner.backoff.ms": 300, **settings}
     with disk.small_fs(tmp_path, "16m") as fs, EmbeddedBroker(fs / "data", config=config) as broker:
         admin = Admin(broker.bootstrap)
@@ -101,7 +101,7 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
                 refused += 1
             time.sleep(0.01)
         assert acknowledged and refused  # the disk was at its edge: both outcomes met
-        assert slowest < 5, f"a record took {slowest:.1f} s to be answered"
+        assert slowest < 10, f"a record took {slowest:.1f} s to be answered"  # the request timeout is 30 s
         assert time.monotonic() - started > 1.0  # several cleaner passes on the full disk
         assert not [line for line in broker.log_lines if "died" in line]
         assert sorted(broker.processor_pids()) == processors and broker.cleaner_pid() == cleaner
@@ -115,12 +115,13 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
         del producer  # (librdkafka's threads go with it: none left to reconnect to a stopped broker)
         assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
 
-        # Stopped on a full disk, it still shuts down cleanly (what it cannot write, recovery makes good).
+        # Stopped on a full disk, it still shuts down cleanly (what it cannot write, recovery makes good),
+        # and starts again on the full disk: recovery needs no block the entries did not have already.
         filler = disk.fill(fs)
         assert broker.stop() == 0
-        os.unlink(filler)
         broker.start()
         assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
+        os.unlink(filler)
 
 
 def test_the_log_cleaner_waits_out_a_full_disk_and_cleans_once_there_is_room(tmp_path):
