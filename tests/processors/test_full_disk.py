@@ -65,11 +65,12 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
     one acks=all record (larger than a page, so the disk stays at its edge) produced after each.
 
     Guarantee: every record is acknowledged or refused with KAFKA_STORAGE_ERROR, each within 10 s (a
-    third of the request timeout, on a loaded machine; about 0.1 s is usual): never timed out; no processor dies (no store into an
-    index page without its block: SIGBUS) and the log cleaner keeps running though the disk is full
-    (no topic is compacted; its backoff is cut to 0.3 s here so that it meets the full disk many times);
-    every acknowledged record is read back at its acknowledged offset once the disk is freed, and
-    again after a stop on a full disk (exit code 0) and a restart on the still full disk."""
+    third of the request timeout, on a loaded machine; about 0.1 s is usual): never timed out; no
+    processor dies (no store into an index page without its block: SIGBUS) and the log cleaner keeps
+    running though the disk is full (no topic is compacted; its backoff is cut to 0.3 s here so that it
+    meets the full disk many times); every acknowledged record is read back at its acknowledged offset
+    once the disk is freed, and again after a stop on a full disk (exit code 0) and a restart on the
+    still full disk."""
     config = {"log.cleaner.backoff.ms": 300, **settings}
     with disk.small_fs(tmp_path, "16m") as fs, EmbeddedBroker(fs / "data", config=config) as broker:
         admin = Admin(broker.bootstrap)
