@@ -9,6 +9,8 @@ import confluent_kafka
 import pytest
 
 from mmlog.client.admin import Admin
+from mmlog.client.producer import Producer
+from mmlog.errors import KafkaStorageError
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
 from tests import disk
@@ -70,7 +72,8 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
     running though the disk is full (no topic is compacted; its backoff is cut to 0.3 s here so that it
     meets the full disk many times); every acknowledged record is read back at its acknowledged offset
     once the disk is freed, and again after a stop on a full disk (exit code 0) and a restart on the
-    still full disk."""
+    still full disk, where an idempotent producer's record (it needs a producer id first) is refused
+    with KAFKA_STORAGE_ERROR too, and acknowledged once space returns."""
     config = {"log.cleaner.backoff.ms": 300, **settings}
     with disk.small_fs(tmp_path, "16m") as fs, EmbeddedBroker(fs / "data", config=config) as broker:
         admin = Admin(broker.bootstrap)
@@ -122,7 +125,19 @@ def test_a_disk_given_back_a_page_at_a_time_answers_every_record_promptly_and_no
         assert broker.stop() == 0
         broker.start()
         assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
-        os.unlink(filler)
+        # An idempotent producer (mmlog's, by default) first needs a producer id, whose block the
+        # restarted broker must record: on the full disk too, and then its record gets the storage error.
+        full_again = disk.fill(fs)  # what the stop and the start gave back
+        with Producer(broker.bootstrap, linger_ms=0) as idempotent:
+            sent = time.monotonic()
+            with pytest.raises(KafkaStorageError):
+                idempotent.send("edge", b"x" * 6000, partition=0).get(20)  # pages the disk has not
+            assert time.monotonic() - sent < 10
+            os.unlink(filler)
+            os.unlink(full_again)
+            offset = idempotent.send("edge", b"room", partition=0).get(20).offset
+        acknowledged.append((offset, b"room"))
+        assert _read_all(broker.bootstrap, "edge", len(acknowledged)) == acknowledged
 
 
 def test_the_log_cleaner_waits_out_a_full_disk_and_cleans_once_there_is_room(tmp_path):
