@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import struct
 import subprocess
+import traceback
 import uuid
 from pathlib import Path
 
@@ -81,3 +83,40 @@ def fill(directory: Path, keep_free: int = 0) -> Path:
         except OSError:
             pass
     return path
+
+
+def fill_with_pages(directory: Path, page: int = 4096) -> list[Path]:
+    """Fill the file system with files of one page each, until it is full; returns them in the order
+    made, so that a test can give space back a page at a time (unlink one)."""
+    directory = Path(directory)
+    directory.mkdir(exist_ok=True)
+    made = []
+    while True:
+        path = directory / f"page-{len(made):06d}"
+        try:
+            with open(path, "wb") as f:
+                f.write(b"\0" * page)
+        except OSError:
+            path.unlink(missing_ok=True)
+            return made
+        made.append(path)
+
+
+def in_child(body) -> None:
+    """Run body() in a forked child and fail the test unless it returns: a store into a mapping with no
+    block behind it on a full disk is a SIGBUS, which would kill pytest itself; here it fails the test.
+    The body's exceptions and assertion failures fail it too (their traceback goes to stderr)."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            body()
+            code = 0
+        except BaseException:  # noqa: BLE001 - reported by the exit code, shown on stderr
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        pytest.fail(f"the child died of {signal.Signals(os.WTERMSIG(status)).name}")
+    assert os.WEXITSTATUS(status) == 0, "the child failed (its traceback is on stderr)"

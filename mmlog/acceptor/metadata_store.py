@@ -15,6 +15,7 @@ Committed offsets live in `__consumer_offsets.log` (`coordinator/offset_log.py`)
 from __future__ import annotations
 
 import base64
+import os
 import uuid
 from pathlib import Path
 
@@ -28,12 +29,29 @@ from mmlog.config.settings import ConfigError, parse_properties
 from mmlog.errors import (ElectionNotNeeded, InvalidReplicaAssignment, InvalidReplicationFactor,
                           NoReassignmentInProgress, TopicAlreadyExists, UnknownTopicOrPartition)
 from mmlog.log.files import atomic_write
+from mmlog.log.log_dirs import is_disk_full
 from mmlog.log.manager import LogManager
 from mmlog.security import acls, credentials
 
 META = "meta.properties"
 PRODUCER_IDS = "producer_id_block"
 BLOCK = 1000
+
+
+def _overwrite_in_place(path: Path, data: bytes) -> None:
+    """Write a number over the one a small file holds, in its own block (a full disk has no block for
+    the copy `atomic_write` makes; without this no idempotent producer gets an id after a restart on a
+    full disk, and their records time out). Durability as atomic_write's: no id of the new block is
+    handed out before the fsync returns, and a power loss before it leaves the old number, whole: the
+    write is a few bytes inside one sector, which disks write whole. The numbers only grow, so the new
+    one covers the old one (the file grows by a digit at most, inside the block it has)."""
+    path.with_name(path.name + ".tmp").unlink(missing_ok=True)  # what the failed atomic_write left
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class ClusterError(ConfigError):
@@ -84,13 +102,27 @@ class EmbeddedStore:
         self.cluster_id = load_meta(self.dir, broker_id, cluster_id)
         self._next_id = 0
         self._block_end = 0
+        ids = self.dir / PRODUCER_IDS
+        if not ids.exists():
+            # Made at the first start, when there is room: a file with its block, which the first
+            # allocation on a full disk can overwrite in place (_overwrite_in_place).
+            try:
+                atomic_write(ids, b"0")
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise
         self.me: Endpoint | None = None
 
     def next_producer_id(self) -> int:
         if self._next_id >= self._block_end:
             path = self.dir / PRODUCER_IDS
             start = int(path.read_text()) if path.exists() else 0
-            atomic_write(path, str(start + BLOCK).encode())
+            try:
+                atomic_write(path, str(start + BLOCK).encode())
+            except OSError as exc:
+                if not is_disk_full(exc) or not path.exists():
+                    raise
+                _overwrite_in_place(path, str(start + BLOCK).encode())
             self._next_id, self._block_end = start, start + BLOCK
         pid = self._next_id
         self._next_id += 1

@@ -104,7 +104,15 @@ class ClusterView:
         return cls({b[0]: Endpoint(*b) for b in doc["brokers"]}, doc["controller"], doc.get("partitions", {}))
 
     def write(self, directory: Path) -> None:
-        atomic_write(Path(directory) / FILE_NAME, self.to_json())
+        """Publish the view, unless the file already says exactly this (a restart with the same
+        endpoint: the same bytes, and no block needed, so that a broker starts on a full disk)."""
+        path, data = Path(directory) / FILE_NAME, self.to_json()
+        try:
+            if path.read_bytes() == data:
+                return
+        except OSError:
+            pass
+        atomic_write(path, data)
 
 
 def transaction_partition(transactional_id: str, partitions: int) -> int:

@@ -489,24 +489,30 @@ class Cleaner:
         out_path = segment_swap.temp_file(directory, base, LOG_SUFFIX, segment_swap.CLEANED)
         inodes, changed, mtime_ns = [], False, 0
         rnd.live_markers = set()
-        with open(out_path, "wb") as out:
-            for b in group:
-                source = _Source(directory, b)
-                try:
-                    inodes.append(source.inode)
-                    mtime_ns = max(mtime_ns, source.mtime_ns)
-                    for window in source.windows(*self.window):
-                        changed |= self._write_window(window, rnd, stats, out)
-                finally:
-                    source.close()
-            out.flush()
-            os.fsync(out.fileno())
-        if not changed and len(group) == 1:
+        try:
+            with open(out_path, "wb") as out:
+                for b in group:
+                    source = _Source(directory, b)
+                    try:
+                        inodes.append(source.inode)
+                        mtime_ns = max(mtime_ns, source.mtime_ns)
+                        for window in source.windows(*self.window):
+                            changed |= self._write_window(window, rnd, stats, out)
+                    finally:
+                        source.close()
+                out.flush()
+                os.fsync(out.fileno())
+            if not changed and len(group) == 1:
+                segment_swap.discard_cleaned(directory, base)
+                return False
+            os.utime(out_path, ns=(mtime_ns, mtime_ns))  # keeps the group's last modification (Kafka's too)
+            write_indexes(directory, base, part.config)
+            carry_txnindex(directory, group, rnd.live_markers)
+        except OSError:
+            # A full disk, most often: the half-written cleaned files would hold the very blocks the
+            # producers are short of until the next cleaning or a restart; nothing refers to them yet.
             segment_swap.discard_cleaned(directory, base)
-            return False
-        os.utime(out_path, ns=(mtime_ns, mtime_ns))  # keeps the group's last modification (Kafka's too)
-        write_indexes(directory, base, part.config)
-        carry_txnindex(directory, group, rnd.live_markers)
+            raise
         self.crash("cleaned-written")
         return part.replace_with_cleaned(group, end, inodes, self.crash)
 

@@ -13,9 +13,18 @@ writes) and loops:
       write cleaner-status.json (every compacted log's ratio and last cleaning); the
       broker's totals go to its metrics block through `on_clean`.
 
-A cleaning that fails (a segment that does not parse, a full disk) is logged and
+A cleaning that fails (a segment that does not parse, a failing disk) is logged and
 the partition is left alone until the process restarts; its cleaned files are
 leftovers that the next swap or recovery removes.
+
+A full disk (ENOSPC, EDQUOT) is not such a failure: space comes back (retention, an
+operator), so the cleaner waits a backoff and tries again, the same partition
+included, and says so once when the disk fills and once when it has room again,
+not at every try. A cleaning that met it removes its half-written cleaned files at
+once (cleaner.py), so the cleaner never holds space the producers are short of. The
+status file is rewritten only when its content changes: a cleaner with nothing to
+compact writes nothing after its first pass, and on a full disk it does not even
+need that one.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from pathlib import Path
 from mmlog.errors import KafkaError
 from mmlog.log.cleaner import STATUS_FILE, Cleaner, Throttler, first_dirty_offset, now_ms, segment_max_timestamp
 from mmlog.log.files import atomic_write
+from mmlog.log.log_dirs import is_disk_full
 from mmlog.log.manager import LogManager
 from mmlog.log.offset_map import OffsetMap
 
@@ -62,6 +72,9 @@ class LogCleanerManager:
         self.status: dict[str, dict] = {}
         self.failed: set[tuple[str, int]] = set()
         self.stopped = threading.Event()
+        self.disk_full: OSError | None = None  # the ENOSPC the cleaner is waiting out, logged once
+        self._wrote = False  # whether this pass wrote anything (a pass that wrote nothing proves no room)
+        self._status_written = read_status_bytes(config.log_dirs[0])  # what the status file holds now
 
     def compacted(self) -> list[tuple[str, int]]:
         topics = self.manager.topics()
@@ -108,10 +121,13 @@ class LogCleanerManager:
         try:
             stats = self.cleaner.clean(part, first_dirty, now)
         except (OSError, ValueError, KafkaError) as exc:
+            if is_disk_full(exc):
+                raise  # run() waits; the partition is tried again, not left alone
             log.error("cleaning %s-%d failed, leaving it alone until a restart: %s", topic, number, exc)
             self.failed.add((topic, number))
             return True
         if stats is not None:
+            self._wrote = True
             mb = stats.bytes_read / 1e6
             log.info("cleaned %s-%d: offsets [%d, %d), %.1f MB read, %.1f MB written, %d of %d records kept, "
                      "%.1f MB/s", topic, number, stats.first_dirty, stats.end_offset, mb, stats.bytes_written / 1e6,
@@ -125,20 +141,46 @@ class LogCleanerManager:
         return stats is not None
 
     def write_status(self) -> None:
-        atomic_write(self.config.log_dirs[0] / STATUS_FILE, json.dumps(self.status, sort_keys=True).encode())
+        """Rewrite the status file if what it says changed (each rewrite needs a block: see the docstring)."""
+        data = json.dumps(self.status, sort_keys=True).encode()
+        if data != self._status_written:
+            atomic_write(self.config.log_dirs[0] / STATUS_FILE, data)
+            self._status_written = data
+            self._wrote = True
 
     def run(self) -> int:
         backoff = self.config["log.cleaner.backoff.ms"] / 1000
         while not self.stopped.is_set():
+            self._wrote = False
             try:
                 busy = self.clean_once()
             except KafkaError as exc:  # a topic deleted under us, a partition not ours any more
                 log.info("cleaner: %s", exc)
                 busy = False
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise  # a failing disk: the supervisor restarts us after probing the log dirs
+                if self.disk_full is None:
+                    log.warning("log cleaner: a log dir is full (%s); waiting, and trying again every %.1f s",
+                                exc, backoff)
+                self.disk_full = exc
+                busy = False
+            else:
+                if self.disk_full is not None and self._wrote:
+                    log.info("log cleaner: room on disk again; cleaning goes on")
+                    self.disk_full = None
             if not busy:
                 self.stopped.wait(backoff)
         self.manager.close(clean=False)
         return 0
+
+
+def read_status_bytes(log_dir: Path) -> bytes | None:
+    """The status file's bytes as they are (None if there is none)."""
+    try:
+        return (Path(log_dir) / STATUS_FILE).read_bytes()
+    except OSError:
+        return None
 
 
 def read_status(log_dir: Path) -> dict[str, dict]:

@@ -14,11 +14,13 @@ segment is rebuilt from the log by recovery.
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import numpy as np
 
 from mmlog.log.files import MappedFile
+from mmlog.log.log_dirs import is_disk_full
 
 RESERVE_CHUNK = 64 * 1024
 
@@ -35,13 +37,32 @@ class SparseIndex:
 
     def reserve(self, slots: int) -> None:
         """Disk blocks behind the first `slots` entries before they are written, 64 KiB at a time:
-        one posix_fallocate per 8,192 entries (32 MiB of log at the default interval)."""
+        one posix_fallocate per 8,192 entries (32 MiB of log at the default interval).
+
+        Counted as reserved only once the allocation succeeded: an allocation that failed (ENOSPC)
+        is tried again by the next append, whose entries would otherwise go into pages without
+        blocks (SIGBUS) once the disk is full.
+
+        Cost (timeit, 2 shared cores): the check every append makes, 0.25-0.4 µs per index (two per
+        append); one posix_fallocate of a new 64 KiB chunk, 6-7 µs on ext4 and 28-30 µs on tmpfs
+        (which zeroes its pages), so under 0.01 µs per append amortised. Appends of one 200-byte
+        record with an entry for every batch (index.interval.bytes=0): 24-29 µs with the chunks,
+        25-27 µs with no reservation at all (noise), 32-52 µs with one allocation per entry."""
         if slots * self.entry_size <= self._reserved:
             return  # the common case, every append: blocks are there already
         need = min(slots * self.entry_size, self.file.nbytes)
         if need > self._reserved:
-            self._reserved = min(-(-need // RESERVE_CHUNK) * RESERVE_CHUNK, self.file.nbytes)
-            self.file.reserve(self._reserved)
+            chunk = min(-(-need // RESERVE_CHUNK) * RESERVE_CHUNK, self.file.nbytes)
+            try:
+                self.file.reserve(chunk)
+            except OSError as exc:
+                if not is_disk_full(exc):
+                    raise
+                # A nearly full disk: the pages these entries need, if there is room for them alone.
+                # Without this an append would wait for a whole chunk (16 pages) to be free at once.
+                chunk = min(-(-need // mmap.PAGESIZE) * mmap.PAGESIZE, self.file.nbytes)
+                self.file.reserve(chunk)  # ENOSPC again if not even that: KAFKA_STORAGE_ERROR
+            self._reserved = chunk
 
     @property
     def path(self) -> Path:

@@ -44,10 +44,16 @@ import os
 from pathlib import Path
 
 DIR_FAILURES = frozenset({errno.EIO, errno.EROFS, errno.EUCLEAN, errno.ENXIO, errno.ENODEV})
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})  # a reason to wait for space, not a failed dir
 MAX_DIRS = (4096 - 16) // 16
 PROBE = ".mmlog-probe"
 
 _shared: dict[tuple[str, ...], "LogDirHealth"] = {}  # made in this process or inherited through fork
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an error means the file system (or the quota) is full: space may come back."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL
 
 
 def is_dir_failure(exc: BaseException) -> bool:

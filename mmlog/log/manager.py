@@ -86,7 +86,7 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log import kernels, offset_checkpoint
-from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
+from mmlog.log.log_dirs import LogDirHealth, is_dir_failure, is_disk_full
 from mmlog.log.files import atomic_write, file_stamp, log_size, segment_bases
 from mmlog.log.partition import Partition
 from mmlog.log.state import PartitionState, Replication, Role, Snapshot, TornState
@@ -1027,7 +1027,16 @@ class LogManager:
                 for part in self._partitions.values():  # not hosted (none expected): closed as they are
                     part.close(clean=False)
                 self._partitions.clear()
-                self.checkpoint_high_watermarks(hws)
+                try:
+                    self.checkpoint_high_watermarks(hws)
+                except OSError as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    # A full disk at shutdown: the partitions closed cleanly above keep their high
+                    # watermarks in their state pages, which a clean open trusts; the checkpoint (read
+                    # only by a full recovery) stays at its last write. Not a failed shutdown.
+                    log.warning("shutdown: high watermark checkpoint not written (%s); the partitions' "
+                                "state pages hold them", exc.strerror)
                 return
             for part in self._partitions.values():
                 part.close(clean)

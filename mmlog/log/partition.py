@@ -567,7 +567,10 @@ class Partition:
             nrecords += _records(headers)
         if not items:
             return out
-        snap = self._begin_write()
+        try:
+            snap = self._begin_write()
+        except OSError as exc:  # a repair after a dead writer (recovery) that met a full or failing disk
+            raise self._storage_error(exc) from exc
         try:
             if not self.state.serves_clients():
                 raise NotLeaderOrFollower(f"{self.directory.name}: not the leader here")
@@ -594,6 +597,9 @@ class Partition:
                         # transactional append after it brings the state along (_write_locked)
                     self._append_locked(snap, [item], now, out)
                     snap = self.state.snapshot()
+        except OSError as exc:  # a roll's files or producer snapshot: KAFKA_STORAGE_ERROR as for the append
+            self.producers.upto = -1
+            raise self._storage_error(exc) from exc
         except BaseException:
             self.producers.upto = -1  # checked against appends that may not have happened: reload
             raise

@@ -193,12 +193,19 @@ class Segment:
 
     def scan(self, next_offset: int, interval: int, check_crc: bool = True, gaps: bool = False) -> ScanResult:
         """Validate the whole .log and rebuild both indexes into their (preallocated) mappings (`gaps`:
-        batches may start past the expected offset, as in a compacted log)."""
+        batches may start past the expected offset, as in a compacted log).
+
+        The kernel fills private arrays, and only the entries it found are copied into the mappings,
+        after their pages got blocks (`write_many` reserves them): a store into a page without a block
+        on a full disk would be a SIGBUS. The pages the entries need and no more, so that recovery
+        after an unclean stop finds them already allocated (the same entries were there) and a broker
+        restarted on a full disk still opens its partitions. The arrays are as large as the mappings,
+        but untouched pages of an np.empty cost nothing; the copy is small beside the scan."""
         size = self.file_size()
-        index_out = self.offset_index.flat
-        time_out = self.time_index.flat
         if size == 0:
             return ScanResult(kernels.SCAN_END, 0, next_offset, 0, 0, 0, -1, -1, 0)
+        index_out = np.empty_like(self.offset_index.flat)
+        time_out = np.empty_like(self.time_index.flat)
         with mmap.mmap(self.file.fileno(), size, prot=mmap.PROT_READ) as mm:
             buf = np.frombuffer(mm, dtype=np.uint8)
             result = ScanResult(
@@ -211,6 +218,8 @@ class Segment:
                 )
             )
             del buf
+        self.offset_index.write_many(0, index_out[: 2 * result.index_entries])
+        self.time_index.write_many(0, time_out[: 2 * result.time_entries])
         return result
 
     # ------------------------------------------------------------ lifecycle
@@ -219,6 +228,7 @@ class Segment:
         """Seal a rolled segment: add the final time entry, trim both indexes to their entries."""
         last_ts, _ = self.time_index.last(time_entries)
         if max_timestamp > last_ts and time_entries < self.time_index.capacity:
+            self.time_index.reserve(time_entries + 1)  # (an append reserved it; recovery's scan did not)
             self.time_index.write(time_entries, max_timestamp, offset_of_max - self.base_offset)
             time_entries += 1
         self.offset_index.trim(index_entries)
