@@ -286,6 +286,8 @@ class ControlPlane:
         def run() -> None:
             try:
                 self.store.controlled_shutdown()
+            except MetadataStoreUnreachable as exc:  # partitioned: the session's end moves them, later
+                log.warning("controlled shutdown: nothing handed over: %s", exc)
             except Exception:  # noqa: BLE001 - the session's end moves them anyway, later
                 log.exception("controlled shutdown failed")
             finally:

@@ -8,9 +8,11 @@ control thread (HW checkpoints, flushes, rolls, producer ids, admin requests, IS
 topic worker (whose topic lock the control thread's work queues behind) register with
 `DeadlineClient.bind_thread`: on them a call is refused at once while the connection is not up, and
 given up after `deadline_s` (half the session timeout) otherwise, raising `MetadataStoreUnreachable`.
-A request given up may still reach ZooKeeper later: every write the control thread makes is a
-compare-and-set or idempotent, so a late one is harmless. Other threads, kazoo's own among them
-(its watch recipes retry by their own policy), keep kazoo's semantics.
+A request given up may still reach ZooKeeper later. The ISR, election and producer-id writes are
+compare-and-sets, so a late one either applies as if on time (its watch brings the result) or fails;
+a creation (CreateTopics, answered REQUEST_TIMED_OUT) may still be made, as a Kafka request that timed
+out may have been carried out, and the client's retry finds it made. Other threads, kazoo's own among
+them (its watch recipes retry by their own policy), keep kazoo's semantics.
 """
 
 from __future__ import annotations
