@@ -224,7 +224,8 @@ def longest_gaps(load: Load, start: float, end: float) -> dict[int, float]:
 
 def verify(name: str, load: Load, brokers, zk, cut_at: float, note: str = "") -> dict:
     """After healing: every acknowledged acks=all record exactly once at its acknowledged offset, no two
-    acknowledged at one offset, replicas byte-identical. What acks=1 lost is counted, and printed."""
+    acknowledged at one offset, replicas byte-identical, no broker logging an error. What acks=1 lost is
+    counted, and printed."""
     topic, partitions = load.topic, load.partitions
     healed(brokers, zk, topic, partitions)
     load.__exit__()
@@ -241,6 +242,8 @@ def verify(name: str, load: Load, brokers, zk, cut_at: float, note: str = "") ->
     doubled = [v for v in strict if stored[v] != 1]
     assert not doubled, f"acks=all records stored more than once: {doubled[:5]}"
     check_replicas_identical(brokers, topic, partitions)
+    errors = [line for b in brokers for line in b.log_lines if "level=ERROR" in line or "Traceback" in line]
+    assert not errors, "a partition is an event, not an error:\n" + "\n".join(errors[:10])
     loose = load.loose.acked
     loose_lost = [v for v, (p, o, _) in loose.items() if got[p].get(o) != v]
     report = {"acks=all acknowledged": len(strict), "lost": 0, "duplicated": 0,
