@@ -79,6 +79,7 @@ def run_round(n: int, rng, brokers, net, zk, args, totals: dict) -> list[str]:
     ids = [b.broker_id for b in brokers]
     gaps: list[float] = []
     started = time.monotonic()
+    logs_from = {b.broker_id: len(b.log_lines) for b in brokers}
     try:
         with Load(brokers, topic, PARTITIONS) as load:
             for _ in range(args.faults):
@@ -98,10 +99,10 @@ def run_round(n: int, rng, brokers, net, zk, args, totals: dict) -> list[str]:
                 gaps += fault_gaps.values()
                 totals["faults"] += 1
                 print(f"  round {n}: {kind:<16} {hold:4.1f} s {links} unavailability {fault_gaps}", flush=True)
-        report = verify(f"round {n}", load, brokers, zk, started)
+        report = verify(f"round {n}", load, brokers, zk, started, logs_from=logs_from)
     except AssertionError as exc:  # a check failed, or the cluster did not come back: the round failed
         net.heal()
-        return [str(exc).splitlines()[0] if str(exc) else repr(exc)]
+        return [str(exc) or repr(exc)]
     totals["acknowledged"] += report["acks=all acknowledged"]
     totals["acks=1 acknowledged"] += report["acks=1 acknowledged"]
     totals["acks=1 lost"] += report["acks=1 lost"]
