@@ -241,9 +241,8 @@ def verify(name: str, load: Load, brokers, zk, cut_at: float, note: str = "", lo
     doubled = [v for v in strict if stored[v] != 1]
     assert not doubled, f"acks=all records stored more than once: {doubled[:5]}"
     check_replicas_identical(brokers, topic, partitions)
-    errors = [line for b in brokers for line in b.log_lines[(logs_from or {}).get(b.broker_id, 0):]
-              if "level=ERROR" in line or "Traceback" in line]
-    assert not errors, "a partition is an event, not an error:\n" + "\n".join(errors[:10])
+    errors = broker_errors(brokers, logs_from or {})
+    assert not errors, "a partition is an event, not an error:\n" + "\n\n".join(errors[:5])
     loose = load.loose.acked
     loose_lost = [v for v, (p, o, _) in loose.items() if got[p].get(o) != v]
     report = {"acks=all acknowledged": len(strict), "lost": 0, "duplicated": 0,
@@ -253,6 +252,18 @@ def verify(name: str, load: Load, brokers, zk, cut_at: float, note: str = "", lo
     print(f"\n[{name}] {report} {note}")
     report["acks=1 lost values"] = set(loose_lost)
     return report
+
+
+def broker_errors(brokers, logs_from: dict[int, int]) -> list[str]:
+    """Each error a broker logged (since its line `logs_from[id]`), with the lines before and after it: a
+    traceback printed outside the logging (an uncaught exception in a thread) starts with a line of its own."""
+    out = []
+    for b in brokers:
+        lines = b.log_lines[logs_from.get(b.broker_id, 0):]
+        for i, line in enumerate(lines):
+            if "level=ERROR" in line or line.startswith("Traceback"):
+                out.append(f"broker {b.broker_id}:\n" + "\n".join(lines[max(0, i - 2):i + 25]))
+    return out
 
 
 def leaders(zk, topic: str, partitions: int) -> dict[int, int]:
