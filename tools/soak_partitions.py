@@ -1,6 +1,6 @@
 """Soak: three replicated brokers on a real ZooKeeper, partitioned at random under idempotent acks=all load.
 
-    sudo python tools/soak_partitions.py --rounds 10 [--faults 10] [--seed 1] [--hold 1,8]
+    python tools/soak_partitions.py --rounds 10 [--faults 10] [--seed 1] [--hold 1,8]
 
 One ZooKeeper and one cluster of three brokers, each run as its own system user, with the
 network harness of tests/replication/partitions.py (an nftables table of this process's
