@@ -267,6 +267,9 @@ class EmbeddedStore:
         """No replicas, no elections: no periodic cluster work."""
         return []
 
+    def bind_thread(self) -> None:
+        """Nothing remote to wait for: no deadline to give the calling thread."""
+
     def controlled_shutdown(self) -> None:
         """Nothing to hand over: every partition is only here."""
 
