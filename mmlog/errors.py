@@ -55,6 +55,12 @@ class RequestTimedOut(KafkaError):
     retriable = True
 
 
+class MetadataStoreUnreachable(RequestTimedOut):
+    """ZooKeeper did not answer a call of the control thread within its deadline, or the connection to it
+    is down: the call was not waited for. An event of a partitioned network, not a fault of the broker:
+    logged as one line, answered REQUEST_TIMED_OUT (clients retry), retried by the timer that made it."""
+
+
 class MessageTooLarge(KafkaError):
     code = 10
 

@@ -76,8 +76,11 @@ class EmbeddedBroker(_ScratchProcess):
     started: list["EmbeddedBroker"] = []
 
     def __init__(self, data_dir: str | os.PathLike | None = None, *, processors: int = 2, port: int = 0,
-                 host: str = "127.0.0.1", config: dict | None = None, ready_timeout: float = 60.0) -> None:
+                 host: str = "127.0.0.1", config: dict | None = None, ready_timeout: float = 60.0,
+                 user: str | None = None) -> None:
+        """`user`: run the broker's processes as this system user (root only; see `command`)."""
         super().__init__(data_dir, "mmlog-")
+        self.user = user
         self.processors = processors
         self.host = host
         self.port = port
@@ -108,12 +111,16 @@ class EmbeddedBroker(_ScratchProcess):
             cmd += ["--listen", self.bootstrap]
         for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]
-        return cmd
+        return as_user(self.user, cmd) if self.user else cmd
 
     def start(self) -> "EmbeddedBroker":
         """Start the broker and wait for its ready line."""
         self._ready.clear()
         EmbeddedBroker.started.append(self)
+        if self.user:  # its data dir is its own, as under a systemd unit's User=
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            for path in [self.data_dir, *self.data_dir.rglob("*")]:
+                shutil.chown(path, self.user, self.user)
         # A session of its own: kill() reaches the processors through the process group.
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
@@ -194,6 +201,19 @@ class EmbeddedBroker(_ScratchProcess):
         """Stop (if running) and start again on the same port and data directory."""
         self.stop()
         return self.start()
+
+
+def as_user(user: str, cmd: list[str]) -> list[str]:
+    """`cmd` run as `user` (uid and gid, no supplementary groups), through util-linux's setpriv.
+
+    A process of its own user is what lets a test match its sockets (nftables' `meta skuid`) to cut its
+    links. It keeps root's file access (CAP_DAC_READ_SEARCH and CAP_DAC_OVERRIDE, ambient, so they survive
+    the exec and go to the broker's children): the interpreter may sit in a root-only home (pyenv's
+    /root/.pyenv), and numba refuses to load a cache it cannot also write (the kernels' `__pycache__`, owned
+    by whoever filled it). The data dir is chowned to the user all the same."""
+    caps = "+dac_read_search,+dac_override"
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", f"--inh-caps={caps}",
+            f"--ambient-caps={caps}", "--", *cmd]
 
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")

@@ -50,7 +50,8 @@ from mmlog.acceptor import acls as acl_changes, broker_configs
 from mmlog.acceptor.topic_configs import altered
 from mmlog.config import quotas as client_quotas
 from mmlog.config.dynamic import merged
-from mmlog.errors import InvalidRequest, KafkaError, TopicAlreadyExists, UnknownTopicOrPartition
+from mmlog.errors import (InvalidRequest, KafkaError, MetadataStoreUnreachable, TopicAlreadyExists,
+                          UnknownTopicOrPartition)
 from mmlog.log.manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ def _replying(fn, args, reply) -> None:
     (these run later: queued for the topic lock, or on the topic worker)."""
     try:
         fn(args, reply)
+    except MetadataStoreUnreachable as exc:  # a partition: the client retries
+        log.warning("control op not done: %s", exc)
+        reply(exc, ok=False)
     except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
         log.exception("control op failed")
         reply(exc, ok=False)
@@ -248,6 +252,8 @@ class ControlPlane:
                 while self._topic_work:
                     try:
                         self._topic_work.popleft()()
+                    except MetadataStoreUnreachable as exc:
+                        log.warning("control plane task not done: %s", exc)
                     except Exception:  # noqa: BLE001 - as ControlServer runs its tasks
                         log.exception("control plane task failed")
             finally:
@@ -291,6 +297,8 @@ class ControlPlane:
         self.server.start()
         self.liveness.thread("control-plane", self.server.thread)
         self.liveness.thread("topic-worker", self._worker.start())
+        self.server.call_soon(self.store.bind_thread)  # both threads' store calls get deadlines
+        self._worker.submit(self.store.bind_thread)
         self._every(self.config["log.retention.check.interval.ms"], self.manager.apply_retention, "retention")
         self._every(self.config["log.flush.scheduler.interval.ms"], self._flush_and_roll, "flush")
         self._every(self.config["offsets.retention.check.interval.ms"], self.coordinator.expire_offsets,
@@ -311,6 +319,8 @@ class ControlPlane:
         def run() -> None:
             try:
                 self.store.controlled_shutdown()
+            except MetadataStoreUnreachable as exc:  # partitioned: the session's end moves them, later
+                log.warning("controlled shutdown: nothing handed over: %s", exc)
             except Exception:  # noqa: BLE001 - the session's end moves them anyway, later
                 log.exception("controlled shutdown failed")
             finally:
@@ -585,10 +595,22 @@ class ControlPlane:
     # ------------------------------------------------------------ housekeeping
 
     def _every(self, interval_ms: int, fn, name: str) -> None:
+        """Run fn every interval_ms on the control thread. A round the cluster's store could not serve (a
+        partition) is logged once, when the first one fails, and again when rounds succeed again."""
+        waiting = False
+
         def tick() -> None:
             def round_() -> None:
+                nonlocal waiting
                 try:
                     fn()
+                    if waiting:
+                        log.info("housekeeping %s: done again", name)
+                    waiting = False
+                except MetadataStoreUnreachable as exc:
+                    if not waiting:
+                        log.warning("housekeeping %s: skipped while %s", name, exc)
+                    waiting = True
                 except Exception:  # noqa: BLE001 - a failed round is retried next time
                     log.exception("housekeeping %s failed", name)
                 self.server.call_later(interval_ms / 1000, tick)

@@ -117,7 +117,8 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
 def open_store(config: BrokerConfig):
     """The standalone store in the data dir, or the ZooKeeper one when zookeeper.connect is set."""
     if not config["zookeeper.connect"]:
-        return EmbeddedStore(config.log_dirs[0], config["broker.id"], config["cluster.id"])
+        return EmbeddedStore(config.log_dirs[0], config["broker.id"], config["cluster.id"],
+                             flush_messages=config["log.flush.interval.messages"])
     from mmlog.acceptor.zookeeper.cluster import ZooKeeperStore  # kazoo only in cluster mode
 
     return ZooKeeperStore(config, config.log_dirs[0])

@@ -76,8 +76,10 @@ class EmbeddedStore:
     """Standalone mode: cluster id, producer ids and committed offsets in the first data directory;
     topics are created and deleted in the local catalogue, and this broker is the whole cluster."""
 
-    def __init__(self, data_dir: Path, broker_id: int, cluster_id: str = "") -> None:
+    def __init__(self, data_dir: Path, broker_id: int, cluster_id: str = "", flush_messages: int = 2**63 - 1) -> None:
+        """flush_messages: log.flush.interval.messages, which the offsets journal obeys like any log."""
         self.dir = Path(data_dir)
+        self.flush_messages = flush_messages
         self.dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = load_meta(self.dir, broker_id, cluster_id)
         self._next_id = 0
@@ -96,7 +98,7 @@ class EmbeddedStore:
 
     def offset_store(self, call_soon=None) -> OffsetStore:
         """The group coordinator's committed offsets (not yet loaded)."""
-        return OffsetLog(self.dir)
+        return OffsetLog(self.dir, flush_messages=self.flush_messages)
 
     # ------------------------------------------------------------ the cluster of one
 
@@ -232,6 +234,9 @@ class EmbeddedStore:
     def timers(self) -> list:
         """No replicas, no elections: no periodic cluster work."""
         return []
+
+    def bind_thread(self) -> None:
+        """Nothing remote to wait for: no deadline to give the calling thread."""
 
     def controlled_shutdown(self) -> None:
         """Nothing to hand over: every partition is only here."""

@@ -41,6 +41,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from mmlog.errors import MetadataStoreUnreachable
+
 log = logging.getLogger(__name__)
 
 _LEN = struct.Struct(">I")
@@ -378,6 +380,9 @@ class ControlServer:
             return
         try:
             handler(args, reply)
+        except MetadataStoreUnreachable as exc:  # a partition, not a bug: one line, and the client retries
+            log.warning("control op %s not done: %s", op, exc)
+            reply(exc, ok=False)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the caller
             log.exception("control op %s failed", op)
             reply(exc, ok=False)
@@ -386,5 +391,7 @@ class ControlServer:
     def _safely(fn: Callable[[], None]) -> None:
         try:
             fn()
+        except MetadataStoreUnreachable as exc:
+            log.warning("control plane task not done: %s", exc)
         except Exception:  # noqa: BLE001
             log.exception("control plane task failed")

@@ -125,8 +125,7 @@ class LogCleanerManager:
         return stats is not None
 
     def write_status(self) -> None:
-        atomic_write(self.config.log_dirs[0] / STATUS_FILE, json.dumps(self.status, sort_keys=True).encode(),
-                     sync=False)
+        atomic_write(self.config.log_dirs[0] / STATUS_FILE, json.dumps(self.status, sort_keys=True).encode())
 
     def run(self) -> int:
         backoff = self.config["log.cleaner.backoff.ms"] / 1000

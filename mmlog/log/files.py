@@ -70,18 +70,22 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
-    """Write a small file so that a crash leaves either the old or the new content (and, with sync,
-    the new content once this returns)."""
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write a small file so that any crash, a power loss included, leaves either the old or the new
+    content, and the new content once this returns.
+
+    Order matters on a power loss: the data is fsynced before the rename, or the rename can reach the
+    disk first and the name come back on an empty or zero-filled file; the directory is fsynced after,
+    or the rename itself can be lost. Every checkpoint of the log is written here, so none needs a
+    reader that tolerates a half-written file (they tolerate one anyway: files from older versions).
+    """
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
-        if sync:
-            os.fsync(f.fileno())
+        os.fsync(f.fileno())
     os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def file_stamp(path: Path) -> tuple[int, int, int] | None:

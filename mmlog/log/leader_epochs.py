@@ -13,8 +13,9 @@ the first batch stamped with a newer epoch. OffsetsForLeaderEpoch answers from i
 (`end_offset_for`), and a follower that returns truncates to what the leader says
 its epochs ended at, so no two replicas ever hold different records at an offset.
 
-Writers hold the partition lock; the file is replaced atomically on every change
-(a crash leaves the old or the new list). The cache changes only when leadership
+Writers hold the partition lock; the file is replaced atomically and durably on every
+change (`files.atomic_write`: a crash, a power loss included, leaves the old or the new
+list). The cache changes only when leadership
 changes, a new epoch is copied, or the log is truncated or trimmed: never per
 append. Other processes re-read it when its stamp changed.
 
@@ -22,7 +23,10 @@ Crash points: a crash after a truncation of the log but before the cache was
 trimmed leaves entries past the log end; `truncate_from_end` runs again after
 recovery (the partition trims the cache to its recovered log end at open), and
 an entry past the log end is harmless for `end_offset_for` anyway (it answers
-with the log end for the latest epoch).
+with the log end for the latest epoch). A file that does not parse (written by a
+version that renamed it before its data reached the disk, then a power loss: empty
+or zero-filled) is rebuilt from the epochs stamped in the log's batches, as Kafka's
+recovery does (`Partition._check_epochs`); it never stops the broker.
 """
 
 from __future__ import annotations
@@ -91,9 +95,8 @@ class LeaderEpochCache:
 
     # ------------------------------------------------------------ changing (under the partition lock)
 
-    def assign(self, epoch: int, start: int, sync: bool = True) -> bool:
-        """Record that `epoch` starts at `start` if it is newer than every epoch here; True if it was.
-        (sync=False: the caller's durability argument covers losing the write, see Partition.fresh.)"""
+    def assign(self, epoch: int, start: int) -> bool:
+        """Record that `epoch` starts at `start` if it is newer than every epoch here; True if it was."""
         self.reload()
         if self._epochs and epoch <= self._epochs[-1]:
             return False
@@ -103,7 +106,7 @@ class LeaderEpochCache:
             del self._epochs[keep:], self._starts[keep:]
         self._epochs.append(epoch)
         self._starts.append(start)
-        self._save(sync)
+        self._save()
         return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -130,8 +133,15 @@ class LeaderEpochCache:
             self._epochs, self._starts = [], []
             self._save()
 
-    def _save(self, sync: bool = True) -> None:
-        atomic_write(self.path, format_entries(zip(self._epochs, self._starts)).encode(), sync)
+    def rebuild(self, entries) -> None:
+        """Replace the cache with `entries` ((epoch, start) ascending, read from the log's batches): what
+        the partition's recovery does when the file does not parse (`CorruptCheckpoint`)."""
+        self._epochs = [e for e, _ in entries]
+        self._starts = [s for _, s in entries]
+        self._save()
+
+    def _save(self) -> None:
+        atomic_write(self.path, format_entries(zip(self._epochs, self._starts)).encode())
         self._stamp = file_stamp(self.path)
 
 

@@ -15,26 +15,43 @@ starts from it, so a restart never shows consumers more than was committed.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from mmlog.log.files import atomic_write
+
+log = logging.getLogger(__name__)
 
 HIGH_WATERMARKS = "replication-offset-checkpoint"
 
 
 def read(path: Path) -> dict[tuple[str, int], int]:
-    """{(topic, partition): offset} of a checkpoint file; empty if there is none or it is corrupt."""
+    """{(topic, partition): offset} of a checkpoint file; empty if there is none or it is corrupt.
+
+    Corrupt (empty, zero-filled, torn: a power loss after a version that renamed before fsync) is read
+    as no checkpoint, with a WARNING, as Kafka does: the HW then comes from the state page or the log,
+    and the cleaner maps its partitions from their start again."""
     try:
-        lines = Path(path).read_text().split("\n")
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s: unreadable (%s), ignored", path, exc)
+        return {}
+    try:
+        lines = text.split("\n")
         if lines[0].strip() != "0":
-            return {}
+            raise ValueError(f"unknown version {lines[0]!r}")
         count = int(lines[1])
         entries = {}
         for line in lines[2 : 2 + count]:
             topic, partition, offset = line.split()
             entries[topic, int(partition)] = int(offset)
-        return entries if len(entries) == count else {}
-    except (OSError, IndexError, ValueError):
+        if len(entries) != count:
+            raise ValueError(f"{len(entries)} entries, {count} announced")
+        return entries
+    except (IndexError, ValueError) as exc:
+        log.warning("%s: corrupt (%s), ignored", path, exc)
         return {}
 
 

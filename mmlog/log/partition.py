@@ -36,7 +36,9 @@ for every process of the broker (`log_dirs.py`).
 
 Durability: a broker (process) crash loses nothing that was published, because the
 bytes are in the page cache and the state is a shared mapping; a machine crash loses
-at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync.
+at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync,
+and never more than the active segment: a segment that rolls is fsynced right after,
+off the append path (`rolled_flush.py`), as Kafka does (docs/durability.md).
 
 Replication (docs/replication.md). The state page says whether this broker leads
 the partition, follows it or does not serve it (`Role`). The high watermark (HW) is
@@ -73,6 +75,7 @@ more than was committed.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import shutil
 import time
@@ -95,7 +98,8 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
-from mmlog.log import compressed, flush_timing, log_dirs, producer_state, recovery, retention, segment_swap, txn_index
+from mmlog.log import (compressed, flush_timing, log_dirs, producer_state, recovery, retention, rolled_flush, segment_swap,
+                       txn_index)
 from mmlog.log.files import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -106,7 +110,7 @@ from mmlog.log.files import (
     segment_bases,
     segment_file,
 )
-from mmlog.log.leader_epochs import UNDEFINED, LeaderEpochCache
+from mmlog.log.leader_epochs import UNDEFINED, CorruptCheckpoint, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
@@ -115,6 +119,8 @@ from mmlog.log.state import N_ISR as _N_ISR
 from mmlog.log.state import ROLE as _ROLE
 from mmlog.log.state import TXN_LAYOUT_V1, FollowerProgress, Op, PartitionState, Replication, Role, Snapshot, TornState
 from mmlog.protocol import records
+
+log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
 IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE, SWAP = (int(op) for op in Op)  # plain ints: cheap on the append path
@@ -212,6 +218,44 @@ class Partition:
 
     def _load(self) -> None:
         """Under the lock at open: trust a clean close, or recover the tail of the log."""
+        epochs_lost = self._drop_unreadable_epochs()
+        try:
+            self._load_state()
+        finally:
+            if epochs_lost:
+                self._rebuild_epochs()
+
+    def _drop_unreadable_epochs(self) -> bool:
+        """Remove a leader-epoch-checkpoint that does not parse; True if there was one (rebuild it).
+
+        A file renamed before its data reached the disk comes back from a power loss empty or
+        zero-filled. The cache is derived from the log, so it is rebuilt from it, with one WARNING:
+        refusing to start would take the whole broker down for a file the log can replace."""
+        try:
+            self.epochs.reload()
+            return False
+        except CorruptCheckpoint as exc:
+            log.warning("%s/%s does not parse (%s): rebuilding it from the log", self.directory.name,
+                        self.epochs.path.name, exc)
+            self.epochs.path.unlink()
+            fsync_dir(self.directory)
+            self.epochs.reload()
+            return True
+
+    def _rebuild_epochs(self) -> None:
+        """The epoch cache from the leader epochs stamped in the log's batches (lock held, state loaded):
+        each epoch starts at the first batch that carries it, as Kafka's recovery assigns them."""
+        s = self.state.snapshot()
+        entries: list[tuple[int, int]] = []
+        for h, _ in self._stored_batches(s, s.log_start):
+            if h.partition_leader_epoch >= 0 and (not entries or h.partition_leader_epoch > entries[-1][0]):
+                entries.append((h.partition_leader_epoch, h.base_offset))
+        rep = self.state.replication()
+        if rep.role == LEADER and rep.leader_epoch >= 0 and (not entries or rep.leader_epoch > entries[-1][0]):
+            entries.append((rep.leader_epoch, s.log_end))  # a leader's epoch that has no batch yet
+        self.epochs.rebuild(entries)
+
+    def _load_state(self) -> None:
         s = self.state.snapshot() if not self.state.is_torn() else None
         clean = s is not None and s.clean and not s.pending_op and not s.deleted and self._clean_files_ok(s)
         if clean:
@@ -681,7 +725,7 @@ class Partition:
         leader_id = self.broker_id if leader_id is None else leader_id
         with self._writing() as s:
             rep = self.state.replication()
-            self.epochs.assign(epoch, s.log_end, sync=not (self.fresh and s.log_end == 0 and epoch == 0))
+            self.epochs.assign(epoch, s.log_end)
             if not (rep.role == LEADER and rep.leader_epoch == epoch and tuple(rep.replicas) == tuple(replicas)):
                 for i in range(len(replicas)):  # a new epoch, or a new replica set (rows are by position)
                     self.state.set_follower(i, -1, 0, now, -1)
@@ -1145,6 +1189,9 @@ class Partition:
         )
         # Our own cache is already right: the old active segment is mapped again when it is read.
         self._segments.pop(s.active_base).close()
+        # Only the active segment is at risk in a power loss, whatever the flush policy: the sealed one is
+        # fsynced soon by this process's flusher thread, off this append's latency (rolled_flush.py).
+        rolled_flush.submit(self.directory, s.active_base)
         self._bases = [*self._bases, s.log_end]
         self._generation, self._active_base = s.generation + 1, s.log_end
         return self.state.snapshot()

@@ -59,6 +59,7 @@ existed here) still loads, with no open transaction and no coordinator epoch.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from collections import deque
@@ -77,6 +78,8 @@ from mmlog.errors import (
     UnknownProducerId,
 )
 from mmlog.log.files import atomic_write
+
+log = logging.getLogger(__name__)
 
 SUFFIX = ".snapshot"
 MAX_CACHED = 5  # batches remembered per producer: Kafka's max.in.flight for idempotence
@@ -287,10 +290,19 @@ class ProducerState:
         self.ongoing = {}
         offsets = [o for o in snapshot_offsets(self.directory) if o <= log_end]
         for offset in reversed(offsets):
+            path = snapshot_path(self.directory, offset)
             try:
-                producers = _decode(snapshot_path(self.directory, offset).read_bytes())
-            except (OSError, ValueError):
-                continue  # a damaged snapshot: an older one, or the log from its start, serves
+                producers = _decode(path.read_bytes())
+            except FileNotFoundError:
+                continue  # removed by retention or a truncation since we listed
+            except (OSError, ValueError) as exc:
+                # A torn or zero-filled snapshot (a power loss after a version that renamed before fsync):
+                # an older one, or the log from its start, serves, as in Kafka. Removed so that it is
+                # reported once; every snapshot name holds a whole file (atomic_write), so no writer's is.
+                log.warning("%s/%s: %s; producer state is rebuilt from an older snapshot or the log",
+                            self.directory.name, path.name, exc)
+                path.unlink(missing_ok=True)
+                continue
             self.producers = producers
             self.ongoing = {pid: e.txn_first for pid, e in producers.items() if e.txn_first >= 0}
             self._expire(now_ms, expiration_ms)

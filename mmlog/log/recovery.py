@@ -4,7 +4,9 @@ Runs under the partition lock, when a partition is opened after anything but a
 clean close, and when a writer finds that its predecessor died mid-operation.
 
 Segments before the one holding the recovery point were fsynced before the
-crash: only their indexes are sanity-checked (and rebuilt from the log if missing
+crash (by a flush, by the flush after their roll, or by the recovery that scanned
+them: it fsyncs what it validated before it moves the recovery point past it):
+only their indexes are sanity-checked (and rebuilt from the log if missing
 or inconsistent). From that segment on, every batch is validated by
 `kernels.scan_segment` (length, magic, CRC-32C, offset continuity) while the
 indexes are rebuilt in the same pass. The log is truncated at the first invalid
@@ -114,7 +116,13 @@ def recover(directory: Path, config: LogConfig, log_start: int, recovery_point: 
                                   scanned.offset_of_max_ts)
     segments = [segment for segment, _ in kept]
     if sync:
-        active.flush()
+        # Every segment scanned here is about to lie below the new recovery point, where the next recovery
+        # trusts it unread; after a process crash its bytes (and the indexes just rebuilt) may still be only
+        # in the page cache, so they are fsynced now, or a later power loss could leave a trusted segment
+        # with a zeroed or missing tail that nothing checks.
+        for segment, scanned in kept:
+            if scanned is not None:
+                segment.flush()
         fsync_dir(directory)
     for line in notes:
         log.warning("recovery: %s", line)

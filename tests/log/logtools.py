@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmlog.log import rolled_flush
 from mmlog.log.files import segment_bases, segment_file
 from mmlog.log.offset_index import OffsetIndex
 from mmlog.protocol import records as rec
@@ -103,7 +104,9 @@ def tags_of(batch: bytes) -> str:
 
 
 def open_descriptors() -> int:
-    """Descriptors this process holds now."""
+    """Descriptors this process holds now (once the rolled-segment flusher, which opens a segment's files
+    for a moment after each roll, is idle)."""
+    rolled_flush.wait_idle()
     return len(os.listdir("/proc/self/fd"))
 
 

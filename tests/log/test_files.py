@@ -117,3 +117,18 @@ def test_a_fault_reads_one_page_not_the_devices_readahead_window(tmp_path):
     assert m.view[1000] == 0
     assert _pages_in_page_cache(m.view) <= 16
     m.close()
+
+
+def test_atomic_write_syncs_the_data_before_the_rename_and_the_directory_after(tmp_path, monkeypatch):
+    """Renamed first, a power loss can bring the name back on an empty or zero-filled file."""
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append("fsync dir" if os.path.isdir(f"/proc/self/fd/{fd}") else "fsync file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", lambda *a: (events.append("rename"), real_replace(*a))[1])
+    atomic_write(tmp_path / "checkpoint", b"data")
+    assert events == ["fsync file", "rename", "fsync dir"]

@@ -34,11 +34,15 @@ torn or garbage tail that the next `load` truncates; nothing else writes it.
 
 Writes and crash behaviour
 --------------------------
-`write` appends one frame with a single `os.write` and returns once the bytes are
-in the page cache: a commit is acknowledged only after that. This is the logs'
-guarantee: a broker crash (SIGKILL at any point) loses nothing acknowledged, the
-kernel writes the page cache out; a machine crash loses what was not yet
-fsynced (`flush_due`, with `log.flush.interval.ms`; `close` fsyncs).
+`write` appends one frame with a single `os.write`, and a commit is acknowledged
+only after that. The journal obeys the broker's flush settings as Kafka's
+`__consumer_offsets` does, so a commit is exactly as durable as a produced record:
+a broker crash (SIGKILL at any point) loses nothing acknowledged, the kernel
+writes the page cache out; a machine crash (power loss) loses only what was not
+yet fsynced: once `log.flush.interval.messages` records are unsynced, `write`
+fsyncs before it acknowledges (1: every commit is on disk when acknowledged),
+and `flush_due` fsyncs records older than `log.flush.interval.ms` from the
+control thread's flush timer; `close` fsyncs.
 
 - Killed during the write: the frame is short or its CRC fails. `load` stops at
   the first frame whose length runs past the end, whose length is below 4 or
@@ -275,14 +279,18 @@ def read_frames(data: memoryview) -> tuple[list[list[Record]], int, str]:
 class OffsetLog(OffsetStore):
     """Committed offsets in `<data dir>/__consumer_offsets.log` (see the module docstring)."""
 
-    def __init__(self, directory: Path, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
+    def __init__(self, directory: Path, compact_min_bytes: int = COMPACT_MIN_BYTES,
+                 flush_messages: int = 2**63 - 1) -> None:
+        """flush_messages: log.flush.interval.messages, the unsynced records after which `write` fsyncs."""
         super().__init__()
         self.dir = Path(directory)
         self.path = self.dir / FILE_NAME
         self.compact_min_bytes = compact_min_bytes
+        self.flush_messages = flush_messages
         self.size = 0
         self._fd = -1
         self._unflushed_since: float | None = None  # monotonic time of the oldest write not fsynced
+        self._unflushed = 0  # records written and not fsynced
 
     # ------------------------------------------------------------ start-up
 
@@ -294,7 +302,10 @@ class OffsetLog(OffsetStore):
         if stale.exists():
             stale.unlink()
             notes.append(f"{stale.name}: removed an interrupted compaction")
+        created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if created:  # its name must be on disk before any commit fsynced into it counts as durable
+            fsync_dir(self.dir)
         data = _read_all(self._fd)
         frames, valid, why = read_frames(memoryview(data))
         for records in frames:
@@ -316,9 +327,16 @@ class OffsetLog(OffsetStore):
         if not records:
             done(None)
             return
+        start = self.size
         try:
             self._append(encode_frame(records))
+            self._unflushed += len(records)
+            if self._unflushed >= self.flush_messages:
+                self.flush()  # before the acknowledgement: flush.messages=1 means every commit is on disk
         except (OSError, ValueError) as exc:
+            if self.size != start:  # the fsync failed: what reached the disk is unknown, so take it back
+                self._truncate_to(start)
+                self.size = start
             done(exc)
             return
         for r in records:
@@ -376,6 +394,7 @@ class OffsetLog(OffsetStore):
         log.info("compacted %s from %d to %d bytes", self.path.name, self.size, size)
         self.size = size
         self._unflushed_since = None
+        self._unflushed = 0
 
     # ------------------------------------------------------------ flush and close
 
@@ -388,6 +407,7 @@ class OffsetLog(OffsetStore):
         if self._fd >= 0 and self._unflushed_since is not None:
             os.fsync(self._fd)
             self._unflushed_since = None
+            self._unflushed = 0
 
     def close(self) -> None:
         if self._fd < 0:

@@ -46,6 +46,7 @@ controller candidacy are then made again (the watches re-arm themselves).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -72,8 +73,8 @@ from mmlog.acceptor.zookeeper.partition_states import PartitionStates
 from mmlog.acceptor.zookeeper.reassignment import Reassignments
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
 from mmlog.acceptor.zookeeper.replicas import ReplicaManager
-from mmlog.errors import (InvalidPartitions, KafkaError, NotController, ReassignmentInProgress, TopicAlreadyExists,
-                          UnknownTopicOrPartition)
+from mmlog.errors import (InvalidPartitions, KafkaError, MetadataStoreUnreachable, NotController,
+                          ReassignmentInProgress, TopicAlreadyExists, UnknownTopicOrPartition)
 from mmlog.log.manager import LogManager
 from mmlog.security import credentials, scram
 
@@ -193,6 +194,11 @@ class ZooKeeperStore:
                            lambda: self._elect(preferred=True), "preferred leader election"))
         return timers
 
+    def bind_thread(self) -> None:
+        """The calling thread (the control thread, the topic worker) must not wait out a partition: its
+        ZooKeeper calls get a deadline and are refused while the connection is down (`session.py`)."""
+        self.zk.bind_thread()
+
     def _register(self) -> None:
         """Create our ephemeral registration, waiting out the session of a previous run of ours."""
         path, data = paths.broker(self.broker_id), paths.registration(self.me.host, self.me.port, self.me.rack,
@@ -217,29 +223,46 @@ class ZooKeeperStore:
                 time.sleep(0.2)
 
     def _state_changed(self, state: str) -> None:
-        """kazoo's connection listener (its thread; no ZooKeeper calls here)."""
+        """kazoo's connection listener (its thread; no ZooKeeper calls here). Each change is an event of
+        the network, logged as one line: the control thread's calls meanwhile are refused (`session.py`)."""
         if state == KazooState.LOST:
             self._session_lost = True
-            log.warning("ZooKeeper session lost")
+            log.warning("ZooKeeper session lost: registering again once connected")
+        elif state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection lost: ZooKeeper work waits for it (session timeout %d ms)",
+                        self.session_ms)
         elif state == KazooState.CONNECTED and self._session_lost:
             self._session_lost = False
             self._soon(self._rejoin)
+        elif state == KazooState.CONNECTED:
+            log.info("ZooKeeper connection back within the session")
+            self._soon(self._membership_changed)  # what watch work the outage made fail, done now
 
     def _rejoin(self) -> None:
         """A new session: read again what watches report, then register as at start-up.
 
         Work a watch queued while the session was going (a paused broker wakes to a dead session)
         failed on it and is gone, and kazoo re-runs a children watch only if the children differ from
-        what it last saw: a topic whose creation was seen but not synced would stay unknown here."""
+        what it last saw: a topic whose creation was seen but not synced would stay unknown here.
+        If ZooKeeper goes away again half way, the next connection (or, still connected, a retry in a
+        second) starts it over: a broker must not stay unregistered."""
         log.info("ZooKeeper session re-established: reading the cluster again and registering")
         self.is_controller = False
-        self._mirror_users()
-        self.acls.mirror()
-        self.sync_topics()
-        self._load_dynamic()
-        self._register()
-        self._run_for_controller()  # writes the partition states if elected
-        self._refresh_view()
+        try:
+            self._mirror_users()
+            self.acls.mirror()
+            self.sync_topics()
+            self._load_dynamic()
+            self._register()
+            self._run_for_controller()  # writes the partition states if elected
+            self._refresh_view()
+        except MetadataStoreUnreachable as exc:
+            log.warning("registering again postponed: %s", exc)
+            self._session_lost = not self.zk.connected  # then the next CONNECTED rejoins
+            if not self._session_lost:
+                retry = threading.Timer(1.0, lambda: self._soon(self._rejoin))
+                retry.daemon = True
+                retry.start()
 
     # ------------------------------------------------------------ controller
 

@@ -8,9 +8,13 @@ Runs on the control thread of the main process (which owns the log manager):
   partition's shared state page, so processors see them at their next request.
 - `check_isr()`, on a timer: as leader, drop from the ISR a follower that has not
   caught up for `replica.lag.time.max.ms`, and take back one whose log end reached
-  our HW. The leader proposes the new ISR with a compare-and-set on the state
-  node's version it last applied; if the controller (or anyone) wrote meanwhile,
-  the write fails and the watch brings the newer state.
+  our HW, if it is registered in /brokers/ids (Kafka's KIP-841: a broker without a
+  session, which the controller counts as dead and removed, must not be counted
+  by min.insync.replicas because it still fetches). The leader proposes the new
+  ISR with a compare-and-set on the state node's version it last applied; if the
+  controller (or anyone) wrote meanwhile, the write fails and the watch brings the
+  newer state. A change is logged once written: a leader cut from ZooKeeper, which
+  may have been deposed meanwhile, announces nothing it could not do.
 - The fetch plan (`fetch-plan.json`, first data dir, written atomically when it
   changes): each followed partition with its leader and epoch, and the leaders'
   addresses, and the follower throttle: its rate and the followed partitions whose
@@ -36,7 +40,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from mmlog.acceptor.zookeeper import paths
 from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
 from mmlog.config import throttled_replicas
-from mmlog.errors import KafkaError
+from mmlog.errors import KafkaError, MetadataStoreUnreachable
 from mmlog.log.state import Role
 from mmlog.replication import fetch_plan
 
@@ -58,6 +62,7 @@ class ReplicaManager:
         self.wake = wake  # wakes the processors' parked requests (acks=all, follower fetches)
         self._plan: bytes | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
+        self.registered: set[int] = set()  # brokers in /brokers/ids as last seen: who may join an ISR
         # What the roles are, kept here so that timers visit only the partitions they concern (the main
         # process may keep few partitions open: log.max.open.partitions).
         self.led: set[tuple[str, int]] = set()
@@ -153,17 +158,20 @@ class ReplicaManager:
                 rep = part.replication()
                 if rep.role != LEADER or len(rep.replicas) < 2:
                     continue
-                isr = self._next_isr(part, rep, now_ms)
+                isr, why = self._next_isr(part, rep, now_ms)
                 if isr != rep.isr:
-                    changed += self._propose_isr(topic, p, part, rep, isr)
+                    changed += self._propose_isr(topic, p, part, rep, isr, why)
+            except MetadataStoreUnreachable:
+                raise  # ZooKeeper is away: no use trying the next partition (the timer logs it once)
             except KafkaError:
                 continue  # deleted meanwhile
         return changed
 
-    def _next_isr(self, part, rep, now_ms: int) -> tuple[int, ...]:
-        """Kafka's rules: out after lag_ms without catching up; in once its log end reaches our HW."""
+    def _next_isr(self, part, rep, now_ms: int) -> tuple[tuple[int, ...], list[str]]:
+        """Kafka's rules: out after lag_ms without catching up; in once its log end reaches our HW, if
+        registered. The new ISR, and why each broker leaves or joins it (for the log)."""
         hw = part.high_watermark
-        isr = []
+        isr, why = [], []
         for r, progress in [(self.me, None), *part.followers()]:
             if progress is None:
                 isr.append(r)
@@ -171,14 +179,15 @@ class ReplicaManager:
                 if now_ms - progress.last_caught_up_ms <= self.lag_ms:
                     isr.append(r)
                 else:
-                    log.info("%s: broker %d leaves the ISR (not caught up for %d ms)", part.directory.name, r,
-                             now_ms - progress.last_caught_up_ms)
-            elif progress.log_end >= hw and progress.log_end >= 0 and now_ms - progress.last_fetch_ms <= self.lag_ms:
+                    why.append(f"broker {r} leaves the ISR (not caught up for "
+                               f"{now_ms - progress.last_caught_up_ms} ms)")
+            elif (progress.log_end >= hw and progress.log_end >= 0 and now_ms - progress.last_fetch_ms <= self.lag_ms
+                  and r in self.registered):
                 isr.append(r)
-                log.info("%s: broker %d joins the ISR at offset %d", part.directory.name, r, progress.log_end)
-        return tuple(r for r in rep.replicas if r in isr)
+                why.append(f"broker {r} joins the ISR at offset {progress.log_end}")
+        return tuple(r for r in rep.replicas if r in isr), why
 
-    def _propose_isr(self, topic: str, p: int, part, rep, isr: tuple[int, ...]) -> int:
+    def _propose_isr(self, topic: str, p: int, part, rep, isr: tuple[int, ...], why: list[str]) -> int:
         state = self.states.get(topic, p)
         if state is None or state.leader != self.me or state.leader_epoch != rep.leader_epoch:
             return 0
@@ -191,6 +200,8 @@ class ReplicaManager:
         part.set_isr(isr, stat.version)
         part.maybe_advance_high_watermark()
         self.wake()
+        for reason in why:
+            log.info("%s: %s", part.directory.name, reason)
         if len(isr) < len(rep.isr):
             self.isr_shrinks += 1
         else:
@@ -203,6 +214,7 @@ class ReplicaManager:
         """Publish the partitions we follow and their leaders' addresses (if it changed)."""
         if brokers is not None:
             self._brokers = {b.node_id: b.address(self.inter_broker) for b in brokers.values()}
+            self.registered = set(brokers)
         followed = [[topic, p, leader, epoch] for (topic, p), (leader, epoch) in self.followed.items()]
         throttled = self._throttled() if self.throttle_rate is not None else []
         throttle = (self.throttle_rate, throttled) if throttled else None

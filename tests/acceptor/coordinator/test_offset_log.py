@@ -241,3 +241,42 @@ def test_transactional_offsets_stay_pending_until_their_marker_and_survive_a_reo
     again = opened(tmp_path)
     assert again.table.get("g", "t", 0).offset == 50 and again.table.pending == {}
     again.close()
+
+
+def fsyncs_and_acks(monkeypatch, store, batches):
+    """Write each batch; the order in which the journal fsynced and acknowledged (fsyncs observed, not faked)."""
+    events = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real(fd))[1])
+    for records in batches:
+        store.write(records, lambda exc: events.append("ack" if exc is None else exc))
+    return events
+
+
+def test_with_flush_messages_1_a_commit_is_fsynced_before_it_is_acknowledged(tmp_path, monkeypatch):
+    """log.flush.interval.messages=1: an acknowledged commit survives a power loss, as a produced record does."""
+    store = opened(tmp_path, flush_messages=1)
+    events = fsyncs_and_acks(monkeypatch, store, [ALL_KINDS[:1], ALL_KINDS[1:3]])
+    assert events == ["fsync", "ack", "fsync", "ack"]
+    store.close()
+
+
+def test_flush_messages_counts_records_and_the_default_leaves_syncing_to_the_timer(tmp_path, monkeypatch):
+    store = opened(tmp_path, flush_messages=3)
+    one = [ALL_KINDS[0]]
+    assert fsyncs_and_acks(monkeypatch, store, [one, one, one, one]) == ["ack", "ack", "fsync", "ack", "ack"]
+    store.close()
+    default = opened(tmp_path / "default")
+    events = fsyncs_and_acks(monkeypatch, default, [one] * 5)
+    assert events == ["ack"] * 5
+    default.flush_due(0)  # the control thread's flush timer, log.flush.interval.ms
+    assert events == ["ack"] * 5 + ["fsync"]
+    default.close()
+
+
+def test_the_embedded_store_passes_the_brokers_flush_messages_to_the_journal(tmp_path):
+    from mmlog.acceptor.main import open_store
+    from mmlog.config.broker import BrokerConfig
+
+    config = BrokerConfig.load(overrides={"log.dirs": str(tmp_path), "log.flush.interval.messages": "1"})
+    assert open_store(config).offset_store().flush_messages == 1

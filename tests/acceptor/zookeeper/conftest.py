@@ -15,19 +15,20 @@ from mmlog.testing import EmbeddedBroker
 SESSION_MS = 3000  # how long a SIGKILLed broker stays in the registry
 
 
-def cluster_broker(tmp_path, zk_connect: str, broker_id: int, **config) -> EmbeddedBroker:
-    return EmbeddedBroker(tmp_path / f"broker-{broker_id}", processors=1, config={
+def cluster_broker(tmp_path, zk_connect: str, broker_id: int, user: str | None = None, **config) -> EmbeddedBroker:
+    return EmbeddedBroker(tmp_path / f"broker-{broker_id}", processors=1, user=user, config={
         "zookeeper.connect": zk_connect, "broker.id": broker_id, "zookeeper.session.timeout.ms": SESSION_MS,
         "group.initial.rebalance.delay.ms": 0, **config})
 
 
 @contextlib.contextmanager
-def three_brokers(tmp_path, zk_connect: str, **config):
+def three_brokers(tmp_path, zk_connect: str, users=None, **config):
     """Brokers 0, 1 and 2 on one ZooKeeper chroot, registered; every one is stopped at the end.
+    `users`: broker id -> the system user it runs as (partition tests).
 
     Broker 0 starts first and is the controller (it is ready only once it has stood for election), as tests
     have always had it; 1 and 2 then start side by side, their boots (imports, kernels, logs) overlapping."""
-    brokers = [cluster_broker(tmp_path, zk_connect, i, **config) for i in range(3)]
+    brokers = [cluster_broker(tmp_path, zk_connect, i, (users or {}).get(i), **config) for i in range(3)]
     try:
         brokers[0].start()
         with concurrent.futures.ThreadPoolExecutor(2) as pool:

@@ -1,0 +1,90 @@
+"""Flushes a segment that rolled, off the append path, so that only the active segment is ever at risk.
+
+Kafka fsyncs the old segment (log, offset index, time index, transaction index) and the
+partition directory when it rolls, on its scheduler rather than in the produce request that
+rolled. mmlog does the same: `Partition._roll` hands the sealed segment to `submit`, and one
+thread of the appending process fsyncs its files and the directory.
+
+Why a thread of the appending process, not the request or the control thread: the fsync of a
+sealed segment writes whatever of its `segment.bytes` the kernel has not written back yet
+(seconds for a 1 GiB segment on a busy disk), so doing it in the request that rolled would put
+that on one produce's latency, which Kafka does not; the control thread's flush timer would
+have to look at every partition's state each tick to learn of a roll made by a processor,
+work for idle partitions too. The thread costs nothing until a roll and takes no lock: a sealed
+segment's files no longer change (the cleaner replaces them under new inodes, retention unlinks
+them, and an fsync of a descriptor opened before either is harmless).
+
+Crash points: a process killed before the thread ran leaves the segment unsynced, exactly as
+before; the recovery point is not moved here (it moves at the next flush, under the lock), so
+recovery after a power loss rescans from it: a rescan of a synced segment is only slower.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from pathlib import Path
+
+from mmlog.log.files import SEGMENT_SUFFIXES, fsync_dir, segment_file
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_queue: queue.Queue | None = None  # (directory, base); started at the first roll of this process
+
+
+def submit(directory: Path, base: int) -> None:
+    """Have the sealed segment at `base` and its directory fsynced soon, by this process's flusher thread."""
+    global _queue
+    with _lock:
+        if _queue is None:
+            _queue = queue.Queue()
+            threading.Thread(target=_run, args=(_queue,), name="rolled-segment-flush", daemon=True).start()
+        _queue.put((Path(directory), base))
+
+
+def wait_idle() -> None:
+    """Block until every segment submitted so far is synced (tests, and a clean stop that wants it)."""
+    q = _queue
+    if q is not None:
+        q.join()
+
+
+def flush_segment(directory: Path, base: int) -> None:
+    """fsync a sealed segment's files that exist, then the directory that names them."""
+    for suffix in SEGMENT_SUFFIXES:
+        try:
+            fd = os.open(segment_file(directory, base, suffix), os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # no transaction index, or retention already removed the segment
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fsync_dir(directory)
+
+
+def _run(q: queue.Queue) -> None:
+    while True:
+        directory, base = q.get()
+        try:
+            flush_segment(directory, base)
+        except FileNotFoundError:
+            pass  # the partition was deleted meanwhile
+        except OSError:
+            # A failing disk: the next flush (timer, clean close) or write meets it and takes the log dir
+            # offline through the partition; here it only costs this segment's early sync.
+            log.warning("flushing rolled segment %s/%020d failed", directory.name, base, exc_info=True)
+        finally:
+            q.task_done()
+
+
+def _forget_in_child() -> None:
+    """A forked child has no flusher thread: it starts its own at its first roll."""
+    global _queue, _lock
+    _queue, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
