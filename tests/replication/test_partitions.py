@@ -144,12 +144,19 @@ class Writer(threading.Thread):
         self.errors: list = []
         self.sent = 0
         self._halt = threading.Event()
+        self._lock = threading.Lock()
 
     def _delivered(self, err, msg) -> None:
         if err is None:
-            self.acked[msg.value()] = (msg.partition(), msg.offset(), time.monotonic())
+            with self._lock:  # the test's thread reads acked while this one writes it
+                self.acked[msg.value()] = (msg.partition(), msg.offset(), time.monotonic())
         else:
             self.errors.append(err)
+
+    def snapshot(self) -> list[tuple[bytes, tuple[int, int, float]]]:
+        """The acknowledgements so far: (value, (partition, offset, ack time))."""
+        with self._lock:
+            return list(self.acked.items())
 
     def run(self) -> None:
         step = max(1, self.rate // 50)
@@ -167,7 +174,7 @@ class Writer(threading.Thread):
         self.join(160)
 
     def acks_after(self, p: int, t: float) -> list[float]:
-        return sorted(at for q, _, at in self.acked.values() if q == p and at > t)
+        return sorted(at for _, (q, _, at) in self.snapshot() if q == p and at > t)
 
 
 class Load:
@@ -183,7 +190,7 @@ class Load:
     def __enter__(self) -> "Load":
         self.strict.start()
         self.loose.start()
-        wait_for(lambda: len(self.strict.acked) > 200 and len(self.loose.acked) > 60, timeout=60,
+        wait_for(lambda: len(self.strict.snapshot()) > 200 and len(self.loose.snapshot()) > 60, timeout=60,
                  what="a first acknowledged load")
         return self
 
@@ -274,8 +281,7 @@ def test_a_zombie_leader_cut_from_zookeeper_and_its_followers(split, zk):
             wait_for(lambda: zk_state(zk, "zombie", 0).leader not in (zombie.broker_id, -1), timeout=20,
                      what="a new leader of partition 0")
             time.sleep(max(0.0, CUT_S - (time.monotonic() - cut_at)))
-            during = [v for v, (p, _, at) in list(load.loose.acked.items())
-                      if at > cut_at and before[p] == zombie.broker_id]
+            during = [v for v, (p, _, at) in load.loose.snapshot() if at > cut_at and before[p] == zombie.broker_id]
             led = [p for p in range(3) if before[p] == zombie.broker_id]
             zombie_logs = {p: log_bytes(zombie.data_dir, "zombie", p) for p in led}  # what it alone has, too
         finally:
