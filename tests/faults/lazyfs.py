@@ -421,8 +421,10 @@ def serve(mountpoint: str) -> None:
     while True:
         ops.mounted.clear()
         threading.Thread(target=lambda: (ops.mounted.wait(), print("mounted", flush=True)), daemon=True).start()
+        # allow_other: brokers run as users of their own (partition soaks) use the mount too; the kernel
+        # otherwise lets only the mounting user in, whatever its capabilities.
         fuse(ops, mountpoint, foreground=True, nothreads=True, kernel_cache=True, use_ino=True,
-             default_permissions=False, fsname="lazyfs")
+             default_permissions=False, allow_other=True, fsname="lazyfs")
         wake.wait(timeout=10)
         wake.clear()
         words = command.pop(0) if command else ["stop"]
