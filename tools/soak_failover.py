@@ -403,9 +403,10 @@ def hit(rng, rig: Rig, topic: str, args, progress, step: int, tally: Tally, meas
     for _ in range(args.faults):
         kind = rng.choice(args.kinds)
         began = time.monotonic()
-        hits.append(fault(kind, rng, rig, topic, args.partitions))
+        line = fault(kind, rng, rig, topic, args.partitions)
         tally.kinds[kind] += 1
         undone = time.monotonic()
+        hits.append(f"{line} {undone - began:.1f} s")  # how long it lasted, to set its unavailability against
         full_isr(rig.brokers, topic, args.partitions)
         before = progress()
         wait_for(lambda: progress() > before + step, timeout=120, what="progress after the fault")
