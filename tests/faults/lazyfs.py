@@ -284,6 +284,8 @@ class LazyOperations:
         node = self._node(path)
         if node.is_dir:
             raise _error(errno.EISDIR)
+        if flags & os.O_TRUNC:  # libfuse 3 passes O_TRUNC here (atomic_o_trunc) instead of a truncate first
+            node.truncate(0)
         return self._handle(node)
 
     def release(self, path, fh):

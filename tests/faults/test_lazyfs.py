@@ -108,3 +108,14 @@ def test_a_file_replaced_or_unlinked_while_open_still_answers_its_descriptor_and
     assert os.fstat(fd).st_size == 9 and os.pread(fd, 3, 0) == b"old" and os.fstat(other).st_size == 3
     os.close(fd)
     os.close(other)
+
+
+def test_opening_an_existing_file_with_o_trunc_empties_it(fs):
+    """libfuse 3 hands O_TRUNC to open: a file rewritten shorter must not keep its old tail (a stale
+    `.tmp` of atomic_write, longer than the new content, came back as a catalogue with zeros after it)."""
+    path = fs.mountpoint / "f"
+    write(path, b"a longer first content")
+    write(path, b"short")
+    assert path.read_bytes() == b"short"
+    fs.lose_power(data="zeros")
+    assert path.read_bytes() == b"short"
