@@ -116,6 +116,7 @@ def test_opening_an_existing_file_with_o_trunc_empties_it(fs):
     path = fs.mountpoint / "f"
     write(path, b"a longer first content")
     write(path, b"short")
+    sync_dir(fs.mountpoint)
     assert path.read_bytes() == b"short"
     fs.lose_power(data="zeros")
     assert path.read_bytes() == b"short"
