@@ -756,25 +756,27 @@ def main(argv=None) -> int:
     failed = rounds = 0
     started = time.monotonic()
     print(f"seed {args.seed}, kinds {','.join(args.kinds)}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="mmlog-soak-") as tmp, cluster(Path(tmp), args.kinds) as rig:
-        for n in range(args.rounds):
-            rounds += 1
-            try:
-                run = run_pipeline_round if args.pipeline else run_txn_round if args.transactions else run_round
-                failed += bool(run(n, rng, rig, args, tally))
-            except AssertionError as exc:  # a wait that timed out: the cluster did not recover
-                failed += 1
-                print(f"round {n}: FAILED: {exc}", flush=True)
-            except BrokerFailed as exc:  # nothing more to soak: the cluster is short of a broker
-                failed += 1
-                print(f"round {n}: FAILED, and the soak ends: {exc}", flush=True)
-                break
-    mode = "pipeline " if args.pipeline else "transactional " if args.transactions else ""
-    for line in tally.lines():
-        print(line)
-    print(f"{rounds} {mode}rounds, {failed} failed, "
-          f"{args.faults} faults a round, seed {args.seed}, "
-          f"{time.monotonic() - started:.0f} s")
+    try:
+        with tempfile.TemporaryDirectory(prefix="mmlog-soak-") as tmp, cluster(Path(tmp), args.kinds) as rig:
+            for n in range(args.rounds):
+                rounds += 1
+                try:
+                    run = run_pipeline_round if args.pipeline else run_txn_round if args.transactions else run_round
+                    failed += bool(run(n, rng, rig, args, tally))
+                except AssertionError as exc:  # a wait that timed out: the cluster did not recover
+                    failed += 1
+                    print(f"round {n}: FAILED: {exc}", flush=True)
+                except BrokerFailed as exc:  # nothing more to soak: the cluster is short of a broker
+                    failed += 1
+                    print(f"round {n}: FAILED, and the soak ends: {exc}", flush=True)
+                    break
+    finally:  # the totals so far, whatever ended the soak (the round that raised counts as begun)
+        mode = "pipeline " if args.pipeline else "transactional " if args.transactions else ""
+        for line in tally.lines():
+            print(line)
+        print(f"{rounds} {mode}rounds, {failed} failed, "
+              f"{args.faults} faults a round, seed {args.seed}, "
+              f"{time.monotonic() - started:.0f} s", flush=True)
     return 1 if failed else 0
 
 
