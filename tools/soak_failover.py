@@ -407,6 +407,7 @@ def hit(rng, rig: Rig, topic: str, args, progress, step: int, tally: Tally, meas
         tally.kinds[kind] += 1
         undone = time.monotonic()
         hits.append(f"{line} {undone - began:.1f} s")  # how long it lasted, to set its unavailability against
+        print(f"  {time.strftime('%H:%M:%S')} {topic}: {hits[-1]}", flush=True)  # a round that fails says its faults
         full_isr(rig.brokers, topic, args.partitions)
         before = progress()
         wait_for(lambda: progress() > before + step, timeout=120, what="progress after the fault")
@@ -717,6 +718,14 @@ def run_pipeline_round(n: int, rng, rig: Rig, args, tally: Tally) -> list[str]:
     return found
 
 
+def keep_logs(rig: Rig, n: int) -> Path:
+    """Each broker's log so far, written to a directory that outlives the soak (a failed round's evidence)."""
+    out = Path(tempfile.mkdtemp(prefix=f"mmlog-soak-round-{n}-logs-"))
+    for b in rig.brokers:
+        (out / f"broker-{b.broker_id}.log").write_text("\n".join(b.log_lines) + "\n")
+    return out
+
+
 def kinds_of(parser, spec: str | None, process: tuple[str, ...]) -> list[str]:
     """The faults to draw from: `spec` names kinds and the groups process (the mode's own), partitions and
     power; none: the mode's process faults. Refused, with the reason, where a kind's faults cannot be made."""
@@ -765,7 +774,7 @@ def main(argv=None) -> int:
                     failed += bool(run(n, rng, rig, args, tally))
                 except AssertionError as exc:  # a wait that timed out: the cluster did not recover
                     failed += 1
-                    print(f"round {n}: FAILED: {exc}", flush=True)
+                    print(f"round {n}: FAILED: {exc}; brokers' logs in {keep_logs(rig, n)}", flush=True)
                 except BrokerFailed as exc:  # nothing more to soak: the cluster is short of a broker
                     failed += 1
                     print(f"round {n}: FAILED, and the soak ends: {exc}", flush=True)
