@@ -37,16 +37,24 @@ ZK, CLIENTS = "zk", "clients"
 
 def skip_unless_root() -> None:
     """Skip the calling test, with the reason, where partitions cannot be made."""
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+
+
+def unavailable() -> str | None:
+    """Why partitions cannot be made here (None if they can): they need root, nft, setpriv and useradd."""
     if os.geteuid() != 0:
-        pytest.skip("network partitions need root (nftables, system users, setpriv)")
+        return "network partitions need root (nftables, system users, setpriv)"
     for tool in ("nft", "setpriv", "useradd"):
         if shutil.which(tool) is None:
-            pytest.skip(f"network partitions need `{tool}` (nftables, util-linux, passwd)")
+            return f"network partitions need `{tool}` (nftables, util-linux, passwd)"
     probe = f"mmlog_probe_{os.getpid()}"  # root in a container may still lack CAP_NET_ADMIN
     made = subprocess.run(["nft", "add", "table", "inet", probe], capture_output=True, text=True)
     if made.returncode != 0:
-        pytest.skip(f"nftables refuses a table here: {made.stderr.strip()}")
+        return f"nftables refuses a table here: {made.stderr.strip()}"
     subprocess.run(["nft", "delete", "table", "inet", probe], capture_output=True)
+    return None
 
 
 def broker_user(broker_id: int) -> str:
