@@ -208,6 +208,7 @@ class ZooKeeperStore:
             try:
                 self.zk.create(path, data, ephemeral=True)
                 log.info("registered %s in ZooKeeper as %s:%d", path, self.me.host, self.me.port)
+                self._note_registration(path)
                 self._publish_offline()  # a new session: the offline replicas' node went with the old one
                 return
             except NodeExistsError:
@@ -217,10 +218,17 @@ class ZooKeeperStore:
                     continue
                 if stat.ephemeralOwner == self.zk.client_id[0]:
                     self.zk.set(path, data)
+                    self._note_registration(path)
                     return
                 if time.monotonic() > deadline:
                     raise BrokerIdInUse(f"broker.id {self.broker_id} is registered by another live broker") from None
                 time.sleep(0.2)
+
+    def _note_registration(self, path: str) -> None:
+        """Our broker epoch: partition states written before it say nothing we may lead by."""
+        stat = self.zk.exists(path)
+        if stat is not None and self.replicas is not None:
+            self.replicas.registered_zxid = stat.czxid
 
     def _state_changed(self, state: str) -> None:
         """kazoo's connection listener (its thread; no ZooKeeper calls here). Each change is an event of
@@ -317,8 +325,9 @@ class ZooKeeperStore:
         """Controller: decide every partition's leader for the live brokers (controller.py), replicas
         on failed log dirs counted as dead."""
         if self.is_controller:
-            self.controller.elect(set(self._live_ids()), self.manager.topics(), preferred, self._offline_replicas(),
-                                  set(self.reassignments.ongoing))
+            live = set(self._live_ids())
+            self.controller.elect(live, self.manager.topics(), preferred, self._offline_replicas(),
+                                  set(self.reassignments.ongoing), self._registrations(live))
 
     def _reassign(self, keys=None) -> None:
         """Controller: finish the reassignments (of `keys`) whose target replicas are all in the ISR."""
@@ -398,6 +407,16 @@ class ZooKeeperStore:
 
     def _live_ids(self) -> list[int]:
         return sorted(int(c) for c in self.zk.get_children(paths.BROKER_IDS))
+
+    def _registrations(self, live) -> dict[int, int]:
+        """{broker id: the czxid of its registration} (Kafka's broker epoch): a broker registered after a
+        partition state was written has restarted or lost its session since (controller.decide)."""
+        out = {}
+        for broker in live:
+            stat = self.zk.exists(paths.broker(broker))
+            if stat is not None:
+                out[broker] = stat.czxid
+        return out
 
     def _membership_changed(self) -> None:
         self._refresh_view()

@@ -45,16 +45,27 @@ PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
 
 
 def decide(cur: LeaderAndIsr, replicas: list[int], live, unclean: bool, epoch: int,
-           preferred: bool = False) -> LeaderAndIsr | None:
-    """The partition's next state under controller epoch `epoch`, or None if it stays as it is."""
+           preferred: bool = False, bounced=frozenset()) -> LeaderAndIsr | None:
+    """The partition's next state under controller epoch `epoch`, or None if it stays as it is.
+
+    `bounced`: live brokers that registered after the state was written (restarted, or back from a lost
+    session): what the state says of them is stale. A bounced leader is a failed leader, as Kafka's
+    controller treats a broker whose broker epoch changed: it may have come back without records it had
+    acknowledged (a power loss takes what was not synced), so an ISR member that stayed up leads, and the
+    bounced ones leave the ISR until they catch up again. Only when every live ISR member bounced does
+    one of them lead, in a new epoch (the unsynced tail they all lost is lost)."""
     live_isr = tuple(r for r in cur.isr if r in live)
-    if cur.leader >= 0 and cur.leader in live:
+    if cur.leader >= 0 and cur.leader in live and cur.leader not in bounced:
         first = replicas[0]
         if preferred and first != cur.leader and first in live_isr:
             return LeaderAndIsr(first, cur.leader_epoch + 1, live_isr, epoch)
         if live_isr != cur.isr:
             return LeaderAndIsr(cur.leader, cur.leader_epoch, live_isr, epoch)
         return None
+    steady_isr = tuple(r for r in live_isr if r not in bounced)
+    candidates = [r for r in replicas if r in steady_isr]
+    if candidates:
+        return LeaderAndIsr(candidates[0], cur.leader_epoch + 1, steady_isr, epoch)
     candidates = [r for r in replicas if r in live_isr]
     if candidates:
         return LeaderAndIsr(candidates[0], cur.leader_epoch + 1, live_isr, epoch)
@@ -94,15 +105,18 @@ class Controller:
         self.unclean_default = unclean_default
         self.epoch = 0
         self.epoch_version = -1  # version of /controller_epoch as we wrote it
+        self._registered: dict[int, int] = {}  # the live brokers' registrations the last election read
 
     def elect(self, live, topics: dict, preferred: bool = False, offline: dict | None = None,
-              moving=frozenset()) -> int:
+              moving=frozenset(), registered: dict | None = None) -> int:
         """Decide every partition of `topics` (name -> TopicInfo) for the live brokers; returns changes made.
         `offline`: {(topic, partition): broker ids} of replicas on a failed log dir, which count as dead
         for that partition alone (Kafka's offline replicas); `moving`: partitions being reassigned, which a
-        preferred election leaves alone."""
+        preferred election leaves alone; `registered`: {broker id: its registration's czxid} of the live
+        brokers, which tells the bounced ones of each partition (`decide`)."""
         changes = []
         offline = offline or {}
+        registered = self._registered = registered or {}
         for name, info in topics.items():
             if info.assignment is None:
                 continue
@@ -111,7 +125,14 @@ class Controller:
                 cur = self.states.get(name, p)
                 here = live - offline[(name, p)] if (name, p) in offline else live
                 rebalance = preferred and (name, p) not in moving  # as Kafka: no rebalance of a moving partition
-                if cur is not None and (new := decide(cur, replicas, here, unclean, self.epoch, rebalance)):
+                if cur is None:
+                    continue
+                bounced = bounced_since(cur, here, registered)
+                if new := decide(cur, replicas, here, unclean, self.epoch, rebalance, bounced):
+                    if bounced & {cur.leader}:
+                        log.warning("controller: %s-%d: leader %d registered again since epoch %d was written "
+                                    "(restarted or a lost session): electing anew", name, p, cur.leader,
+                                    cur.leader_epoch)
                     changes.append((name, p, replicas, unclean, cur, new, here, rebalance))
         done = 0
         for i in range(0, len(changes), MAX_OPS):
@@ -173,7 +194,8 @@ class Controller:
             cur = self.states.reread(name, p)
             if cur is None:
                 return 0
-            new = decide(cur, replicas, live, unclean, self.epoch, preferred)
+            new = decide(cur, replicas, live, unclean, self.epoch, preferred,
+                         bounced_since(cur, live, self._registered))
             if new is None:
                 return 0
             tx = self.zk.transaction()
@@ -185,6 +207,13 @@ class Controller:
             if isinstance(results[0], BadVersionError):
                 return 0  # the controller epoch moved on: not ours to write
         return 0
+
+
+def bounced_since(state: LeaderAndIsr, live, registered: dict) -> frozenset:
+    """The live brokers whose registration is newer than the state's last write (0: unknown, none)."""
+    if not state.zxid:
+        return frozenset()
+    return frozenset(b for b in live if registered.get(b, 0) > state.zxid)
 
 
 def _unclean(config: dict, default: bool) -> bool:

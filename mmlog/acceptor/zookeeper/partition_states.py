@@ -67,7 +67,7 @@ class PartitionStates:
         def changed(data, stat, *_) -> bool:
             if self._tracked.get(topic, ("",))[0] != topic_id:
                 return False  # deleted (or re-created: a new watch serves the new topic)
-            state = None if data is None else LeaderAndIsr.parse(data, stat.version)
+            state = None if data is None else LeaderAndIsr.parse(data, stat.version, stat.mzxid)
             with self._lock:
                 old = self._states.get((topic, partition))
                 if state is None:
@@ -95,7 +95,7 @@ class PartitionStates:
             data, stat = self.zk.get(paths.partition_state(topic, partition))
         except Exception:  # noqa: BLE001 - NoNodeError: deleted meanwhile
             return None
-        state = LeaderAndIsr.parse(data, stat.version)
+        state = LeaderAndIsr.parse(data, stat.version, stat.mzxid)
         with self._lock:
             old = self._states.get((topic, partition))
             if old is None or old.version <= state.version:

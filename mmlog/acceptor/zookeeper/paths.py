@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
 CLUSTER_ID = "/cluster/id"
@@ -169,16 +169,20 @@ class LeaderAndIsr:
     isr: tuple[int, ...]
     controller_epoch: int
     version: int = -1
+    # The node's last write (ZooKeeper's mzxid; 0: not read from ZooKeeper). A broker registered after it
+    # (its registration's czxid is larger: its broker epoch) restarted or lost its session since: the
+    # state's word on it is stale (controller.decide, ReplicaManager._apply_one).
+    zxid: int = field(default=0, compare=False)
 
     def to_json(self) -> bytes:
         return dump({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
                      "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
 
     @classmethod
-    def parse(cls, data: bytes, version: int) -> "LeaderAndIsr":
+    def parse(cls, data: bytes, version: int, zxid: int = 0) -> "LeaderAndIsr":
         doc = load(data)
         return cls(doc["leader"], doc["leader_epoch"], tuple(doc.get("isr", ())), doc.get("controller_epoch", 0),
-                   version)
+                   version, zxid)
 
 
 def state(leader: int, leader_epoch: int, controller_epoch: int, isr=None) -> bytes:

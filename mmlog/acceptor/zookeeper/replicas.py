@@ -63,6 +63,7 @@ class ReplicaManager:
         self._plan: bytes | None = None
         self._brokers: dict[int, tuple[str, int]] = {}
         self.registered: set[int] = set()  # brokers in /brokers/ids as last seen: who may join an ISR
+        self.registered_zxid = 0  # our registration's czxid (broker epoch): see _apply_one
         # What the roles are, kept here so that timers visit only the partitions they concern (the main
         # process may keep few partitions open: log.max.open.partitions).
         self.led: set[tuple[str, int]] = set()
@@ -120,6 +121,18 @@ class ReplicaManager:
         rep = part.replication()
         if state.leader_epoch < rep.leader_epoch:
             return False  # an older state than the one applied (a re-read raced the watch)
+        if state.leader == self.me and 0 < state.zxid < self.registered_zxid:
+            # Written before we registered (we restarted, or our session was lost): we may have come back
+            # without records we acknowledged (a power loss), and followers would truncate to our log. We
+            # lead only by a state the controller writes for this registration of ours (controller.decide).
+            self.led.discard((topic, p))
+            self.followed.pop((topic, p), None)
+            if rep.role == NONE and tuple(rep.replicas) == tuple(replicas):
+                return False
+            part.stop_serving(replicas)
+            log.warning("%s-%d: not leading by epoch %d, written before this broker registered: waiting for the "
+                        "controller", topic, p, state.leader_epoch)
+            return True
         self._note_role(topic, p, state)
         moved = tuple(rep.replicas) != tuple(replicas)  # reassigned: the state came before the topic node
         if state.leader == self.me:

@@ -37,6 +37,28 @@ def test_with_no_live_isr_member_the_partition_goes_offline_keeping_its_isr():
     assert decide(offline, REPLICAS, {1, 2, 3}, False, 8) == LeaderAndIsr(1, 7, (1,), 8)  # back with its ISR member
 
 
+def test_a_bounced_leader_is_a_failed_leader_an_isr_member_that_stayed_up_leads_and_the_bounced_leave_the_isr():
+    """Registered again since the state was written (restarted, or back from a lost session): it may have
+    lost acknowledged records (a power loss), so it neither stays leader nor stays in the ISR."""
+    assert decide(state(1, 5, [1, 2, 3]), REPLICAS, {1, 2, 3}, False, 7, bounced={1}) == LeaderAndIsr(2, 6, (2, 3), 7)
+    assert decide(state(1, 5, [1, 2, 3]), REPLICAS, {1, 2, 3}, False, 7, bounced={1, 2}) == LeaderAndIsr(3, 6, (3,), 7)
+
+
+def test_when_every_live_isr_member_bounced_one_of_them_leads_in_a_new_epoch():
+    assert decide(state(1, 5, [1, 2]), REPLICAS, {1, 2, 3}, False, 7, bounced={1, 2}) == LeaderAndIsr(1, 6, (1, 2), 7)
+
+
+def test_a_bounced_follower_does_not_move_a_steady_leader():
+    assert decide(state(1, 5, [1, 2, 3]), REPLICAS, {1, 2, 3}, False, 7, bounced={2}) is None
+
+
+def test_bounced_since_compares_registrations_with_the_states_last_write():
+    from mmlog.acceptor.zookeeper.controller import bounced_since
+    written = LeaderAndIsr(1, 5, (1, 2, 3), 7, version=3, zxid=100)
+    assert bounced_since(written, {1, 2, 3}, {1: 150, 2: 50, 3: 99}) == {1}
+    assert bounced_since(LeaderAndIsr(1, 5, (1, 2, 3), 7), {1, 2, 3}, {1: 150}) == set()  # zxid unknown: none
+
+
 def test_unclean_election_takes_the_first_live_replica():
     assert decide(state(1, 5, [1]), REPLICAS, {2, 3}, True, 7) == LeaderAndIsr(2, 6, (2,), 7)
 
