@@ -273,7 +273,7 @@ class OperationNotAttempted(KafkaError):
 
 class TransactionalIdNotFound(KafkaError):
     code = 105
-# ---------------------------------------------------------------- the admin APIs (issue #18)
+# ---------------------------------------------------------------- the admin APIs
 
 class BrokerNotAvailable(KafkaError):
     code = 8
@@ -318,7 +318,7 @@ class NoReassignmentInProgress(KafkaError):
     code = 85
 
 
-# Security (issue #19)
+# Security
 class UnsupportedSaslMechanism(KafkaError):
     code = 33
 
@@ -339,7 +339,7 @@ class UnacceptableCredential(KafkaError):
     code = 93
 
 
-# ACL authorisation (issue #19)
+# ACL authorisation
 class TopicAuthorizationFailed(KafkaError):
     code = 29
 
@@ -360,7 +360,7 @@ class SecurityDisabled(KafkaError):
     code = 54
 
 
-# The flexible versions of the core APIs (issue #18)
+# The flexible versions of the core APIs
 class UnstableOffsetCommit(KafkaError):
     """OffsetFetch v7+ with require_stable: a transaction holds uncommitted offsets for the partition."""
 

@@ -107,7 +107,7 @@ class EmbeddedBroker(_ScratchProcess):
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "mmlog", "broker", "--data-dir", str(self.data_dir),
                "--processors", str(self.processors), "--exit-with-parent"]
-        if "listeners" not in self.config:  # several listeners (issue #19) come in the config
+        if "listeners" not in self.config:  # several listeners come in the config
             cmd += ["--listen", self.bootstrap]
         for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]

@@ -1,5 +1,5 @@
 """Group heartbeat latency while Metadata auto-creates thousands of topics, beside the same
-machine's latency with nothing being created (issue #16; docs/robustness.md).
+machine's latency with nothing being created (docs/robustness.md).
 
     PYTHONPATH=. python tools/bench_auto_create.py [--topics 2000] [--rounds 3] [--idle-s 8] [--processors 2]
 

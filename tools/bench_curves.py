@@ -1,4 +1,4 @@
-"""Curves, not points (issue #20): mmlog's throughput, p99 latency and memory against the sizes that grow.
+"""Curves, not points: mmlog's throughput, p99 latency and memory against the sizes that grow.
 
     python tools/bench_curves.py --quick                   # a few minutes; prints the tables, writes nothing
     python tools/bench_curves.py                           # the recorded run: PNGs in docs/bench/, its section

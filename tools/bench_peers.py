@@ -1,4 +1,4 @@
-"""mmlog beside the log-structured peers a Kafka user would pick instead (issue #20), in one run.
+"""mmlog beside the log-structured peers a Kafka user would pick instead, in one run.
 
     python tools/bench_peers.py --quick      # a few minutes; prints the tables, writes nothing
     python tools/bench_peers.py              # the recorded run: also rewrites its section of docs/benchmarks.md

@@ -12,8 +12,8 @@ throughput beside it.
     frames on one socket, no client library): what one request costs end to end;
   * librdkafka batch 1: confluent-kafka, linger 0, one record a request, 5 requests in
     flight (`max.in.flight`), delivery reports served as it goes;
-  * librdkafka batch 50: `batch.num.messages=50`, linger 5 ms, 5 in flight (issue #20's
-    throughput row).
+  * librdkafka batch 50: `batch.num.messages=50`, linger 5 ms, 5 in flight (the
+    pipelined throughput row).
 
 Then the stages of one awaited request inside a processor, in-process (no epoll, a
 socketpair for the client): each stage run on its own, timed with perf_counter_ns around
@@ -305,7 +305,7 @@ def section(args, rows: list[Row], stage_us: dict, whole_us: float) -> str:
     import statistics
 
     command = "python tools/bench_request.py " + " ".join(sys.argv[1:])
-    lines = ["## The cost of one request (issue #20)", "",
+    lines = ["## The cost of one request", "",
              f"`{command.strip()}`: one broker with {args.processors} processor(s), {MESSAGE_SIZE}-byte records, "
              f"acks=1, one partition; medians of {args.rounds} round(s) with the rounds' range. Broker CPU is "
              "utime+stime of the broker's processes (from /proc) over the client's run; the client's is its "

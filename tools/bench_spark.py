@@ -1,7 +1,7 @@
 """Spark reads through the mmlog source beside a synthetic in-memory Arrow source and Parquet, in one session.
 
     python tools/bench_spark.py [--records 2000000] [--size 200] [--partitions 2] [--runs 5]
-    python tools/bench_spark.py --records 10000000 --partitions 12 --markdown docs/benchmarks.md   # issue #20
+    python tools/bench_spark.py --records 10000000 --partitions 12 --markdown docs/benchmarks.md 
 
 Starts a broker (EmbeddedBroker, loopback, temp dir) and a local[2] session,
 fills a topic of `--partitions` partitions with `--records` values of `--size`
@@ -219,7 +219,7 @@ def report(cases: dict[str, Case], args, tasks: int, parquet_files: int, parquet
     command = "python tools/bench_spark.py " + shlex.join(sys.argv[1:])
     md = "\n".join("| " + " | ".join(r) + " |" for r in [header, ["---"] + ["---:"] * (len(header) - 1), *body])
     section = "\n".join([
-        "## Spark: the mmlog source against Parquet on local disk (issue #20)", "",
+        "## Spark: the mmlog source against Parquet on local disk", "",
         f"Run of {time.strftime('%Y-%m-%d %H:%M %Z')}: `{command}`. {rows:,} records of {args.size} random bytes",
         f"in a topic of {args.partitions} partitions, read by a `local[2]` session in {tasks} tasks; every column of",
         "every row consumed (`write.format(\"noop\")`). The same rows (the source's columns, its values), written",

@@ -112,7 +112,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmlog.client.admin import Admin  # noqa: E402
 from mmlog.client.consumer import Consumer  # noqa: E402
-from mmlog.log.files import fsync_dir  # noqa: E402
 from mmlog.testing import BrokerFailed, ZooKeeperServer  # noqa: E402
 from tests.acceptor.zookeeper.conftest import three_brokers, wait_for  # noqa: E402
 from tests.faults import lazyfs  # noqa: E402
@@ -153,22 +152,16 @@ def cluster(tmp: Path, kinds):
     cuts, power = bool(set(kinds) & set(PARTITION_FAULTS)), bool(set(kinds) & set(POWER_FAULTS))
     with contextlib.ExitStack() as stack:
         zk = stack.enter_context(ZooKeeperServer(tmp / "zk"))
-        machines = [machine(stack, tmp / f"machine-{i}", i) for i in range(3)] if power else None
+        machines = []
+        for i in range(3 if power else 0):
+            machines.append(lazyfs.broker_machine(tmp / f"machine-{i}", i))
+            stack.callback(machines[-1].stop)
         users = {i: broker_user(i) for i in range(3)} if cuts else None
-        homes = {i: m.mountpoint for i, m in enumerate(machines)} if machines else None
+        homes = lazyfs.homes(machines) if machines else None
         brokers = stack.enter_context(three_brokers(tmp, zk.connect, users=users, homes=homes, **REPLICATION,
                                                     **TXN))
         net = stack.enter_context(Network(zk.port, brokers)) if cuts else None
         yield Rig(brokers, net, machines)
-
-
-def machine(stack: contextlib.ExitStack, mountpoint: Path, broker_id: int) -> lazyfs.LazyFS:
-    """A mounted power-loss file system holding broker `broker_id`'s data dir, unmounted when `stack` closes."""
-    fs = lazyfs.LazyFS(mountpoint)
-    stack.callback(fs.stop)
-    (fs.mountpoint / f"broker-{broker_id}").mkdir()
-    fsync_dir(fs.mountpoint)  # the data dir's own name survives a loss before the broker has synced anything
-    return fs
 
 
 def controller(brokers):

@@ -35,16 +35,16 @@ the fork lock, to fork. A topic being created so never holds up a heartbeat.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-import time
 from collections import deque
 
 from mmlog.ipc.control_channel import ControlServer
 from mmlog.acceptor.coordinator import GroupCoordinator
 from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
 from mmlog.acceptor.limits import PartitionLimits, TokenBucket
+from mmlog.acceptor.fork_guard import ForkGuard
 from mmlog.acceptor.liveness import Liveness
+from mmlog.acceptor.topic_worker import TopicWorker
 from mmlog.config.broker import BrokerConfig
 from mmlog.acceptor import acls as acl_changes, broker_configs
 from mmlog.acceptor.topic_configs import altered
@@ -57,7 +57,6 @@ from mmlog.log.manager import LogManager
 log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4  # DescribeConfigs / AlterConfigs resource types
-IDLE_POLL_S = 1.0  # an idle topic worker wakes this often: a fault raised in it (liveness.py) lands within a second
 
 
 def _replying(fn, args, reply) -> None:
@@ -78,84 +77,6 @@ def _code(exc: KafkaError | None) -> tuple[int, str | None]:
     return (0, None) if exc is None else (exc.code, str(exc) or None)
 
 
-class _TopicWorker:
-    """The thread that makes partitions (auto-creation, CreateTopics, CreatePartitions): a creation
-    waits on the file system (a partition's files can take hundreds of milliseconds when the disk
-    is busy), and the control thread goes on answering heartbeats meanwhile. Jobs run in order."""
-
-    def __init__(self, wanted: threading.Event) -> None:
-        self.wanted = wanted  # set while the control thread has work waiting for the topic lock
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> threading.Thread:
-        self._thread = threading.Thread(target=self._run, name="topic-worker", daemon=True)
-        self._thread.start()
-        return self._thread
-
-    def submit(self, job) -> None:
-        if self._thread is None:
-            self.start()
-        self._jobs.put(job)
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread.join(5)
-
-    def let_control_go_first(self) -> None:
-        """Call before taking the topic lock: a lock is not fair, and taken again at once it would
-        starve the control thread's queued work."""
-        for _ in range(1000):  # a second at most, should the control thread be stuck elsewhere
-            if not self.wanted.is_set():
-                return
-            time.sleep(0.001)
-
-    def _run(self) -> None:
-        while True:
-            try:
-                job = self._jobs.get(timeout=IDLE_POLL_S)
-            except queue.Empty:
-                continue
-            if job is None:
-                return
-            try:
-                job()
-            except Exception:  # noqa: BLE001 - a job answers its own failures; this is a bug's last net
-                log.exception("topic worker job failed")
-
-
-class ForkPutOff(Exception):
-    """The locks a fork needs were not free in time (a long topic creation, a stalled control thread)."""
-
-
-class ForkGuard:
-    """What the supervisor holds to fork: the given locks, in order."""
-
-    def __init__(self, *locks) -> None:
-        self.locks = locks
-        self._timeout = -1.0
-
-    def within(self, timeout_s: float) -> "ForkGuard":
-        """The guard, waiting at most timeout_s for each lock (ForkPutOff if one is not had)."""
-        guard = ForkGuard(*self.locks)
-        guard._timeout = timeout_s
-        return guard
-
-    def __enter__(self) -> None:
-        taken = []
-        for lock in self.locks:
-            if not lock.acquire(timeout=self._timeout):
-                for held in reversed(taken):
-                    held.release()
-                raise ForkPutOff("the control thread's locks were not free")
-            taken.append(lock)
-
-    def __exit__(self, *exc) -> None:
-        for lock in reversed(self.locks):
-            lock.release()
-
-
 class ControlPlane:
     """Handlers for the control ops, bound to the broker's log manager and store."""
 
@@ -173,7 +94,7 @@ class ControlPlane:
         self.limits = PartitionLimits(config)
         self._auto_budget = TokenBucket(config["auto.create.topics.max.per.second"])
         self._auto_creating: set[str] = set()
-        self._worker = _TopicWorker(self._topic_wanted)
+        self._worker = TopicWorker(self._topic_wanted)
         self.on_dynamic: list = []  # hooks given the dynamic broker configs in force when they change
         self.server = ControlServer({
             "create_topics": self._on_worker(self.create_topics),
@@ -449,9 +370,9 @@ class ControlPlane:
         reply(results)
 
     def admin_ops(self) -> dict:
-        """The admin APIs' ops (issue #18)."""
+        """The admin APIs' ops."""
         return {"alter_configs": self.alter_configs, "alter_client_quotas": self.alter_client_quotas,
-                "alter_scram_credentials": self.alter_scram_credentials,  # security (issue #19)
+                "alter_scram_credentials": self.alter_scram_credentials,  # security
                 "create_acls": self.create_acls, "delete_acls": self.delete_acls,
                 "elect_leaders": self.elect_leaders, "alter_reassignments": self.alter_reassignments,
                 "list_reassignments": self.list_reassignments}

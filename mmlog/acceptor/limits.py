@@ -1,4 +1,4 @@
-"""Partition limits and the auto-creation budget: checked before anything is created (issue #16).
+"""Partition limits and the auto-creation budget: checked before anything is created.
 
 A partition costs a directory, files, descriptors and memory in every broker that
 hosts a replica of it, so the counts a client asks for are checked first, against

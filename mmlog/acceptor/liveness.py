@@ -38,6 +38,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import queue
 import threading
 import time
 from typing import Callable
@@ -45,6 +46,7 @@ from typing import Callable
 log = logging.getLogger("mmlog.broker")
 
 FAULT_INJECTION_ENV = "MMLOG_FAULT_INJECTION"
+IDLE_POLL_S = 1.0  # how often a thread waiting on a queue wakes (queue_items)
 FAULT_FILE = "inject-fault"
 
 
@@ -58,7 +60,7 @@ class Liveness:
 
     def __init__(self, stall_s: float, wake: Callable[[], None] = lambda: None) -> None:
         self.stall_s = stall_s
-        self._wake = wake  # ends the supervisor's wait, so a failure is acted on at once
+        self.wake = wake  # ends the supervisor's wait, so a failure is acted on at once (the supervisor sets it)
         self._threads: dict[str, threading.Thread] = {}
         self._turns: dict[str, float] = {}  # loop name -> monotonic time of its last turn
         self._stalls: dict[str, Callable[[Callable[[], None]], None]] = {}  # loop -> runs a task on it
@@ -102,7 +104,7 @@ class Liveness:
         with self._lock:
             if self._failure is None:
                 self._failure = why
-        self._wake()
+        self.wake()
 
     def excepthook(self, args: threading.ExceptHookArgs) -> None:
         """threading.excepthook: a thread that ends with an uncaught exception is a failure."""
@@ -157,6 +159,19 @@ class Liveness:
             return
         log.warning("fault injection: raising InjectedFault in thread %s", what)
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(InjectedFault))
+
+
+def queue_items(jobs: queue.SimpleQueue, poll_s: float = IDLE_POLL_S):
+    """The items put on a queue, until None; an idle thread reading it still wakes every poll_s, so that
+    an exception raised in it asynchronously (`inject`) lands within that time, not at the next item."""
+    while True:
+        try:
+            item = jobs.get(timeout=poll_s)
+        except queue.Empty:
+            continue
+        if item is None:
+            return
+        yield item
 
 
 def fault_injection_enabled() -> bool:

@@ -61,7 +61,8 @@ import time
 from dataclasses import dataclass
 
 from mmlog.acceptor.connection_limits import ConnectionLimits
-from mmlog.acceptor.control import ControlPlane, ForkPutOff
+from mmlog.acceptor.control import ControlPlane
+from mmlog.acceptor.fork_guard import WAIT_S as FORK_LOCK_WAIT_S, ForkPutOff
 from mmlog.acceptor.handoff import channel_pair, hand_off
 from mmlog.acceptor.liveness import FAULT_FILE, fault_injection_enabled
 from mmlog.acceptor.systemd import Watchdog
@@ -85,7 +86,6 @@ STABLE_AFTER_S = 60.0  # a process up this long resets its slot's backoff
 FETCHER = "fetcher"  # the replica fetcher's backoff slot
 CLEANER = "cleaner"  # the log cleaner's
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
-FORK_LOCK_WAIT_S = 1.0  # a fork that cannot have the control thread's locks in this time is retried later
 PAUSE_S = 5.0  # a gap this long between two turns of the supervisor's loop means the whole broker was stopped
 
 
@@ -131,7 +131,7 @@ class Supervisor:
         self.config = config
         self.liveness = control.liveness
         self._sig_w: int | None = None
-        self.liveness._wake = self._wake  # a failure ends the loop's wait at once
+        self.liveness.wake = self._wake  # a failure ends the loop's wait at once
         self._watchdog = Watchdog.from_environment()
         self.listeners = listeners
         self.control = control
@@ -495,7 +495,7 @@ class Supervisor:
         # parent's handler in the child and being lost.
         signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
         try:
-            with self.control.fork_guard.within(FORK_LOCK_WAIT_S):  # no thread of ours is mid-change (control.py)
+            with self.control.fork_guard:  # no thread of ours is mid-change (fork_guard.py)
                 pid = os.fork()
         except BaseException:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

@@ -502,7 +502,7 @@ class Admin:
             self.cluster.refresh([])
         return self._request(self._controller(), api_key, version, request)
 
-    # ------------------------------------------------------------ SCRAM users (issue #19)
+    # ------------------------------------------------------------ SCRAM users
 
     def set_user_password(self, user: str, password: str, mechanism: str = "SCRAM-SHA-512",
                           iterations: int = scram.MIN_ITERATIONS) -> None:
@@ -530,7 +530,7 @@ class Admin:
                              alter_user_scram_credentials.REQUEST(deletions=deletions, upsertions=upsertions))
         self._raise_first((r.error_code, f"{r.user}: {r.error_message or ''}") for r in body.results)
 
-    # ------------------------------------------------------------ ACLs (issue #19)
+    # ------------------------------------------------------------ ACLs
 
     def create_acls(self, bindings: list[acls.Binding]) -> None:
         """Add ACL bindings (security/acls.py's Binding, wire codes); the first refusal is raised."""

@@ -2,7 +2,7 @@
 
 A Fetch response carries, per partition, a *chunk*: record batches back to back,
 exactly as the broker stored them, possibly ending in part of a batch (the broker
-cuts at its byte limits; KAFKA_INTEROP.md §3) and starting with the batch that
+cuts at its byte limits) and starting with the batch that
 *contains* the fetch offset, so records below it must be dropped. Decoding one
 record at a time in Python (`mmlog.protocol.records.decode_records`) costs a few
 microseconds per record. Here two numba kernels do the whole chunk:

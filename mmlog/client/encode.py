@@ -31,7 +31,7 @@ lengths and deltas, exactly as `records.encode_record` does); Python then fills
 each CRC-32C with one call of the `crc32c` package over the batch body (hardware
 CRC: 0.7 µs for 10 kB), so no Python code runs per record.
 
-Layout and field meanings: see `mmlog/protocol/records.py` (and KAFKA_INTEROP.md §4).
+Layout and field meanings: see `mmlog/protocol/records.py`.
 The base timestamp of a batch is the smallest timestamp in it, so timestamp deltas
 are never negative and the bytes equal `build_batch(..., base_timestamp=None)`'s.
 """

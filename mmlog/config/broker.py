@@ -300,7 +300,7 @@ def _protocols_ok(value: str) -> bool:
     return bool(names) and set(names) <= set(SSL_PROTOCOLS)
 
 
-# Security (issue #19): listeners of Kafka's four kinds, TLS from PEM files, SASL PLAIN and SCRAM.
+# Security: listeners of Kafka's four kinds, TLS from PEM files, SASL PLAIN and SCRAM.
 BROKER_SETTINGS.update({s.name: s for s in [
     Setting("listener.security.protocol.map", str, DEFAULT_PROTOCOL_MAP, "Listener name -> security protocol "
             "(NAME:PROTOCOL,...).", lambda v: _try(parse_protocol_map, v),
@@ -336,7 +336,7 @@ BROKER_SETTINGS.update({s.name: s for s in [
 ]})
 
 
-# ACL authorisation (issue #19): Kafka's authoriser names, and mmlog's own, all mean mmlog's ACL authoriser.
+# ACL authorisation: Kafka's authoriser names, and mmlog's own, all mean mmlog's ACL authoriser.
 AUTHORIZER_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
                     "mmlog.security.acls.AclAuthorizer")
 BROKER_SETTINGS.update({s.name: s for s in [

@@ -281,7 +281,7 @@ class LogManager:
                         if k[0] not in self._topics or self._topics[k[0]].topic_id != before.get(k[0])
                         or not self._hosts(*k)]:  # deleted, re-created, or reassigned away from us
                 self._partitions.pop(key).close(clean=False)
-            # altered configs apply at once (issue #18)
+            # altered configs apply at once
             self._reconfigure(self._topics if defaults_changed else
                               {t for t, info in self._topics.items() if info.config != configs.get(t)})
             self._catalogue_stamp = stamp

@@ -13,7 +13,7 @@ refuses is not read from (`starved`) until the processor finds memory for it.
 The connection gives a frame's bytes back when its request is done (response
 queued, or none due), and everything it holds when it closes.
 
-Security (issue #19): a connection knows the listener it came in on (its name,
+Security: a connection knows the listener it came in on (its name,
 for Metadata's answer, and its protocol). On an SSL or SASL_SSL listener the socket
 is an `ssl.SSLSocket` that starts `handshaking`: the worker steps the handshake on
 each readiness event (`handshake`), watching whatever OpenSSL wants next, so a slow

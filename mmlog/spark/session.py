@@ -1,4 +1,4 @@
-"""A local SparkSession with the mmlog source registered, set up as RUNTIME_NOTES.md advises (for tools and tests)."""
+"""A local SparkSession with the mmlog source registered, for tools and tests."""
 
 from __future__ import annotations
 

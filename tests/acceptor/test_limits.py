@@ -1,4 +1,4 @@
-"""Bounded resources (issue #16): partition counts are checked before anything is made, a creation
+"""Bounded resources: partition counts are checked before anything is made, a creation
 that fails leaves nothing behind, the main process holds a bounded number of descriptors, and
 auto-creating thousands of topics neither refuses later work nor stalls group heartbeats."""
 

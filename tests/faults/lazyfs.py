@@ -509,3 +509,24 @@ class LazyFS:
 
 if __name__ == "__main__":
     serve(sys.argv[1])
+
+
+def broker_machine(mountpoint: Path, broker_id: int) -> LazyFS:
+    """A mounted power-loss file system holding broker `broker_id`'s data dir (`broker-<id>`, as
+    `cluster_broker` names it), the dir's name synced so that a loss before the broker synced anything keeps
+    it. The caller stops it."""
+    from mmlog.log.files import fsync_dir  # here: the daemon this module also is needs none of mmlog
+
+    fs = LazyFS(mountpoint)
+    try:
+        (fs.mountpoint / f"broker-{broker_id}").mkdir()
+        fsync_dir(fs.mountpoint)
+    except BaseException:
+        fs.stop()
+        raise
+    return fs
+
+
+def homes(machines: list[LazyFS]) -> dict[int, Path]:
+    """`three_brokers`' homes: each broker's data dir on its own machine."""
+    return {i: m.mountpoint for i, m in enumerate(machines)}

@@ -293,7 +293,8 @@ def check_round(broker: EmbeddedBroker, acked: Acked, every_message: bool, round
                 present = {r.value for r in stored}
                 assert all(v in present for values in acked.transactions for v in values), "a committed txn lost"
     if every_message:
-        assert not any(lost[t] for t in ("events", "retained", "compacted", "txn")), f"acknowledged records lost: {lost}"
+        assert not any(lost[t] for t in ("events", "retained", "compacted", "txn")), \
+            f"acknowledged records lost: {lost}"
         if acked.commits:
             assert committed_offset(broker) >= acked.commits[-1], "an acknowledged offset commit was lost"
     # every topic the broker lists is whole: each of its partitions takes an acks=all write
@@ -319,6 +320,31 @@ def check_files(data, topics=("events", "retained", "txn")) -> None:
 
 def active_base(data, topic: str) -> int:
     return segment_bases(data / f"{topic}-0")[-1]
+
+
+def crash_rounds(fs: LazyFS, seed: int, config: dict, nothing_lost) -> list[dict[str, int]]:
+    """ROUNDS rounds of the mixed load on one broker with `config`, each ended by a crash at a seeded moment
+    (`crash`: a power loss, or a process crash alone), the broker started again and the round checked
+    (`check_round`; `nothing_lost(how)`: whether that crash may lose nothing acknowledged); the files are
+    checked at the end. Each round's losses, by topic."""
+    rng = random.Random(seed)  # the crashes: when, and what survives (the load has its own, per round)
+    data = provision(fs)
+    broker = start(data, config)
+    losses = []
+    try:
+        make_topics(broker)
+        for round_ in range(ROUNDS):
+            with Load(broker, random.Random(seed * 1000 + round_), round_) as load:
+                load.running.wait(30)
+                time.sleep(rng.uniform(1.0, 2.5))
+                how = crash(broker, fs, rng)
+            broker.start()
+            losses.append(check_round(broker, load.acked, every_message=nothing_lost(how), round_=round_))
+            print(f"round {round_}: {load.count} writes, {' '.join(how)}, lost {losses[-1]}")
+    finally:
+        broker.stop()
+    check_files(data)
+    return losses
 
 
 # ---------------------------------------------------------------- the tests
@@ -422,22 +448,7 @@ def test_with_flush_messages_1_nothing_acknowledged_is_lost_at_any_point(fs, see
     any point of the mixed load, every acknowledged acks=all record, committed transaction and group offset
     commit is there, the broker starts, and every log is consistent (no record twice, no offset reused,
     sequences forward, indexes inside the log)."""
-    rng = random.Random(seed)  # the crashes: when, and what survives (the load has its own, per round)
-    data = provision(fs)
-    broker = start(data, EVERY_MESSAGE)
-    try:
-        make_topics(broker)
-        for round_ in range(ROUNDS):
-            with Load(broker, random.Random(seed * 1000 + round_), round_) as load:
-                load.running.wait(30)
-                time.sleep(rng.uniform(1.0, 2.5))
-                how = crash(broker, fs, rng)
-            broker.start()
-            lost = check_round(broker, load.acked, every_message=True, round_=round_)
-            print(f"round {round_}: {load.count} writes, {' '.join(how)}, lost {lost}")
-    finally:
-        broker.stop()
-    check_files(data)
+    crash_rounds(fs, seed, EVERY_MESSAGE, nothing_lost=lambda how: True)
 
 
 @pytest.mark.parametrize("seed", [8])
@@ -448,24 +459,9 @@ def test_with_the_default_policy_only_the_unflushed_tail_is_lost_and_everything_
     than the one acknowledged at it, no record is served twice, producer sequences never go backwards,
     indexes point into the log, and the broker always starts. A round that is a process crash only (no
     power loss) loses nothing acknowledged."""
-    rng = random.Random(seed)  # the crashes: when, and what survives (the load has its own, per round)
-    data = provision(fs)
-    broker = start(data, {})
     per_segment = SEGMENT_BYTES // (len(VALUE_PAD) + 70) + 1
-    try:
-        make_topics(broker)
-        for round_ in range(ROUNDS):
-            with Load(broker, random.Random(seed * 1000 + round_), round_) as load:
-                load.running.wait(30)
-                time.sleep(rng.uniform(1.0, 2.5))
-                how = crash(broker, fs, rng)
-            broker.start()
-            lost = check_round(broker, load.acked, every_message=how == ("process crash",), round_=round_)
-            print(f"round {round_}: {load.count} writes, {' '.join(how)}, lost {lost}")
-            assert lost["events"] <= 2 * per_segment and lost["retained"] <= 2 * per_segment, lost
-    finally:
-        broker.stop()
-    check_files(data)
+    for lost in crash_rounds(fs, seed, {}, nothing_lost=lambda how: how == ("process crash",)):
+        assert lost["events"] <= 2 * per_segment and lost["retained"] <= 2 * per_segment, lost
 
 
 FLUSH_MS = 500

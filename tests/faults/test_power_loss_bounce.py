@@ -17,7 +17,6 @@ was written as failed, then started (`controller.decide`).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 
@@ -25,9 +24,8 @@ import confluent_kafka
 import pytest
 
 from mmlog.client.admin import Admin
-from mmlog.log.files import fsync_dir
 from tests.acceptor.zookeeper.conftest import three_brokers, wait_for
-from tests.faults.lazyfs import LazyFS, available
+from tests.faults.lazyfs import available, homes
 from tests.replication.conftest import REPLICATION
 from tests.replication.test_failover import full_isr, leader_of, read_all
 from tests.replication.test_reassignment import controller_of
@@ -36,20 +34,6 @@ pytestmark = pytest.mark.skipif(available() is not None, reason=str(available())
 
 SESSION_S = 10.0  # long enough to pause the controller across the bounce without ending its own session
 TOPIC = "bounced"
-
-
-@pytest.fixture
-def machines(tmp_path):
-    """Three power-loss file systems, one per broker, each holding the broker's data dir."""
-    with contextlib.ExitStack() as stack:
-        mounts = []
-        for i in range(3):
-            fs = LazyFS(tmp_path / f"machine-{i}")
-            stack.callback(fs.stop)
-            (fs.mountpoint / f"broker-{i}").mkdir()
-            fsync_dir(fs.mountpoint)
-            mounts.append(fs)
-        yield mounts
 
 
 def produce(brokers, partition: int, count: int) -> dict[bytes, int]:
@@ -73,8 +57,7 @@ def test_a_leader_back_from_a_power_loss_before_the_controller_saw_it_gone_loses
         machines, zk_connect):
     """Guarantee wanted: RF 3, min.insync.replicas 2, acks=all, default flush policy; the leader loses power and
     is back before the controller has noticed: no acknowledged record is lost (it must not lead on its log)."""
-    homes = {i: m.mountpoint for i, m in enumerate(machines)}
-    with three_brokers(machines[0].mountpoint.parent, zk_connect, homes=homes, **REPLICATION,
+    with three_brokers(machines[0].mountpoint.parent, zk_connect, homes=homes(machines), **REPLICATION,
                        **{"zookeeper.session.timeout.ms": int(SESSION_S * 1000)}) as brokers:
         with Admin(brokers[0].bootstrap) as admin:
             admin.create_topic(TOPIC, 3, {"min.insync.replicas": "2"}, replication_factor=3)

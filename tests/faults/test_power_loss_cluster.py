@@ -6,16 +6,14 @@ broker loses power while the others keep running, as one machine of a cluster do
 
 from __future__ import annotations
 
-import concurrent.futures
 import random
 import time
 
 import pytest
 
 from mmlog.client.admin import Admin
-from mmlog.log.files import fsync_dir
-from tests.acceptor.zookeeper.conftest import cluster_broker, live_brokers, wait_for
-from tests.faults.lazyfs import LazyFS, available
+from tests.acceptor.zookeeper.conftest import three_brokers, wait_for
+from tests.faults.lazyfs import available, homes
 from tests.replication.conftest import REPLICATION
 from tests.replication.test_failover import SteadyProducer, check_replicas_identical, full_isr, leader_of, read_all
 
@@ -23,19 +21,6 @@ pytestmark = pytest.mark.skipif(available() is not None, reason=str(available())
 
 TOPIC = "replicated"
 PARTITIONS = 2
-
-
-@pytest.fixture
-def machines(tmp_path):
-    """Three power-loss file systems, one per broker, each with the broker's provisioned directory."""
-    mounts = []
-    try:
-        for i in range(3):
-            mounts.append(LazyFS(tmp_path / f"machine-{i}"))
-        yield mounts
-    finally:
-        for m in mounts:
-            m.stop()
 
 
 @pytest.mark.parametrize("seed", [3])
@@ -46,20 +31,9 @@ def test_a_broker_that_loses_power_truncates_to_the_leader_and_nothing_acknowled
     of the load, twice, no acknowledged record is lost; the broker starts again, truncates what it had not
     synced to the new leader's log (leader epochs), rejoins the ISR, and all replicas end byte-identical."""
     rng = random.Random(seed)
-    brokers = []
-    for i, machine in enumerate(machines):
-        (machine.mountpoint / f"broker-{i}").mkdir()
-        fsync_dir(machine.mountpoint)
-        brokers.append(cluster_broker(machine.mountpoint, zk_connect, i, **REPLICATION, **{
-            "log.segment.bytes": 64 * 1024, "log.index.size.max.bytes": 64 * 1024,
-            "transaction.state.log.num.partitions": 1}))
-    producer = None
-    try:
-        brokers[0].start()
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            for started in [pool.submit(b.start) for b in brokers[1:]]:
-                started.result()
-        wait_for(lambda: len(live_brokers(brokers[0].bootstrap)) == 3, what="three registered brokers")
+    config = {**REPLICATION, "log.segment.bytes": 64 * 1024, "log.index.size.max.bytes": 64 * 1024,
+              "transaction.state.log.num.partitions": 1}
+    with three_brokers(machines[0].mountpoint.parent, zk_connect, homes=homes(machines), **config) as brokers:
         with Admin(brokers[0].bootstrap) as admin:
             admin.create_topic(TOPIC, PARTITIONS, {"min.insync.replicas": "2"}, replication_factor=3)
         full_isr(brokers, TOPIC, PARTITIONS)
@@ -90,6 +64,3 @@ def test_a_broker_that_loses_power_truncates_to_the_leader_and_nothing_acknowled
         lost = [(v, p, o) for v, (p, o) in producer.acked.items() if got[p].get(o) != v]
         assert not lost, f"{len(lost)} of {len(producer.acked)} acknowledged records not at their offsets: {lost[:5]}"
         check_replicas_identical(brokers, TOPIC, PARTITIONS)
-    finally:
-        for b in brokers:
-            b.stop()

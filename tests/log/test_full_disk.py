@@ -45,13 +45,18 @@ def test_appends_on_a_full_disk_fail_with_a_storage_error_and_resume_when_space_
     os.unlink(filler)
     p.append(tagged_batch("after", pad=200))
     acknowledged.append("after/0")
-    values = [r.value.rstrip(b".").decode() for r in stored_records(p.directory)]
+    values = stored_values(p.directory)
     assert values == acknowledged
     p.close()
     again = Partition(small_fs / "t-0", config)
-    assert [r.value.rstrip(b".").decode() for r in stored_records(again.directory)] == acknowledged
+    assert stored_values(again.directory) == acknowledged
     assert again.log_end_offset == len(acknowledged)
     again.close()
+
+
+def stored_values(directory) -> list[str]:
+    """The values of the records a partition's segments hold, as tagged_batch wrote them (padding off)."""
+    return [r.value.rstrip(b".").decode() for r in stored_records(directory)]
 
 
 def test_a_new_partition_on_a_full_disk_is_a_clean_error(small_fs):
@@ -98,11 +103,11 @@ def test_an_index_reservation_that_failed_is_tried_again_not_taken_for_done(smal
         for i in range(3):
             p.append(tagged_batch(f"after{i}", pad=300))
             acknowledged.append(f"after{i}/0")
-        assert [r.value.rstrip(b".").decode() for r in stored_records(directory)] == acknowledged
+        assert stored_values(directory) == acknowledged
         p.close()
         again = Partition(directory, config)
         assert again.log_end_offset == len(acknowledged)
-        assert [r.value.rstrip(b".").decode() for r in stored_records(directory)] == acknowledged
+        assert stored_values(directory) == acknowledged
         again.close()
 
     disk.in_child(appends)
@@ -147,7 +152,7 @@ def test_a_roll_on_a_full_disk_is_a_storage_error_too(small_fs):
             p.append(tagged_batch(f"roll{i}", pad=3000))
     os.unlink(filler)
     p.append(tagged_batch("after", pad=3000))
-    assert [r.value.rstrip(b".").decode() for r in stored_records(p.directory)] == ["before/0", "after/0"]
+    assert stored_values(p.directory) == ["before/0", "after/0"]
     p.close()
 
 
@@ -166,7 +171,7 @@ def test_a_nearly_full_disk_takes_an_append_whose_pages_fit_though_a_whole_reser
         p = Partition(directory, config)
         p.append(tagged_batch("fits", pad=100))
         p.append(tagged_batch("fits-too", pad=100))  # the same pages: its index entries go in the reserved ones
-        assert [r.value.rstrip(b".").decode() for r in stored_records(directory)] == ["fits/0", "fits-too/0"]
+        assert stored_values(directory) == ["fits/0", "fits-too/0"]
         os.unlink(pages[3])  # a clean close writes the producer state snapshot: one page more
         p.close()
 

@@ -26,7 +26,7 @@ from mmlog.testing import EmbeddedBroker
 
 QUOTA = 1_000_000  # bytes a second
 BURST_S = 2  # a new client may send W-1 windows' worth at once: not measured
-MEASURE_S = 20  # issue #18: the quota'd producer's rate over 20 s, the free one running beside it
+MEASURE_S = 20  # the quota'd producer's rate over 20 s, the free one running beside it
 VALUE = b"x" * 10_000
 
 

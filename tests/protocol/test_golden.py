@@ -167,7 +167,7 @@ def test_api_versions_v0_response():
 
 
 def test_unsupported_api_versions_is_answered_in_the_v0_layout():
-    """KAFKA_INTEROP §2: error 35, an int32 array of only {18, 0, max}, no throttle."""
+    """An ApiVersions above ours, as Kafka answers it: error 35, an int32 array of only {18, 0, max}, no throttle."""
     request = framed("0012" "0004" "0000000b" + s16("kafka-python") + "00"
                      + compact("kafka-python") + compact("3.0.12") + "00")
     header, _ = parse_request_header(request[4:])

@@ -77,7 +77,7 @@ def test_flipped_bytes_raise_only_protocol_errors(api, version, kind):
     check()
 
 
-# What the broker advertises (KAFKA_INTEROP.md §1) and Kafka's flexibleVersions.
+# What the broker advertises and Kafka's flexibleVersions.
 ADVERTISED = {
     18: ("ApiVersions", 0, 3, 3), 3: ("Metadata", 0, 12, 9), 0: ("Produce", 3, 8, 9),
     1: ("Fetch", 4, 11, 12), 2: ("ListOffsets", 1, 6, 6), 19: ("CreateTopics", 2, 5, 5),
@@ -90,7 +90,7 @@ ADVERTISED = {
     27: ("WriteTxnMarkers", 0, 0, 1), 28: ("TxnOffsetCommit", 0, 3, 3),
     65: ("DescribeTransactions", 0, 0, 0), 66: ("ListTransactions", 0, 1, 0),
 }
-ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexible, DescribeCluster always
+ADVERTISED.update({  # the admin APIs; OffsetDelete is never flexible, DescribeCluster always
     37: ("CreatePartitions", 0, 2, 2), 21: ("DeleteRecords", 0, 1, 2), 42: ("DeleteGroups", 0, 2, 2),
     47: ("OffsetDelete", 0, 0, None), 44: ("IncrementalAlterConfigs", 0, 1, 1), 33: ("AlterConfigs", 0, 1, 2),
     60: ("DescribeCluster", 0, 1, 0), 35: ("DescribeLogDirs", 1, 1, 2),
@@ -98,7 +98,7 @@ ADVERTISED.update({  # the admin APIs (issue #18); OffsetDelete is never flexibl
     46: ("ListPartitionReassignments", 0, 0, 0),
     48: ("DescribeClientQuotas", 0, 1, 1), 49: ("AlterClientQuotas", 0, 1, 1),
 })
-ADVERTISED.update({  # security (issue #19): SaslAuthenticate v2 is flexible (kafka-python sends it)
+ADVERTISED.update({  # security: SaslAuthenticate v2 is flexible (kafka-python sends it)
     17: ("SaslHandshake", 0, 1, None), 36: ("SaslAuthenticate", 0, 2, 2),
     50: ("DescribeUserScramCredentials", 0, 0, 0), 51: ("AlterUserScramCredentials", 0, 0, 0),
     29: ("DescribeAcls", 0, 2, 2), 30: ("CreateAcls", 0, 2, 2), 31: ("DeleteAcls", 0, 2, 2),  # ACLs

@@ -1,4 +1,4 @@
-"""The benchmark of issue #7: the Kafka paper's section 5 on this machine, mmlog beside its peers.
+"""The paper benchmark: the Kafka paper's section 5 on this machine, mmlog beside its peers.
 
     python -m tools.bench [--quick] [--messages N] [--systems mmlog,redis,rabbitmq] [--out DIR]
 
@@ -17,7 +17,7 @@ and are started on loopback, in a temporary directory, by the run itself
 (`servers`); Redis's upper bound is a raw-protocol sender (`resp`); `--profile`
 runs py-spy on mmlog's producer and broker (`profile`). `run` ties them together.
 
-`tools/bench_peers.py` (issue #20) reuses these pieces for the log-structured
+`tools/bench_peers.py` reuses these pieces for the log-structured
 peers: librdkafka against mmlog (`kafka_driver`), RabbitMQ Streams through
 rstream (`rstream_driver`, `servers.RabbitServer(streams=True)`), NATS JetStream
 through nats-py (`nats_driver`, `servers.NatsServer`), beside Redis Streams, with

@@ -67,13 +67,13 @@ def table(results: list[Result], latencies) -> str:
                   f"   ({x.variant})" for x in lat]
     checks = targets(results)
     if checks:
-        lines += ["", "issue #7 targets (in this run):"]
+        lines += ["", "the paper benchmark's targets (in this run):"]
         lines += [f"  [{'x' if ok else ' '}] {text}: {got}" for text, got, ok in checks]
     return "\n".join(lines)
 
 
 def targets(results: list[Result]) -> list[tuple[str, str, bool]]:
-    """Issue #7's goals, each as (goal, measured, met) — only those whose rows this run has."""
+    """The paper benchmark's goals, each as (goal, measured, met) — only those whose rows this run has."""
     def find(system, test, batch=None, has=""):
         for r in results:
             if r.system == system and r.test == test and (batch is None or r.batch == batch) and has in r.variant:
@@ -257,7 +257,7 @@ def markdown(path: Path, out: Path, results, latencies, facts: dict, command: st
                   ""]
     checks = targets(results)
     if checks:
-        lines += ["## Issue #7's targets in this run", "",
+        lines += ["## The paper benchmark's targets in this run", "",
                   md_table(("target", "measured", "met"), [(t, g, "yes" if ok else "**no**") for t, g, ok in checks]),
                   ""]
     profiles = sorted(Path(out, "profiles").glob("*.summary.txt")) if cfg.profile else []

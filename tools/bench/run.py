@@ -1,4 +1,4 @@
-"""One command for issue #7's benchmark: every test, every system, the table, the figures and the page.
+"""One command for the paper benchmark: every test, every system, the table, the figures and the page.
 
     python -m tools.bench [--quick] [--messages N] [--systems mmlog,redis,rabbitmq] [--out DIR]
     python tools/bench/run.py ...          (the same)

@@ -1,4 +1,4 @@
-"""The broker's Prometheus endpoint (issue #18, "Metrics").
+"""The broker's Prometheus endpoint ("Metrics").
 
 - `exposition`: the text format;
 - `families`: what a scrape shows, from the shared metrics block (`ipc/metrics_block.py`,

@@ -13,13 +13,13 @@ import logging
 import queue
 import threading
 
+from mmlog.acceptor.liveness import queue_items
 from mmlog.protocol.messages import write_txn_markers
 from mmlog.replication.peer import PeerConnection
 
 log = logging.getLogger(__name__)
 
 VERSION = 0
-IDLE_POLL_S = 1.0  # an idle sender wakes this often: a fault raised in it (acceptor/liveness.py) lands within a second
 
 
 class MarkerSender(threading.Thread):
@@ -41,14 +41,7 @@ class MarkerSender(threading.Thread):
         self._queue.put(None)
 
     def run(self) -> None:
-        while True:
-            try:
-                item = self._queue.get(timeout=IDLE_POLL_S)
-            except queue.Empty:
-                continue
-            if item is None:
-                break
-            address, markers, done = item
+        for address, markers, done in queue_items(self._queue):
             try:
                 peer = self._peers.get(address) or self._peers.setdefault(
                     address, PeerConnection(address, self.client_id, self.security))

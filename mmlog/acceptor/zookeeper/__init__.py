@@ -1,1 +1,1 @@
-"""Cluster mode: brokers coordinate through ZooKeeper (kazoo), with Kafka's paths (DESIGN §4)."""
+"""Cluster mode: brokers coordinate through ZooKeeper (kazoo), with Kafka's paths."""

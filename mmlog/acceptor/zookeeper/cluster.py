@@ -1,4 +1,4 @@
-"""Cluster mode: a broker's cluster-wide facts in ZooKeeper (DESIGN §4).
+"""Cluster mode: a broker's cluster-wide facts in ZooKeeper.
 
 What this broker does there, all from the main process:
 
@@ -667,7 +667,7 @@ class ZooKeeperStore:
             # the topic changed (grown or deleted through another broker) between our read and write: again
         raise InvalidPartitions(f"topic {name!r} kept changing while its partitions were being added")
 
-    # ------------------------------------------------------------ SCRAM credentials (issue #19)
+    # ------------------------------------------------------------ SCRAM credentials
 
     def _users_changed(self, names) -> None:
         """/config/users changed (kazoo's thread): watch each user's node, mirror them all."""

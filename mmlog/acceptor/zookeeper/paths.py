@@ -1,4 +1,4 @@
-"""ZooKeeper paths and node contents of an mmlog cluster (Kafka's own layout, DESIGN §4).
+"""ZooKeeper paths and node contents of an mmlog cluster (Kafka's own layout).
 
     /cluster/id                                   {"version":"1","id":...}
     /controller                                   ephemeral {"version":1,"brokerid":N,"timestamp":...}
@@ -50,7 +50,7 @@ CONFIG_CHANGES = "/config/changes"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONSUMERS = "/consumers"
 
-ACLS, ACLS_PREFIXED = "/kafka-acl", "/kafka-acl-extended/prefixed"  # Kafka's ACL nodes (issue #19)
+ACLS, ACLS_PREFIXED = "/kafka-acl", "/kafka-acl-extended/prefixed"  # Kafka's ACL nodes
 ACL_CHANGES, ACL_EXTENDED_CHANGES = "/kafka-acl-changes", "/kafka-acl-extended-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
 

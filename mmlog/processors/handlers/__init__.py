@@ -36,15 +36,15 @@ from mmlog.processors.handlers import (
     txn_offset_commit,
     write_txn_markers,
 )
-from mmlog.processors.handlers import (alter_configs, create_partitions, delete_groups,  # the admin APIs (#18)
+from mmlog.processors.handlers import (alter_configs, create_partitions, delete_groups,  # the admin APIs
                                       delete_records, describe_cluster, describe_log_dirs,
                                       incremental_alter_configs, offset_delete)
 from mmlog.processors.handlers import (alter_user_scram_credentials, describe_user_scram_credentials,  # security
                                       sasl_authenticate, sasl_handshake)
-from mmlog.processors.handlers import alter_client_quotas, describe_client_quotas  # quotas (#18)
-from mmlog.processors.handlers import (alter_partition_reassignments, elect_leaders,  # replicas (#18)
+from mmlog.processors.handlers import alter_client_quotas, describe_client_quotas  # quotas
+from mmlog.processors.handlers import (alter_partition_reassignments, elect_leaders,  # replicas
                                       list_partition_reassignments)
-from mmlog.processors.handlers import create_acls, delete_acls, describe_acls  # ACLs (#19)
+from mmlog.processors.handlers import create_acls, delete_acls, describe_acls  # ACLs
 
 HANDLERS = {
     module.API_KEY: module
@@ -57,10 +57,10 @@ HANDLERS = {
         # the transaction coordinator's (forwarded to the control plane)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
         txn_offset_commit,
-        # the admin APIs (issue #18)
+        # the admin APIs
         create_partitions, delete_records, delete_groups, offset_delete, alter_configs, incremental_alter_configs,
         describe_cluster, describe_log_dirs,
-        # security (issue #19)
+        # security
         sasl_handshake, sasl_authenticate, describe_user_scram_credentials, alter_user_scram_credentials,
         describe_client_quotas, alter_client_quotas,
         elect_leaders, alter_partition_reassignments, list_partition_reassignments,

@@ -63,8 +63,7 @@ def forward(ctx, request, op: str, args, respond, unavailable, timeout_ms: int |
         if not ok:
             if not isinstance(value, ControlUnavailable):
                 log.error("control op %s failed: %r", op, value)
-            code = REQUEST_TIMED_OUT if timeout_ms and isinstance(value, ControlTimedOut) else COORDINATOR_NOT_AVAILABLE
-            value = unavailable(code)
+            value = unavailable(failure_code(value, own_timeout=bool(timeout_ms)))
         request.respond(respond(value))
 
     def failed(exc: BaseException) -> None:
@@ -72,6 +71,13 @@ def forward(ctx, request, op: str, args, respond, unavailable, timeout_ms: int |
 
     ctx.control.call(op, args, done, control_timeout_s(timeout_ms, wait_ms), failed)
     return DEFERRED
+
+
+def failure_code(failure: BaseException, own_timeout: bool = True) -> int:
+    """The error code of a forwarded request the control plane did not answer: REQUEST_TIMED_OUT once a
+    request's own timeout_ms passed (Kafka's admin requests), else COORDINATOR_NOT_AVAILABLE (clients find
+    the control plane again and retry)."""
+    return REQUEST_TIMED_OUT if own_timeout and isinstance(failure, ControlTimedOut) else COORDINATOR_NOT_AVAILABLE
 
 
 def control_timeout_s(timeout_ms: int | None, wait_ms: int | None = None) -> float:

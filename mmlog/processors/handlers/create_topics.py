@@ -7,14 +7,12 @@ topic was made: a topic deleted by another client before the answer arrives is s
 as created, as Kafka's controller answers.
 """
 
-from mmlog.processors.handlers._common import (COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT, answer,
-                                               control_timeout_s, error_code)
+from mmlog.processors.handlers._common import answer, control_timeout_s, error_code, failure_code
 from mmlog.processors.handlers.describe_configs import topic_configs
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import create_topics as schema
 from mmlog.security import acls
 from mmlog.errors import TopicAuthorizationFailed
-from mmlog.ipc.control_channel import ControlTimedOut
 
 API_KEY = schema.API_KEY
 DETAILS_SINCE = 5
@@ -45,7 +43,7 @@ def handle(ctx, request):
 
     def done(ok, value):
         if not ok:
-            code = REQUEST_TIMED_OUT if isinstance(value, ControlTimedOut) else COORDINATOR_NOT_AVAILABLE
+            code = failure_code(value)
             value = failed(code, str(value))
         ctx.manager.reload()
         request.respond(_response(ctx, request.version, [*value, *refused]))

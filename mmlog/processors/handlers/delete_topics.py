@@ -1,8 +1,6 @@
 """DeleteTopics (20): forwarded to the control plane, which owns the topic catalogue."""
 
-from mmlog.ipc.control_channel import ControlTimedOut
-from mmlog.processors.handlers._common import (COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT, answer,
-                                               control_timeout_s, error_code)
+from mmlog.processors.handlers._common import answer, control_timeout_s, error_code, failure_code
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import delete_topics as schema
 from mmlog.security import acls
@@ -23,7 +21,7 @@ def handle(ctx, request):
 
     def done(ok, value):
         if not ok:
-            code = REQUEST_TIMED_OUT if isinstance(value, ControlTimedOut) else COORDINATOR_NOT_AVAILABLE
+            code = failure_code(value)
             value = [(n, code) for n in names]
         ctx.manager.reload()
         request.respond(respond(value))

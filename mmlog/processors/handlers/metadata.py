@@ -6,7 +6,7 @@ v1+ means brokers only. Unknown topics are created through the control plane whe
 they exist; at most `auto.create.topics.max.per.request` of them are sent there, and
 those past it or past the control plane's per-second budget answer
 LEADER_NOT_AVAILABLE (Kafka's answer for a topic being created): clients ask again. Leader epochs are reported as -1, which keeps clients from validating
-positions with OffsetForLeaderEpoch (KAFKA_INTEROP §3).
+positions with OffsetForLeaderEpoch.
 
 Brokers, the controller and, in cluster mode, each partition's leader and ISR come
 from the cluster view (`ipc/cluster_view.py`); replicas from the topic catalogue.

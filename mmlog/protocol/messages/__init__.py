@@ -1,7 +1,7 @@
 """The registry of APIs mmlog speaks: api_key -> request and response schemas.
 
-The version ranges here are what the broker advertises in ApiVersions (see
-KAFKA_INTEROP.md §1): every range starts at the lowest version a client may
+The version ranges here are what the broker advertises in ApiVersions: every
+range starts at the lowest version a client may
 still send. The core APIs stop at what a Kafka 2.6-2.8 broker serves, flexible
 (KIP-482) versions included, but below the versions by which kafka-python infers
 Kafka 2.7 (Fetch v12), 2.8 (Produce v9) or 3.0 (ListOffsets v7): a kafka-python
@@ -26,9 +26,9 @@ from . import (alter_configs, create_partitions, delete_groups, delete_records, 
                describe_log_dirs, incremental_alter_configs, offset_delete)
 from . import (alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate,  # security
                sasl_handshake)
-from . import alter_client_quotas, describe_client_quotas  # quotas (#18)
-from . import alter_partition_reassignments, elect_leaders, list_partition_reassignments  # replicas (#18)
-from . import create_acls, delete_acls, describe_acls  # ACLs (#19)
+from . import alter_client_quotas, describe_client_quotas  # quotas
+from . import alter_partition_reassignments, elect_leaders, list_partition_reassignments  # replicas
+from . import create_acls, delete_acls, describe_acls  # ACLs
 
 
 @dataclass(frozen=True)

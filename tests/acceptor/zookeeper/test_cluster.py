@@ -1,4 +1,4 @@
-"""Cluster mode: three real brokers on a real ZooKeeper (DESIGN §4).
+"""Cluster mode: three real brokers on a real ZooKeeper.
 
 Brokers register and elect a controller; topics are spread round-robin over the
 live brokers and served only where they live; a broker that dies leaves Metadata
