@@ -1,5 +1,5 @@
 """`python -m mmlog ...` is the `mmlog` command."""
 
-from mmlog.cli import main
+from mmlog.cli.main import main
 
 raise SystemExit(main())

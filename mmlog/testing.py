@@ -57,7 +57,7 @@ class _ScratchProcess:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-CLEANER_PROCESS_NAME = "mmlog-cleaner"  # mmlog/log/cleaner_manager.py's PROCESS_NAME (a test checks they agree)
+CLEANER_PROCESS_NAME = "mmlog-cleaner"  # mmlog/log/cleaner/manager.py's PROCESS_NAME (a test checks they agree)
 FETCHER_PROCESS_NAME = "mmlog-fetcher"  # mmlog/replication/fetcher.py's PROCESS_NAME (cluster mode only)
 
 
@@ -335,10 +335,10 @@ class HandlerContext:
 
     def __init__(self, manager, metrics=None) -> None:
         from mmlog.ipc.metrics_block import NULL_REGION
-        from mmlog.processors.authorizer import Authorizer
+        from mmlog.security.authorizer import Authorizer
         from mmlog.processors.handlers import advertised_versions
         from mmlog.processors.quotas import ClientQuotas
-        from mmlog.processors.replication_throttle import LeaderThrottle
+        from mmlog.replication.leader_throttle import LeaderThrottle
 
         self.manager = manager
         self.metrics = NULL_REGION if metrics is None else metrics

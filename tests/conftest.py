@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import mmlog
-from mmlog.acceptor.zookeeper.session import connect
+from mmlog.cluster.session import connect
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer
 
 WARM = """

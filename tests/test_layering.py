@@ -1,5 +1,6 @@
-"""The package's imports point one way (mmlog/ipc/__init__.py draws the layers), and no module imports itself
-back through others: every import of every module under mmlog/, lazy ones inside functions included."""
+"""The package's imports point one way, down the layers that docs/architecture.md draws, and no module
+imports itself back through others: every import of every module under mmlog/, lazy ones inside functions
+included. Every package must be placed here: a new one fails the test until it is."""
 
 from __future__ import annotations
 
@@ -13,19 +14,23 @@ ROOT = Path(mmlog.__file__).parent
 # The broker's layers, bottom to top: a package may import its own layer and those before it, never one
 # after. Packages in one tuple are side by side and may not import each other.
 LAYERS = [
-    ("mmlog.errors", "mmlog.config"),
-    ("mmlog.protocol",),
-    ("mmlog.security",),
-    ("mmlog.log",),
-    ("mmlog.ipc",),
-    ("mmlog.processors", "mmlog.replication"),
-    ("mmlog.acceptor",),
+    ("mmlog.system", "mmlog.errors", "mmlog.config"),  # the operating system's services; errors; settings
+    ("mmlog.protocol",),  # the Kafka wire format, sans-IO
+    ("mmlog.security",),  # TLS, SASL/SCRAM, ACLs and users
+    ("mmlog.log",),  # the storage engine: partitions, segments, indexes, recovery, the cleaner
+    ("mmlog.ipc",),  # what the broker's processes share: channels, shared memory, the cluster view
+    ("mmlog.replication",),  # followers fetching from leaders, throttles, the election rules
+    # the data plane (one epoll loop per processor) and the main process's services
+    ("mmlog.processors", "mmlog.coordinator", "mmlog.transactions", "mmlog.metrics"),
+    ("mmlog.cluster",),  # the metadata stores (embedded, ZooKeeper), the controller, assignment
+    ("mmlog.acceptor",),  # the main process: accept loop, supervision, control plane, boot
 ]
 # Beside the broker: the client speaks the protocol; Spark sits on the client.
-SIDE = {"mmlog.client": ("mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol"),
-        "mmlog.spark": ("mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol", "mmlog.client")}
-# On top, each over everything above: a test broker; the commands (over the broker and the client); the CLI.
-TOP = ["mmlog.testing", "mmlog.tools", "mmlog.cli", "mmlog.__main__"]
+SIDE = {"mmlog.client": ("mmlog.system", "mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol"),
+        "mmlog.spark": ("mmlog.system", "mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol",
+                        "mmlog.client")}
+# On top, each over everything before it: a test broker and cluster; the CLI's commands; `python -m mmlog`.
+TOP = ["mmlog.testing", "mmlog.cli", "mmlog.__main__"]
 
 
 def module_name(path: Path) -> str:
@@ -117,6 +122,12 @@ def test_no_module_imports_itself_back():
     assert not cycles, cycles
 
 
+def test_every_package_has_a_layer():
+    packages = {top(m) for m in MODULES if m != "mmlog"}
+    placed = {p for layer in LAYERS for p in layer} | set(SIDE) | set(TOP)
+    assert packages <= placed, sorted(packages - placed)
+
+
 def test_the_checker_sees_lazy_and_relative_imports():
-    assert "mmlog.acceptor.zookeeper.cluster" in GRAPH["mmlog.acceptor.main"]  # imported inside a function
+    assert "mmlog.cluster.zookeeper_store" in GRAPH["mmlog.acceptor.main"]  # imported inside a function
     assert "mmlog.protocol.schema" in GRAPH["mmlog.protocol.messages"]  # `from ..schema import`

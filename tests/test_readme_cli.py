@@ -39,7 +39,7 @@ from typing import Callable
 
 import pytest
 
-from mmlog import cli
+from mmlog.cli import main as cli
 from mmlog.client.cluster import Cluster
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer
 

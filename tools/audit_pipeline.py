@@ -53,7 +53,7 @@ from mmlog.client.records import TopicPartition
 from mmlog.spark.offsets import from_json, to_json
 from mmlog.spark.session import local_session, stop_session
 from mmlog.testing import EmbeddedBroker
-from mmlog.tools import BOOTSTRAP
+from mmlog.cli import BOOTSTRAP
 
 EVENTS, AUDIT = "events", "audit"
 WINDOW_MS = 15 * 60 * 1000  # the audit window: four a hour

@@ -34,9 +34,9 @@ import confluent_kafka  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from mmlog.config.settings import LogConfig  # noqa: E402
-from mmlog.log import compaction_kernels  # noqa: E402
-from mmlog.log.cleaner import DECOMPRESS_LIMIT, STATUS_FILE, Cleaner  # noqa: E402
-from mmlog.log.offset_map import OffsetMap  # noqa: E402
+from mmlog.log.cleaner import kernels as compaction_kernels  # noqa: E402
+from mmlog.log.cleaner.cleaner import DECOMPRESS_LIMIT, STATUS_FILE, Cleaner  # noqa: E402
+from mmlog.log.cleaner.offset_map import OffsetMap  # noqa: E402
 from mmlog.log.partition import Partition  # noqa: E402
 from mmlog.protocol import compression  # noqa: E402
 from mmlog.protocol import records as rec  # noqa: E402

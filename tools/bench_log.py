@@ -53,7 +53,7 @@ import numpy as np
 from mmlog.config.settings import LogConfig
 from mmlog.log import Partition, kernels
 from mmlog.protocol import records
-from mmlog.tools.demo import value_for
+from mmlog.cli.demo import value_for
 
 MB = 1_000_000
 RECORD_SIZE = 200

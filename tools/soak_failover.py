@@ -113,7 +113,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mmlog.client.admin import Admin  # noqa: E402
 from mmlog.client.consumer import Consumer  # noqa: E402
 from mmlog.testing import BrokerFailed, ZooKeeperServer  # noqa: E402
-from tests.acceptor.zookeeper.conftest import three_brokers, wait_for  # noqa: E402
+from tests.cluster.conftest import three_brokers, wait_for  # noqa: E402
 from tests.faults import lazyfs  # noqa: E402
 from tests.replication import partitions as net_cuts  # noqa: E402
 from tests.replication.conftest import REPLICATION  # noqa: E402

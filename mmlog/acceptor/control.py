@@ -39,15 +39,16 @@ import threading
 from collections import deque
 
 from mmlog.ipc.control_channel import ControlServer
-from mmlog.acceptor.coordinator import GroupCoordinator
-from mmlog.acceptor.transactions.coordinator import TransactionCoordinator
-from mmlog.acceptor.limits import PartitionLimits, TokenBucket
+from mmlog.coordinator import GroupCoordinator
+from mmlog.transactions.coordinator import TransactionCoordinator
+from mmlog.cluster.limits import PartitionLimits, TokenBucket
 from mmlog.acceptor.fork_guard import ForkGuard
 from mmlog.acceptor.liveness import Liveness
 from mmlog.acceptor.topic_worker import TopicWorker
 from mmlog.config.broker import BrokerConfig
-from mmlog.acceptor import acls as acl_changes, broker_configs
-from mmlog.acceptor.topic_configs import altered
+from mmlog.cluster import broker_configs
+from mmlog.security import acl_changes
+from mmlog.cluster.topic_configs import altered
 from mmlog.config import quotas as client_quotas
 from mmlog.config.dynamic import merged
 from mmlog.errors import (InvalidRequest, KafkaError, MetadataStoreUnreachable, TopicAlreadyExists,

@@ -38,7 +38,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import queue
 import threading
 import time
 from typing import Callable
@@ -46,7 +45,6 @@ from typing import Callable
 log = logging.getLogger("mmlog.broker")
 
 FAULT_INJECTION_ENV = "MMLOG_FAULT_INJECTION"
-IDLE_POLL_S = 1.0  # how often a thread waiting on a queue wakes (queue_items)
 FAULT_FILE = "inject-fault"
 
 
@@ -159,19 +157,6 @@ class Liveness:
             return
         log.warning("fault injection: raising InjectedFault in thread %s", what)
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(InjectedFault))
-
-
-def queue_items(jobs: queue.SimpleQueue, poll_s: float = IDLE_POLL_S):
-    """The items put on a queue, until None; an idle thread reading it still wakes every poll_s, so that
-    an exception raised in it asynchronously (`inject`) lands within that time, not at the next item."""
-    while True:
-        try:
-            item = jobs.get(timeout=poll_s)
-        except queue.Empty:
-            continue
-        if item is None:
-            return
-        yield item
 
 
 def fault_injection_enabled() -> bool:

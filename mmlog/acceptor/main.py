@@ -32,8 +32,8 @@ import time
 from mmlog.acceptor import listener
 from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
-from mmlog.acceptor.metadata_store import EmbeddedStore
-from mmlog.acceptor.metrics.endpoint import MetricsServer, MetricsSources
+from mmlog.cluster.embedded_store import EmbeddedStore
+from mmlog.metrics.endpoint import MetricsServer, MetricsSources
 from mmlog.acceptor.parent_watch import end_now, watch_parent
 from mmlog.acceptor.supervisor import Supervisor
 from mmlog.acceptor.systemd import notify
@@ -41,7 +41,8 @@ from mmlog.acceptor.liveness import Liveness
 from mmlog.config.broker import BrokerConfig, parse_metrics_listen
 from mmlog.config.settings import ConfigError
 from mmlog.security import tls
-from mmlog.log import compaction_kernels, flush_timing, kernels
+from mmlog.log import flush_timing, kernels
+from mmlog.log.cleaner import kernels as compaction_kernels
 from mmlog.log.manager import LogManager, open_partition_budget
 from mmlog.protocol import precompile
 
@@ -119,7 +120,7 @@ def open_store(config: BrokerConfig):
     if not config["zookeeper.connect"]:
         return EmbeddedStore(config.log_dirs[0], config["broker.id"], config["cluster.id"],
                              flush_messages=config["log.flush.interval.messages"])
-    from mmlog.acceptor.zookeeper.cluster import ZooKeeperStore  # kazoo only in cluster mode
+    from mmlog.cluster.zookeeper_store import ZooKeeperStore  # kazoo only in cluster mode
 
     return ZooKeeperStore(config, config.log_dirs[0])
 

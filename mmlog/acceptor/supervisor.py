@@ -45,7 +45,7 @@ thread's locks at most a second at a time (a restart is put off, never the loop)
 
 In cluster mode the supervisor also forks the replica fetcher
 (`mmlog/replication/fetcher.py`), and with log.cleaner.enable the log cleaner
-(`mmlog/log/cleaner_manager.py`), and replaces each the same way when it dies.
+(`mmlog/log/cleaner/manager.py`), and replaces each the same way when it dies.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ from mmlog.ipc.metrics_block import CLEANER as CLEANER_REGION, MAIN, NULL_REGION
 from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.log import flush_timing
-from mmlog.log.cleaner_manager import cleaner_main
+from mmlog.log.cleaner.manager import cleaner_main
 from mmlog.processors.worker import BOOT_ERROR, processor_main
 from mmlog.replication.fetcher import fetcher_main
 

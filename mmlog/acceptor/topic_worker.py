@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 
-from mmlog.acceptor.liveness import queue_items
+from mmlog.system.queues import queue_items
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 This is Kafka's classic (eager) group protocol as its consumers speak it (Java's
 `ConsumerCoordinator`, librdkafka's cgrp), driven by `Consumer`; the broker's side
-is `mmlog/acceptor/coordinator/`.
+is `mmlog/coordinator/`.
 
 Theory of operation
 -------------------

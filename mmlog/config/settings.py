@@ -121,7 +121,7 @@ TOPIC_SETTINGS: dict[str, Setting] = {
         Setting("retention.bytes", int, -1, "Delete old segments while the partition is larger; -1 is off.",
                 lambda v: v >= -1, ">= -1"),
         Setting("cleanup.policy", str, "delete", "delete (retention by time and size), compact (the log cleaner "
-                "keeps the last record of each key, mmlog/log/cleaner.py) or compact,delete (both).",
+                "keeps the last record of each key, mmlog/log/cleaner/cleaner.py) or compact,delete (both).",
                 _cleanup_policy_ok, "delete, compact or compact,delete"),
         Setting("min.cleanable.dirty.ratio", float, 0.5, "Clean a compacted log once this share of it is dirty "
                 "(written since its last cleaning).", lambda v: 0 <= v <= 1, "0 .. 1"),

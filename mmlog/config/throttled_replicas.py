@@ -4,7 +4,7 @@ A value names the replicas whose replication is throttled, as `partition:broker`
 (`0:101,1:102`), or `*` for every replica of the topic; empty throttles none. Each broker
 keeps the pairs that name it (Kafka's TopicConfigHandler.parseThrottledPartitions): on the
 leader side the partitions it leads whose followers' fetches it slows
-(`processors/replication_throttle.py`), on the follower side the partitions it copies
+(`replication/leader_throttle.py`), on the follower side the partitions it copies
 slowly (`replication/throttle.py`). Either side throttles a replica only while it is out
 of the ISR (Kafka's shouldLeaderThrottle / shouldFollowerThrottle): a caught-up follower
 is never slowed. The rates are the dynamic broker configs `leader.replication.throttled.rate`

@@ -12,14 +12,5 @@
 - `heartbeats`: the time of each processor loop's last turn, which the supervisor
   watches for a processor that stalls.
 
-The layering, bottom to top (imports only ever point down):
-
-    protocol, log          the wire format; the storage engine
-    ipc                    shared between the processes (this package)
-    processors             the data plane: one epoll loop per process
-    acceptor               the main process: supervisor, control plane, ZooKeeper
-    tools, cli             the command line
-
-with `client` (over protocol) and `spark` (over client) beside them.
-`tests/test_layering.py` checks it.
+docs/architecture.md draws where this package sits among the others; `tests/test_layering.py` checks it.
 """

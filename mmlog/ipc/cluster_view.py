@@ -2,7 +2,7 @@
 
 The main process owns the truth (its ZooKeeper watches, or just itself when
 standalone) and publishes it as `cluster.json` in the first data directory,
-written atomically; processors re-read it when it was replaced (`files.file_stamp`: a `stat` per
+written atomically; processors re-read it when it was replaced (`system.files.file_stamp`: a `stat` per
 Metadata or FindCoordinator request, nothing on the produce and fetch paths).
 
 In cluster mode the view also carries every partition's state as ZooKeeper last
@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmlog.log.files import atomic_write, file_stamp
+from mmlog.system.files import atomic_write, file_stamp
 
 FILE_NAME = "cluster.json"
 TRANSACTION_STATE = "__transaction_state"

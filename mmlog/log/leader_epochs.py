@@ -14,7 +14,7 @@ the first batch stamped with a newer epoch. OffsetsForLeaderEpoch answers from i
 its epochs ended at, so no two replicas ever hold different records at an offset.
 
 Writers hold the partition lock; the file is replaced atomically and durably on every
-change (`files.atomic_write`: a crash, a power loss included, leaves the old or the new
+change (`system.files.atomic_write`: a crash, a power loss included, leaves the old or the new
 list). The cache changes only when leadership
 changes, a new epoch is copied, or the log is truncated or trimmed: never per
 append. Other processes re-read it when its stamp changed.
@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 from pathlib import Path
 
-from mmlog.log.files import atomic_write, file_stamp
+from mmlog.system.files import atomic_write, file_stamp
 
 FILE_NAME = "leader-epoch-checkpoint"
 UNDEFINED = -1  # Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET

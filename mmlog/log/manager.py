@@ -87,7 +87,8 @@ from mmlog.errors import (
 )
 from mmlog.log import kernels, offset_checkpoint
 from mmlog.log.log_dirs import LogDirHealth, is_dir_failure, is_disk_full
-from mmlog.log.files import atomic_write, file_stamp, log_size, segment_bases
+from mmlog.log.files import log_size, segment_bases
+from mmlog.system.files import atomic_write, file_stamp
 from mmlog.log.partition import Partition
 from mmlog.log.state import PartitionState, Replication, Role, Snapshot, TornState
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from mmlog.log.files import atomic_write
+from mmlog.system.files import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -106,19 +106,11 @@ from mmlog.log import (
     recovery,
     retention,
     rolled_flush,
-    segment_swap,
     txn_index,
 )
-from mmlog.log.files import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIMEINDEX_SUFFIX,
-    delete_segment_files,
-    fsync_dir,
-    log_size,
-    segment_bases,
-    segment_file,
-)
+from mmlog.log.cleaner import segment_swap
+from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, delete_segment_files, log_size, segment_bases, segment_file
+from mmlog.system.files import fsync_dir
 from mmlog.log.leader_epochs import UNDEFINED, CorruptCheckpoint, LeaderEpochCache
 from mmlog.log.producer_state import NO_PRODUCER, ProducerState
 from mmlog.log.lock import PartitionLock
@@ -396,7 +388,7 @@ class Partition:
         for _ in range(100):
             if snap.generation == self._generation:
                 return snap
-            if snap.pending_op == SWAP:  # the cleaner is renaming files (segment_swap.py): never list halfway
+            if snap.pending_op == SWAP:  # the cleaner is renaming files (cleaner/segment_swap.py): never list halfway
                 if swap_wait >= SWAP_WAIT_S:
                     with self._writing() as snap:  # a dead cleaner's swap: the lock holder finishes it
                         return snap
@@ -433,7 +425,7 @@ class Partition:
         """The segment at `base`, opened if it is not (an older one closes the older one open before it).
 
         SegmentGone: its files went after our snapshot, or (`lock_free`: a reader without the lock) the
-        segments changed while it opened them. A swap (segment_swap.py) bumps the generation before its
+        segments changed while it opened them. A swap (cleaner/segment_swap.py) bumps the generation before its
         first rename, so files opened before the generation is seen unchanged are one segment's, never an
         old .log with the cleaned indexes."""
         seg = self._segments.get(base)
@@ -1473,7 +1465,7 @@ class Partition:
     # ------------------------------------------------------------ log cleaner (cleaner.py)
 
     def replace_with_cleaned(self, group: list[int], end: int, inodes: list[int], crash=lambda point: None) -> bool:
-        """Swap in the cleaned segment the cleaner wrote for segments `group` (segment_swap.py has the
+        """Swap in the cleaned segment the cleaner wrote for segments `group` (cleaner/segment_swap.py has the
         steps and crash points); False if the group changed meanwhile (the cleaned files are dropped)."""
         with self._writing() as s:
             if s.active_base in group:

@@ -77,7 +77,7 @@ from mmlog.errors import (
     TransactionCoordinatorFenced,
     UnknownProducerId,
 )
-from mmlog.log.files import atomic_write
+from mmlog.system.files import atomic_write
 
 log = logging.getLogger(__name__)
 

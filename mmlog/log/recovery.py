@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmlog.config.settings import LogConfig
-from mmlog.log import cleaner_checkpoint, kernels, segment_swap
-from mmlog.log.files import DELETED_SUFFIX, delete_segment_files, fsync_dir, segment_bases
+from mmlog.log import kernels
+from mmlog.log.cleaner import checkpoint as cleaner_checkpoint, segment_swap
+from mmlog.log.files import DELETED_SUFFIX, delete_segment_files, segment_bases
+from mmlog.system.files import fsync_dir
 from mmlog.log.offset_index import CorruptIndex
 from mmlog.log.segment import ScanResult, Segment
 

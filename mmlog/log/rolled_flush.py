@@ -28,7 +28,8 @@ import queue
 import threading
 from pathlib import Path
 
-from mmlog.log.files import SEGMENT_SUFFIXES, fsync_dir, segment_file
+from mmlog.log.files import SEGMENT_SUFFIXES, segment_file
+from mmlog.system.files import fsync_dir
 
 log = logging.getLogger(__name__)
 

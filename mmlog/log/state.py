@@ -143,7 +143,7 @@ class Op(enum.IntEnum):
     ROLL = 2
     DELETE_SEGMENTS = 3
     TRUNCATE = 4
-    SWAP = 5  # the log cleaner replacing segments (segment_swap.py); readers wait it out
+    SWAP = 5  # the log cleaner replacing segments (cleaner/segment_swap.py); readers wait it out
 
 
 class Role(enum.IntEnum):

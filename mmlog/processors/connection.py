@@ -21,7 +21,7 @@ handshake never blocks other connections. A TLS socket may hold decrypted bytes
 that epoll cannot see, so `fill` reads until OpenSSL wants more from the network.
 `principal` is `User:<name>` after SASL, `User:<certificate DN>` after mutual TLS,
 else `User:ANONYMOUS`. The authoriser caches its decisions for it in `acl_cache`
-(processors/authorizer.py).
+(security/authorizer.py).
 
 Request timing (the phases of ipc/metrics_block.py) costs no clock read per frame: each
 read that completes frames stamps them with one monotonic time (`_stamps`: how many frames

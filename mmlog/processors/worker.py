@@ -62,7 +62,7 @@ from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.config.broker import BrokerConfig
 from mmlog.log import flush_timing
 from mmlog.log.manager import LogManager, open_partition_budget
-from mmlog.processors.authorizer import Authorizer
+from mmlog.security.authorizer import Authorizer
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
@@ -72,7 +72,7 @@ from mmlog.processors.metadata_cache import TopicEntries
 from mmlog.processors.poller import READ, WRITE, Poller
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.quotas import ClientQuotas
-from mmlog.processors.replication_throttle import LeaderThrottle
+from mmlog.replication.leader_throttle import LeaderThrottle
 from mmlog.processors.request import CloseConnection
 from mmlog.processors.sasl import SaslSession
 from mmlog.security import credentials, tls

@@ -1,6 +1,6 @@
 """The fetch plan: which partitions this broker follows, from which leader, in which epoch.
 
-Written by the main process (`acceptor/zookeeper/replicas.py`) as `fetch-plan.json`
+Written by the main process (`cluster/replicas.py`) as `fetch-plan.json`
 in the first data dir, atomically; the fetcher re-reads it when it was replaced
 (a `stat` per poll).
 
@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmlog.log.files import atomic_write, file_stamp
+from mmlog.system.files import atomic_write, file_stamp
 
 FILE_NAME = "fetch-plan.json"
 

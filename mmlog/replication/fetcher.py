@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 
-from mmlog.log.cleaner_manager import name_process
+from mmlog.system.process import name_process
 from mmlog.log.manager import LogManager, open_partition_budget
 from mmlog.replication.fetch_plan import PlanReader
 from mmlog.replication.source import SourceFetcher

@@ -24,7 +24,7 @@ The decision (`Acls.allows`, Kafka's AclAuthorizer.authorize):
 
 Standalone the store is `acls.json` in the first data directory (written through
 store_file.py: processors re-read it when it changes); in cluster mode ZooKeeper
-holds Kafka's nodes and every broker mirrors them into that file (acceptor/zookeeper/
+holds Kafka's nodes and every broker mirrors them into that file (cluster/
 acls.py). The file is the list of bindings in Kafka's JSON names:
 
     {"version": 1, "acls": [{"resourceType": "Topic", "patternType": "LITERAL", "name": "a",

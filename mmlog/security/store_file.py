@@ -28,7 +28,7 @@ def load_json(path) -> dict | None:
 
 
 def save_json(path, doc: dict) -> None:
-    """Replace the file durably, readable by its owner only (log.files.atomic_write's protocol with a
+    """Replace the file durably, readable by its owner only (system.files.atomic_write's protocol with a
     mode: that module sits above this layer)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -14,7 +14,7 @@ import pytest
 from mmlog.client.connection import BrokerConnection
 from mmlog.protocol.messages import create_topics, metadata
 from mmlog.testing import EmbeddedBroker
-from tests.acceptor.coordinator.conftest import FAST_GROUPS, RawMember
+from tests.coordinator.conftest import FAST_GROUPS, RawMember
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 0, 3, 5
 INVALID_PARTITIONS, POLICY_VIOLATION, KAFKA_STORAGE_ERROR = 37, 44, 56
@@ -289,7 +289,7 @@ def test_partitions_of_many_segments_fit_the_same_descriptor_budget(tmp_path):
 
 
 def test_partitions_closed_to_stay_within_the_open_budget_are_counted_and_warned_of_at_start(tmp_path):
-    from tests.acceptor.metrics.scrape import scrape
+    from tests.metrics.scrape import scrape
     from tests.client.consumer_tools import create_topic, produce, values
 
     config = {"metrics.listen": "127.0.0.1:0", "log.max.open.partitions": 8}

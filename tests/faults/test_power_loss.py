@@ -25,7 +25,8 @@ from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
 from mmlog.client.records import TopicPartition
 from mmlog.config.settings import LogConfig
-from mmlog.log.files import fsync_dir, segment_bases
+from mmlog.log.files import segment_bases
+from mmlog.system.files import fsync_dir
 from mmlog.log.partition import Partition
 from mmlog.protocol import records as rec
 from mmlog.testing import EmbeddedBroker

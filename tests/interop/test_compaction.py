@@ -16,8 +16,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
 from mmlog import testing
-from mmlog.log.cleaner import CRASH_ENV, STATUS_FILE
-from mmlog.log.cleaner_manager import PROCESS_NAME
+from mmlog.log.cleaner.cleaner import CRASH_ENV, STATUS_FILE
+from mmlog.log.cleaner.manager import PROCESS_NAME
 from mmlog.testing import EmbeddedBroker
 from tests.interop.conftest import require
 

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from mmlog.client.producer import Producer
-from mmlog.log.cleaner import STATUS_FILE
+from mmlog.log.cleaner.cleaner import STATUS_FILE
 from mmlog.protocol import records as rec
 from mmlog.testing import EmbeddedBroker
 from tests.interop.test_compaction import create, read_confluent

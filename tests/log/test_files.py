@@ -6,7 +6,8 @@ import os
 
 import numpy as np
 
-from mmlog.log.files import MappedFile, atomic_write, delete_segment_files, segment_bases, segment_file
+from mmlog.log.files import MappedFile, delete_segment_files, segment_bases, segment_file
+from mmlog.system.files import atomic_write
 
 
 def test_segment_files_are_named_by_their_20_digit_base_offset(tmp_path):

@@ -19,8 +19,8 @@ from collections import Counter
 import confluent_kafka
 import pytest
 
-from mmlog.acceptor.zookeeper import paths
-from mmlog.acceptor.zookeeper.paths import LeaderAndIsr
+from mmlog.cluster import paths
+from mmlog.cluster.paths import LeaderAndIsr
 from mmlog.client.admin import Admin
 from mmlog.errors import KafkaError
 from mmlog.protocol.messages import list_groups

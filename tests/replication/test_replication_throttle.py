@@ -23,7 +23,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.records import TopicPartition
 from mmlog.errors import InvalidConfig
 from mmlog.testing import EmbeddedBroker
-from tests.acceptor.zookeeper.conftest import three_brokers
+from tests.cluster.conftest import three_brokers
 from tests.replication.conftest import REPLICATION
 from tests.replication.replicas import partition_state
 from tests.replication.test_reassignment import by_id, moved_to
@@ -125,7 +125,7 @@ def test_a_throttle_slows_the_out_of_sync_replica_its_topic_config_names_and_not
 def test_mmlog_reassign_names_the_moving_replicas_and_clears_them_when_done(cluster, capsys):
     """`mmlog reassign --execute --throttle` sets both rates and the moving partition's topic configs, as
     kafka-reassign-partitions.sh does; `--verify` after the move removes them all."""
-    from mmlog.tools import reassign
+    from mmlog.cli import reassign
 
     bootstrap = cluster[0].bootstrap
     with Admin(bootstrap) as admin:

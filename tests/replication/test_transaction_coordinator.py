@@ -9,7 +9,7 @@ import confluent_kafka
 
 from mmlog.client.admin import Admin
 from mmlog.protocol.messages import find_coordinator
-from tests.acceptor.zookeeper.conftest import three_brokers
+from tests.cluster.conftest import three_brokers
 from tests.processors.test_bad_input import connect
 from tests.replication.conftest import REPLICATION, wait_for
 from tests.replication.test_failover import LibrdkafkaReader, full_isr, leader_of

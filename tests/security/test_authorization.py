@@ -31,7 +31,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "admin": "admin-pw"}
 TIMEOUT = 15.0
-PROPAGATION_S = 0.7  # processors re-read the ACL file every 0.5 s (processors/authorizer.py)
+PROPAGATION_S = 0.7  # processors re-read the ACL file every 0.5 s (security/authorizer.py)
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 

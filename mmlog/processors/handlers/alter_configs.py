@@ -1,5 +1,5 @@
 """AlterConfigs (33): replace topics' config overrides or a broker's dynamic configs (the control plane checks,
-stores and applies them: acceptor/topic_configs.py, acceptor/broker_configs.py).
+stores and applies them: cluster/topic_configs.py, cluster/broker_configs.py).
 
 Each resource answers for itself: UNKNOWN_TOPIC_OR_PARTITION, INVALID_CONFIG (an
 unknown name, a bad value, a broker setting read only at start), INVALID_REQUEST

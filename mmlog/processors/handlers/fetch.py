@@ -174,7 +174,7 @@ def read(ctx, body, record: bool = False, cap: int | None = None, denied=_NOTHIN
                     hw_moved |= log.follower_fetched(follower, part.fetch_offset, part.log_start_offset)
                 limit = min(part.partition_max_bytes, remaining)
                 throttled = throttle is not None and throttle.applies(log, part.partition, follower)
-                if throttled:  # leader.replication.throttled.replicas (processors/replication_throttle.py)
+                if throttled:  # leader.replication.throttled.replicas (replication/leader_throttle.py)
                     limit = throttle.max_bytes(limit)
                 result = log.read(part.fetch_offset, max(limit, 0), upto_log_end=follower is not None,
                                   committed=committed)

@@ -2,7 +2,7 @@
 
 Without a transactional id the id comes from the control plane's block of ids
 (unique across processors, brokers and restarts), epoch 0. With one, the
-transaction coordinator answers (`acceptor/transactions/`): the same producer id
+transaction coordinator answers (`transactions/`): the same producer id
 at the next epoch, which fences the previous producer of that transactional id.
 
 v3+ may name the producer id and epoch the producer has (KIP-360: bump the epoch instead of

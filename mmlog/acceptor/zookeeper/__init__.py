@@ -1,1 +1,0 @@
-"""Cluster mode: brokers coordinate through ZooKeeper (kazoo), with Kafka's paths."""

@@ -1,0 +1,13 @@
+"""The group coordinator of the control plane: groups.py (membership state machine),
+coordinator.py (the group APIs and their timers), offsets.py (the offset records,
+table and store interface), offset_log.py (the embedded store's journal file).
+
+Clients assign partitions themselves (the leader's assignment travels through
+SyncGroup), so there is no assignor here.
+"""
+
+from mmlog.coordinator.coordinator import GroupCoordinator
+from mmlog.coordinator.offset_log import OffsetLog
+from mmlog.coordinator.offsets import OffsetStore, OffsetTable
+
+__all__ = ["GroupCoordinator", "OffsetLog", "OffsetStore", "OffsetTable"]

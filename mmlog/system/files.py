@@ -1,0 +1,46 @@
+"""Small files replaced durably: a crash, a power loss included, leaves the old content or the new."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory so that a create, rename or unlink in it is durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write a small file so that any crash, a power loss included, leaves either the old or the new
+    content, and the new content once this returns.
+
+    Order matters on a power loss: the data is fsynced before the rename, or the rename can reach the
+    disk first and the name come back on an empty or zero-filled file; the directory is fsynced after,
+    or the rename itself can be lost. Every checkpoint of the log is written here, so none needs a
+    reader that tolerates a half-written file (they tolerate one anyway: files from older versions).
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """What an `atomic_write` changes: (inode, mtime, size) of the file now there; None if there is none.
+
+    Readers compare stamps to re-read a small shared file only when it was replaced. Two writes
+    can only look alike if the second reuses the freed inode within one clock tick at the same size.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
