@@ -1,4 +1,4 @@
-"""The group coordinator of the control plane: groups.py (membership state machine),
+"""The group coordinator, run by the main process for its processors: groups.py (membership state machine),
 coordinator.py (the group APIs and their timers), offsets.py (the offset records,
 table and store interface), offset_log.py (the embedded store's journal file).
 

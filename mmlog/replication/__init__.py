@@ -1,8 +1,8 @@
-"""Replica fetching: followers copy their leaders' logs (one process under the supervisor).
+"""Replication: followers copy their leaders' logs, and the rules that keep the copies honest.
 
-Layer: beside `mmlog.processors`, above `mmlog.log` and `mmlog.ipc`. The main process
-publishes what to follow (`fetch_plan.py`); the fetcher process keeps one connection
-and one thread per leader broker (`source.py`), each fetching all the partitions it
-follows from that leader in one request, and appends through the same partition
-lock as the processors (`Partition.append_replica`).
+Layer: above `mmlog.log` and `mmlog.ipc`, below `mmlog.processors` (which throttle leaders' replica reads
+with `leader_throttle.py`). The main process publishes what to follow (`fetch_plan.py`); the fetcher
+process keeps one connection and one thread per leader broker (`source.py`), each fetching all the
+partitions it follows from that leader in one request, and appends through the same partition lock as
+the processors (`Partition.append_replica`); `throttle.py` bounds a follower's fetch rate.
 """
