@@ -515,7 +515,7 @@ def broker_machine(mountpoint: Path, broker_id: int) -> LazyFS:
     """A mounted power-loss file system holding broker `broker_id`'s data dir (`broker-<id>`, as
     `cluster_broker` names it), the dir's name synced so that a loss before the broker synced anything keeps
     it. The caller stops it."""
-    from mmlog.log.files import fsync_dir  # here: the daemon this module also is needs none of mmlog
+    from mmlog.system.files import fsync_dir  # here: the daemon this module also is needs none of mmlog
 
     fs = LazyFS(mountpoint)
     try:
