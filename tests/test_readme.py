@@ -1,4 +1,5 @@
-"""The README's Python examples run, in order, against a real broker (its `mmlog` commands: test_readme_cli.py)."""
+"""The README's Python examples run, in order, against a real broker, and then docs/clients.md's, which go on
+from them (the README's `mmlog` commands: test_readme_cli.py; its Spark example: tests/spark/test_readme_spark.py)."""
 
 import re
 from pathlib import Path
@@ -7,11 +8,18 @@ import pytest
 
 from mmlog.testing import EmbeddedBroker
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+CLIENTS = ROOT / "docs" / "clients.md"
 
 
 def python_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def is_spark(block: str) -> bool:
+    """A Spark example: it needs the Spark session, so tests/spark/ runs it."""
+    return "mmlog.spark" in block
 
 
 @pytest.fixture(scope="module")
@@ -21,19 +29,27 @@ def broker(tmp_path_factory):
         yield b
 
 
-def test_the_readme_python_examples_run(broker, capsys):
-    blocks = python_blocks(README.read_text())
-    assert len(blocks) >= 5
+def run_blocks(page: Path, blocks: list[str], bootstrap: str) -> dict:
+    """Run a page's examples in order in one namespace, the README's address made the test broker's."""
     namespace: dict = {}
     for i, block in enumerate(blocks):
-        code = block.replace("127.0.0.1:9092", broker.bootstrap)
-        if "EmbeddedBroker()" in code:
-            continue  # starts a broker of its own: covered by tests/test_testing.py
-        if "mmlog.spark" in code:
-            continue  # needs the Spark session: tests/spark/test_readme_spark.py runs it
-        exec(compile(code, f"README.md python block {i + 1}", "exec"), namespace)
-    assert namespace["seen"] == 1001
-    assert namespace["total"] >= 1001
-    assert namespace["replayed"] and min(r.offset for r in namespace["replayed"]) == 0
+        code = block.replace("127.0.0.1:9092", bootstrap)
+        exec(compile(code, f"{page.name} python block {i + 1}", "exec"), namespace)
+    return namespace
+
+
+def test_the_readme_and_clients_page_python_examples_run(broker, capsys):
+    blocks = python_blocks(README.read_text())
+    assert [b for b in blocks if is_spark(b)] and len(blocks) >= 4
+    readme = run_blocks(README, [b for b in blocks if not is_spark(b)], broker.bootstrap)
+    assert readme["seen"] == 1001
+    assert readme["replayed"] and min(r.offset for r in readme["replayed"]) == 0
     out = capsys.readouterr().out
     assert "RecordMetadata(topic='clicks'" in out
+    assert "RecordMetadata(topic='greetings'" in out  # the EmbeddedBroker example's own broker
+
+    blocks = python_blocks(CLIENTS.read_text())
+    assert len(blocks) >= 5 and not any(map(is_spark, blocks))
+    clients = run_blocks(CLIENTS, blocks, broker.bootstrap)
+    assert clients["total"] >= 1001
+    assert clients["records"], "the transaction example consumed nothing"

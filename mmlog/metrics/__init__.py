@@ -5,5 +5,5 @@
   written by every process without locks) and the main process's own state;
 - `endpoint`: the HTTP server thread (`metrics.listen`).
 
-The README's "Metrics" section lists every family.
+docs/metrics.md lists every family.
 """

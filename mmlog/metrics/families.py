@@ -8,7 +8,7 @@ ISR), its segment list, the group coordinator's committed offsets, the ZooKeeper
 partition states when this broker is the controller, and the cleaner's status file.
 Nothing here adds work to the produce or fetch path.
 
-The families and their names are listed in the README ("Metrics"); names follow
+The families and their names are listed in docs/metrics.md; names follow
 what Kafka's JMX exporter makes of Kafka's MBeans (`kafka_server_brokertopicmetrics_
 bytesin_total` for kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec), and
 `mmlog_` for what Kafka has no MBean for.

@@ -427,14 +427,15 @@ def _family_of(name: str, served: set) -> str:
     return name
 
 
-def test_the_dashboard_and_the_readme_name_only_families_the_broker_serves(broker):
+def test_the_dashboard_and_the_metrics_page_name_only_families_the_broker_serves(broker):
     served = set(scrape(broker).types)
     dashboard = json.loads((ROOT / "docs/grafana/mmlog.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     in_dashboard = {_family_of(n, served) for e in exprs for n in re.findall(r"\b(?:kafka|mmlog)_\w+", e)}
     assert in_dashboard and in_dashboard <= served, in_dashboard - served
-    readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("### Metrics (Prometheus)"):readme.index("## Python client")]
+    page = (ROOT / "docs/metrics.md").read_text()
+    start = page.index("\n## The families\n")
+    table = page[start:page.index("\n## ", start + 1)]
     named = {name for cell in re.findall(r"^\| (.+?) \|", table, flags=re.M)
              for name in re.findall(r"`([a-z_]+)`", cell)}
     assert {_family_of(n, served) for n in named} == served

@@ -1,4 +1,4 @@
-"""The README's Spark example runs, on the shared session and broker (tests/test_readme.py skips it)."""
+"""The README's Spark example runs, on the shared session and broker (tests/test_readme.py runs the others)."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ crash-point tests set it.
 
 What it reports: `cleaner-status.json` in the first log dir (per log: dirty ratio,
 first dirty offset, last run and its figures), read by `mmlog topics describe
---log-dirs`; the broker's totals are in its metrics block (README, "Metrics").
+--log-dirs`; the broker's totals are in its metrics block (docs/metrics.md).
 """
 
 from __future__ import annotations
