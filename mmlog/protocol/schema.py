@@ -94,7 +94,7 @@ from typing import Any, Callable, Iterable
 from . import primitives as p
 from .codegen import compile_struct
 from .errors import UnsupportedVersionError
-from .structs import Encoded, Field, Struct, StructType, _register, in_range, parse_versions
+from .structs import Encoded, Field, Struct, StructType, in_range, parse_versions, register
 
 def as_memoryview(data) -> memoryview:
     """View ``data`` as unsigned bytes, without copying."""
@@ -113,7 +113,7 @@ class Message(StructType):
     def __init__(self, name: str, api_key: int, versions: str, flexible: str,
                  fields: Iterable[Field]) -> None:
         super().__init__(name, fields)
-        _register(self, name)
+        register(self, name)
         self.api_key = api_key
         self.versions = parse_versions(versions)
         self.flexible = parse_versions(flexible)

@@ -184,13 +184,13 @@ def _restore(qualname: str, values: tuple) -> Struct:
     return obj
 
 
-def _register(stype: StructType, qualname: str) -> None:
+def register(stype: StructType, qualname: str) -> None:
     """Name a message's classes by their path (``FetchResponse.PartitionData``...)."""
     stype.cls.__qualname__ = qualname
     _CLASSES[qualname] = stype.cls
     for f in stype.fields:
         if f.struct is not None:
-            _register(f.struct, f"{qualname}.{f.struct.name}")
+            register(f.struct, f"{qualname}.{f.struct.name}")
 
 
 class StructType:
