@@ -35,7 +35,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from mmlog.config.settings import LogConfig  # noqa: E402
 from mmlog.log.cleaner import kernels as compaction_kernels  # noqa: E402
-from mmlog.log.cleaner.cleaner import DECOMPRESS_LIMIT, STATUS_FILE, Cleaner  # noqa: E402
+from mmlog.log.cleaner.cleaner import STATUS_FILE, Cleaner  # noqa: E402
+from mmlog.log.cleaner.windows import DECOMPRESS_LIMIT  # noqa: E402
 from mmlog.log.cleaner.offset_map import OffsetMap  # noqa: E402
 from mmlog.log.partition import Partition  # noqa: E402
 from mmlog.protocol import compression  # noqa: E402

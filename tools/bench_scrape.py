@@ -51,7 +51,7 @@ def started_broker(data_dir: Path, tree: Path | None):
 
 
 def metrics_url(broker) -> str:
-    from tests.metrics.scrape import metrics_address
+    from mmlog.testing.scrape import metrics_address
 
     host, port = metrics_address(broker)
     return f"http://{host}:{port}/metrics"

@@ -34,7 +34,7 @@ from mmlog.protocol.messages import fetch  # noqa: E402
 from mmlog.protocol.records import iter_batches  # noqa: E402
 from mmlog.security.client import ClientSecurity  # noqa: E402
 from mmlog.testing import EmbeddedBroker  # noqa: E402
-from tests.security.conftest import add_users, make_pki, security_config  # noqa: E402
+from mmlog.testing.security import add_users, make_pki, security_config  # noqa: E402
 
 PROTOCOLS = ["PLAINTEXT", "SSL", "SASL_SSL"]
 SIDES = ("produce", "consume", "fetch")

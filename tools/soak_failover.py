@@ -7,7 +7,7 @@
     python tools/soak_failover.py --rounds 25 --kinds power         (as root: FUSE)
 
 One ZooKeeper and one cluster of three brokers (loopback, temp dirs, the replication
-timeouts of tests/replication/conftest.py) serve the whole soak. Each round makes a
+timeouts of mmlog/testing/cluster.py) serve the whole soak. Each round makes a
 topic (replication factor 3, min.insync.replicas 2) and produces unique values to it
 with librdkafka (enable.idempotence, acks=all) while `--faults` faults, drawn from the
 seeded generator, hit the cluster one after another:
@@ -42,15 +42,15 @@ Faults off the process, drawn only when named in --kinds (each kind, or the grou
   flap              3-6 times, every 3 s: heal every link, cut 1-2 links drawn from the nine
                     (each broker with ZooKeeper, with the clients, with each other broker)
   power-leader      SIGKILL the partition's leader and make its file system lose power
-                    (names and data drawn as tests/faults/lazyfs.py offers), restart it on the
+                    (names and data drawn as mmlog/testing/lazyfs.py offers), restart it on the
                     same data dir
   power-follower    the same for a broker that does not lead the partition
   power-any         the same for any broker
 
 With a partition kind drawn, each broker runs as a system user of its own and an nftables
-table of this process's own cuts their links (tests/replication/partitions.py); with a power
+table of this process's own cuts their links (mmlog/testing/network.py); with a power
 kind drawn, each broker's data dir is on a power-loss file system of its own
-(tests/faults/lazyfs.py), so that one broker loses power while the others run on. The table
+(mmlog/testing/lazyfs.py), so that one broker loses power while the others run on. The table
 is deleted and the file systems unmounted at the end, whatever happened.
 
 A restart follows after a random 0.2-2 s; after each fault the round waits for every
@@ -78,7 +78,7 @@ unknown outcome is there whole or not at all, transactions appear in each partit
 the order they ran, and the replicas are byte-identical.
 
 With --pipeline the load is exactly-once end to end: `--inputs` values are produced
-(acks=all) to an input topic first, then tests/interop/ctp_worker.py (librdkafka: read
+(acks=all) to an input topic first, then mmlog/testing/ctp_worker.py (librdkafka: read
 committed input, write each value with a "!" and commit the input offsets in the same
 transaction) copies them to an output topic while the faults hit; a worker that fails or
 is killed is replaced. The round passes when a read_committed reader finds every input
@@ -104,7 +104,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import confluent_kafka
 
@@ -112,17 +111,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mmlog.client.admin import Admin  # noqa: E402
 from mmlog.client.consumer import Consumer  # noqa: E402
-from mmlog.testing import BrokerFailed, ZooKeeperServer  # noqa: E402
-from tests.cluster.conftest import three_brokers, wait_for  # noqa: E402
-from tests.faults import lazyfs  # noqa: E402
-from tests.replication import partitions as net_cuts  # noqa: E402
-from tests.replication.conftest import REPLICATION  # noqa: E402
-from tests.replication.partitions import CLIENTS, ZK, Network, broker_user  # noqa: E402
-from tests.replication.replicas import partition_state  # noqa: E402
-from tests.replication.test_failover import check_replicas_identical, full_isr, leader_of  # noqa: E402
-from tests.replication.test_partitions import Writer, longest_gaps  # noqa: E402
-from tests.replication.test_reassignment import controller_of  # noqa: E402
-from tests.replication.test_transaction_coordinator import TXN, coordinator_of  # noqa: E402
+from mmlog.testing import BrokerFailed, ZooKeeperServer, lazyfs, network  # noqa: E402
+from mmlog.testing.cluster import (REPLICATION, TXN, check_replicas_identical, controller_of,  # noqa: E402
+                                   coordinator_of, full_isr, leader_of, partition_state, three_brokers, wait_for)
+from mmlog.testing.load import Writer  # noqa: E402
+from mmlog.testing.network import CLIENTS, ZK, Network, broker_user  # noqa: E402
 
 FAULTS = ("kill-leader", "kill-follower", "kill-controller", "kill-two", "hang-leader", "kill-all", "kill-processor",
           "kill-fetcher", "hang-controller")
@@ -453,8 +446,7 @@ class Unavailability:
 
     def __call__(self, began: float, undone: float) -> None:
         wait_for(lambda: self.acked_since(undone), timeout=60, what="acks=all acknowledgements on every partition")
-        load = SimpleNamespace(partitions=self.partitions, strict=self.writer)  # what longest_gaps reads
-        self.faults.append(longest_gaps(load, began, time.monotonic()))
+        self.faults.append(self.writer.longest_gaps(began, time.monotonic()))
 
 
 def run_round(n: int, rng, rig: Rig, args, tally: Tally) -> list[str]:
@@ -619,11 +611,11 @@ def run_txn_round(n: int, rng, rig: Rig, args, tally: Tally) -> list[str]:
 
 
 class Pipeline:
-    """tests/interop/ctp_worker.py copying `source` to `sink` in transactions (transactional id `txn_id`),
+    """mmlog/testing/ctp_worker.py copying `source` to `sink` in transactions (transactional id `txn_id`),
     replaced whenever it exits or is killed until the sink holds every input."""
 
     def __init__(self, brokers, source: str, sink: str, txn_id: str, partitions: int) -> None:
-        self.args = [sys.executable, "-m", "tests.interop.ctp_worker", ",".join(b.bootstrap for b in brokers),
+        self.args = [sys.executable, "-m", "mmlog.testing.ctp_worker", ",".join(b.bootstrap for b in brokers),
                      source, sink, f"{txn_id}-group", txn_id, str(partitions)]
         self.failures: list[str] = []
         self.worker = self._start()
@@ -728,7 +720,7 @@ def kinds_of(parser, spec: str | None, process: tuple[str, ...]) -> list[str]:
     unknown = set(kinds) - set(known)
     if unknown:
         parser.error(f"unknown faults {sorted(unknown)}; known: {', '.join(known)}, or {', '.join(groups)}")
-    why = [net_cuts.unavailable() if set(kinds) & set(PARTITION_FAULTS) else None,
+    why = [network.unavailable() if set(kinds) & set(PARTITION_FAULTS) else None,
            lazyfs.available() if set(kinds) & set(POWER_FAULTS) else None]
     if any(why):
         parser.error("; ".join(filter(None, why)))

@@ -69,8 +69,7 @@ def produce_through_kills(broker, kills: int = 6, interval: float = 0.7) -> Roun
     """Produce while `kills` of the broker's processors are SIGKILLed, `interval` s apart; flush, read back."""
     import confluent_kafka
 
-    from tests.processors.test_bad_input import connect
-    from tests.processors.test_concurrent_producers import read_all
+    from mmlog.testing.connections import connect, read_all
 
     client_log = ClientLog()
     producer = confluent_kafka.Producer({

@@ -24,10 +24,7 @@ from mmlog.config.settings import (
     Setting,
     parse_properties,
 )
-
-
-TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})  # Kafka's security protocols that encrypt
-SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})  # ... and those that authenticate with SASL
+from mmlog.config.security_protocols import PROTOCOLS, SASL_PROTOCOLS, TLS_PROTOCOLS
 
 
 def _positive_int(v: int) -> bool:
@@ -228,7 +225,6 @@ for _alias, (_target, _scale) in BROKER_ALIASES.items():
 BROKER_SETTINGS["log.dir"] = Setting("log.dir", str, "", "A single data directory (log.dirs wins).")
 
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SSL_PROTOCOLS = ("TLSv1.2", "TLSv1.3")

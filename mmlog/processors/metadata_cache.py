@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mmlog.protocol.schema import Encoded
+from mmlog.protocol.structs import Encoded
 
 
 class _Basis:

@@ -14,7 +14,8 @@ from .framing import DEFAULT_MAX_FRAME_SIZE, FrameReader
 from .header import (RequestHeader, parse_request_header, parse_response_header,
                      request_header_version, response_header_version)
 from .messages import APIS, Api, get_api, precompile, supported_versions
-from .schema import Encoded, Field, Message, Placeholder, Struct, parts_size
+from .schema import Field, Message, parts_size
+from .structs import Encoded, Placeholder, Struct
 
 __all__ = [
     "API_VERSIONS", "APIS", "Api", "DEFAULT_MAX_FRAME_SIZE", "EncodeError", "Encoded", "Field",

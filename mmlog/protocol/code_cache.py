@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 
-``schema`` writes every (struct, version) reader and writer as Python source and execs it (see its
+``codegen`` writes every (struct, version) reader and writer as Python source and execs it (see its
 ``_Generated``). ``precompile()`` generates 2,266 sources, of which 967 are distinct (a struct whose fields
 do not change between two versions has the same text in both), and ``compile()`` of them was most of its
 CPU: 0.42 s of a broker's start on a quiet machine (docs/benchmarks.md, ``test-suite-costs``).
@@ -12,7 +12,7 @@ CPU: 0.42 s of a broker's start on a quiet machine (docs/benchmarks.md, ``test-s
 text execs the same code object in its own namespace. That is safe because the generated code names every
 object it uses (``r0`` the reader of step 0, ``cls``, ``splice``...) as a global of that namespace: the
 text holds no per-codec state but field names and sizes, and the text is the key. A code object is
-immutable; its filename, which tracebacks show, is set per function by ``schema`` after the exec.
+immutable; its filename, which tracebacks show, is set per function by ``codegen`` after the exec.
 
 *Between processes* the code objects are kept in one file (`load`, `store`): every broker start, and the
 several hundred of a test-suite run, would otherwise compile the same 967 sources again (0.2-0.3 s of

@@ -281,7 +281,7 @@ def is_buffer(value) -> bool:
 def append_blob(out, value):
     """Append a bytes-like value; any other sized object becomes a separate part.
 
-    A value without the buffer protocol (e.g. a `schema.Placeholder` for a file
+    A value without the buffer protocol (e.g. a `structs.Placeholder` for a file
     range) can only be written into a `PartsWriter`, which cuts its byte chunk
     there and records the object, so the caller splices the real bytes in. A
     `PartsWriter` made with ``zero_copy=n`` does the same with buffers of n bytes

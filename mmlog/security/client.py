@@ -14,13 +14,11 @@ import socket
 import ssl
 from dataclasses import dataclass
 
-from mmlog.config.broker import SASL_PROTOCOLS, TLS_PROTOCOLS
+from mmlog.config.security_protocols import PROTOCOLS, SASL_PROTOCOLS, TLS_PROTOCOLS
 from mmlog.errors import SaslAuthenticationFailed, error_for_code
 from mmlog.protocol import FrameReader, RequestHeader, decode_response, encode_request
 from mmlog.protocol.messages import sasl_authenticate, sasl_handshake
 from mmlog.security import sasl, tls
-
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ class ClientSecurity:
             if not sasl_plain_username or sasl_plain_password is None:
                 raise ValueError(f"{protocol} needs sasl_plain_username and sasl_plain_password")
         context = ssl_context
-        if context is None and protocol in ("SSL", "SASL_SSL"):
+        if context is None and protocol in TLS_PROTOCOLS:
             context = tls.client_context(ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password,
                                          check_hostname=ssl_check_hostname)
         return cls(protocol, context, sasl_mechanism, sasl_plain_username or "", sasl_plain_password or "")

@@ -13,8 +13,8 @@ from mmlog.errors import KafkaError
 from mmlog.protocol.messages import metadata
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect, produce_one
-from tests.processors.test_concurrent_producers import read_all
+from mmlog.testing.connections import connect, read_all
+from tests.processors.test_bad_input import produce_one
 
 
 class Load:

@@ -289,7 +289,7 @@ def test_partitions_of_many_segments_fit_the_same_descriptor_budget(tmp_path):
 
 
 def test_partitions_closed_to_stay_within_the_open_budget_are_counted_and_warned_of_at_start(tmp_path):
-    from tests.metrics.scrape import scrape
+    from mmlog.testing.scrape import scrape
     from tests.client.consumer_tools import create_topic, produce, values
 
     config = {"metrics.listen": "127.0.0.1:0", "log.max.open.partitions": 8}

@@ -9,7 +9,8 @@ from mmlog.client.connection import ConnectionClosed
 from mmlog.errors import InvalidConfig, InvalidPartitions, InvalidTopic, TopicAlreadyExists, UnknownTopicOrPartition
 from mmlog.protocol.records import Record, build_batch
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect, produce_one
+from mmlog.testing.connections import connect
+from tests.processors.test_bad_input import produce_one
 
 
 @pytest.fixture(scope="module")

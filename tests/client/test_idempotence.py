@@ -14,8 +14,8 @@ import pytest
 from mmlog.client.producer import Producer
 from mmlog.protocol.records import iter_batches
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.connections import connect, fetch_one
 from tests.client.test_producer import fetch_all, topic_name
-from tests.processors.test_bad_input import connect, fetch_one
 
 
 def stored_headers(broker, topic):

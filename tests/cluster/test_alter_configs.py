@@ -17,7 +17,7 @@ from mmlog.client.producer import Producer
 from mmlog.errors import InvalidConfig, NotEnoughReplicas
 from mmlog.protocol.messages import alter_configs, describe_configs, incremental_alter_configs
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect
+from mmlog.testing.connections import connect
 
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 

@@ -9,9 +9,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
-from tests.cluster.conftest import three_brokers, wait_for
-from tests.replication.conftest import REPLICATION
-from tests.replication.replicas import partition_state
+from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers, wait_for
 
 
 def states_everywhere(brokers, topic: str, count: int):

@@ -16,7 +16,7 @@ from mmlog.client.producer import Producer
 from mmlog.errors import InvalidPartitions, InvalidReplicaAssignment, InvalidRequest, UnknownTopicOrPartition
 from mmlog.protocol.messages import create_partitions
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect
+from mmlog.testing.connections import connect
 
 
 @pytest.fixture(scope="module")

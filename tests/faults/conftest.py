@@ -4,7 +4,7 @@ import contextlib
 
 import pytest
 
-from tests.faults.lazyfs import broker_machine
+from mmlog.testing.lazyfs import broker_machine
 
 
 @pytest.fixture

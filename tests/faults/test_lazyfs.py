@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.faults.lazyfs import LazyFS, available
+from mmlog.testing.lazyfs import LazyFS, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 

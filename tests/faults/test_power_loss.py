@@ -1,4 +1,4 @@
-"""Power loss: the broker SIGKILLed and every write it had not fsynced forgotten (tests/faults/lazyfs.py).
+"""Power loss: the broker SIGKILLed and every write it had not fsynced forgotten (mmlog/testing/lazyfs.py).
 
 Each test runs a real broker whose data directory is on the power-loss file system, cuts the power
 (SIGKILL of every broker process, then the file system forgets what was not synced), starts the
@@ -30,9 +30,9 @@ from mmlog.system.files import fsync_dir
 from mmlog.log.partition import Partition
 from mmlog.protocol import records as rec
 from mmlog.testing import EmbeddedBroker
-from tests.faults.lazyfs import LazyFS, available
+from mmlog.testing.connections import connect, fetch_one
+from mmlog.testing.lazyfs import LazyFS, available
 from tests.log.logtools import check_indexes
-from tests.processors.test_bad_input import connect, fetch_one
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 

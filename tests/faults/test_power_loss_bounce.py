@@ -24,11 +24,9 @@ import confluent_kafka
 import pytest
 
 from mmlog.client.admin import Admin
-from tests.cluster.conftest import three_brokers, wait_for
-from tests.faults.lazyfs import available, homes
-from tests.replication.conftest import REPLICATION
-from tests.replication.test_failover import full_isr, leader_of, read_all
-from tests.replication.test_reassignment import controller_of
+from mmlog.testing.cluster import REPLICATION, controller_of, full_isr, leader_of, three_brokers, wait_for
+from mmlog.testing.lazyfs import available, homes
+from tests.replication.test_failover import read_all
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 

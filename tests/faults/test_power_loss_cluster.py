@@ -1,6 +1,6 @@
 """Power loss of one broker of three: its replicas recover by truncation to the leader, nothing acknowledged lost.
 
-Each broker's data directory is on a power-loss file system of its own (tests/faults/lazyfs.py), so one
+Each broker's data directory is on a power-loss file system of its own (mmlog/testing/lazyfs.py), so one
 broker loses power while the others keep running, as one machine of a cluster does.
 """
 
@@ -12,10 +12,9 @@ import time
 import pytest
 
 from mmlog.client.admin import Admin
-from tests.cluster.conftest import three_brokers, wait_for
-from tests.faults.lazyfs import available, homes
-from tests.replication.conftest import REPLICATION
-from tests.replication.test_failover import SteadyProducer, check_replicas_identical, full_isr, leader_of, read_all
+from mmlog.testing.cluster import REPLICATION, check_replicas_identical, full_isr, leader_of, three_brokers, wait_for
+from mmlog.testing.lazyfs import available, homes
+from tests.replication.test_failover import SteadyProducer, read_all
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 

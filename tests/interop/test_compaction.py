@@ -195,7 +195,8 @@ def test_the_cleaner_runs_as_a_process_of_its_own_that_the_supervisor_replaces(c
 
 def test_a_compacted_topic_refuses_records_without_a_key_as_kafka_does(cleaning_broker):
     from mmlog.protocol.records import build_batch
-    from tests.processors.test_bad_input import connect, produce_one
+    from mmlog.testing.connections import connect
+    from tests.processors.test_bad_input import produce_one
 
     create(cleaning_broker.bootstrap, "keys-only")
     with connect(cleaning_broker) as conn:

@@ -21,7 +21,7 @@ INPUTS, PARTITIONS = 3000, 2
 
 
 def start_worker(broker):
-    return subprocess.Popen([sys.executable, "-m", "tests.interop.ctp_worker", broker.bootstrap, "ctp-in", "ctp-out",
+    return subprocess.Popen([sys.executable, "-m", "mmlog.testing.ctp_worker", broker.bootstrap, "ctp-in", "ctp-out",
                              "ctp-group", "ctp-worker", str(PARTITIONS)], stderr=subprocess.PIPE, text=True)
 
 

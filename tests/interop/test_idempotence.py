@@ -5,8 +5,8 @@ from __future__ import annotations
 from mmlog.protocol.messages import init_producer_id, metadata
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect, produce_one
-from tests.processors.test_concurrent_producers import read_all
+from mmlog.testing.connections import connect, read_all
+from tests.processors.test_bad_input import produce_one
 from tools.soak_kills import problems, produce_through_kills
 
 

@@ -16,6 +16,7 @@ from mmlog.client.consumer import Consumer
 from mmlog.protocol import records as rec
 from mmlog.protocol.messages import fetch, list_offsets
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.connections import connect
 from tests.client.consumer_tools import (
     TxnProducer,
     create_topic,
@@ -23,7 +24,7 @@ from tests.client.consumer_tools import (
     produce,
     write_markers,
 )
-from tests.processors.test_bad_input import connect, produce_one
+from tests.processors.test_bad_input import produce_one
 
 COMMITTED, UNCOMMITTED = "read_committed", "read_uncommitted"
 

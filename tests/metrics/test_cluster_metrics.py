@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from mmlog.client.admin import Admin
 from mmlog.protocol import records as rec
-from tests.metrics.scrape import scrape
+from mmlog.testing.cluster import three_brokers, wait_for
+from mmlog.testing.scrape import scrape
 from tests.client.consumer_tools import produce_batches, values
-from tests.cluster.conftest import three_brokers, wait_for
 
 FAST = {"metrics.listen": "127.0.0.1:0", "replica.lag.time.max.ms": 1500, "replica.fetch.wait.max.ms": 200,
         "replica.fetch.backoff.ms": 100, "log.cleaner.enable": "false"}

@@ -23,7 +23,7 @@ from mmlog.config.broker import parse_metrics_listen
 from mmlog.protocol import records as rec
 from mmlog.protocol.messages import fetch, metadata, produce
 from mmlog.testing import EmbeddedBroker
-from tests.metrics.scrape import scrape, wait_for
+from mmlog.testing.scrape import scrape, wait_for
 from tests.client.consumer_tools import connect, create_topic, produce_batches, values
 
 METRICS_ON = {"metrics.listen": "127.0.0.1:0", "auto.create.topics.enable": "false"}
@@ -325,7 +325,7 @@ def test_a_flush_per_message_lands_in_the_flush_histogram(broker):
 def test_other_paths_are_not_found(broker):
     from urllib.error import HTTPError
 
-    from tests.metrics.scrape import scrape_text
+    from mmlog.testing.scrape import scrape_text
     with pytest.raises(HTTPError) as caught:
         scrape_text(broker, "/")
     assert caught.value.code == 404
@@ -380,7 +380,7 @@ def test_the_endpoint_is_off_by_default(tmp_path):
 
 
 def test_a_bare_port_listens_on_loopback_only(broker):
-    from tests.metrics.scrape import metrics_address
+    from mmlog.testing.scrape import metrics_address
     assert metrics_address(broker)[0] == "127.0.0.1"
 
 

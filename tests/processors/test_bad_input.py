@@ -8,20 +8,16 @@ import time
 
 import pytest
 
-from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.client.connection import ConnectionClosed
 from mmlog.processors import dispatch
 from mmlog.processors.request import CloseConnection
 from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import api_versions, fetch, list_offsets, metadata, produce
 from mmlog.protocol.records import build_batch
+from mmlog.testing.connections import connect, fetch_one
 
 CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, UNSUPPORTED_VERSION = 2, 3, 1, 35
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-
-
-def connect(broker) -> BrokerConnection:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    return BrokerConnection(host, int(port), timeout=10)
 
 
 def produce_request(topic, partition, records, acks=1, transactional_id=None):
@@ -33,14 +29,6 @@ def produce_one(conn, topic, partition, records, version=8, transactional_id=Non
     body = conn.request(produce.API_KEY, version, produce_request(topic, partition, records,
                                                                   transactional_id=transactional_id))
     return body.responses[0].partition_responses[0]
-
-
-def fetch_one(conn, topic, partition, offset, version=11, max_wait_ms=0):
-    body = conn.request(fetch.API_KEY, version, fetch.REQUEST(
-        max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
-        topics=[{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": offset,
-                                                  "partition_max_bytes": 1 << 20}]}]))
-    return body.responses[0].partitions[0]
 
 
 def assert_closed(conn):

@@ -3,23 +3,12 @@
 import threading
 
 from mmlog.protocol.messages import metadata
-from mmlog.protocol.records import build_batch, decode_records, iter_batches
-from tests.processors.test_bad_input import connect, fetch_one, produce_one
+from mmlog.protocol.records import build_batch
+from mmlog.testing.connections import connect, read_all
+from tests.processors.test_bad_input import produce_one
 
 PRODUCERS = 6
 BATCHES = 300
-
-
-def read_all(conn, topic):
-    records, offset = [], 0
-    while True:
-        part = fetch_one(conn, topic, 0, offset)
-        data = bytes(part.records)
-        if not data:
-            return records
-        for pos, header in iter_batches(data):
-            records += [r for r in decode_records(data, pos) if r.offset >= offset]
-        offset = records[-1].offset + 1
 
 
 def test_six_connections_appending_to_one_partition_give_dense_offsets_and_lose_nothing(broker):

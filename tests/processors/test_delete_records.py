@@ -17,7 +17,7 @@ from mmlog.client.producer import Producer
 from mmlog.errors import OffsetOutOfRange
 from mmlog.protocol.messages import delete_records, fetch
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect
+from mmlog.testing.connections import connect
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from kafka.admin import KafkaAdminClient
 from mmlog.client.producer import Producer
 from mmlog.protocol.messages import describe_cluster, describe_log_dirs
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect
+from mmlog.testing.connections import connect
 from tests.processors.test_handlers import make_topic
 
 

@@ -14,7 +14,7 @@ from mmlog.client.connection import ConnectionClosed
 from mmlog.protocol.messages import (create_topics, heartbeat, init_producer_id, join_group, leave_group,
                                      list_groups, metadata, offset_commit, offset_fetch, sync_group)
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect
+from mmlog.testing.connections import connect
 
 INCONSISTENT_GROUP_PROTOCOL, MEMBER_ID_REQUIRED, INVALID_REQUEST = 23, 79, 42
 INVALID_PRODUCER_EPOCH, UNSTABLE_OFFSET_COMMIT, UNKNOWN_TOPIC_ID = 47, 88, 100

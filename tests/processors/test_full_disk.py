@@ -13,8 +13,9 @@ from mmlog.client.producer import Producer
 from mmlog.errors import KafkaStorageError
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.connections import connect, fetch_one
 from tests import disk
-from tests.processors.test_bad_input import connect, fetch_one, produce_one
+from tests.processors.test_bad_input import produce_one
 from tests.processors.test_handlers import make_topic
 
 KAFKA_STORAGE_ERROR = 56

@@ -22,8 +22,8 @@ from mmlog.protocol import RequestHeader, decode_request, decode_response, encod
 from mmlog.protocol.messages import api_versions, metadata, produce
 from mmlog.protocol.records import build_batch, decode_records, iter_batches
 from mmlog.testing import HandlerContext
-from tests.processors.test_bad_input import (CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, assert_closed, connect,
-                                             fetch_one)
+from mmlog.testing.connections import connect, fetch_one
+from tests.processors.test_bad_input import CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, assert_closed
 
 INVALID_REQUIRED_ACKS = 21
 

@@ -6,7 +6,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from mmlog.protocol.messages import describe_configs, metadata, offset_for_leader_epoch
 from mmlog.protocol.records import build_batch, iter_batches
-from tests.processors.test_bad_input import connect, produce_one
+from mmlog.testing.connections import connect
+from tests.processors.test_bad_input import produce_one
 
 
 def make_topic(conn, name):

@@ -6,7 +6,7 @@ import time
 
 from mmlog.protocol.messages import api_versions, metadata
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect, fetch_one
+from mmlog.testing.connections import connect, fetch_one
 from tests.processors.test_request_memory import MiB, open_socket, still_open
 
 IDLE_MS = 1000

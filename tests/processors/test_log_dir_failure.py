@@ -15,8 +15,9 @@ import pytest
 from mmlog.protocol.messages import metadata
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.connections import connect, fetch_one
 from tests import disk
-from tests.processors.test_bad_input import connect, fetch_one, produce_one
+from tests.processors.test_bad_input import produce_one
 from tests.processors.test_handlers import make_topic
 
 KAFKA_STORAGE_ERROR = 56

@@ -16,7 +16,8 @@ from mmlog.protocol import RequestHeader, decode_response, encode_request
 from mmlog.protocol.messages import fetch, metadata
 from mmlog.protocol.records import build_batch
 from mmlog.testing import HandlerContext
-from tests.processors.test_bad_input import connect, fetch_one, produce_one
+from mmlog.testing.connections import connect, fetch_one
+from tests.processors.test_bad_input import produce_one
 
 
 def test_a_parked_fetch_wakes_within_milliseconds_of_a_produce_on_any_processor(broker):

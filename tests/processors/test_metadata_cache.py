@@ -14,7 +14,7 @@ from mmlog.log.manager import TopicInfo
 from mmlog.processors.metadata_cache import TopicEntries
 from mmlog.protocol import RequestHeader, encode_request, response_header_version
 from mmlog.protocol.messages import metadata
-from tests.processors.test_bad_input import connect
+from mmlog.testing.connections import connect
 
 
 def raw_metadata(conn, version: int, names: list[str] | None = None) -> bytes:

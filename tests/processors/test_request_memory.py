@@ -14,7 +14,8 @@ from mmlog.protocol import FrameReader, RequestHeader, decode_response, encode_r
 from mmlog.protocol.messages import metadata, produce
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect, fetch_one, produce_one, produce_request
+from mmlog.testing.connections import connect, fetch_one
+from tests.processors.test_bad_input import produce_one, produce_request
 
 MiB = 1 << 20
 

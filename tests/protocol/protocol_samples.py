@@ -11,7 +11,8 @@ import itertools
 import uuid
 
 from mmlog.protocol.messages import APIS
-from mmlog.protocol.schema import Field, Message, StructType, in_range
+from mmlog.protocol.schema import Field, Message
+from mmlog.protocol.structs import StructType, in_range
 
 _INT_LIMITS = {"int8": 120, "int16": 30000, "uint16": 60000, "int32": 2**31 - 1,
                "uint32": 2**32 - 1, "int64": 2**63 - 1}

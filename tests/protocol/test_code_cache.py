@@ -14,11 +14,12 @@ import zlib
 
 import pytest
 
-from mmlog.protocol import schema
+from mmlog.protocol import codegen
 from mmlog.protocol.code_cache import ENV, FORMAT, HEADER, CodeCache, cache_file, default_directory, load, store
 from mmlog.protocol.errors import TruncatedError
 from mmlog.protocol.messages import APIS
-from mmlog.protocol.schema import Struct, compile_struct
+from mmlog.protocol.codegen import compile_struct
+from mmlog.protocol.structs import Struct
 from .protocol_samples import every_api_version, sample
 
 CASES = [(api, version, kind) for api, version in every_api_version() for kind in ("request", "response")]
@@ -47,7 +48,7 @@ def _build(codes, apis=APIS.values()) -> dict:
     taken from `codes`."""
     messages = [m for api in apis for m in (api.request, api.response)]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(schema, "CODE", codes)
+        mp.setattr(codegen, "CODE", codes)
         return {(m, v): compile_struct(m, v, m.is_flexible(v))
                 for m in messages for v in range(m.min_version, m.max_version + 1)}
 
@@ -111,8 +112,8 @@ def test_a_traceback_through_shared_code_names_the_codec_and_version_it_ran():
 
 
 def test_a_process_after_the_first_compiles_no_codec(tmp_path):
-    script = ("from mmlog.protocol import precompile, schema; precompile(); "
-              "print(schema.CODE.compiled, len(schema.CODE.used))")
+    script = ("from mmlog.protocol import codegen, precompile; precompile(); "
+              "print(codegen.CODE.compiled, len(codegen.CODE.used))")
     env = {**os.environ, ENV: str(tmp_path / "cache")}
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True,
                            timeout=120).stdout.split() for _ in range(2)]

@@ -6,7 +6,8 @@ import pytest
 
 from mmlog.protocol.errors import EncodeError, UnsupportedVersionError
 from mmlog.protocol.messages import metadata
-from mmlog.protocol.schema import Encoded, Field, Message, error_codes
+from mmlog.protocol.schema import Field, Message, error_codes
+from mmlog.protocol.structs import Encoded
 from tests.protocol.test_schema import EXAMPLE, VALUE
 
 # Items with a tagged field of their own (their writer takes the instance road, not the dict one).

@@ -19,7 +19,7 @@ from mmlog.protocol import (RequestHeader, api_versions_body, decode_request,  #
                             decode_response, encode_request, encode_response)
 from mmlog.protocol.messages import (fetch, join_group, list_offsets, metadata,  # noqa: E402
                                      offset_commit, produce)
-from mmlog.protocol.schema import Struct  # noqa: E402
+from mmlog.protocol.structs import Struct  # noqa: E402
 from .protocol_samples import every_api_version, sample  # noqa: E402
 
 KP_MODULES = [importlib.import_module(f"kafka.protocol.{group}")

@@ -154,7 +154,7 @@ def test_precompile_compiles_every_version():
 
 
 def test_every_message_value_unpickles_in_a_fresh_process():
-    """A control-channel pickle names only `schema._restore`; importing it registers every message."""
+    """A control-channel pickle names only `structs._restore`; importing it registers every message."""
     values = [sample(_message(api, kind), api.max_version) for api in APIS.values() for kind in ("request", "response")]
     script = "import pickle, sys; print(*(type(v).__qualname__ for v in pickle.load(sys.stdin.buffer)))"
     out = subprocess.run([sys.executable, "-c", script], input=pickle.dumps(values), capture_output=True, check=True)

@@ -6,7 +6,8 @@ import pytest
 
 from mmlog.protocol.errors import EncodeError, ProtocolError, UnsupportedVersionError
 from mmlog.protocol.primitives import PartsWriter
-from mmlog.protocol.schema import Field, Message, Placeholder, parse_versions, parts_size
+from mmlog.protocol.schema import Field, Message, parts_size
+from mmlog.protocol.structs import Placeholder, parse_versions
 
 # A made-up message exercising each feature once: a field added in v1, one
 # removed after v1, nullability from v1, a struct array, flexible from v2 and a

@@ -6,8 +6,7 @@ from __future__ import annotations
 from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
 from mmlog.log.state import PartitionState
-from tests.replication.conftest import wait_for
-from tests.replication.replicas import partition_state
+from mmlog.testing.cluster import partition_state, wait_for
 
 
 def log_start(broker, topic: str, partition: int = 0) -> int:

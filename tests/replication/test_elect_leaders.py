@@ -17,9 +17,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.client.records import TopicPartition
 from mmlog.errors import EligibleLeadersNotAvailable, ElectionNotNeeded, PreferredLeaderNotAvailable
-from tests.cluster.conftest import three_brokers, wait_for
-from tests.replication.conftest import REPLICATION
-from tests.replication.replicas import partition_state
+from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers, wait_for
 
 NO_REBALANCE = {**REPLICATION, "auto.leader.rebalance.enable": False}
 

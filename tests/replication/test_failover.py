@@ -22,9 +22,8 @@ from mmlog.client.consumer import Consumer
 from mmlog.client.producer import Producer
 from mmlog.errors import NotEnoughReplicas
 from mmlog.protocol.messages import metadata
-from tests.processors.test_bad_input import connect
-from tests.replication.conftest import wait_for
-from tests.replication.replicas import log_bytes, partition_state
+from mmlog.testing.cluster import check_replicas_identical, full_isr, leader_of, partition_state, wait_for
+from mmlog.testing.connections import connect
 
 TOPIC = "failover"
 
@@ -64,20 +63,6 @@ class SteadyProducer(threading.Thread):
         self.join(150)
 
 
-def leader_of(brokers, topic: str, partition: int = 0):
-    """The live broker among these that leads the partition, once the metadata says so: a leader killed a
-    moment ago stays in the metadata until the controller sees its session end."""
-    live = {b.broker_id: b for b in brokers if b.proc.poll() is None}
-    [leader] = wait_for(lambda: (s := partition_state(next(iter(live.values())).bootstrap, topic, partition))[0]
-                        in live and [s[0]], what=f"a live leader of {topic}-{partition}")
-    return live[leader]
-
-
-def full_isr(brokers, topic: str, partitions: int) -> None:
-    wait_for(lambda: all(len(partition_state(brokers[0].bootstrap, topic, p)[2]) == 3 for p in range(partitions)),
-             timeout=40, what="every replica back in the ISR")
-
-
 def leave_leader_alone(brokers, topic: str):
     """Create a one-partition RF 3 topic, kill both followers, wait for the ISR to shrink; (leader, the dead)."""
     with Admin(brokers[0].bootstrap) as admin:
@@ -112,12 +97,6 @@ def read_all(bootstrap: str, topic: str, partitions: int, until: dict[int, int])
         wait_for(lambda: [got[r.partition].__setitem__(r.offset, r.value) for r in consumer.poll(0.5)] is not None
                  and all(len(got[p]) >= until[p] for p in range(partitions)), timeout=60, what="every record")
     return got
-
-
-def check_replicas_identical(brokers, topic: str, partitions: int) -> None:
-    for p in range(partitions):
-        wait_for(lambda p=p: len({log_bytes(b.data_dir, topic, p) for b in brokers}) == 1, timeout=30,
-                 what=f"identical replicas of {topic}-{p}")
 
 
 def test_killed_and_hung_leaders_lose_no_acknowledged_record(replicated):
@@ -385,7 +364,8 @@ def test_kcat_lists_replicas_and_isr_and_produces_through_a_leader_change(replic
 def test_acks_all_answers_request_timed_out_when_followers_do_not_fetch_within_timeout_ms(replicated):
     from mmlog.protocol.messages import produce
     from mmlog.protocol.records import build_batch
-    from tests.processors.test_bad_input import connect, produce_one
+    from mmlog.testing.connections import connect
+    from tests.processors.test_bad_input import produce_one
 
     with Admin(replicated[0].bootstrap) as admin:
         admin.create_topic("slow-isr", 1, replication_factor=3)

@@ -10,11 +10,8 @@ from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.client.producer import Producer
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.cluster import REPLICATION, SESSION_MS, full_isr, partition_state, wait_for
 from tests import disk
-from tests.cluster.conftest import SESSION_MS, wait_for
-from tests.replication.conftest import REPLICATION
-from tests.replication.replicas import partition_state
-from tests.replication.test_failover import full_isr
 
 TOPIC, PARTITIONS = "disks", 6
 

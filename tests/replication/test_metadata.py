@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from mmlog.client.admin import Admin
 from mmlog.protocol.messages import metadata
-from tests.processors.test_bad_input import connect
+from mmlog.testing.cluster import wait_for
+from mmlog.testing.connections import connect
 from tests.processors.test_metadata_cache import raw_metadata
-from tests.replication.conftest import wait_for
 
 
 def partition_zero(conn, topic: str, version: int = 12):

@@ -13,7 +13,7 @@ import threading
 from types import SimpleNamespace
 
 from mmlog.testing import as_user
-from tests.replication.partitions import ZK, Network, broker_user, skip_unless_root
+from mmlog.testing.network import ZK, Network, broker_user, skip_unless_root
 
 # Connects to argv[1], sends a line, prints what comes back or "cut" if nothing does within a second.
 CLIENT = ("import socket, sys\n"

@@ -1,7 +1,7 @@
 """Network partitions: brokers that keep running while some links are cut, on a real ZooKeeper.
 
 Three brokers, each its own system user, ZooKeeper and the clients as root, all on 127.0.0.1; an
-nftables table of the test's own cuts and heals links (`partitions.py`). Unlike SIGSTOP, a
+nftables table of the test's own cuts and heals links (`mmlog/testing/network.py`). Unlike SIGSTOP, a
 partitioned broker goes on acting on what it last believed: a leader cut from ZooKeeper still
 answers clients, a follower cut from its leader still holds a session. The ZooKeeper session is
 3 s and replica.lag.time.max.ms 2 s, so every cut here outlasts both within seconds.
@@ -12,11 +12,9 @@ Skipped, with the reason, unless run as root with nft and setpriv (`.ci/run` ins
 from __future__ import annotations
 
 import random
-import threading
 import time
 from collections import Counter
 
-import confluent_kafka
 import pytest
 
 from mmlog.cluster import paths
@@ -24,11 +22,12 @@ from mmlog.cluster.paths import LeaderAndIsr
 from mmlog.client.admin import Admin
 from mmlog.errors import KafkaError
 from mmlog.protocol.messages import list_groups
-from tests.processors.test_bad_input import connect
-from tests.replication.conftest import REPLICATION, three_brokers, wait_for
-from tests.replication.partitions import ZK, Network, broker_user, skip_unless_root
-from tests.replication.replicas import log_bytes
-from tests.replication.test_failover import check_replicas_identical, full_isr, leader_of, read_all
+from mmlog.testing.cluster import (REPLICATION, check_replicas_identical, full_isr, leader_of, log_bytes, three_brokers,
+                                   wait_for)
+from mmlog.testing.connections import connect
+from mmlog.testing.load import Writer
+from mmlog.testing.network import ZK, Network, broker_user, skip_unless_root
+from tests.replication.test_failover import read_all
 
 
 @pytest.fixture
@@ -127,56 +126,6 @@ def test_a_follower_without_a_zookeeper_session_stays_out_of_the_isr_until_it_re
 # ---------------------------------------------------------------- load and what it saw
 
 
-class Writer(threading.Thread):
-    """librdkafka producing unique values (`<prefix>-<n>`) round-robin over a topic's partitions at a steady
-    rate; keeps each acknowledged value's partition, offset and when its acknowledgement came."""
-
-    def __init__(self, brokers, topic: str, partitions: int, acks: str, idempotent: bool, rate: int) -> None:
-        super().__init__(daemon=True)
-        self.topic, self.partitions, self.rate = topic, partitions, rate
-        self.prefix = b"all" if acks == "all" else b"one"
-        self.producer = confluent_kafka.Producer({
-            "bootstrap.servers": ",".join(b.bootstrap for b in brokers), "acks": acks,
-            "enable.idempotence": idempotent, "linger.ms": 5, "retry.backoff.ms": 100,
-            "message.timeout.ms": 120_000, "request.timeout.ms": 4000,  # a zombie's parked acks=all answer sooner
-            "topic.metadata.refresh.interval.ms": 1000, "reconnect.backoff.max.ms": 1000})
-        self.acked: dict[bytes, tuple[int, int, float]] = {}  # value -> (partition, offset, monotonic ack time)
-        self.errors: list = []
-        self.sent = 0
-        self._halt = threading.Event()
-        self._lock = threading.Lock()
-
-    def _delivered(self, err, msg) -> None:
-        if err is None:
-            with self._lock:  # the test's thread reads acked while this one writes it
-                self.acked[msg.value()] = (msg.partition(), msg.offset(), time.monotonic())
-        else:
-            self.errors.append(err)
-
-    def snapshot(self) -> list[tuple[bytes, tuple[int, int, float]]]:
-        """The acknowledgements so far: (value, (partition, offset, ack time))."""
-        with self._lock:
-            return list(self.acked.items())
-
-    def run(self) -> None:
-        step = max(1, self.rate // 50)
-        while not self._halt.is_set():
-            for _ in range(step):
-                self.producer.produce(self.topic, b"%s-%08d" % (self.prefix, self.sent),
-                                      partition=self.sent % self.partitions, on_delivery=self._delivered)
-                self.sent += 1
-            self.producer.poll(0.02)
-        self.producer.flush(150)
-        self.producer = None  # librdkafka's handle goes now, not when the collector gets to it
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(160)
-
-    def acks_after(self, p: int, t: float) -> list[float]:
-        return sorted(at for _, (q, _, at) in self.snapshot() if q == p and at > t)
-
-
 class Load:
     """An idempotent acks=all writer (whose acknowledgements the scenarios assert) and an acks=1 writer beside
     it (whose losses they report) on one topic: 3 partitions, replication factor 3, min.insync.replicas 2."""
@@ -211,17 +160,6 @@ def healed(brokers, zk, topic: str, partitions: int) -> None:
              and len(zk.get_children(paths.BROKER_IDS)) == 3, timeout=60, what="the cluster whole again")
 
 
-def longest_gaps(load: Load, start: float, end: float) -> dict[int, float]:
-    """Per partition: the longest time without an acks=all acknowledgement in [start, end]. From the cut to
-    after the heal, it is the partition's unavailability: for a partition whose leader was cut, the time
-    from its last acknowledgement through the old leader to the first through the new one."""
-    gaps = {}
-    for p in range(load.partitions):
-        times = [start] + [t for t in load.strict.acks_after(p, start) if t <= end] + [end]
-        gaps[p] = round(max(b - a for a, b in zip(times, times[1:])), 2)
-    return gaps
-
-
 def verify(name: str, load: Load, brokers, zk, cut_at: float, note: str = "", logs_from=None) -> dict:
     """After healing: every acknowledged acks=all record exactly once at its acknowledged offset, no two
     acknowledged at one offset, replicas byte-identical, no broker logging an error (since `logs_from`:
@@ -248,7 +186,7 @@ def verify(name: str, load: Load, brokers, zk, cut_at: float, note: str = "", lo
     report = {"acks=all acknowledged": len(strict), "lost": 0, "duplicated": 0,
               "acks=1 acknowledged": len(loose), "acks=1 lost": len(loose_lost),
               "acks=1 failed": len(load.loose.errors), "acks=1 duplicated": sum(stored[v] > 1 for v in loose)}
-    report["unavailability s"] = longest_gaps(load, cut_at, load.resumed_at)
+    report["unavailability s"] = load.strict.longest_gaps(cut_at, load.resumed_at)
     print(f"\n[{name}] {report} {note}")
     report["acks=1 lost values"] = set(loose_lost)
     return report
@@ -351,7 +289,7 @@ def test_a_follower_cut_from_its_leader_only(split, zk):
             time.sleep(CUT_S)
             end = time.monotonic()
             isr0 = zk_state(zk, "follower", 0).isr
-        gaps = longest_gaps(load, cut_at, end)
+        gaps = load.strict.longest_gaps(cut_at, end)
         load.resumed(end)
     assert follower not in isr0 and leader in isr0, f"partition 0's ISR during the cut: {isr0}"
     assert leaders(zk, "follower", 3) == before, "no leader should move"
@@ -374,7 +312,7 @@ def test_a_broker_cut_from_the_clients_only(split, zk):
         with net.partitioned((cut_off, "clients")):
             time.sleep(CUT_S)
             end = time.monotonic()
-        gaps = longest_gaps(load, cut_at, end)
+        gaps = load.strict.longest_gaps(cut_at, end)
         load.resumed(end)
     assert leaders(zk, "unreachable", 3) == before, "a broker only the clients lost must keep its leaderships"
     assert all(gaps[p] > CUT_S - 1.5 for p in range(3) if before[p] == cut_off), gaps

@@ -22,21 +22,12 @@ from mmlog.client.cluster import Cluster
 from mmlog.client.records import TopicPartition
 from mmlog.errors import (InvalidReplicaAssignment, NoReassignmentInProgress, NotController,
                           ReassignmentInProgress, UnknownTopicOrPartition)
-from tests.cluster.conftest import wait_for
-from tests.replication.replicas import partition_state
-from tests.replication.test_failover import SteadyProducer, check_replicas_identical, read_all
+from mmlog.testing.cluster import check_replicas_identical, controller_of, partition_state, wait_for
+from tests.replication.test_failover import SteadyProducer, read_all
 
 
 def by_id(brokers, node: int):
     return next(b for b in brokers if b.broker_id == node)
-
-
-def controller_of(brokers, bootstrap: str | None = None) -> int:
-    """Metadata's controller id, asked of `bootstrap` (a paused broker would not answer) or the first live one."""
-    bootstrap = bootstrap or next(b for b in brokers if b.proc.poll() is None).bootstrap
-    meta = Cluster(bootstrap, timeout=5)
-    meta.refresh([])
-    return meta.controller_id
 
 
 def moved_to(brokers, topic: str, replicas: list[int], partition: int = 0, bootstrap: str | None = None) -> None:

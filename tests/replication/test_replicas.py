@@ -12,8 +12,7 @@ from mmlog.client.consumer import Consumer
 from mmlog.client.producer import Producer
 from mmlog.errors import InvalidReplicationFactor
 from mmlog.protocol.messages import list_offsets
-from tests.replication.conftest import wait_for
-from tests.replication.replicas import log_bytes, partition_state
+from mmlog.testing.cluster import log_bytes, partition_state, wait_for
 
 
 def test_a_replicated_topic_puts_each_partition_on_three_brokers_and_leaders_spread(replicated):
@@ -77,7 +76,8 @@ def list_latest(conn, topic: str, replica_id: int = -1, current_leader_epoch: in
 
 
 def test_followers_refuse_consumers_and_producers_so_clients_follow_the_leader(replicated):
-    from tests.processors.test_bad_input import connect, fetch_one, produce_one
+    from mmlog.testing.connections import connect, fetch_one
+    from tests.processors.test_bad_input import produce_one
     from mmlog.protocol.records import build_batch
 
     with Admin(replicated[0].bootstrap) as admin:

@@ -23,9 +23,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.records import TopicPartition
 from mmlog.errors import InvalidConfig
 from mmlog.testing import EmbeddedBroker
-from tests.cluster.conftest import three_brokers
-from tests.replication.conftest import REPLICATION
-from tests.replication.replicas import partition_state
+from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers
 from tests.replication.test_reassignment import by_id, moved_to
 
 RATE = 512 << 10  # bytes/s

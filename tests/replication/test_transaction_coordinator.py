@@ -8,27 +8,8 @@ import sys
 import confluent_kafka
 
 from mmlog.client.admin import Admin
-from mmlog.protocol.messages import find_coordinator
-from tests.cluster.conftest import three_brokers
-from tests.processors.test_bad_input import connect
-from tests.replication.conftest import REPLICATION, wait_for
-from tests.replication.test_failover import LibrdkafkaReader, full_isr, leader_of
-
-TXN = {"transaction.state.log.num.partitions": 3, "transaction.state.log.replication.factor": 3,
-       "transaction.state.log.min.isr": 2, "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
-
-
-def coordinator_of(brokers, txn_id: str):
-    live = [b for b in brokers if b.proc.poll() is None]
-
-    def ask():
-        with connect(live[0]) as conn:
-            r = conn.request(find_coordinator.API_KEY, 2, key=txn_id, key_type=1)
-        return [r.node_id] if r.error_code == 0 else None  # a list: broker 0 is a node id too
-
-    [node] = wait_for(ask, what=f"the coordinator of {txn_id}")
-    return next(b for b in brokers if b.broker_id == node)
-
+from mmlog.testing.cluster import REPLICATION, TXN, coordinator_of, full_isr, leader_of, three_brokers
+from tests.replication.test_failover import LibrdkafkaReader
 
 def read_committed(brokers, topic: str, expect: int) -> list[bytes]:
     """Partition 0 as a read_committed librdkafka consumer sees it: `expect` values, then half a second

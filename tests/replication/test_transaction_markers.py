@@ -6,11 +6,9 @@ from __future__ import annotations
 from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.log import txn_index
+from mmlog.testing.cluster import full_isr, leader_of, log_bytes, wait_for
 from tests.client.consumer_tools import TxnProducer, produce, write_markers
 from tests.interop.test_read_committed import latest
-from tests.replication.conftest import wait_for
-from tests.replication.replicas import log_bytes
-from tests.replication.test_failover import full_isr, leader_of
 
 TOPIC = "txn-replicated"
 

@@ -18,8 +18,7 @@ from mmlog.protocol.messages import metadata
 from mmlog.replication.peer import PeerConnection
 from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
-from tests.cluster.conftest import three_brokers, wait_for
-from tests.replication.conftest import REPLICATION
+from mmlog.testing.cluster import REPLICATION, three_brokers, wait_for
 
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")

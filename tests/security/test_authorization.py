@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from mmlog.testing import EmbeddedBroker
-from tests.security.conftest import add_users
+from mmlog.testing.security import add_users
 
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")

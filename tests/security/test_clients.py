@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from tests.security.conftest import PASSWORD
+from mmlog.testing.security import PASSWORD
 
 ck = pytest.importorskip("confluent_kafka")
 ck_admin = pytest.importorskip("confluent_kafka.admin")

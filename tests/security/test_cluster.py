@@ -14,8 +14,7 @@ from mmlog.client import Admin, Producer
 from mmlog.client.cluster import Cluster
 from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
-from tests.cluster.conftest import three_brokers, wait_for
-from tests.replication.conftest import REPLICATION
+from mmlog.testing.cluster import REPLICATION, three_brokers, wait_for
 
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";'
 

@@ -10,7 +10,7 @@ import pytest
 from mmlog.client import Admin, Consumer, Producer
 from mmlog.client.records import TopicPartition
 from mmlog.errors import ResourceNotFound, SaslAuthenticationFailed, UnacceptableCredential
-from tests.security.conftest import PASSWORD
+from mmlog.testing.security import PASSWORD
 
 N = 50
 

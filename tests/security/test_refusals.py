@@ -23,7 +23,8 @@ from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
 from mmlog.security.tls import client_context, principal_of
 from mmlog.testing import EmbeddedBroker
-from tests.security.conftest import add_users, closed_by_broker, raw, security_config
+from mmlog.testing.security import add_users, security_config
+from tests.security.conftest import closed_by_broker, raw
 
 TIMEOUT = 5.0
 

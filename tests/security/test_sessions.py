@@ -12,7 +12,8 @@ from mmlog.protocol.messages import metadata, sasl_authenticate, sasl_handshake
 from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
 from mmlog.testing import EmbeddedBroker
-from tests.security.conftest import PASSWORD, add_users, closed_by_broker, raw, security_config
+from mmlog.testing.security import PASSWORD, add_users, security_config
+from tests.security.conftest import closed_by_broker, raw
 
 REAUTH_MS = 1500
 

@@ -8,7 +8,7 @@ import pytest
 from mmlog.client import Producer
 from mmlog.spark.fetch import RangeFetcher
 from mmlog.spark.options import ReadOptions, WriteOptions
-from tests.security.conftest import PASSWORD
+from mmlog.testing.security import PASSWORD
 
 JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="{PASSWORD}";'
 

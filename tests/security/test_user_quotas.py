@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from mmlog.client import Admin, Producer
-from tests.security.conftest import PASSWORD
+from mmlog.testing.security import PASSWORD
 
 ALICE = (("user", "alice"),)
 

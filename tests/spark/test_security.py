@@ -6,7 +6,7 @@ import pytest
 
 from mmlog.client import Admin
 from mmlog.testing import EmbeddedBroker
-from tests.security.conftest import PASSWORD, add_users, make_pki, security_config
+from mmlog.testing.security import PASSWORD, add_users, make_pki, security_config
 
 JAAS = f'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="{PASSWORD}";'
 

@@ -8,8 +8,7 @@ import random
 
 import pytest
 
-from tests.faults import lazyfs
-from tests.replication import partitions
+from mmlog.testing import lazyfs, network
 from tools import soak_failover
 from tools.soak_failover import TransactionalLoad, problems, txn_problems
 
@@ -63,7 +62,7 @@ def test_a_transactional_round_with_its_coordinator_killed_passes(capsys):
 def test_a_round_with_a_follower_cut_from_its_leader_and_a_follower_losing_power_passes(capsys):
     """Seed 1 draws cut-follower, then power-follower: each broker runs as its own user on its own power-loss
     file system, and the round's checks, the acks=1 report and the unavailabilities come out."""
-    why = partitions.unavailable() or lazyfs.available()
+    why = network.unavailable() or lazyfs.available()
     if why:
         pytest.skip(why)
     assert soak_failover.main(["--rounds", "1", "--faults", "2", "--kinds", "cut-follower,power-follower",

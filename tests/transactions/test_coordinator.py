@@ -14,7 +14,7 @@ import pytest
 from mmlog.protocol.messages import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions, end_txn,
                                      find_coordinator, init_producer_id, list_transactions, metadata)
 from mmlog.testing import EmbeddedBroker
-from tests.processors.test_bad_input import connect
+from mmlog.testing.connections import connect
 
 CONFIG = {"transaction.state.log.num.partitions": 3, "transaction.max.timeout.ms": 120_000}
 INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 47, 48, 49

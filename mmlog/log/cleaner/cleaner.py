@@ -89,6 +89,10 @@ Test hook: the environment variable MMLOG_CLEANER_CRASH_AT=<point> makes the
 cleaner process os._exit(CRASH_EXIT) at that point (`CRASH_POINTS`); only the
 crash-point tests set it.
 
+Beside this module: windows.py reads a segment a window at a time, partition_files.py the rest of
+a partition's files (the cleaned indexes, the checkpoint's first dirty offset), kernels.py walks and
+rewrites batches, segment_swap.py swaps cleaned segments in, manager.py runs the cleaner's process.
+
 What it reports: `cleaner-status.json` in the first log dir (per log: dirty ratio,
 first dirty offset, last run and its figures), read by `mmlog topics describe
 --log-dirs`; the broker's totals are in its metrics block (docs/metrics.md).
@@ -97,22 +101,21 @@ first dirty offset, last run and its figures), read by `mmlog topics describe
 from __future__ import annotations
 
 import logging
-import mmap
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from mmlog.log import txn_index
 from mmlog.log.cleaner import checkpoint as cleaner_checkpoint, kernels as ck, segment_swap
-from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_file
-from mmlog.system.files import atomic_write
-from mmlog.log.kernels import CRC_TABLES, scan_segment
 from mmlog.log.cleaner.offset_map import OffsetMap
-from mmlog.protocol import compression, lz4_frame
+from mmlog.log.cleaner.partition_files import (carry_txnindex, group_segments, segment_max_timestamp, segment_size,
+                                               set_first_dirty, write_indexes)
+from mmlog.log.cleaner.windows import WINDOW_BYTES, WINDOW_RECORDS, Rows, Source, Window
+from mmlog.log.files import LOG_SUFFIX
+from mmlog.log.kernels import CRC_TABLES
+from mmlog.protocol import compression
 
 log = logging.getLogger(__name__)
 
@@ -121,12 +124,7 @@ CRASH_EXIT = 77
 CRASH_POINTS = ("cleaned-written", "swap-begun", "swap-committed", "old-segments-deleted", "swap-indexes-renamed",
                 "swap-renamed", "before-checkpoint")
 STATUS_FILE = "cleaner-status.json"
-INT32_MAX = 2**31 - 1
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20  # batch attributes (records.TRANSACTIONAL_BIT, CONTROL_BIT)
-DECOMPRESS_LIMIT = 256 << 20
-# A segment is read and rewritten this many bytes and records of whole batches at a time (module docstring, "Memory").
-WINDOW_BYTES = 16 << 20
-WINDOW_RECORDS = 1 << 18
 
 
 def now_ms() -> int:
@@ -161,123 +159,6 @@ class CleanStats:
     records_kept: int = 0
     segments_swapped: int = 0
     elapsed_s: float = 0.0
-
-
-@dataclass
-class _Rows:
-    """One segment's batch table and record rows (compaction_kernels.py)."""
-
-    batches: np.ndarray
-    h1: np.ndarray
-    h2: np.ndarray
-    offsets: np.ndarray
-    flags: np.ndarray
-    rstart: np.ndarray
-    rend: np.ndarray
-
-    def batch_of_row(self) -> np.ndarray:
-        return np.repeat(np.arange(len(self.batches)), self.batches[:, ck.COUNT])
-
-
-class _Source:
-    """A segment's .log mmap-ed read-only (the inode the swap checks against), read a window at a time."""
-
-    def __init__(self, directory: Path, base: int) -> None:
-        self.base = base
-        self.path = segment_file(directory, base, LOG_SUFFIX)
-        self.file = open(self.path, "rb")
-        st = os.fstat(self.file.fileno())
-        self.inode, self.size, self.mtime_ns = st.st_ino, st.st_size, st.st_mtime_ns
-        self.mm = mmap.mmap(self.file.fileno(), self.size, prot=mmap.PROT_READ) if self.size else None
-        self.buf = np.frombuffer(self.mm, dtype=np.uint8) if self.mm is not None else np.zeros(0, np.uint8)
-
-    def windows(self, limit: int, max_records: int) -> Iterator["_Window"]:
-        """The segment as consecutive runs of whole batches of at most `limit` bytes and `max_records`
-        records each (a larger batch alone), in log order, up to where its batches stop parsing (as
-        count_batches stops)."""
-        lo = 0
-        while lo < self.size:
-            hi = int(ck.window_end(self.buf, lo, self.size, limit, max_records))
-            if hi == lo:
-                return
-            yield _Window(self, lo, hi)
-            lo = hi
-
-    def close(self) -> None:
-        self.buf = np.zeros(0, np.uint8)
-        if self.mm is not None:
-            try:
-                self.mm.close()
-            except BufferError:  # a view still alive (a traceback's frame): unmapped when it is collected
-                pass
-        self.file.close()
-
-
-class _Window:
-    """Whole batches source.buf[lo:hi] of one segment: their rows, and their compressed batches
-    decompressed, held while the window is cleaned (positions are the segment's own)."""
-
-    def __init__(self, source: _Source, lo: int, hi: int) -> None:
-        self.source, self.lo, self.hi = source, lo, hi
-        self.size = hi - lo
-        self.packed = np.zeros(0, np.int64)  # rows(): the compressed batches, decompressed into plain
-        self.plain = np.zeros(0, np.uint8)
-        self.plain_starts = np.zeros(1, np.int64)
-
-    def rows(self) -> _Rows:
-        """Walk every batch and record. Compressed batches are decompressed once each, into
-        `self.plain` (each as its 61-byte header then its records, batch i of `self.packed` at
-        plain_starts[i]); their rows point into it, and a rebuild reads it again (no second
-        decompression)."""
-        buf, path = self.source.buf, self.source.path
-        nb, nr, _ = ck.count_batches(buf, self.lo, self.hi)
-        r = _Rows(np.zeros((nb, ck.NCOLS), np.int64), np.zeros(nr, np.uint64), np.zeros(nr, np.uint64),
-                  np.zeros(nr, np.int64), np.zeros(nr, np.int64), np.zeros(nr, np.int64), np.zeros(nr, np.int64))
-        status, walked = ck.walk_segment(buf, self.lo, self.hi, r.batches, r.h1, r.h2, r.offsets, r.flags,
-                                         r.rstart, r.rend)
-        if status != ck.WALK_OK:
-            raise ValueError(f"{path}: batch {walked} does not parse")
-        self.packed = np.nonzero(r.batches[:, ck.ATTRS] & 0x07)[0]
-        if len(self.packed):
-            self._decompress(r.batches[self.packed])
-            t = r.batches[self.packed]
-            bad = ck.walk_plain_batches(self.plain, self.plain_starts, t[:, ck.COUNT], t[:, ck.BASE],
-                                        t[:, ck.FIRST_ROW], r.h1, r.h2, r.offsets, r.flags, r.rstart, r.rend)
-            if bad >= 0:
-                raise ValueError(f"{path}: compressed batch at {t[bad, ck.POS]} does not parse")
-        return r
-
-    def _decompress(self, table: np.ndarray) -> None:
-        """Fill self.plain and self.plain_starts from the compressed batches of `table`: lz4 ones all
-        at once by numba kernels (`lz4_frame.py`), the other codecs one codec call a batch."""
-        buf, mm, path = self.source.buf, self.source.mm, self.source.path
-        pos, size, codec = table[:, ck.POS], table[:, ck.SIZE], table[:, ck.ATTRS] & 0x07
-        lengths = np.zeros(len(table), np.int64)
-        lz4 = np.nonzero(codec == compression.LZ4)[0]
-        if len(lz4):
-            starts, ends = pos[lz4] + 61, pos[lz4] + size[lz4]
-            sizes = np.zeros(len(lz4), np.int64)
-            if lz4_frame.frame_sizes(buf, starts, ends, sizes) >= 0:
-                lz4 = lz4[:0]  # a frame these kernels do not read: the codec call decides, below
-            else:
-                lengths[lz4] = sizes
-        bodies = {}
-        for i in np.setdiff1d(np.arange(len(table)), lz4).tolist():  # one codec call a batch
-            p, n = int(pos[i]), int(size[i])
-            bodies[i] = bytes(compression.decompress(int(codec[i]), mm[p + 61 : p + n], DECOMPRESS_LIMIT))
-            lengths[i] = len(bodies[i])
-        if lengths.max() > DECOMPRESS_LIMIT:
-            raise ValueError(f"{path}: a batch expands past {DECOMPRESS_LIMIT:,} bytes")
-        self.plain_starts = np.zeros(len(table) + 1, np.int64)
-        np.cumsum(lengths + 61, out=self.plain_starts[1:])
-        self.plain = np.empty(int(self.plain_starts[-1]), np.uint8)
-        ck.gather(buf, pos, np.full(len(table), 61, np.int64), self.plain, self.plain_starts[:-1])
-        if len(lz4) and lz4_frame.decode_frames(buf, pos[lz4] + 61, pos[lz4] + size[lz4], self.plain,
-                                                self.plain_starts[lz4] + 61) >= 0:
-            raise ValueError(f"{path}: an lz4 batch does not decompress")
-        for i, body in bodies.items():
-            at = int(self.plain_starts[i]) + 61
-            self.plain[at : at + len(body)] = np.frombuffer(body, np.uint8)
 
 
 class _Transactions:
@@ -455,7 +336,7 @@ class Cleaner:
         Committed transactions' records are mapped like any; aborted ones' and markers' are not."""
         self.map.clear()
         for base in dirty:
-            source = _Source(directory, base)
+            source = Source(directory, base)
             try:
                 for window in source.windows(*self.window):
                     if not self._map_window(window, first_dirty, aborted):
@@ -464,7 +345,7 @@ class Cleaner:
                 source.close()
         return end
 
-    def _map_window(self, window: _Window, first_dirty: int, aborted: list) -> bool:
+    def _map_window(self, window: Window, first_dirty: int, aborted: list) -> bool:
         """Put one window's keys in the map; False if it filled first. (Its arrays go at return: the
         next window's are made without them.)"""
         rows = window.rows()
@@ -494,7 +375,7 @@ class Cleaner:
         try:
             with open(out_path, "wb") as out:
                 for b in group:
-                    source = _Source(directory, b)
+                    source = Source(directory, b)
                     try:
                         inodes.append(source.inode)
                         mtime_ns = max(mtime_ns, source.mtime_ns)
@@ -518,14 +399,14 @@ class Cleaner:
         self.crash("cleaned-written")
         return part.replace_with_cleaned(group, end, inodes, self.crash)
 
-    def _write_window(self, window: _Window, rnd: _Round, stats: CleanStats, out) -> bool:
+    def _write_window(self, window: Window, rnd: _Round, stats: CleanStats, out) -> bool:
         """Clean one window into `out`; whether its bytes changed. (Its arrays go at return.)"""
         data, same = self._clean_window(window, rnd, stats)
         out.write(data)
         self._io(window.size + len(data))
         return not same
 
-    def _clean_window(self, window: _Window, rnd: _Round, stats: CleanStats):
+    def _clean_window(self, window: Window, rnd: _Round, stats: CleanStats):
         """(cleaned bytes of one window of a segment, whether they are its bytes unchanged)."""
         rows = window.rows()
         batches = rows.batches
@@ -560,7 +441,7 @@ class Cleaner:
         stats.records_kept += int(kept.sum())
         return out[:n], bool((actions == ck.COPY).all())
 
-    def _kept_records(self, rows: _Rows, bor, control, marker_goes, expired, aborted, rnd: _Round):
+    def _kept_records(self, rows: Rows, bor, control, marker_goes, expired, aborted, rnd: _Round):
         """(which records stay, which are tombstones). A data record stays if no later offset of its
         key is mapped (or it lies past the map), and, if a tombstone, while its batch's delete horizon
         has not passed (KIP-534: a batch not yet stamped keeps its tombstones); records without a key
@@ -578,7 +459,7 @@ class Cleaner:
         return keep, tomb & ~control[bor]
 
     @staticmethod
-    def _rebuild_compressed(window: _Window, rows: _Rows, keep, actions, horizons):
+    def _rebuild_compressed(window: Window, rows: Rows, keep, actions, horizons):
         """Compressed batches losing some records (or stamped): rebuilt plain from the records rows()
         decompressed, in one kernel call, then recompressed with their codec one by one (SIDE)."""
         nb = len(rows.batches)
@@ -614,90 +495,3 @@ def _per_batch(bor: np.ndarray, mask: np.ndarray, nb: int) -> np.ndarray:
     if not len(bor):
         return np.zeros(nb, np.int64)
     return np.bincount(bor, weights=mask, minlength=nb).astype(np.int64)
-
-
-# ---------------------------------------------------------------- helpers over a partition's files
-
-
-def segment_size(part, base: int) -> int:
-    return os.path.getsize(segment_file(part.directory, base, LOG_SUFFIX))
-
-
-def segment_max_timestamp(part, base: int) -> int:
-    """The largest timestamp of an inactive segment (its time index's last entry)."""
-    path = segment_file(part.directory, base, TIMEINDEX_SUFFIX)
-    try:
-        data = np.fromfile(path, dtype=np.int64)
-    except FileNotFoundError:
-        return -1
-    if len(data) < 2:
-        return -1
-    ts = data[0::2]
-    return int(ts.max()) if len(ts) else -1
-
-
-def group_segments(part, bases: list[int], nxt: dict[int, int]) -> list[list[int]]:
-    """Consecutive segments whose cleaned union fits one segment (Kafka's groupSegmentsBySize)."""
-    config = part.config
-    max_entries = config.segment_index_bytes // 8
-    groups: list[list[int]] = []
-    for base in bases:
-        size = segment_size(part, base)
-        if groups:
-            g = groups[-1]
-            total = sum(segment_size(part, b) for b in g) + size
-            entries = total // max(config.index_interval_bytes, 1) + 1
-            if total <= config.segment_bytes and entries < max_entries and nxt[base] - 1 - g[0] <= INT32_MAX:
-                g.append(base)
-                continue
-        groups.append([base])
-    return groups
-
-
-def write_indexes(directory: Path, base: int, config) -> None:
-    """Build the cleaned log's offset and time index (.cleaned) with recovery's own scan."""
-    log_path = segment_swap.temp_file(directory, base, LOG_SUFFIX, segment_swap.CLEANED)
-    size = os.path.getsize(log_path)
-    cap = max(config.segment_index_bytes // 8, 2)
-    index = np.zeros(2 * cap, np.int32)
-    times = np.zeros(2 * max(config.segment_index_bytes // 16, 2), np.int64)
-    n_idx = n_time = 0
-    if size:
-        with open(log_path, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as mm:
-            buf = np.frombuffer(mm, dtype=np.uint8)
-            status, valid, _, _, n_idx, n_time, max_ts, off_max, _ = scan_segment(
-                buf, 0, size, base, base, config.index_interval_bytes, False, CRC_TABLES, index, times, True)
-            del buf
-        if status != 0 or valid != size:
-            raise ValueError(f"{log_path}: the cleaned log does not scan (status {status} at {valid})")
-        last_ts = times[2 * n_time - 2] if n_time else -1
-        if max_ts > last_ts and 2 * n_time + 2 <= len(times):  # the final entry a roll adds
-            times[2 * n_time], times[2 * n_time + 1] = max_ts, off_max - base
-            n_time += 1
-    for suffix, data in ((INDEX_SUFFIX, index[: 2 * n_idx]), (TIMEINDEX_SUFFIX, times[: 2 * n_time])):
-        path = segment_swap.temp_file(directory, base, suffix, segment_swap.CLEANED)
-        with open(path, "wb") as f:
-            f.write(data.tobytes())
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def carry_txnindex(directory: Path, group: list[int], live_markers: set) -> None:
-    """The cleaned segment's .txnindex: the group's entries whose abort marker stays with its aborted
-    data (Kafka's cleaned transaction index); none if no entry is left."""
-    entries = [e for b in group for e in txn_index.read(directory, b) if e.last_offset in live_markers]
-    if entries:
-        path = segment_swap.temp_file(directory, group[0], segment_swap.TXNINDEX_SUFFIX, segment_swap.CLEANED)
-        atomic_write(path, b"".join(txn_index.ENTRY.pack(txn_index.VERSION, *e) for e in entries))
-
-
-def first_dirty_offset(directory: Path) -> int:
-    key = cleaner_checkpoint.partition_key(directory)
-    return cleaner_checkpoint.read(Path(directory).parent).get(key, 0)
-
-
-def set_first_dirty(directory: Path, offset: int) -> None:
-    directory = Path(directory)
-    entries = cleaner_checkpoint.read(directory.parent)
-    entries[cleaner_checkpoint.partition_key(directory)] = offset
-    cleaner_checkpoint.write(directory.parent, entries)

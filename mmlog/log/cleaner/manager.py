@@ -38,7 +38,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mmlog.errors import KafkaError
-from mmlog.log.cleaner.cleaner import STATUS_FILE, Cleaner, Throttler, first_dirty_offset, now_ms, segment_max_timestamp
+from mmlog.log.cleaner.cleaner import STATUS_FILE, Cleaner, Throttler, now_ms
+from mmlog.log.cleaner.partition_files import first_dirty_offset, segment_max_timestamp
 from mmlog.system.files import atomic_write
 from mmlog.log.log_dirs import is_disk_full
 from mmlog.log.manager import LogManager

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from ..errors import UnsupportedVersionError
-from ..schema import CODE, Message
+from ..codegen import CODE
+from ..schema import Message
 from . import (api_versions, create_topics, delete_topics, describe_configs, describe_groups,
                fetch, find_coordinator, heartbeat, init_producer_id, join_group, leave_group,
                list_groups, list_offsets, metadata, offset_commit, offset_fetch,
@@ -91,7 +92,7 @@ def supported_versions() -> list[tuple[int, int, int]]:
 
 def precompile() -> None:
     """Compile every codec now (call before forking, so processors inherit them), and keep their code on disk
-    for the next process if any of it was not there (`schema.CODE`, code_cache.py)."""
+    for the next process if any of it was not there (`codegen.CODE`, code_cache.py)."""
     for api in APIS.values():
         api.request.precompile()
         api.response.precompile()

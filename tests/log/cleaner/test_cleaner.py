@@ -12,7 +12,8 @@ import pytest
 
 from mmlog.config.settings import LogConfig
 from mmlog.log.cleaner import checkpoint as cleaner_checkpoint, kernels as compaction_kernels
-from mmlog.log.cleaner.cleaner import CRASH_EXIT, CRASH_POINTS, Cleaner, first_dirty_offset
+from mmlog.log.cleaner.cleaner import CRASH_EXIT, CRASH_POINTS, Cleaner
+from mmlog.log.cleaner.partition_files import first_dirty_offset
 from mmlog.log.cleaner.offset_map import OffsetMap
 from mmlog.log.partition import Partition
 from mmlog.protocol import compression

@@ -11,7 +11,8 @@ import pytest
 from mmlog.errors import InvalidProducerEpoch
 from mmlog.log import producer_state
 from mmlog.log.cleaner import kernels as ck
-from mmlog.log.cleaner.cleaner import CRASH_EXIT, CRASH_POINTS, Cleaner, first_dirty_offset
+from mmlog.log.cleaner.cleaner import CRASH_EXIT, CRASH_POINTS, Cleaner
+from mmlog.log.cleaner.partition_files import first_dirty_offset
 from mmlog.log.cleaner.offset_map import OffsetMap
 from mmlog.log.partition import Partition
 from mmlog.protocol import records as rec

@@ -30,13 +30,13 @@ import pwd
 import shutil
 import subprocess
 
-import pytest
-
 ZK, CLIENTS = "zk", "clients"
 
 
 def skip_unless_root() -> None:
     """Skip the calling test, with the reason, where partitions cannot be made."""
+    import pytest  # here: the soaks use the rest without pytest
+
     reason = unavailable()
     if reason:
         pytest.skip(reason)

@@ -1,6 +1,6 @@
 """A consume-transform-produce worker with librdkafka's transactions, for the exactly-once test.
 
-    python -m tests.interop.ctp_worker BOOTSTRAP INPUT OUTPUT GROUP TXN_ID PARTITIONS
+    python -m mmlog.testing.ctp_worker BOOTSTRAP INPUT OUTPUT GROUP TXN_ID PARTITIONS
 
 Reads INPUT from the group's committed offsets (read_committed, partitions assigned by
 hand), writes each value with a "!" to OUTPUT and commits the input offsets in the same

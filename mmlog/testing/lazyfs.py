@@ -23,7 +23,7 @@ Mounted with `kernel_cache` (no invalidation at open: every change goes through 
 so its cache is coherent) and without direct_io, so that MAP_SHARED mappings work as on a disk.
 Locks (flock, fcntl) are not implemented here, so the kernel keeps them locally, as on a disk.
 
-Run as a daemon process (`python -m tests.faults.lazyfs MOUNTPOINT`): it mounts, prints `mounted`,
+Run as a daemon process (`python -m mmlog.testing.lazyfs MOUNTPOINT`): it mounts, prints `mounted`,
 and reads commands on stdin: `lose NAMES DATA` (unmount, forget, mount again, print `mounted`),
 `stats` (one line of JSON: fsyncs, bytes synced, losses) and `stop`.
 """
@@ -40,6 +40,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from mmlog.system.files import fsync_dir
 
 PAGE = 4096
 FALLOC_FL_KEEP_SIZE = 1
@@ -465,7 +467,7 @@ class LazyFS:
     def __init__(self, mountpoint: Path) -> None:
         self.mountpoint = Path(mountpoint)
         self.mountpoint.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "tests.faults.lazyfs", str(self.mountpoint)]
+        args = [sys.executable, "-m", "mmlog.testing.lazyfs", str(self.mountpoint)]
         root = Path(__file__).resolve().parents[2]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
@@ -515,8 +517,6 @@ def broker_machine(mountpoint: Path, broker_id: int) -> LazyFS:
     """A mounted power-loss file system holding broker `broker_id`'s data dir (`broker-<id>`, as
     `cluster_broker` names it), the dir's name synced so that a loss before the broker synced anything keeps
     it. The caller stops it."""
-    from mmlog.system.files import fsync_dir  # here: the daemon this module also is needs none of mmlog
-
     fs = LazyFS(mountpoint)
     try:
         (fs.mountpoint / f"broker-{broker_id}").mkdir()

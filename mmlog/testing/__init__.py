@@ -15,6 +15,12 @@ The pytest plugin (registered through the `pytest11` entry point) provides the
 brokers in cluster mode. It needs a Java runtime and ZooKeeper's server jars: Debian's
 `zookeeper` package when installed, otherwise the jars the pyspark wheel ships (the
 `spark` and `test` extras install it), so `pip install` is the only setup.
+
+The package's modules hold what mmlog's own tests and the soaks and benchmarks in tools/ share:
+`cluster` (three brokers on a ZooKeeper, and what to ask of them), `connections` (raw requests),
+`load` (a steady librdkafka load), `network` (links cut with nftables), `lazyfs` (a file system
+that loses power), `security` (a PKI and SCRAM users), `scrape` (the metrics endpoint) and
+`ctp_worker` (a transactional copy, run as a process).
 """
 
 from __future__ import annotations
