@@ -30,7 +30,7 @@ import numpy as np
 
 from mmlog.client import bulk
 from mmlog.client.cluster import Cluster
-from mmlog.client.consumer import FETCH_VERSION, REFRESH_CODES
+from mmlog.client.fetcher import FETCH_VERSION, REFRESH_CODES
 from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
 from mmlog.security.client import ClientSecurity
 from mmlog.errors import CorruptMessage, KafkaError, OffsetOutOfRange, RequestTimedOut, error_for_code
