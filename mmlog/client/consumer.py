@@ -119,7 +119,7 @@ from mmlog.client.connection import ConnectionClosed
 from mmlog.client.consumer_group import ConsumerGroup
 from mmlog.client.consumer_loop import EventLoop
 from mmlog.client.fetcher import Fetching
-from mmlog.client.group import CommitFailedError  # noqa: F401  (commit() raises it; importable from here too)
+from mmlog.client.group_offsets import CommitFailedError  # noqa: F401  (commit() raises it; importable from here too)
 from mmlog.client.group import GroupMembership
 from mmlog.client.notifier import Notifier
 from mmlog.client.partition_state import COMMITTED, EARLIEST, LATEST, PartitionState

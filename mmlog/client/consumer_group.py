@@ -10,7 +10,8 @@ import re
 import time
 from typing import Iterable
 
-from mmlog.client.group import NEED_JOIN, STABLE, is_pattern
+from mmlog.client.group import is_pattern
+from mmlog.client.group_states import NEED_JOIN, STABLE
 from mmlog.client.records import TopicPartition, as_topic_partition
 from mmlog.errors import CoordinatorNotAvailable, KafkaError, RequestTimedOut
 
