@@ -198,10 +198,11 @@ class Consumer(ConsumerGroup, Positions, Fetching, EventLoop):
             raise ValueError(f"group_id must be a non-empty string, not {group_id!r}")
         if group_instance_id is not None and (group_id is None or not group_instance_id):
             raise ValueError("group_instance_id needs a group_id (and must not be empty)")
-        from mmlog.client import bulk  # numba: paid by consumers only, not by `import mmlog.client`
+        from mmlog.client import bulk, record_arrays  # numba: paid by consumers only, not by `import mmlog.client`
 
         bulk.warm()  # load the compiled kernels now (about 0.3 s once per process), not on the first record
         self._bulk = bulk
+        self._record_arrays = record_arrays
         self.group_id = group_id
         self.auto_offset_reset = auto_offset_reset
         self.client_id = client_id
@@ -349,7 +350,7 @@ class Consumer(ConsumerGroup, Positions, Fetching, EventLoop):
     # ------------------------------------------------------------------ consuming
 
     def poll_batch(self, timeout: float | None = None) -> list:
-        """Every decoded chunk ready, as `bulk.RecordArrays` (one per partition and fetch), waiting up to
+        """Every decoded chunk ready, as `RecordArrays` (record_arrays.py; one per partition and fetch), waiting up to
         timeout seconds (None: until there is one) for the first. Empty after the timeout."""
         return [arrays for _, _, arrays in self._poll_chunks(timeout)]
 
@@ -358,7 +359,7 @@ class Consumer(ConsumerGroup, Positions, Fetching, EventLoop):
         chunks = self._poll_chunks(timeout)
         if len(chunks) == 1:
             return chunks[0][2].records()
-        with self._bulk.gc_paused():
+        with self._record_arrays.gc_paused():
             return list(itertools.chain.from_iterable(arrays.iter_records() for _, _, arrays in chunks))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:

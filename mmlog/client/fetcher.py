@@ -111,7 +111,7 @@ class Fetching:
     def _halt(self, st: PartitionState, epoch: int, exc: BaseException, offset: int) -> None:
         """Queue an error behind the partition's good chunks; fetch nothing more for it until a seek."""
         st.halted = True
-        empty = self._bulk.RecordArrays.empty(st.tp.topic, st.tp.partition, offset)
+        empty = self._record_arrays.RecordArrays.empty(st.tp.topic, st.tp.partition, offset)
         self._ready.append((st, epoch, empty))  # the position stops at the failing offset...
         self._ready.append((st, epoch, exc))  # ...and then poll raises
         st.buffered += 2
