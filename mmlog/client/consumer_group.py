@@ -22,7 +22,7 @@ class ConsumerGroup:
     """The consumer's side of its group: subscription, offset commits, revoke and rejoin, auto-commit."""
 
     def subscribe(self, topics, on_assign=None, on_revoke=None) -> None:
-        """Join `group_id` and consume this member's share of the topics' partitions (see the module docstring).
+        """Join `group_id` and consume this member's share of the topics' partitions (consumer.py's docstring).
 
         `topics`: a list of topic names, or a pattern (an `re.Pattern`, or a string starting with
         "^", as librdkafka spells them) matched with `re.match` against every topic name, as

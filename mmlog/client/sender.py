@@ -20,7 +20,7 @@ handled by `produce_outcomes.py`, batches stamped by `idempotence.py`)::
 Who runs a step. The I/O thread loops: step, then sleep in the selector until a
 socket is ready, the planned time comes, or the wake-up socket is written. A
 `send()` that closes a batch also runs a non-blocking step itself if the I/O lock
-is free (`Producer._kick`): the batch goes out at once, instead of when the I/O
+is free (`Producer._kick`, producer_io.py): the batch goes out at once, instead of when the I/O
 thread has been scheduled and has got the GIL from a thread busy calling send()
 (CPython makes a thread returning from a blocking call wait up to the 5 ms switch
 interval for it). Blocking work (connecting, metadata) is left to the I/O thread.
