@@ -92,7 +92,7 @@ from mmlog.client.group_states import COORDINATOR_MOVED, JOINING, NEED_JOIN, POL
 from mmlog.client.heartbeat import LEAVE_GROUP_VERSION, Heartbeats
 from mmlog.client.notifier import Notifier
 from mmlog.client.records import TopicPartition
-from mmlog.errors import (FencedInstanceId, IllegalGeneration, KafkaError, RebalanceInProgress, UnknownMemberId)
+from mmlog.errors import FencedInstanceId, IllegalGeneration, KafkaError, RebalanceInProgress, UnknownMemberId
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import leave_group
 

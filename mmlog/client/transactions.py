@@ -20,6 +20,9 @@ Requests to the coordinator go over one connection of this manager's own,
 found with FindCoordinator (key type 1) and looked up again on NOT_COORDINATOR.
 Retriable answers (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, ...)
 are retried with back-off until the call's deadline.
+
+The producer's transaction methods above (`init_transactions`, ...) are `TransactionalProducer`,
+a mixin of `Producer`, at the end of this module.
 """
 
 from __future__ import annotations
