@@ -13,6 +13,10 @@
     for record in consumer:                    # this member's share of the partitions; commits every 5 s
         handle(record)
 
+`Consumer` is put together from parts, each a module: the event loop (`consumer_loop.py`), the
+fetches (`fetcher.py`), where positions start (`positions.py`), the group methods
+(`consumer_group.py`) and each partition's state (`partition_state.py`).
+
 Theory of operation
 -------------------
 
@@ -103,9 +107,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import logging
-import random
-import re
 import selectors
 import time
 from typing import Iterable, Iterator
@@ -114,36 +115,25 @@ from mmlog.security.client import ClientSecurity
 from mmlog.client.assignors import ASSIGNORS
 from mmlog.client.channel import Channel
 from mmlog.client.cluster import Cluster
-from mmlog.client.connection import BrokerConnection, ConnectionClosed
-from mmlog.client.group import CommitFailedError  # noqa: F401  (commit() raises it; importable from here too)
-from mmlog.client.group import NEED_JOIN, STABLE, GroupMembership, is_pattern
+from mmlog.client.connection import ConnectionClosed
+from mmlog.client.consumer_group import ConsumerGroup
+from mmlog.client.consumer_loop import EventLoop
+from mmlog.client.fetcher import Fetching
+from mmlog.client.group_offsets import CommitFailedError  # noqa: F401  (commit() raises it; importable from here too)
+from mmlog.client.group import GroupMembership
 from mmlog.client.notifier import Notifier
+from mmlog.client.partition_state import COMMITTED, EARLIEST, LATEST, PartitionState
+from mmlog.client.positions import Positions
 from mmlog.client.records import ConsumerRecord, TopicPartition, as_topic_partition
-from mmlog.errors import (CoordinatorNotAvailable, CorruptMessage, KafkaError, KafkaStorageError, LeaderNotAvailable,
-                          NotLeaderOrFollower, OffsetOutOfRange, RequestTimedOut, UnknownTopicOrPartition,
-                          error_for_code)
+from mmlog.errors import KafkaError, RequestTimedOut, UnknownTopicOrPartition
 from mmlog.protocol import ProtocolError
-from mmlog.protocol.messages import fetch, list_offsets
 
 MiB = 1 << 20
-FETCH_VERSION = 11  # the highest non-flexible Fetch; records are the last field of each partition
-LIST_OFFSETS_VERSION = 5
 # isolation_level (Kafka's isolation.level): read_committed, librdkafka's default and ours, reads up to the
 # last stable offset and drops aborted transactions; read_uncommitted (the Java client's default) reads
 # up to the high watermark, aborted records included. Both skip transaction markers.
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
-EARLIEST = -2  # ListOffsets timestamps
-LATEST = -1
-COMMITTED = "committed"  # a pending reset that asks the group's committed offset (OffsetFetch), not ListOffsets
 RESETS = {"earliest": EARLIEST, "latest": LATEST, "none": None}
-_LISTED = (EARLIEST, LATEST)  # the resets ListOffsets answers
-MAX_BUFFERED_CHUNKS = 2  # per partition: the one being handed over and the next
-# Errors a metadata refresh (new leader, topic created) can cure: retry with backoff.
-REFRESH_CODES = {NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code,
-                  KafkaStorageError.code}
-
-
-log = logging.getLogger("mmlog.client.consumer")
 
 
 class NoOffsetForPartition(KafkaError):
@@ -154,45 +144,7 @@ class WakeupError(Exception):
     """`Consumer.wakeup()` interrupted a blocking poll."""
 
 
-class _Partition:
-    """The consumer's state for one assigned partition."""
-
-    __slots__ = ("tp", "position", "fetch_offset", "reset", "resetting", "epoch", "leader", "fetching",
-                 "halted", "error", "buffered", "fetch_bytes", "retry_at", "high_watermark", "committed")
-
-    def __init__(self, tp: TopicPartition, fetch_bytes: int) -> None:
-        self.tp = tp
-        self.position: int | None = None  # next offset for the application
-        self.fetch_offset: int | None = None  # next offset to fetch
-        self.reset: int | str | None = None  # EARLIEST/LATEST: a ListOffsets is due; COMMITTED: an OffsetFetch
-        self.resetting = False  # that ListOffsets (or OffsetFetch) is in flight
-        self.epoch = 0  # bumped on every jump of the position; older data is dropped
-        self.leader = -1  # node id, -1 unknown
-        self.fetching = False  # part of a Fetch in flight
-        self.halted = False  # an error is queued for the application: fetch nothing more until a seek
-        self.error: BaseException | None = None  # raised by poll until a seek
-        self.buffered = 0  # chunks waiting in the consumer's ready queue
-        self.fetch_bytes = fetch_bytes  # partition_max_bytes (doubled while no whole batch fits)
-        self.retry_at = 0.0  # backoff after a retriable error
-        self.high_watermark = -1
-        self.committed: int | None = None  # the offset this consumer last committed (or read) for it
-
-    def jump(self, offset: int | None, reset: int | None = None) -> None:
-        """Move to offset (or to a pending reset), dropping everything fetched for the old position."""
-        self.epoch += 1
-        self.position = self.fetch_offset = offset
-        self.reset = reset
-        self.halted = False
-        self.error = None
-        self.retry_at = 0.0
-
-    @property
-    def fetchable(self) -> bool:
-        return (self.fetch_offset is not None and self.reset is None and not self.fetching and not self.halted
-                and self.buffered < MAX_BUFFERED_CHUNKS)
-
-
-class Consumer:
+class Consumer(ConsumerGroup, Positions, Fetching, EventLoop):
     """Reads partitions from mmlog (or any Kafka-protocol broker); see the module docstring.
 
     Group options (Kafka's consumer settings of the same names, in milliseconds): `group_id`;
@@ -246,10 +198,11 @@ class Consumer:
             raise ValueError(f"group_id must be a non-empty string, not {group_id!r}")
         if group_instance_id is not None and (group_id is None or not group_instance_id):
             raise ValueError("group_instance_id needs a group_id (and must not be empty)")
-        from mmlog.client import bulk  # numba: paid by consumers only, not by `import mmlog.client`
+        from mmlog.client import bulk, record_arrays  # numba: paid by consumers only, not by `import mmlog.client`
 
         bulk.warm()  # load the compiled kernels now (about 0.3 s once per process), not on the first record
         self._bulk = bulk
+        self._record_arrays = record_arrays
         self.group_id = group_id
         self.auto_offset_reset = auto_offset_reset
         self.client_id = client_id
@@ -268,7 +221,7 @@ class Consumer:
         self._check_crcs = check_crcs
         self._cluster = Cluster(bootstrap, client_id=client_id, timeout=self._request_timeout,
                                 security=ClientSecurity.from_options(**security))
-        self._assigned: dict[TopicPartition, _Partition] = {}
+        self._assigned: dict[TopicPartition, PartitionState] = {}
         self._ready: collections.deque = collections.deque()  # (state, epoch, RecordArrays | exception)
         self._channels: dict[int, Channel] = {}
         self._registered: dict[int, int] = {}  # node -> selector events
@@ -281,7 +234,7 @@ class Consumer:
         self._metadata_delay = self._retry_backoff
         self._failing_since: float | None = None
         self._last_error: BaseException | None = None
-        self._yielding: tuple[_Partition, list] | None = None  # the chunk the iterator is yielding
+        self._yielding: tuple[PartitionState, list] | None = None  # the chunk the iterator is yielding
         self._selector = selectors.DefaultSelector()
         self._waker = Notifier(on_wake=self._woke)  # wakeup(): makes the poll raise WakeupError
         self._selector.register(self._waker.sock, self._waker.events(), self._waker)
@@ -319,7 +272,7 @@ class Consumer:
         for tp in wanted:
             st = old.pop(tp, None)
             if st is None:
-                st = _Partition(tp, self._partition_bytes)
+                st = PartitionState(tp, self._partition_bytes)
                 self._start_position(st)
                 self._need_metadata = True
             self._assigned[tp] = st
@@ -332,240 +285,6 @@ class Consumer:
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._assigned)
-
-    # ------------------------------------------------------------------ groups
-
-    def subscribe(self, topics, on_assign=None, on_revoke=None) -> None:
-        """Join `group_id` and consume this member's share of the topics' partitions (see the module docstring).
-
-        `topics`: a list of topic names, or a pattern (an `re.Pattern`, or a string starting with
-        "^", as librdkafka spells them) matched with `re.match` against every topic name, as
-        kafka-python does, and rechecked every `metadata_max_age_ms`. The join happens in
-        the following polls; `on_assign(consumer, partitions)` and `on_revoke(consumer, partitions)`
-        run inside poll when the share changes. Subscribing again replaces the subscription and the
-        callbacks (a changed subscription rejoins); an empty list unsubscribes.
-        """
-        self._check_open()
-        group = self._group
-        if group is None:
-            raise ValueError("subscribe() needs a group_id (Consumer(..., group_id=...))")
-        if is_pattern(topics):
-            if isinstance(topics, str):
-                try:
-                    topics = re.compile(topics)
-                except re.error as exc:
-                    raise ValueError(f"bad topic pattern {topics!r}: {exc}") from None
-        else:
-            if isinstance(topics, str):
-                topics = [topics]
-            topics = list(topics)
-            if not all(isinstance(t, str) and t for t in topics):
-                raise TypeError(f"subscribe() wants topic names (non-empty strings), got {topics!r}")
-            if not topics:
-                self.unsubscribe()
-                return
-        if not group.subscribed and self._assigned:
-            raise ValueError("the consumer has assigned partitions: assign() and subscribe() do not mix "
-                             "(unassign() first)")
-        for callback in (on_assign, on_revoke):
-            if callback is not None and not callable(callback):
-                raise TypeError(f"on_assign/on_revoke must be callable, not {callback!r}")
-        self._on_assign, self._on_revoke = on_assign, on_revoke
-        group.subscribe(topics)
-
-    def unsubscribe(self) -> None:
-        """Give the partitions up (commit, on_revoke) and leave the group."""
-        self._check_open()
-        group = self._group
-        if group is None or not group.subscribed:
-            return
-        try:
-            if self._assigned:
-                self._revoke(commit=not group.lost)
-        finally:
-            self._leave(time.monotonic() + min(self._request_timeout, 5.0))
-            group.unsubscribe()
-            self._on_assign = self._on_revoke = None
-
-    def subscription(self) -> set[str]:
-        """The topics subscribed to (a pattern's current matches); empty when not subscribed."""
-        return set(self._group.topics or ()) if self._group is not None else set()
-
-    def commit(self, offsets=None, asynchronous: bool = False, callback=None) -> None:
-        """Store offsets in the group: the positions of the assigned partitions (the next record each will
-        hand over), or the given {(topic, partition): offset}.
-
-        Synchronous by default: returns once the coordinator has stored them (retrying while the
-        coordinator moves or loads, up to request_timeout_ms) and raises `CommitFailedError` if the
-        group rebalanced first. With asynchronous=True it returns at once; `callback(offsets, exc)`
-        (exc None on success) then runs inside a later poll, commit or close.
-        """
-        self._check_open()
-        if self._group is None:
-            raise ValueError("commit() needs a group_id (Consumer(..., group_id=...))")
-        if offsets is None:
-            wanted = self._positions()
-        else:
-            wanted = {}
-            for tp, offset in dict(offsets).items():
-                if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-                    raise ValueError(f"offset must be an integer >= 0, not {offset!r}")
-                wanted[as_topic_partition(tp)] = offset
-        if not wanted:
-            if callback is not None and asynchronous:
-                callback({}, None)
-            return
-        if asynchronous:
-            self._commit_async(wanted, callback)
-        else:
-            self._commit_sync(wanted, time.monotonic() + self._request_timeout)
-
-    def committed(self, partitions: Iterable, timeout: float | None = None) -> dict[TopicPartition, int | None]:
-        """The group's committed offset of each partition (None where nothing was committed)."""
-        self._check_open()
-        if self._group is None:
-            raise ValueError("committed() needs a group_id (Consumer(..., group_id=...))")
-        tps = list(dict.fromkeys(as_topic_partition(tp) for tp in partitions))
-        if not tps:
-            return {}
-        timeout = self._request_timeout if timeout is None else timeout
-        answer = self._group_request(
-            lambda answer: self._group.send_offset_fetch(
-                tps, lambda result, exc: answer.update(result=result, exc=exc)),
-            time.monotonic() + timeout, f"committed offsets of group {self.group_id!r} not read within {timeout:g} s")
-        return {tp: (offset if offset >= 0 else None) for tp, offset in answer["result"].items()}
-
-    def _commit_async(self, offsets: dict[TopicPartition, int], callback=None) -> None:
-        def done(exc: BaseException | None) -> None:
-            if exc is None:
-                self._mark_committed(offsets)
-            else:
-                log.warning("group %s: asynchronous commit of %d offsets failed: %s", self.group_id, len(offsets),
-                            exc)
-            if callback is not None:
-                callback(offsets, exc)
-
-        if not self._group.send_commit(offsets, done):
-            done(CoordinatorNotAvailable(f"no connection to the coordinator of group {self.group_id!r}"))
-
-    def _commit_sync(self, offsets: dict[TopicPartition, int], deadline: float) -> None:
-        """Commit and wait for the answer, retrying retriable errors until the deadline."""
-        self._group_request(lambda answer: self._group.send_commit(offsets, lambda exc: answer.update(exc=exc)),
-                            deadline, f"commit to group {self.group_id!r} not done in time")
-        self._mark_committed(offsets)
-
-    def _group_request(self, send, deadline: float, failed: str) -> dict:
-        """Send a request to the coordinator and run the event loop until it is answered, again after a
-        retriable error until the deadline (then RequestTimedOut: `failed`, and the last error).
-        `send(answer)` sends it with a callback that fills the dict `answer` ("exc": None on success),
-        or returns False when there is no coordinator connection right now. Returns the answer."""
-        while True:
-            answer: dict = {}
-            if send(answer):
-                self._wait(lambda: bool(answer), deadline)
-            exc = answer.get("exc") if answer else (self._last_error or CoordinatorNotAvailable(
-                f"no connection to the coordinator of group {self.group_id!r}"))
-            if answer and exc is None:
-                return answer
-            if answer and not getattr(exc, "retriable", False):
-                raise exc
-            if not self._pause(deadline):
-                raise RequestTimedOut(f"{failed} ({exc})")
-
-    def _positions(self, changed_only: bool = False) -> dict[TopicPartition, int]:
-        """The positions of the assigned partitions that have one; with changed_only, only those that
-        differ from what this consumer last committed."""
-        return {st.tp: st.position for st in self._assigned.values()
-                if st.position is not None and not (changed_only and st.position == st.committed)}
-
-    def _mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
-        for tp, offset in offsets.items():
-            st = self._assigned.get(tp)
-            if st is not None:
-                st.committed = offset
-
-    def _wait(self, done, deadline: float) -> bool:
-        """Run the event loop (fetches keep flowing) until done() or the deadline."""
-        while not done():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self._io(left)
-        return True
-
-    def _pause(self, deadline: float) -> bool:
-        """Back off before a retry, running the event loop; False if the deadline has passed."""
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        until = time.monotonic() + min(self._retry_backoff, left)
-        self._wait(lambda: time.monotonic() >= until, until)
-        return True
-
-    def _revoke(self, commit: bool) -> None:
-        """Give every partition up before a rejoin: commit the positions (auto-commit), on_revoke, unassign.
-        An on_revoke that raises still loses the partitions; its exception is raised afterwards."""
-        group = self._group
-        revoked = sorted(self._assigned)
-        if commit and self._auto_commit:
-            positions = self._positions()
-            if positions:
-                try:
-                    self._commit_sync(positions, time.monotonic() + self._request_timeout)
-                except KafkaError as exc:  # the records since the last commit are delivered again: at-least-once
-                    log.warning("group %s: commit before giving up %d partitions failed: %s", group.group_id,
-                                len(positions), exc)
-        try:
-            if self._on_revoke is not None and revoked:
-                self._on_revoke(self, revoked)
-        finally:
-            self._set_assignment([])
-            group.lost = False
-
-    def _leave(self, deadline: float) -> None:
-        """LeaveGroup, waiting (at most until the deadline) for the answer so the others rebalance at once."""
-        answer: dict = {}
-        try:
-            if self._group.send_leave(lambda exc: answer.update(exc=exc)):
-                self._wait(lambda: bool(answer), deadline)
-        except KafkaError as exc:
-            log.warning("group %s: leaving the group failed: %s", self.group_id, exc)
-
-    def _group_step(self) -> None:
-        """The group's part of a poll: heartbeat news, revoke and rejoin, a new assignment, auto-commit.
-        Application callbacks run here, in the application's thread, never inside a socket callback."""
-        group = self._group
-        now = time.monotonic()
-        group.polled(now)
-        group.take_heartbeat_event()
-        if group.fatal is not None:
-            raise group.fatal
-        if group.subscribed:
-            group.watch_metadata(now)
-            if group.state == NEED_JOIN:
-                if self._assigned:
-                    self._revoke(commit=not group.lost)
-                group.join(time.monotonic())
-            partitions = group.take_assignment()
-            if partitions is not None:
-                self._set_assignment(partitions)
-                if self._on_assign is not None:
-                    self._on_assign(self, list(partitions))
-        if self._auto_commit:
-            now = time.monotonic()
-            if now >= self._next_auto_commit:
-                self._next_auto_commit = now + self._auto_commit_interval
-                if not group.subscribed or group.state == STABLE:
-                    changed = self._positions(changed_only=True)
-                    if changed:
-                        self._commit_async(changed)
-
-    def _group_wait(self, now: float) -> float:
-        """How long a poll may block before the group has work due (a join to retry, a check, a commit)."""
-        wait = self._group.next_due(now)
-        if self._auto_commit:
-            wait = min(wait, max(0.0, self._next_auto_commit - now))
-        return wait
 
     def seek(self, tp, offset: int) -> None:
         """Make `offset` the next record of the partition (takes effect on the next poll)."""
@@ -631,7 +350,7 @@ class Consumer:
     # ------------------------------------------------------------------ consuming
 
     def poll_batch(self, timeout: float | None = None) -> list:
-        """Every decoded chunk ready, as `bulk.RecordArrays` (one per partition and fetch), waiting up to
+        """Every decoded chunk ready, as `RecordArrays` (record_arrays.py; one per partition and fetch), waiting up to
         timeout seconds (None: until there is one) for the first. Empty after the timeout."""
         return [arrays for _, _, arrays in self._poll_chunks(timeout)]
 
@@ -640,7 +359,7 @@ class Consumer:
         chunks = self._poll_chunks(timeout)
         if len(chunks) == 1:
             return chunks[0][2].records()
-        with self._bulk.gc_paused():
+        with self._record_arrays.gc_paused():
             return list(itertools.chain.from_iterable(arrays.iter_records() for _, _, arrays in chunks))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
@@ -687,25 +406,6 @@ class Consumer:
             if self._group is not None:
                 self._group.close()
             self._close_connections()
-
-    def _close_group(self) -> None:
-        group = self._group
-        deadline = time.monotonic() + self._request_timeout
-        try:
-            if group.subscribed:
-                if self._assigned:
-                    try:
-                        self._revoke(commit=not group.lost)
-                    except Exception:  # noqa: BLE001 - on_revoke failed: leave anyway, as Java's close does
-                        log.exception("group %s: on_revoke failed while closing", self.group_id)
-            elif self._auto_commit:
-                positions = self._positions(changed_only=True)
-                if positions:
-                    self._commit_sync(positions, deadline)
-        except KafkaError as exc:
-            log.warning("group %s: final commit failed: %s", self.group_id, exc)
-        if group.subscribed:
-            self._leave(min(deadline, time.monotonic() + 5.0))
 
     def _close_connections(self) -> None:
         for node in list(self._channels):
@@ -768,7 +468,7 @@ class Consumer:
             if st.error is not None:
                 raise st.error
 
-    def _drop(self, st: _Partition) -> None:
+    def _drop(self, st: PartitionState) -> None:
         """Forget the partition's buffered chunks, and stop the iterator yielding its current one."""
         if st.buffered:
             self._ready = collections.deque(entry for entry in self._ready if entry[0] is not st)
@@ -777,14 +477,14 @@ class Consumer:
             self._yielding[1].clear()
             self._yielding = None
 
-    def _start_position(self, st: _Partition) -> None:
+    def _start_position(self, st: PartitionState) -> None:
         """A new partition starts at the group's committed offset if there is one, else per auto_offset_reset."""
         if self._group is not None:
             st.jump(None, COMMITTED)
         else:
             self._reset_position(st)
 
-    def _reset_position(self, st: _Partition) -> None:
+    def _reset_position(self, st: PartitionState) -> None:
         """No committed offset: start per auto_offset_reset ("none": an error until the application seeks)."""
         if self._reset_policy is None:
             st.jump(None)
@@ -794,412 +494,9 @@ class Consumer:
         else:
             st.jump(None, self._reset_policy)
 
-    # ------------------------------------------------------------------ the event loop
-
-    def _io(self, timeout: float) -> None:
-        """One round: metadata, connections, resets, fetches; wait up to timeout for I/O; run callbacks."""
-        now = time.monotonic()
-        wait = self._maintain(now, timeout)
-        for node, ch in self._channels.items():
-            if ch.closed:
-                continue  # swept below; its fd may already belong to another thread's socket
-            events = ch.events()
-            if self._registered.get(node) != events:
-                self._selector.modify(ch.sock, events, ch)
-                self._registered[node] = events
-        if self._group is not None:
-            self._group.update_registration()
-        for key, mask in self._selector.select(wait):
-            ch = key.data
-            if ch.closed:
-                continue
-            if mask & selectors.EVENT_WRITE:
-                ch.on_writable()
-            if mask & selectors.EVENT_READ and not ch.closed:
-                ch.on_readable()
-        self._sweep()
-        self._check_reachable()
-
-    def _sweep(self) -> None:
-        """Forget failed channels (their requests have failed already) and schedule reconnects."""
-        for node in [n for n, ch in self._channels.items() if ch.closed]:
-            self._connection_lost(node, self._channels[node].last_error)
-        if self._group is not None:
-            self._group.sweep()
-
-    def _maintain(self, now: float, timeout: float) -> float:
-        """Start whatever work is due; return how long the select may wait."""
-        wait = timeout
-        limit = self._max_wait_ms / 1000 + self._request_timeout
-        for ch in self._channels.values():
-            if ch.in_flight and ch.oldest_request_age() > limit:
-                ch.fail(ConnectionClosed(f"no response from {ch.host}:{ch.port} within {limit:g} s"))
-        self._sweep()
-        if self._group is not None:
-            self._group.check_timeouts(now)
-            self._group.sweep()
-            wait = min(wait, self._send_committed_lookups(now))
-        if not self._assigned:
-            return wait
-        if self._need_metadata or any(st.leader < 0 for st in self._assigned.values()) or (
-                now - self._metadata_at > self._metadata_max_age):
-            if now >= self._metadata_retry_at:
-                self._refresh_metadata()
-                now = time.monotonic()
-            if self._need_metadata:
-                wait = min(wait, max(0.0, self._metadata_retry_at - now))
-        by_node: dict[int, list[_Partition]] = {}
-        for st in self._assigned.values():
-            if st.leader >= 0:
-                by_node.setdefault(st.leader, []).append(st)
-            if st.retry_at > now:
-                wait = min(wait, st.retry_at - now)
-        for node, states in by_node.items():
-            if not any(st.fetchable or (st.reset in _LISTED and not st.resetting) for st in states):
-                continue
-            ch = self._channel(node, now)
-            if ch is None:
-                retry_at = self._reconnect.get(node, (now + self._retry_backoff,))[0]
-                wait = min(wait, max(0.0, retry_at - now))
-                continue
-            self._send_resets(node, states, now)
-            self._send_fetch(node, states, now)
-        return max(wait, 0.0)
-
-    def _refresh_metadata(self) -> None:
-        topics = sorted({tp.topic for tp in self._assigned})
-        # A tiny timeout makes Cluster.refresh a single pass over the known brokers (each attempt
-        # keeps its own connect/request timeouts), so poll() stays bounded and other brokers'
-        # fetches keep flowing; our own backoff schedules the next pass.
-        try:
-            self._cluster.refresh(topics, allow_auto_create=False, timeout=0.01)
-        except (KafkaError, OSError, ProtocolError) as exc:  # ProtocolError: something else listens there
-            self._note_failure(exc)
-            self._metadata_retry_at = time.monotonic() + self._metadata_delay
-            self._metadata_delay = min(self._metadata_delay * 2, self._backoff_max)
-            return
-        self._note_success()
-        self._metadata_at = time.monotonic()
-        missing = False
-        for st in self._assigned.values():
-            info = self._cluster.topics.get(st.tp.topic)
-            leader = -1
-            if info is not None and info.error == 0 and st.tp.partition < info.partitions:
-                leader = info.leaders[st.tp.partition]
-            st.leader = leader if leader in self._cluster.brokers else -1
-            missing |= st.leader < 0
-        self._need_metadata = missing
-        if missing:  # a topic not created yet, or a leader election: ask again, less and less often
-            self._metadata_retry_at = self._metadata_at + self._metadata_delay
-            self._metadata_delay = min(self._metadata_delay * 2, self._backoff_max)
-        else:
-            self._metadata_delay = self._retry_backoff
-
-    def _channel(self, node: int, now: float) -> Channel | None:
-        ch = self._channels.get(node)
-        if ch is not None:
-            if not ch.closed:
-                return ch
-            self._connection_lost(node, ch.last_error)
-        retry = self._reconnect.get(node)
-        if retry is not None and now < retry[0]:
-            return None
-        self._sweep()  # a failed channel's fd must leave the selector before a new socket can reuse it
-        broker = self._cluster.brokers.get(node)
-        if broker is None:
-            self._need_metadata = True
-            return None
-        try:
-            ch = Channel(node, broker.host, broker.port, client_id=self.client_id,
-                         connect_timeout=min(self._request_timeout, 5.0), security=self._cluster.security)
-        except ConnectionClosed as exc:
-            self._connect_failed(node, exc)
-            return None
-        self._channels[node] = ch
-        self._selector.register(ch.sock, ch.events(), ch)
-        self._registered[node] = ch.events()
-        return ch
-
-    def _connection_lost(self, node: int, exc: BaseException | None) -> None:
-        self._forget_channel(node)
-        self._connect_failed(node, exc or ConnectionClosed(f"connection to node {node} closed"))
-
-    def _forget_channel(self, node: int) -> None:
-        ch = self._channels.pop(node)
-        self._registered.pop(node, None)
-        try:
-            self._selector.unregister(ch.sock)
-        except (KeyError, ValueError, OSError):
-            pass
-        ch.close()  # fails whatever is still in flight: their callbacks clear the fetching flags
-        self._fetching.discard(node)
-
-    def _connect_failed(self, node: int, exc: BaseException) -> None:
-        """Back off exponentially (with jitter) before the next attempt; refresh metadata after repeats."""
-        _, delay, failures = self._reconnect.get(node, (0.0, 0.0, 0))
-        delay = self._backoff_min if delay == 0 else min(delay * 2, self._backoff_max)
-        self._reconnect[node] = (time.monotonic() + delay * random.uniform(0.8, 1.2), delay, failures + 1)
-        if failures + 1 >= 2:
-            self._need_metadata = True  # the broker may be gone for good and its partitions led elsewhere
-        self._note_failure(exc)
-
-    def _note_failure(self, exc: BaseException) -> None:
-        if self._failing_since is None:
-            self._failing_since = time.monotonic()
-        self._last_error = exc
-
-    def _note_success(self, node: int | None = None) -> None:
-        self._failing_since = None
-        if node is not None:
-            self._reconnect.pop(node, None)
-
-    def _check_reachable(self) -> None:
-        since = self._failing_since
-        if since is None or not (self._assigned or (self._group is not None and self._group.subscribed)):
-            return
-        waited = time.monotonic() - since
-        if waited >= self._request_timeout:
-            self._failing_since = time.monotonic()  # a later poll gets a whole new window
-            raise ConnectionClosed(f"no broker reachable at {self._where()} for {waited:.1f} s: {self._last_error}")
-
-    # ------------------------------------------------------------------ ListOffsets for resets
-
-    def _send_resets(self, node: int, states: list[_Partition], now: float) -> None:
-        due = [st for st in states if st.reset in _LISTED and not st.resetting and st.retry_at <= now]
-        if not due:
-            return
-        sent = {st.tp: (st, st.epoch) for st in due}
-        for st in due:
-            st.resetting = True
-        body = _list_offsets_request([(st.tp, st.reset) for st in due], self._isolation)
-        self._channels[node].send(list_offsets.API_KEY, LIST_OFFSETS_VERSION, body,
-                                  lambda body, exc: self._on_reset(node, sent, body, exc))
-
-    def _on_reset(self, node: int, sent: dict, body, exc: BaseException | None) -> None:
-        for st, _ in sent.values():
-            st.resetting = False
-        if exc is not None:
-            self._note_failure(exc)
-            return
-        self._note_success(node)
-        now = time.monotonic()
-        for tp, code, offset in _list_offsets_results(body):
-            st, epoch = sent.get(tp, (None, None))
-            if st is None or st.epoch != epoch or self._assigned.get(tp) is not st or st.reset is None:
-                continue
-            if code == 0 and offset >= 0:
-                st.position = st.fetch_offset = offset
-                st.reset = None
-            elif code in REFRESH_CODES:
-                self._retry_later(st, now)
-            else:
-                st.error = error_for_code(code, f"ListOffsets for {tp.topic}-{tp.partition}")
-                st.halted = True
-        if node in self._channels and not self._channels[node].closed:
-            self._send_fetch(node, [st for st in self._assigned.values() if st.leader == node], now)
-
-    # ------------------------------------------------------------------ OffsetFetch for starting positions
-
-    def _send_committed_lookups(self, now: float) -> float:
-        """Ask the coordinator for the committed offsets of the partitions waiting for one; return how
-        long the event loop may wait before trying again."""
-        due = [st for st in self._assigned.values()
-               if st.reset == COMMITTED and not st.resetting and st.retry_at <= now]
-        if not due:
-            return 3600.0
-        sent = {st.tp: (st, st.epoch) for st in due}
-        for st in due:
-            st.resetting = True
-        if not self._group.send_offset_fetch(list(sent), lambda result, exc: self._on_committed(sent, result, exc)):
-            for st in due:
-                st.resetting = False
-                st.retry_at = now + self._retry_backoff
-            return max(self._retry_backoff, self._group.coordinator_wait(now))
-        return 3600.0
-
-    def _on_committed(self, sent: dict, result: dict | None, exc: BaseException | None) -> None:
-        now = time.monotonic()
-        for st, _ in sent.values():
-            st.resetting = False
-        for tp, (st, epoch) in sent.items():
-            if st.epoch != epoch or self._assigned.get(tp) is not st or st.reset != COMMITTED:
-                continue  # seeked or unassigned meanwhile
-            if exc is not None or tp not in result:
-                if exc is not None and not getattr(exc, "retriable", False):
-                    st.error = exc
-                    st.halted = True
-                    continue
-                st.retry_at = now + self._retry_backoff
-                continue
-            offset = result[tp]
-            if offset >= 0:
-                st.position = st.fetch_offset = st.committed = offset
-                st.reset = None
-            else:
-                self._reset_position(st)
-
-    def _retry_later(self, st: _Partition, now: float) -> None:
-        st.leader = -1
-        st.retry_at = now + self._retry_backoff
-        self._need_metadata = True
-
-    def _list_offsets(self, partitions: Iterable, timestamp: int, timeout: float | None) -> dict:
-        """Blocking ListOffsets, one short-lived connection per leader (so no parked Fetch delays it)."""
-        self._check_open()
-        tps = list(dict.fromkeys(as_topic_partition(tp) for tp in partitions))
-        timeout = self._request_timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        result: dict[TopicPartition, int] = {}
-        last: BaseException | None = None
-        while True:
-            pending = [tp for tp in tps if tp not in result]
-            if not pending:
-                return result
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RequestTimedOut(f"ListOffsets for {len(pending)} partitions not answered within "
-                                      f"{timeout:g} s ({last})")
-            try:
-                self._cluster.refresh(sorted({tp.topic for tp in pending}), allow_auto_create=False,
-                                      timeout=max(0.05, left))
-                by_leader: dict[int, list[TopicPartition]] = {}
-                for tp in pending:
-                    info = self._cluster.topics.get(tp.topic)
-                    if info is not None and info.error not in (0, LeaderNotAvailable.code):
-                        raise error_for_code(info.error, f"topic {tp.topic!r}")
-                    if info is not None and tp.partition >= info.partitions and info.error == 0:
-                        raise UnknownTopicOrPartition(f"{tp.topic} has no partition {tp.partition}")
-                    leader = info.leaders[tp.partition] if info is not None and info.error == 0 else -1
-                    if leader in self._cluster.brokers:
-                        by_leader.setdefault(leader, []).append(tp)
-                for node, group in by_leader.items():
-                    broker = self._cluster.brokers[node]
-                    with BrokerConnection(broker.host, broker.port, client_id=self.client_id,
-                                          security=self._cluster.security,
-                                          timeout=max(0.1, deadline - time.monotonic()),
-                                          connect_timeout=max(0.1, min(5.0, deadline - time.monotonic()))) as conn:
-                        body = conn.request(list_offsets.API_KEY, LIST_OFFSETS_VERSION,
-                                            _list_offsets_request([(tp, timestamp) for tp in group],
-                                                                  self._isolation))
-                    for tp, code, offset in _list_offsets_results(body):
-                        if code == 0:
-                            result[tp] = offset
-                        elif code not in REFRESH_CODES:
-                            raise error_for_code(code, f"ListOffsets for {tp.topic}-{tp.partition}")
-            except (ConnectionClosed, RequestTimedOut, OSError, ProtocolError) as exc:
-                last = exc
-            if any(tp not in result for tp in tps):
-                time.sleep(min(self._retry_backoff, max(0.0, deadline - time.monotonic())))
-
-    # ------------------------------------------------------------------ Fetch
-
-    def _send_fetch(self, node: int, states: list[_Partition], now: float) -> None:
-        """Send the node's next Fetch if none is in flight and some partition of it can fetch."""
-        if node in self._fetching:
-            return
-        due = [st for st in states if st.leader == node and st.fetchable and st.retry_at <= now]
-        if not due:
-            return
-        topics: dict[str, list] = {}
-        sent = {}
-        for st in due:
-            st.fetching = True
-            sent[st.tp] = (st, st.epoch, st.fetch_offset)
-            topics.setdefault(st.tp.topic, []).append({
-                "partition": st.tp.partition, "current_leader_epoch": -1, "fetch_offset": st.fetch_offset,
-                "log_start_offset": -1, "partition_max_bytes": st.fetch_bytes})
-        body = fetch.REQUEST(
-            replica_id=-1, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes,
-            max_bytes=max(self._fetch_max_bytes, max(st.fetch_bytes for st in due)), isolation_level=self._isolation,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-            topics=[{"topic": t, "partitions": parts} for t, parts in topics.items()])
-        self._fetching.add(node)
-        self._channels[node].send(fetch.API_KEY, FETCH_VERSION, body,
-                                  lambda body, exc: self._on_fetch(node, sent, body, exc))
-
-    def _on_fetch(self, node: int, sent: dict, body, exc: BaseException | None) -> None:
-        self._fetching.discard(node)
-        for st, _, _ in sent.values():
-            st.fetching = False
-        if exc is not None:
-            self._note_failure(exc)
-            return
-        self._note_success(node)
-        self._throttle_ms = body.throttle_time_ms
-        self._throttle_ms_max = max(self._throttle_ms_max, body.throttle_time_ms)
-        now = time.monotonic()
-        bulk = self._bulk
-        chunks = []
-        if body.error_code:  # a top-level error (fetch sessions, which mmlog does not use): retry
-            for st, _, _ in sent.values():
-                st.retry_at = now + self._retry_backoff
-        for topic in body.responses:
-            for part in topic.partitions:
-                entry = sent.get((topic.topic, part.partition_index))
-                if entry is None:
-                    continue
-                st, epoch, offset = entry
-                if st.epoch != epoch or st.halted or self._assigned.get(st.tp) is not st:
-                    continue  # seeked, reset or unassigned since the request left
-                code = part.error_code
-                if code == 0:
-                    st.high_watermark = part.high_watermark
-                    data = part.records
-                    if not data:
-                        continue
-                    scan = bulk.scan_chunk(data, offset)
-                    if scan.status == bulk.TRUNCATED:  # the first batch is larger than we asked for
-                        st.fetch_bytes = min(st.fetch_bytes * 2, 0x7FFFFFFF)
-                        continue
-                    st.fetch_bytes = self._partition_bytes
-                    if scan.status != bulk.OK:
-                        self._halt(st, epoch, CorruptMessage(
-                            f"{st.tp.topic}-{st.tp.partition} at offset {offset}: batch at byte {scan.end} of "
-                            f"the fetched chunk: {bulk.STATUS_TEXT[scan.status]}"), offset)
-                        continue
-                    st.fetch_offset = scan.next_offset
-                    chunks.append((st, epoch, data, offset, scan, part.aborted_transactions if self._isolation else None))
-                elif code == OffsetOutOfRange.code:
-                    self._out_of_range(st, offset, part)
-                elif code in REFRESH_CODES:
-                    self._retry_later(st, now)
-                else:
-                    self._halt(st, epoch, error_for_code(code, f"fetch {st.tp.topic}-{st.tp.partition} "
-                                                                f"at offset {offset}"), offset)
-        # The next Fetch leaves before any of these records reach the application.
-        states = [st for st in self._assigned.values() if st.leader == node]
-        self._send_resets(node, states, now)
-        self._send_fetch(node, states, now)
-        for st, epoch, data, offset, scan, aborted in chunks:
-            try:
-                arrays = bulk.decode_chunk(data, offset, topic=st.tp.topic, partition=st.tp.partition,
-                                           check_crcs=self._check_crcs, scan=scan, aborted=aborted)
-            except CorruptMessage as err:
-                self._halt(st, epoch, err, offset)
-                continue
-            self._ready.append((st, epoch, arrays))
-            st.buffered += 1
-
-    def _halt(self, st: _Partition, epoch: int, exc: BaseException, offset: int) -> None:
-        """Queue an error behind the partition's good chunks; fetch nothing more for it until a seek."""
-        st.halted = True
-        empty = self._bulk.RecordArrays.empty(st.tp.topic, st.tp.partition, offset)
-        self._ready.append((st, epoch, empty))  # the position stops at the failing offset...
-        self._ready.append((st, epoch, exc))  # ...and then poll raises
-        st.buffered += 2
-
-    def _out_of_range(self, st: _Partition, offset: int, part) -> None:
-        if self._reset_policy is None:
-            self._halt(st, st.epoch, OffsetOutOfRange(
-                f"{st.tp.topic}-{st.tp.partition}: offset {offset} is outside the log "
-                f"[{part.log_start_offset}, {part.high_watermark}] and auto_offset_reset is 'none'"), offset)
-            return
-        self._drop(st)
-        st.jump(None, self._reset_policy)  # position() waits for the reset to resolve
-
     # ------------------------------------------------------------------ helpers
 
-    def _state(self, tp) -> _Partition:
+    def _state(self, tp) -> PartitionState:
         self._check_open()
         tp = as_topic_partition(tp)
         st = self._assigned.get(tp)
@@ -1207,7 +504,7 @@ class Consumer:
             raise ValueError(f"{tp.topic}-{tp.partition} is not assigned to this consumer")
         return st
 
-    def _states(self, partitions) -> list[_Partition]:
+    def _states(self, partitions) -> list[PartitionState]:
         if not partitions:
             self._check_open()
             return list(self._assigned.values())
@@ -1216,30 +513,6 @@ class Consumer:
             partitions = tuple(partitions[0])  # seek_to_end([tp1, tp2]) as well as seek_to_end(tp1, tp2)
         return [self._state(tp) for tp in partitions]
 
-    def _where(self) -> str:
-        return ",".join(f"{h}:{p}" for h, p in self._cluster.bootstrap)
-
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("the consumer is closed")
-
-    @staticmethod
-    def _left(deadline: float | None) -> float:
-        if deadline is None:
-            return 3600.0
-        return max(0.0, deadline - time.monotonic())
-
-
-def _list_offsets_request(items: list[tuple[TopicPartition, int]], isolation: int = 0):
-    topics: dict[str, list] = {}
-    for tp, timestamp in items:
-        topics.setdefault(tp.topic, []).append(
-            {"partition_index": tp.partition, "current_leader_epoch": -1, "timestamp": timestamp})
-    return list_offsets.REQUEST(replica_id=-1, isolation_level=isolation,
-                                topics=[{"name": t, "partitions": parts} for t, parts in topics.items()])
-
-
-def _list_offsets_results(body) -> Iterator[tuple[TopicPartition, int, int]]:
-    for topic in body.topics:
-        for part in topic.partitions:
-            yield TopicPartition(topic.name, part.partition_index), part.error_code, part.offset

@@ -24,11 +24,17 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from mmlog.errors import RequestTimedOut
+from mmlog.errors import KafkaError, RequestTimedOut
 
 
 class ProducerTimeout(RequestTimedOut, TimeoutError):
     """A wait of the producer ran out: `get(timeout)`, `flush(timeout)`, a full buffer, delivery timeout."""
+
+
+class ProducerClosed(KafkaError):
+    """The producer was closed (or its I/O thread failed) before the record could be sent."""
+
+    code = -1
 
 
 class RecordMetadata(NamedTuple):

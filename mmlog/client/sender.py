@@ -2,7 +2,8 @@
 
 One `Sender` per producer owns a selector, one `Channel` per leader broker and a
 wake-up socket pair. Its work is `step()`, a list of named phases run with the
-producer's I/O lock held::
+producer's I/O lock held (the requests are built by `produce_requests.py`, their answers
+handled by `produce_outcomes.py`, batches stamped by `idempotence.py`)::
 
     read      pick up responses already in the socket buffers (callers other than
               the I/O thread; the I/O thread reads on selector events)
@@ -19,7 +20,7 @@ producer's I/O lock held::
 Who runs a step. The I/O thread loops: step, then sleep in the selector until a
 socket is ready, the planned time comes, or the wake-up socket is written. A
 `send()` that closes a batch also runs a non-blocking step itself if the I/O lock
-is free (`Producer._kick`): the batch goes out at once, instead of when the I/O
+is free (`Producer._kick`, producer_io.py): the batch goes out at once, instead of when the I/O
 thread has been scheduled and has got the GIL from a thread busy calling send()
 (CPython makes a thread returning from a blocking call wait up to the 5 ms switch
 interval for it). Blocking work (connecting, metadata) is left to the I/O thread.
@@ -67,37 +68,25 @@ from __future__ import annotations
 
 import logging
 import selectors
-import struct
 import time
 
-from mmlog.client import encode
 from mmlog.client.channel import Channel
 from mmlog.client.connection import ConnectionClosed
 from mmlog.client.futures import ProducerTimeout
+from mmlog.client.idempotence import Idempotence
 from mmlog.client.notifier import Notifier
-from mmlog.errors import (KafkaError, KafkaStorageError, LeaderNotAvailable, NotLeaderOrFollower,
-                          OutOfOrderSequenceNumber, RequestTimedOut, UnknownServerError, UnknownTopicOrPartition,
-                          error_for_code)
-from mmlog.protocol import (Placeholder, ProtocolError, RequestHeader, decode_response, encode_request_parts,
-                            encode_response)
-from mmlog.protocol import compression
-from mmlog.protocol.messages import init_producer_id, produce
-from mmlog.protocol.records import set_producer
-from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
+from mmlog.client.produce_outcomes import ProduceOutcomes
+from mmlog.client.produce_requests import ProduceRequests
+from mmlog.errors import KafkaError, RequestTimedOut
 
 log = logging.getLogger("mmlog.producer")
 
-PRODUCE_VERSION = 8
 INF = float("inf")
-# Errors after which the leader may have moved (Java's InvalidMetadataException: a failed log dir too).
-METADATA_ERRORS = frozenset({NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code,
-                             KafkaStorageError.code})
 EXPIRE_EVERY = 0.1  # seconds between scans for queued batches past their delivery timeout
 RECONNECT_BACKOFF_MAX = 1.0
-_I32 = struct.Struct(">i")
 
 
-class Sender:
+class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
     """Turns closed batches into Produce requests; see the module docstring."""
 
     def __init__(self, producer) -> None:
@@ -278,58 +267,6 @@ class Sender:
             if info is not None and info.error == 0 and info.partitions:
                 self.acc.learn(topic, info.leaders, self.cluster.brokers)
 
-    def _init_producer_id(self) -> None:
-        """Idempotence: a producer id and epoch from any broker (I/O thread; bounded blocking)."""
-        self.blocking = True
-        try:
-            body = self.cluster.request_any(init_producer_id.API_KEY, 1, init_producer_id.REQUEST(
-                transactional_id=None, transaction_timeout_ms=60_000), self.cluster.timeout)
-            if body.error_code == 0:
-                self.producer_id, self.producer_epoch = body.producer_id, body.producer_epoch
-                log.debug("msg=producer_id id=%d epoch=%d", self.producer_id, self.producer_epoch)
-                return
-            log.debug("msg=init_producer_id_failed error_code=%d", body.error_code)
-        except (ConnectionClosed, KafkaError) as exc:
-            log.debug("msg=init_producer_id_failed error=%r", exc)
-        finally:
-            self.blocking = False
-        self._producer_id_next = time.monotonic() + self.retry_backoff
-
-    def _in_transaction(self, ready: dict, io_thread: bool) -> dict:
-        """The queues whose partitions are in the transaction: new ones are added first (AddPartitionsToTxn,
-        on the I/O thread); those that cannot be added yet wait, and fail if the coordinator refuses."""
-        txn = self.txn
-        new = {(q.topic, q.partition) for queues in ready.values() for q in queues} - txn.added
-        if new and io_thread:
-            self.blocking = True
-            try:
-                txn.add_partitions(new, self.request_timeout)
-            except KafkaError as exc:
-                log.debug("msg=add_partitions_failed error=%r", exc)
-                txn.fail(exc)
-                for queues in ready.values():
-                    for queue in queues:
-                        if (queue.topic, queue.partition) in new:
-                            for batch in list(queue.closed):
-                                self._resolve(batch, -1, exc)
-                            queue.closed.clear()
-            finally:
-                self.blocking = False
-        elif new:
-            self.needs_io_thread = True
-        return {node: kept for node, queues in ready.items()
-                if (kept := [q for q in queues if (q.topic, q.partition) in txn.added])}
-
-    def _stamp(self, queue, batch) -> None:
-        """Idempotence: the producer id, epoch and the partition's next sequence into a batch's header
-        (sequences start at 0 for each producer id and epoch)."""
-        if queue.sequence_of != (self.producer_id, self.producer_epoch):
-            queue.sequence_of, queue.next_sequence = (self.producer_id, self.producer_epoch), 0
-        set_producer(batch.data, self.producer_id, self.producer_epoch, queue.next_sequence,
-                     transactional=self.txn is not None)
-        batch.stamped = (self.producer_id, self.producer_epoch)
-        queue.next_sequence = (queue.next_sequence + batch.count) & 0x7FFFFFFF
-
     def _collect(self, now: float) -> tuple[dict, float]:
         """The partitions with a batch to send now, per leader; and when a lingering batch is due."""
         acc = self.acc
@@ -508,191 +445,6 @@ class Sender:
             else:
                 self.selector.modify(channel.sock, events, channel)
 
-    def _build_all(self, queues: list, per_queue: int) -> None:
-        """Encode the first `per_queue` closed batches of each queue that are not encoded yet, in one
-        kernel call: what this step can send (a request takes one batch per partition)."""
-        todo = []
-        for queue in queues:
-            closed = queue.closed  # send() may append meanwhile: index it, never iterate it
-            for i in range(min(per_queue, len(closed))):
-                batch = closed[i]
-                if batch.data is None:
-                    todo.append(batch)
-        if not todo:
-            return
-        built = encode.build_runs([b.values for b in todo], [b.keys for b in todo], [b.headers for b in todo],
-                                  [b.stamps for b in todo])
-        codec, level = self.codec, self.compression_level
-        for batch, data in zip(todo, built):
-            batch.data = data if not codec else compression.compress_batch(data, codec, level)
-            batch.values = batch.keys = batch.headers = None
-
-    def _wire(self, queue) -> tuple:
-        """(request head, answer template) of a one-batch request for the queue's partition, made
-        once by the generic codec. The head is the frame up to the batch: size | header |
-        transactional_id (the producer's, or null) acks timeout_ms | 1 topic | name | 1 partition |
-        index | records length; a request patches its size (bytes 0-3), correlation id (8-11, by the
-        channel) and records length (the last 4 bytes), and sends the batch after it. The answer
-        template reads the usual answer (see `_answer_template`)."""
-        wire = queue.wire
-        if wire is None:
-            parts = encode_request_parts(RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, self.client_id),
-                                         produce.REQUEST(acks=self.acks, timeout_ms=self.timeout_ms,
-                                                         transactional_id=self.transactional_id, topic_data=[
-                                             {"name": queue.topic, "partition_data": [
-                                                 {"index": queue.partition, "records": Placeholder(0)}]}]))
-            assert len(parts) == 2 and parts[0][-4:] == bytes(4), "the records field must end the frame"
-            wire = queue.wire = (bytes(parts[0]), self._answer_template(queue.topic, queue.partition))
-        return wire
-
-    def _request(self, channel: Channel, batches: list) -> None:
-        """Queue one Produce request for these batches (written by the caller's on_writable)."""
-        if len(batches) == 1:
-            batch = batches[0]
-            head = bytearray(self._wire(batch.queue)[0])
-            data = batch.data
-            size = len(data)
-            _I32.pack_into(head, len(head) - 4, size)
-            _I32.pack_into(head, 0, len(head) - 4 + size)
-            parts = [head, data]
-        else:
-            by_topic: dict[str, list] = {}
-            for batch in batches:
-                by_topic.setdefault(batch.topic, []).append({"index": batch.partition, "records": batch.data})
-            parts = encode_request_parts(
-                RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, self.client_id),
-                produce.REQUEST(acks=self.acks, timeout_ms=self.timeout_ms, transactional_id=self.transactional_id,
-                                topic_data=[{"name": topic, "partition_data": partitions}
-                                            for topic, partitions in by_topic.items()]))
-
-        def done(response, exc, batches=batches, channel=channel):
-            # acks=0: (None, None) once written, or the exception of a connection lost before
-            # (Channel.fail fails the unwritten frames too).
-            self._on_response(channel, batches, response, exc)
-
-        channel.queue_frame(parts, produce.API_KEY, PRODUCE_VERSION, done, expect_response=self.acks != 0, raw=True)
-
-    def _answer_template(self, topic: str, partition: int) -> FrameTemplate | None:
-        """The usual answer to a one-batch request, by the codec with marker values; fields:
-        correlation id, error code, base offset, log append time, log start offset, throttle
-        time. Anything else in an answer (an error message) is decoded by the codec."""
-        marks = {"error_code": MARKS[I16][0], "base_offset": MARKS[I64][0], "log_append_time_ms": MARKS[I64][1],
-                 "log_start_offset": MARKS[I64][2]}
-        frame = encode_response(RequestHeader(produce.API_KEY, PRODUCE_VERSION, 0, None), produce.RESPONSE(
-            throttle_time_ms=MARKS[I32][0], responses=[{"name": topic, "partition_responses": [
-                {"index": partition, "record_errors": [], "error_message": None, **marks}]}]))
-        try:
-            return FrameTemplate(frame, [(I32, 4), (I16, marks["error_code"]), (I64, marks["base_offset"]),
-                                         (I64, marks["log_append_time_ms"]), (I64, marks["log_start_offset"]),
-                                         (I32, MARKS[I32][0])], skip=4)
-        except TemplateError:
-            return None
-
-    # ------------------------------------------------------------ outcomes
-
-    def _on_response(self, channel: Channel, batches: list, frame, exc) -> None:
-        """A response frame (None with acks=0, once written), or the exception that lost it."""
-        if exc is None and frame is not None:
-            if len(batches) == 1:
-                batch = batches[0]
-                template = self._wire(batch.queue)[1]
-                values = template.read(frame) if template is not None else None
-                if values is not None and values[1] == 0:  # (correlation id, error code, base offset, ...)
-                    self._throttled(values[5])
-                    self._succeeded(batch, values[2])
-                    return
-            try:
-                _, frame = decode_response(produce.API_KEY, PRODUCE_VERSION, frame)
-            except ProtocolError as bad:
-                channel.fail(ConnectionClosed(f"{channel.host}:{channel.port}: bad response: {bad}"))
-                exc = bad
-        self._on_answer(channel, batches, frame, exc)
-
-    def _on_answer(self, channel: Channel, batches: list, response, exc) -> None:
-        if exc is not None:
-            if not isinstance(exc, KafkaError):
-                exc = ConnectionClosed(f"{channel.host}:{channel.port}: {exc}")
-            self._need_metadata()
-            for batch in batches:
-                self._failed(batch, exc)
-            return
-        if response is None:  # acks=0: written to the socket, no answer will come
-            for batch in batches:
-                self._succeeded(batch, -1)
-            return
-        self._throttled(response.throttle_time_ms)
-        results = {}
-        for topic in response.responses:
-            for part in topic.partition_responses:
-                results[(topic.name, part.index)] = part
-        for batch in batches:
-            self._outcome(batch, results.get((batch.topic, batch.partition)))
-
-    def _throttled(self, ms: int) -> None:
-        """Keep the throttle time a broker's client quota put in an answer (the broker mutes us meanwhile)."""
-        self.throttle_ms = ms
-        if ms > self.throttle_ms_max:
-            self.throttle_ms_max = ms
-
-    def _outcome(self, batch, part) -> None:
-        """Resolve or retry a batch after its partition's answer (None: the response left it out)."""
-        if part is None:
-            self._failed(batch, UnknownServerError(
-                f"no answer for {batch.topic}-{batch.partition} in the produce response"))
-        elif part.error_code == 0:
-            self._succeeded(batch, part.base_offset)
-        else:
-            if part.error_code in METADATA_ERRORS:
-                self._need_metadata()
-            message = f"{batch.topic}-{batch.partition}"
-            if part.error_message:
-                message += f": {part.error_message}"
-            self._failed(batch, error_for_code(part.error_code, message))
-
-    def _succeeded(self, batch, base_offset: int) -> None:
-        queue = batch.queue
-        _pop_inflight(queue, batch)
-        if queue.held:
-            # A later batch is written; retrying the held ones would reorder the partition.
-            held, queue.held = queue.held, []
-            for earlier in held:
-                exc = earlier.last_error
-                self._resolve(earlier, -1, type(exc)(
-                    f"{exc} (not retried: a later batch of {queue.topic}-{queue.partition} was written, "
-                    f"and a retry would reorder the partition)") if isinstance(exc, KafkaError) else exc)
-        self._resolve(batch, base_offset, None)
-
-    def _failed(self, batch, exc: BaseException) -> None:
-        queue = batch.queue
-        _pop_inflight(queue, batch)
-        batch.last_error = exc
-        now = time.monotonic()
-        retriable = getattr(exc, "retriable", False) or (
-            self.idempotent and isinstance(exc, OutOfOrderSequenceNumber) and bool(queue.held))  # behind a retry
-        if retriable and batch.attempts <= self.retries and now < batch.created + self.delivery_timeout:
-            queue.held.append(batch)
-            log.debug("msg=retry topic=%s partition=%d attempt=%d error=%r", batch.topic, batch.partition,
-                      batch.attempts, exc)
-        else:
-            self._resolve(batch, -1, exc)
-            if self.txn is not None:
-                self.txn.fail(exc)  # the transaction can only abort now (the abort starts a new epoch)
-            elif self.idempotent and self.producer_id >= 0 and batch.stamped == (self.producer_id, self.producer_epoch):
-                # Its partition's sequence has a gap now: a new producer id, sequences from 0.
-                log.warning("msg=new_producer_id reason=%r", exc)
-                self.producer_id = -1
-        if queue.held and not queue.inflight:
-            held, queue.held = queue.held, []
-            held[0].retry_at = now + self.retry_backoff
-            queue.closed.extendleft(reversed(held))
-            self.needs_io_thread = True
-
-    def _resolve(self, batch, base_offset: int, exc: BaseException | None) -> None:
-        self.acc.release(batch)
-        batch.data = batch.values = batch.keys = batch.headers = None  # futures may outlive the bytes
-        if batch.resolve(base_offset, exc):
-            self.completions.append(batch)
-
     # ------------------------------------------------------------ shutdown
 
     def abort(self, exc: BaseException) -> None:
@@ -714,13 +466,3 @@ class Sender:
             self._forget(node, channel)
         self.selector.close()
         self._waker.close()
-
-
-def _pop_inflight(queue, batch) -> None:
-    if queue.inflight and queue.inflight[0] is batch:
-        queue.inflight.popleft()
-    else:  # responses of one partition arrive in order; this is only defensive
-        try:
-            queue.inflight.remove(batch)
-        except ValueError:
-            pass

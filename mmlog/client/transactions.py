@@ -20,6 +20,9 @@ Requests to the coordinator go over one connection of this manager's own,
 found with FindCoordinator (key type 1) and looked up again on NOT_COORDINATOR.
 Retriable answers (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, ...)
 are retried with back-off until the call's deadline.
+
+The producer's transaction methods above (`init_transactions`, ...) are `TransactionalProducer`,
+a mixin of `Producer`, at the end of this module.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import threading
 import time
 
 from mmlog.client.connection import BrokerConnection, ConnectionClosed
+from mmlog.client.futures import ProducerTimeout
 from mmlog.errors import (
     ConcurrentTransactions,
     CoordinatorLoadInProgress,
@@ -225,3 +229,51 @@ class TransactionManager:
 
 
 __all__ = ["TransactionManager", "TransactionError"]
+
+
+class TransactionalProducer:
+    """A mixin of `Producer` (producer.py): its transaction methods, over the `TransactionManager`."""
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get this transactional id's producer id and epoch, fencing any older producer of the id and
+        aborting the transaction it left open. Call once, before the first transaction."""
+        pid, epoch = self._transactions().init(self.max_block if timeout is None else timeout)
+        with self._io_lock:
+            self._sender.producer_id, self._sender.producer_epoch = pid, epoch
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what is sent until commit or abort is committed or aborted as one."""
+        self._transactions().begin()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_id, timeout: float | None = None) -> None:
+        """Commit consumer positions ({(topic, partition): next offset to read}) with the transaction:
+        a consume-transform-produce loop's input and output become visible together. `group_id` is the
+        consumer group's id (or a consumer, whose group id is used)."""
+        group = getattr(group_id, "group_id", group_id)
+        self._transactions().send_offsets(offsets, group, self.max_block if timeout is None else timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then commit: read_committed consumers see the transaction's records from now on.
+        Raises if a record of the transaction failed (abort it then)."""
+        txn = self._transactions()
+        deadline = time.monotonic() + (self.delivery_timeout if timeout is None else timeout)
+        self.flush(max(0.0, deadline - time.monotonic()))
+        txn.end(True, max(0.0, deadline - time.monotonic()))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort: the transaction's records stay in the log, but read_committed consumers never see them."""
+        txn = self._transactions()
+        deadline = time.monotonic() + (self.delivery_timeout if timeout is None else timeout)
+        try:
+            self.flush(max(0.0, deadline - time.monotonic()))
+        except ProducerTimeout:
+            pass  # what is still in flight is aborted with the rest
+        failed = txn.state == ABORTABLE
+        txn.end(False, max(0.0, deadline - time.monotonic()))
+        if failed:  # a batch lost inside the transaction left a gap in a sequence: start the next epoch
+            self.init_transactions(max(0.0, deadline - time.monotonic()))
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise TransactionError("transactions need Producer(transactional_id=...)")
+        return self._txn

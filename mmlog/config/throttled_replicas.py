@@ -8,7 +8,9 @@ leader side the partitions it leads whose followers' fetches it slows
 slowly (`replication/throttle.py`). Either side throttles a replica only while it is out
 of the ISR (Kafka's shouldLeaderThrottle / shouldFollowerThrottle): a caught-up follower
 is never slowed. The rates are the dynamic broker configs `leader.replication.throttled.rate`
-and `follower.replication.throttled.rate`.
+and `follower.replication.throttled.rate`. The admin client writes these values
+(`mmlog/client/admin_replicas.py`, which keeps its own copy of the names: the client does not
+import the broker's config package).
 """
 
 from __future__ import annotations
@@ -46,8 +48,3 @@ def throttles(value: str, broker_id: int, partition: int) -> bool:
         return False
     found = partitions(value, broker_id)
     return found is ALL or partition in found
-
-
-def pairs(replicas: dict[int, list[int]]) -> str:
-    """The value naming each partition's listed brokers: {0: [1, 2]} -> '0:1,0:2'."""
-    return ",".join(f"{p}:{b}" for p, brokers in sorted(replicas.items()) for b in brokers)

@@ -1,6 +1,6 @@
 """Arrow record batches straight from the bulk decoder's numpy columns, with no Python code per record.
 
-`RecordArrays` (mmlog.client.bulk) leaves every key, value and header where it lies
+`RecordArrays` (mmlog.client.record_arrays) leaves every key, value and header where it lies
 in the fetched chunk: a position and a length per record (-1: null). An Arrow
 binary column wants its items back to back with n + 1 int32 offsets, so
 `binary_array` gathers them with one numba kernel (`gather`: one memcpy per
@@ -21,7 +21,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from mmlog.client.bulk import RecordArrays
+from mmlog.client.record_arrays import RecordArrays
 
 
 @intrinsic

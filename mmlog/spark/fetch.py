@@ -29,8 +29,9 @@ from typing import Iterator
 import numpy as np
 
 from mmlog.client import bulk
+from mmlog.client.record_arrays import RecordArrays
 from mmlog.client.cluster import Cluster
-from mmlog.client.consumer import FETCH_VERSION, REFRESH_CODES
+from mmlog.client.fetcher import FETCH_VERSION, REFRESH_CODES
 from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
 from mmlog.security.client import ClientSecurity
 from mmlog.errors import CorruptMessage, KafkaError, OffsetOutOfRange, RequestTimedOut, error_for_code
@@ -63,7 +64,7 @@ class RangeFetcher:
         self._failing_since: float | None = None
         self._backoff = 0.05
 
-    def chunks(self, start: int, end: int) -> Iterator[bulk.RecordArrays]:
+    def chunks(self, start: int, end: int) -> Iterator[RecordArrays]:
         """The records at offsets [start, end), one decoded chunk at a time, each cut at end."""
         offset, size = start, self.max_bytes
         inflight = None  # the offset of the Fetch on the wire, if any
@@ -190,9 +191,9 @@ class RangeFetcher:
         return f"{self.topic}-{self.partition}" + (f" at offset {offset}" if offset >= 0 else "")
 
 
-def _head(arrays: bulk.RecordArrays, n: int) -> bulk.RecordArrays:
+def _head(arrays: RecordArrays, n: int) -> RecordArrays:
     """The first n records of a chunk (views of its columns, no copy)."""
     columns = (arrays.offsets, arrays.timestamps, arrays.timestamp_types, arrays.key_starts, arrays.key_lengths,
                arrays.value_starts, arrays.value_lengths, arrays.header_starts, arrays.header_counts)
-    return bulk.RecordArrays(arrays.topic, arrays.partition, arrays.buffer, arrays.next_offset,
-                             [c[:n] for c in columns])
+    return RecordArrays(arrays.topic, arrays.partition, arrays.buffer, arrays.next_offset,
+                        [c[:n] for c in columns])

@@ -73,3 +73,18 @@ def test_an_unreachable_broker_fails_fast_with_a_clear_error():
     with pytest.raises(ConnectionClosed, match="no broker reachable at 127.0.0.1:1"):
         Admin("127.0.0.1:1", timeout=1.0).list_topics()
     assert time.monotonic() - start < 5
+
+
+def test_the_throttled_replicas_the_admin_writes_are_what_the_broker_reads():
+    """The admin client keeps its own copy of the throttled-replicas format (it does not import the broker's
+    config package): the names must be the broker's, and each broker must find its own pairs in the value."""
+    from mmlog.client import admin_replicas
+    from mmlog.config import throttled_replicas
+
+    assert admin_replicas.LEADER_THROTTLED == throttled_replicas.LEADER
+    assert admin_replicas.FOLLOWER_THROTTLED == throttled_replicas.FOLLOWER
+    value = admin_replicas.throttled_pairs({0: [101, 102], 3: [102], 5: []})
+    assert value == "0:101,0:102,3:102" and throttled_replicas.valid(value)
+    assert throttled_replicas.partitions(value, 101) == {0}
+    assert throttled_replicas.partitions(value, 102) == {0, 3}
+    assert throttled_replicas.valid(admin_replicas.throttled_pairs({}))

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mmlog.client import bulk
+from mmlog.client.record_arrays import RecordArrays
 from mmlog.errors import CorruptMessage
 from mmlog.protocol import records as rec
 from tests.client.consumer_tools import control_batch, with_attributes
@@ -44,7 +45,7 @@ def build_chunk(specs, first_offset: int) -> tuple[bytearray, list[int]]:
     return chunk, positions
 
 
-def assert_same(arrays: bulk.RecordArrays, expected: list[rec.Record]) -> None:
+def assert_same(arrays: RecordArrays, expected: list[rec.Record]) -> None:
     assert len(arrays) == len(expected)
     assert arrays.offsets.tolist() == [r.offset for r in expected]
     assert arrays.timestamps.tolist() == [r.timestamp for r in expected]
@@ -62,7 +63,7 @@ def assert_same(arrays: bulk.RecordArrays, expected: list[rec.Record]) -> None:
     assert list(arrays.iter_records()) == records
 
 
-def headers_from_columns(arrays: bulk.RecordArrays) -> list[list[tuple]]:
+def headers_from_columns(arrays: RecordArrays) -> list[list[tuple]]:
     """Every record's headers rebuilt from `header_columns()`, for comparison with `decode_headers`."""
     bounds, key_starts, key_lengths, value_starts, value_lengths = arrays.header_columns()
     data = bytes(arrays.buffer)
@@ -194,7 +195,7 @@ def test_check_crcs_catches_a_flipped_bit():
 
 
 def test_empty_arrays():
-    arrays = bulk.RecordArrays.empty("t", 0, 7)
+    arrays = RecordArrays.empty("t", 0, 7)
     assert len(arrays) == 0 and arrays.records() == [] and arrays.values() == [] and arrays.next_offset == 7
     assert list(arrays.iter_records()) == []
 

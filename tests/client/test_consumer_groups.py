@@ -23,7 +23,7 @@ import pytest
 
 from mmlog.client import Consumer, TopicPartition
 from mmlog.client.admin import Admin
-from mmlog.client.group import CommitFailedError
+from mmlog.client.group_offsets import CommitFailedError
 from mmlog.errors import InconsistentGroupProtocol, InvalidSessionTimeout
 from mmlog.testing import EmbeddedBroker
 from tests.client.consumer_tools import create_topic, produce

@@ -381,9 +381,9 @@ def test_a_send_closing_a_batch_waits_for_the_io_threads_step_only_when_that_is_
     """With the I/O lock held by the I/O thread, a send() that closes a batch waits (up to KICK_WAIT) to do
     its step after it: the I/O thread may be stuck waiting for the GIL that send()'s thread holds. Not while
     it connects or fetches metadata (`blocking`), and not with acks=0 (no answers waiting to be read)."""
-    from mmlog.client import producer as producer_module
+    from mmlog.client import producer_io
 
-    monkeypatch.setattr(producer_module, "KICK_WAIT", 0.5)
+    monkeypatch.setattr(producer_io, "KICK_WAIT", 0.5)
     topic = topic_name("kick-wait")
     with Producer(broker.bootstrap, acks=acks, linger_ms=1000, max_batch_records=1) as producer:
         producer.send(topic, b"warm", partition=0).get(30)

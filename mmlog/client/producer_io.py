@@ -1,0 +1,122 @@
+"""The producer's I/O: the I/O thread's loop, and a send() that closes a batch doing a step itself.
+
+A mixin of `Producer` (producer.py); sender.py's docstring tells why send() steps the sender
+when it can (the GIL's switch interval) and when the I/O thread leaves the sockets to it."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from mmlog.client import encode
+from mmlog.client.futures import ProducerClosed
+from mmlog.client.sender import INF
+
+log = logging.getLogger("mmlog.producer")
+
+_monotonic = time.monotonic
+# A send() that closes a batch does the I/O itself at most this often while requests are in
+# flight: one step then writes every batch closed meanwhile with one sendmsg and reads every
+# answer with one recv, instead of a step, a recv and a send per batch (a batch of one record
+# closes every 2 µs).
+KICK_INTERVAL = 0.0001
+# While send() has done a step within this long, the I/O thread leaves the sockets to it (see
+# Sender.park); a thread that blocks (flush, get, a full buffer) hands them back at once.
+DRIVE_WINDOW = 0.002
+KICK_WAIT = 0.001  # longest a send() closing a batch waits for the I/O thread's step (see _kick)
+
+
+class ProducerIO:
+    """Runs the sender: from the I/O thread, and from a send() that closed a batch."""
+
+    def _kick(self) -> None:
+        """A batch closed: send it from this thread if the I/O lock is free (see sender.py: the GIL),
+        unless requests are in flight and this thread did the I/O less than KICK_INTERVAL ago."""
+        sender = self._sender
+        now = _monotonic()
+        if now < sender.next_kick:
+            return  # the batch goes with the next step's others, soon, in the same sendmsg
+        if not self._io_lock.acquire(False):
+            # The I/O thread has it. Mid-step, back from a syscall, it may be waiting for the GIL
+            # this thread holds: it would get it only at the 5 ms switch interval, while this thread
+            # appends and cannot send (measured: half the time of a batch-50 run in such stalls).
+            # Waiting for the lock hands it the GIL; it finishes its step, and this one follows.
+            # Not while it connects or fetches metadata: that blocks for long, and send() must not.
+            # Not with acks=0 either: no answers wait to be read, and the I/O thread's step is
+            # writing, which can take long (batch 50 measured 6% slower with the wait: mean of 3 pairs).
+            if sender.blocking or not self.acks or not self._io_lock.acquire(timeout=KICK_WAIT):
+                return  # the holder will see acc.ready_hint before it sleeps
+        sender.next_kick = now + KICK_INTERVAL
+        sender.last_kick = now
+        try:
+            wanted = sender.needs_io_thread
+            due = sender.step(io_thread=False)
+            if (sender.needs_io_thread and not wanted) or due < sender.planned:
+                sender.wake()  # a connection or metadata to fetch: blocking work for the I/O thread
+        finally:
+            self._io_lock.release()
+        if self._completions:
+            self._fire_callbacks()
+
+    def _fire_callbacks(self) -> None:
+        """Run the callbacks of resolved batches, in order, on one thread at a time."""
+        completions = self._completions
+        lock = self._callback_lock
+        while completions:
+            if not lock.acquire(False):
+                return  # the holder loops until the queue is empty
+            try:
+                while True:
+                    try:
+                        batch = completions.popleft()
+                    except IndexError:
+                        break
+                    batch.fire()
+            finally:
+                lock.release()
+
+    def _run(self) -> None:
+        """The I/O thread: step, sleep in the selector, handle events; see sender.py."""
+        sender = self._sender
+        acc = self._acc
+        try:
+            encode.warm()  # compile or load the kernel now, not at the first batch
+            while True:
+                with self._io_lock:
+                    if self._abort or (self._stop and not acc.incomplete):
+                        break
+                    now = _monotonic()
+                    if now - sender.last_kick < DRIVE_WINDOW and not sender.needs_io_thread and not self._closed:
+                        sender.park()  # send() drives the sockets (see Sender.park); look again later
+                        due = sender.planned = sender.last_kick + DRIVE_WINDOW
+                    else:
+                        sender.unpark()
+                        sender.planned = 0.0  # awake: a batch opened during this step is seen after it
+                        sender.needs_io_thread = False
+                        sender.closing = self._closed
+                        due = sender.step(io_thread=True)
+                        if acc.ready_hint or sender.needs_io_thread:
+                            due = 0.0
+                        elif acc.incomplete:
+                            # Busy: wake at least every linger, so that a batch opened meanwhile is
+                            # sent on time without send() having to wake this thread (a syscall).
+                            due = min(due, _monotonic() + max(self.linger, 0.001))
+                        sender.planned = due
+                if self._completions:
+                    self._fire_callbacks()
+                timeout = None if due == INF else max(0.0, due - _monotonic())
+                events = sender.selector.select(timeout)
+                if events:
+                    with self._io_lock:
+                        for key, mask in events:
+                            sender.try_read(key.data, mask)
+            if self._abort:
+                with self._io_lock:
+                    sender.abort(ProducerClosed("producer closed before these records were delivered"))
+        except BaseException as exc:  # noqa: BLE001 - a bug here must fail the records, not hang them
+            log.exception("msg=producer_io_thread_failed")
+            self._failure = exc
+            self._closed = True
+            with self._io_lock:
+                sender.abort(ProducerClosed(f"producer I/O thread failed: {exc!r}"))
+        self._fire_callbacks()
