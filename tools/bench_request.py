@@ -226,7 +226,7 @@ def stages(rounds: int, n: int) -> tuple[dict, float]:
     """({stage: us}, whole path us) for one-record Produce requests handled in this process."""
     from mmlog.ipc.metrics_block import NULL_REGION
     from mmlog.log.manager import LogManager
-    from mmlog.log.partition import now_ms
+    from mmlog.log.segment_view import now_ms
     from mmlog.processors.connection import Connection
     from mmlog.processors.dispatch import handle_requests
     from mmlog.processors.handlers import produce as handler

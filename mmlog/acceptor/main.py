@@ -43,7 +43,8 @@ from mmlog.config.settings import ConfigError
 from mmlog.security import tls
 from mmlog.log import flush_timing, kernels
 from mmlog.log.cleaner import kernels as compaction_kernels
-from mmlog.log.manager import LogManager, open_partition_budget
+from mmlog.log.manager import LogManager
+from mmlog.log.open_partitions import open_partition_budget
 from mmlog.protocol import precompile
 
 log = logging.getLogger("mmlog.broker")

@@ -5,7 +5,7 @@ and the cluster-wide default (`/config/brokers/<default>`); a setting's value is
 first of: this broker's dynamic value, the cluster default, server.properties, the
 built-in default (Kafka's DynamicBrokerConfig; DescribeConfigs lists the synonyms in
 that order). mmlog keeps the same two levels, in ZooKeeper in cluster mode and in the
-topic catalogue standalone (`log/manager.py`), as `{"<default>": {...}, "<id>": {...}}`.
+topic catalogue standalone (`log/catalogue.py`), as `{"<default>": {...}, "<id>": {...}}`.
 
 `DYNAMIC` is the one table of what may change, and how each change reaches the code
 that reads it:

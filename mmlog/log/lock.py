@@ -4,7 +4,7 @@ Writers in any number of processes serialise on `flock(LOCK_EX)` over the
 partition's `.lock` file; a process killed while holding it (even by SIGKILL)
 releases it when the kernel closes its descriptors, so a dead writer can never
 wedge a partition. What the dead writer left half done is found through the
-state's PENDING_OP and repaired by the next holder (`partition.py`).
+state's PENDING_OP and repaired by the next holder (`log_recovery.py`).
 
 flock locks belong to an open file description, so two threads of one process
 sharing this object would both "hold" it; a threading lock taken first makes the

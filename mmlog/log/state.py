@@ -79,7 +79,7 @@ Writers hold the partition lock (`lock.py`). Before a multi-step file operation 
 writer sets PENDING_OP, and clears it in the same seqlocked update that publishes
 the result. A writer that finds PENDING_OP set, or SEQ odd, when it takes the lock
 knows its predecessor died mid-operation and repairs the partition from its files
-(`partition.py`) before doing anything else.
+(`log_recovery.py`) before doing anything else.
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ from mmlog.ipc.metrics_block import NULL_REGION, Region
 from mmlog.ipc.quota_block import QuotaBlock
 from mmlog.config.broker import BrokerConfig
 from mmlog.log import flush_timing
-from mmlog.log.manager import LogManager, open_partition_budget
+from mmlog.log.manager import LogManager
+from mmlog.log.open_partitions import open_partition_budget
 from mmlog.security.authorizer import Authorizer
 from mmlog.processors.connection import Connection
 from mmlog.processors.dispatch import handle_requests

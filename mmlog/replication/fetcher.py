@@ -15,7 +15,8 @@ import signal
 import threading
 
 from mmlog.system.process import name_process
-from mmlog.log.manager import LogManager, open_partition_budget
+from mmlog.log.manager import LogManager
+from mmlog.log.open_partitions import open_partition_budget
 from mmlog.replication.fetch_plan import PlanReader
 from mmlog.replication.source import SourceFetcher
 from mmlog.replication.throttle import UNLIMITED, Throttle

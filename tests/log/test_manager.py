@@ -17,7 +17,8 @@ from mmlog.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from mmlog.log.manager import CATALOGUE, LogManager
+from mmlog.log.catalogue import CATALOGUE
+from mmlog.log.manager import LogManager
 from mmlog.log.offset_checkpoint import HIGH_WATERMARKS
 from tests.log.logtools import tagged_batch
 

@@ -1,7 +1,7 @@
 """Recovery: after an unclean stop the log holds exactly its intact prefix, indexes rebuilt, appends resuming.
 
-Every crash point written down in partition.py and recovery.py is replayed here
-on real files: the steps a writer had done are redone by hand, the writer
+Every crash point written down in partition.py (and the modules of its parts) and
+recovery.py is replayed here on real files: the steps a writer had done are redone by hand, the writer
 "dies" (its lock descriptor closes), and the next lock holder must repair.
 """
 

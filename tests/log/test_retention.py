@@ -11,7 +11,7 @@ import pytest
 from mmlog.config.settings import LogConfig
 from mmlog.errors import OffsetOutOfRange
 from mmlog.log.files import segment_file
-from mmlog.log.manager import DESCRIPTORS_PER_PARTITION
+from mmlog.log.open_partitions import DESCRIPTORS_PER_PARTITION
 from mmlog.log.partition import Partition
 from mmlog.log.retention import SegmentSummary, expired_prefix
 from mmlog.protocol import records as rec

@@ -1,0 +1,230 @@
+"""The partitions a log manager holds open in its process, within a budget of descriptors and mappings.
+
+In cluster mode a topic's partitions are spread over the brokers: its catalogue
+entry carries the `assignment` and this broker opens only the partitions assigned
+to it (`broker_id`); asking for another one is NOT_LEADER_OR_FOLLOWER. A standalone
+broker's topics have no assignment: every partition is here, led alone. A replica
+in cluster mode is created without a role (appends refused) until the control plane
+applies its partition state. The owner opens a partition with recovery the first
+time, attached (no recovery, no role reset) after that; other processes always
+attach.
+
+Descriptors and mappings: an open partition holds eight descriptors (state page,
+lock, and its active segment's log and both indexes, each mmap holding a duplicate)
+and three memory mappings, and five descriptors and two mappings more while it has
+an older segment open (one at most: segment_view.py, "Open files"), so every process
+keeps at most `max_open` partitions open, least recently used first out
+(`open_partition_budget`: half the descriptor limit, and a third of vm.max_map_count,
+at a one-segment partition's cost). After `load()` the owner needs a partition only
+for housekeeping and role changes; a processor needs the ones its clients use. A
+request parked on a partition (acks=all, DeleteRecords) names it rather than holding
+the open log, so closing it under the request is safe, and a FileSlice being sent
+keeps its own file open.
+
+On disk: nothing of its own (the partition directories are the partitions'). Crash
+points: none; closing one the processors still write to never marks it clean, so
+whatever a crash leaves, the next start recovers: only `close(clean=True)` at the
+broker's stop marks partitions clean (manager.py). The owner notes, for each
+partition it closes, its HW (for the HW checkpoint: lower is safe, a restart that
+needs it never exposes more than was committed) and when a roll or flush can next
+be due (housekeeping.py).
+"""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Callable, Iterator
+
+from mmlog.errors import KafkaStorageError, NotLeaderOrFollower, UnknownTopicOrPartition
+from mmlog.log.catalogue import TopicInfo
+from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
+from mmlog.log.partition import Partition
+from mmlog.log.state import Role
+
+# What an open one-segment partition holds in any process: partition.state and both indexes
+# are mmap-ed (Python's mmap keeps a duplicate of the descriptor), so 8 descriptors with the
+# lock and the log (measured: docs/robustness.md, "Descriptors"), and 3 mappings.
+DESCRIPTORS_PER_PARTITION = 8
+MAPPINGS_PER_PARTITION = 3
+MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+
+
+def open_partition_budget(configured: int = 0) -> int:
+    """Partitions a process keeps open at once: `configured` (log.max.open.partitions), or when 0 half
+    the descriptor limit over 8 (the other half is for connections and an older segment each) and at
+    most a third of vm.max_map_count over 3 (numba, the heap and older segments map too)."""
+    if configured:
+        return configured
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    try:
+        maps = int(MAX_MAP_COUNT.read_text())
+    except (OSError, ValueError):
+        maps = 65530  # the kernel's default
+    return max(8, min(soft // 2 // DESCRIPTORS_PER_PARTITION, maps // 3 // MAPPINGS_PER_PARTITION))
+
+
+class OpenPartitions:
+    """Opening, evicting and listing the partitions of a LogManager (a part of LogManager)."""
+
+    log_dirs: list[Path]
+    owner: bool
+    broker_id: int | None
+    max_open: int | None
+    on_evict: Callable[[int], None] | None
+    dir_health: LogDirHealth
+    _topics: dict[str, TopicInfo]
+    _partitions: OrderedDict[tuple[str, int], Partition]
+    _known: set[tuple[str, int]]
+    _closed_hw: dict[tuple[str, int], int]
+    _not_due: dict[tuple[str, int], tuple[int, int]]
+    _slot_of: dict[tuple[str, int], int]
+    _lock: threading.RLock
+
+    def partition(self, topic: str, partition: int) -> Partition:
+        """The open partition log (opened on first use; in the owner, maybe closing the least recently used)."""
+        key = (topic, partition)
+        part = self._partitions.get(key)
+        if part is not None:
+            if self.dir_health.any_offline[0]:
+                self._check_online(key)
+            if self.max_open is not None:
+                with self._lock:
+                    if key in self._partitions:
+                        self._partitions.move_to_end(key)
+            return part
+        info = self.topic(topic)
+        if partition >= info.partitions and not self.owner:  # grown since we read the catalogue?
+            self.reload()
+            info = self.topic(topic)
+        if not 0 <= partition < info.partitions:
+            raise UnknownTopicOrPartition(f"{topic} has no partition {partition}")
+        if self.broker_id is not None and self.broker_id not in (replicas := info.replicas(partition, self.broker_id)):
+            raise NotLeaderOrFollower(f"{topic}-{partition} lives on brokers {replicas}")
+        with self._lock:
+            part = self._partitions.get(key) or self._open(topic, partition, info)
+            self._partitions[key] = part
+            self._evict()
+            return part
+
+    def _make_partition(self, name: str, p: int, log_config, assignment, counts, made: list) -> None:
+        """A new partition of a topic being created or grown, placed and opened (its directory noted in
+        `made`, for the caller's all-or-nothing undo): led alone standalone, waiting for its role in a
+        cluster (caller holds the lock)."""
+        directory = self._place(name, p, counts)
+        made.append(directory)
+        part = Partition(directory, log_config, broker_id=self.broker_id or 0)
+        self._partitions[(name, p)] = part
+        self._slot_of[(name, p)] = self.dir_health.slot_of(directory)
+        self._known.add((name, p))
+        if assignment is None:
+            self._lead_alone(part)
+        else:
+            part.stop_serving(assignment[p])
+        self._remember_due((name, p), part, part.snapshot())
+        self._evict()
+
+    def _open(self, topic: str, partition: int, info: TopicInfo) -> Partition:
+        key = (topic, partition)
+        directory = self._find(topic, partition)
+        if directory is None and self.dir_health.any_offline[0]:  # never made anew beside its dead copy
+            raise KafkaStorageError(f"{topic}-{partition} is in no online log dir")
+        try:
+            part = self._open_in(key, directory, info)
+        except OSError as exc:
+            if is_dir_failure(exc):
+                raise self._failed(directory or self.log_dirs[0], exc) from exc
+            raise
+        self._slot_of[key] = self.dir_health.slot_of(part.directory)
+        return part
+
+    def _open_in(self, key: tuple[str, int], directory: Path | None, info: TopicInfo) -> Partition:
+        topic, partition = key
+        if self.owner and key in self._known:  # closed to save descriptors: attach again, as it was
+            if directory is None:
+                raise UnknownTopicOrPartition(f"{topic}-{partition} has no directory")
+            part = Partition(directory, self.config_for(topic), recover=False, broker_id=self.broker_id or 0)
+            self._closed_hw.pop(key, None)
+            return part
+        if directory is None:
+            if not self.owner:
+                raise UnknownTopicOrPartition(f"{topic}-{partition} has no directory yet")
+            directory = self._place(topic, partition)
+        checkpoint_hw = self._checkpoints(directory.parent).get(key) if self.owner else None
+        part = Partition(directory, self.config_for(topic), recover=self.owner, checkpoint_hw=checkpoint_hw,
+                         broker_id=self.broker_id or 0)
+        if self.owner:
+            self._known.add(key)
+            if info.assignment is None:
+                self._lead_alone(part)
+            else:  # whatever role it had before a restart is stale until the control plane says
+                part.stop_serving(info.assignment[partition])
+        return part
+
+    def _evict(self) -> None:
+        """Close least recently used partitions past max_open (never marking them clean: processors
+        may still be appending). Caller holds the lock."""
+        if self.max_open is None:
+            return
+        closed = 0
+        while len(self._partitions) > self.max_open:
+            key, part = self._partitions.popitem(last=False)
+            if self.owner:
+                self._note_closed(key, part)
+            part.close(clean=False)
+            closed += 1
+        if closed and self.on_evict is not None:
+            self.on_evict(closed)
+
+    def _note_closed(self, key: tuple[str, int], part: Partition) -> None:
+        """What housekeeping needs of a partition while it is closed (see the module docstring)."""
+        try:
+            snap = part.snapshot()
+        except Exception:  # noqa: BLE001 - deleted or torn: housekeeping opens it next time
+            return
+        self._closed_hw[key] = snap.high_watermark
+        self._remember_due(key, part, snap)
+
+    def _remember_due(self, key: tuple[str, int], part: Partition, snap) -> None:
+        """The earliest times a roll and a flush of the partition can be due: rolled_at_ms and
+        flushed_at_ms only move forward, and an empty active segment gets its first batch from now on."""
+        now = int(time.time() * 1000)
+        no_roll = (snap.rolled_at_ms if snap.active_size else now) + part.config.segment_ms
+        self._not_due[key] = (no_roll, snap.flushed_at_ms + part.config.flush_ms)
+
+    def open_count(self) -> int:
+        """Partitions open in this process now."""
+        return len(self._partitions)
+
+    def _lead_alone(self, part: Partition) -> None:
+        """A standalone partition: this broker leads it in epoch 0 with an ISR of itself (HW = LEO)."""
+        me = (self.broker_id or 0,)
+        rep = part.replication()
+        if ((rep.role, rep.leader_epoch, rep.replicas, rep.isr) != (Role.LEADER, 0, me, me) or part.latest_epoch() < 0
+                or part.high_watermark != part.log_end_offset):
+            part.become_leader(0, me, me, 0)
+
+    def hosted(self) -> list[tuple[str, int]]:
+        """Every partition of the catalogue with a replica here."""
+        return [(name, p) for name, info in list(self._topics.items()) for p in info.hosted(self.broker_id)]
+
+    def partitions(self, keys=None) -> Iterator[tuple[str, int, Partition]]:
+        """The partitions open here; in the owner every hosted one (or those of `keys`), opened in turn
+        (each stays valid for the caller's step: the least recently used are the ones closed)."""
+        if not self.owner:
+            for (topic, p), part in list(self._partitions.items()):
+                yield topic, p, part
+            return
+        for topic, p in self.hosted() if keys is None else keys:
+            try:
+                part = self.partition(topic, p)
+            except (UnknownTopicOrPartition, NotLeaderOrFollower):
+                continue  # deleted meanwhile
+            except KafkaStorageError:
+                continue  # its log dir is offline
+            yield topic, p, part
