@@ -1,12 +1,12 @@
 """The embedded metadata store: cluster id, producer-id blocks and committed offsets in the data dir.
 
 A broker's "store" is where its cluster-wide facts live: this one (standalone, the
-embedded default) or `zookeeper.cluster.ZooKeeperStore` (cluster mode). Both offer
-the same methods to the control plane: cluster id, producer ids, the offset store,
-topic creation and deletion, group ownership, start and close.
+embedded default) or `zookeeper_store.ZooKeeperStore` (cluster mode). Both are a
+`store.MetadataStore`: what the control plane, the boot, the transaction coordinator
+and the metrics ask of a store.
 
 With no ZooKeeper a broker keeps its cluster-wide facts beside its logs, in
-`meta.properties` (Kafka's own file name and keys: version, broker.id, cluster.id).
+`meta.properties` (`meta.py`).
 Producer ids are handed out from blocks whose high end is written (atomically)
 before any id in the block is used, so ids stay unique across restarts.
 Committed offsets live in `__consumer_offsets.log` (`coordinator/offset_log.py`).
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Callable
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.security import acl_changes, users as users_module
@@ -55,6 +56,13 @@ class EmbeddedStore:
     """Standalone mode: cluster id, producer ids and committed offsets in the first data directory;
     topics are created and deleted in the local catalogue, and this broker is the whole cluster."""
 
+    cluster_id: str
+    clustered = False
+    is_controller = True  # the whole cluster: its own controller
+    states = None  # no partition states but the local catalogue's
+    replicas = None  # every partition's only replica leads it
+    wake: Callable[[], None]
+
     def __init__(self, data_dir: Path, broker_id: int, cluster_id: str = "", flush_messages: int = 2**63 - 1) -> None:
         """flush_messages: log.flush.interval.messages, which the offsets journal obeys like any log."""
         self.dir = Path(data_dir)
@@ -73,6 +81,7 @@ class EmbeddedStore:
                 if not is_disk_full(exc):
                     raise
         self.me: Endpoint | None = None
+        self.wake = lambda: None  # set by the control plane; nothing here wakes the processors
 
     def next_producer_id(self) -> int:
         if self._next_id >= self._block_end:
@@ -101,8 +110,6 @@ class EmbeddedStore:
         if spread:
             raise ClusterError(f"data dir holds topics of a ZooKeeper cluster ({', '.join(spread[:3])}); "
                              "start the broker with zookeeper.connect")
-
-    clustered = False
 
     def start(self, control, me: Endpoint) -> None:
         """Publish the view: this broker alone, its own controller and every group's coordinator."""

@@ -88,6 +88,13 @@ class BrokerIdInUse(ClusterError):
 class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
     """The control plane's store in cluster mode: a `MetadataStore` (store.py), as `EmbeddedStore` is."""
 
+    cluster_id: str
+    clustered = True
+    is_controller: bool
+    states: PartitionStates
+    replicas: ReplicaManager | None
+    wake: Callable[[], None]
+
     def __init__(self, config, data_dir: Path) -> None:
         self.broker_id = config["broker.id"]
         self.dir = Path(data_dir)
@@ -320,8 +327,6 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
 
     def owns_group(self, group_id: str) -> bool:
         return self.view.coordinator_for(group_id) == self.broker_id
-
-    clustered = True
 
     def live_brokers(self) -> int:
         return len(self.view.brokers)
