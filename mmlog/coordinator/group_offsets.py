@@ -16,7 +16,8 @@ from mmlog.coordinator.answers import (COORDINATOR_NOT_AVAILABLE, FENCED_INSTANC
                                        UNKNOWN_TOPIC_OR_PARTITION, UNSTABLE_OFFSET_COMMIT)
 from mmlog.coordinator.groups import COMPLETING, DEAD, EMPTY, Group, Reply
 from mmlog.coordinator.offset_log import FrameTooLarge
-from mmlog.coordinator.offsets import GroupDelete, OffsetCommit, OffsetDelete, TopicDelete, TxnOffsetCommit, TxnOffsetEnd
+from mmlog.coordinator.offsets import (GroupDelete, OffsetCommit, OffsetDelete, TopicDelete, TxnOffsetCommit,
+                                      TxnOffsetEnd)
 from mmlog.coordinator.rebalance import Rebalance
 
 log = logging.getLogger(__name__)
