@@ -42,6 +42,7 @@ from mmlog.ipc.control_channel import ControlServer
 from mmlog.coordinator import GroupCoordinator
 from mmlog.transactions.coordinator import TransactionCoordinator
 from mmlog.cluster.limits import PartitionLimits, TokenBucket
+from mmlog.cluster.store import MetadataStore
 from mmlog.acceptor.fork_guard import ForkGuard
 from mmlog.acceptor.liveness import Liveness
 from mmlog.acceptor.topic_worker import TopicWorker
@@ -81,12 +82,13 @@ def _code(exc: KafkaError | None) -> tuple[int, str | None]:
 class ControlPlane:
     """Handlers for the control ops, bound to the broker's log manager and store."""
 
-    def __init__(self, config: BrokerConfig, manager: LogManager, store, liveness: Liveness | None = None) -> None:
+    def __init__(self, config: BrokerConfig, manager: LogManager, store: MetadataStore,
+                 liveness: Liveness | None = None) -> None:
         """`store` is an `EmbeddedStore` or a `ZooKeeperStore`; `liveness` watches the threads it starts."""
         self.config = config
         self.liveness = liveness or Liveness(config["broker.stall.timeout.ms"] / 1000)
         self.manager = manager
-        self.store = store
+        self.store: MetadataStore = store
         self.fork_lock = threading.Lock()
         self.topic_lock = threading.RLock()
         self.fork_guard = ForkGuard(self.topic_lock, self.fork_lock)

@@ -33,6 +33,7 @@ from mmlog.acceptor import listener
 from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.cluster.embedded_store import EmbeddedStore
+from mmlog.cluster.store import MetadataStore
 from mmlog.metrics.endpoint import MetricsServer, MetricsSources
 from mmlog.acceptor.parent_watch import end_now, watch_parent
 from mmlog.acceptor.supervisor import Supervisor
@@ -116,7 +117,7 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
         store.close()
 
 
-def open_store(config: BrokerConfig):
+def open_store(config: BrokerConfig) -> MetadataStore:
     """The standalone store in the data dir, or the ZooKeeper one when zookeeper.connect is set."""
     if not config["zookeeper.connect"]:
         return EmbeddedStore(config.log_dirs[0], config["broker.id"], config["cluster.id"],
@@ -141,7 +142,7 @@ def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: Control
     return server
 
 
-def _run(config: BrokerConfig, store) -> int:
+def _run(config: BrokerConfig, store: MetadataStore) -> int:
     max_open = open_partition_budget(config["log.max.open.partitions"])
     manager = LogManager(config.log_dirs, config.log_config(), broker_id=config["broker.id"], max_open=max_open)
     for note in manager.load():

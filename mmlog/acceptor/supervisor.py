@@ -1,4 +1,4 @@
-"""The supervisor: accepts connections, hands them to processors, keeps processors alive.
+"""The supervisor: runs the main process's loop, keeps processors alive.
 
 Its loop is a handful of verb-named steps (gunicorn's arbiter is the model):
 
@@ -6,9 +6,8 @@ Its loop is a handful of verb-named steps (gunicorn's arbiter is the model):
          -> collect closed connections
 
 Signal handlers only queue the signal (the wakeup fd ends the wait); the loop
-dispatches `handle_<signal>`. The accept path never touches disk or ZooKeeper: it
-checks max.connections and max.connections.per.ip (`connection_limits`), closing a
-connection over either at once, and hands the rest off round-robin.
+dispatches `handle_<signal>`. A readable listener goes to the accept loop
+(`accept_loop.py`: limits checked, connections handed off round-robin).
 
 Made before forking and shared with every processor: the wake board, the request
 memory pool (queued.max.request.bytes, `ipc/memory_pool.py`) and the connection
@@ -60,10 +59,11 @@ import threading
 import time
 from dataclasses import dataclass
 
+from mmlog.acceptor.accept_loop import AcceptLoop
 from mmlog.acceptor.connection_limits import ConnectionLimits
 from mmlog.acceptor.control import ControlPlane
 from mmlog.acceptor.fork_guard import WAIT_S as FORK_LOCK_WAIT_S, ForkPutOff
-from mmlog.acceptor.handoff import channel_pair, hand_off
+from mmlog.acceptor.handoff import channel_pair
 from mmlog.acceptor.liveness import FAULT_FILE, fault_injection_enabled
 from mmlog.acceptor.systemd import Watchdog
 from mmlog.config.broker import BrokerConfig
@@ -142,6 +142,7 @@ class Supervisor:
         self._last_watch = time.monotonic()
         self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
         self.limits = ConnectionLimits(config, ConnectionTable(config["max.connections"]))
+        self.acceptor = AcceptLoop(self.limits, lambda: self.workers.values())
         # With metrics.listen set: the counters every process writes (ipc/metrics_block.py).
         self.metrics = MetricsBlock(self.nprocs) if config["metrics.listen"] else None
         self.main_metrics = self.metrics.region(MAIN) if self.metrics else NULL_REGION
@@ -152,9 +153,7 @@ class Supervisor:
                                       config["quota.window.size.seconds"] * 1000)
         self._next_collect = 0.0
         self._pool_short = False
-        self._next_refusal_log = 0.0
         self.workers: dict[int, Worker] = {}  # pid -> worker
-        self._next = 0
         self._signals: list[int] = []
         self.backoff = Backoff()
         self._restarts: dict = {}  # slot (or FETCHER) -> monotonic time to restart it
@@ -243,55 +242,12 @@ class Supervisor:
             timeout = min(timeout, max(0.0, min(self._restarts.values()) - time.monotonic()))
         for key, _ in self.sel.select(timeout):
             if isinstance(key.data, int):
-                self.accept(key.fileobj, key.data)
+                self.acceptor.accept(key.fileobj, key.data)
             else:
                 try:
                     self._signals.extend(os.read(self._sig_r, 64))
                 except BlockingIOError:
                     pass
-
-    def accept(self, listener: socket.socket, index: int = 0) -> None:
-        """Accept every pending connection; close those over a limit, hand the others to the next processor."""
-        while True:
-            try:
-                conn, address = listener.accept()
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    log.warning("accept: %s", exc.strerror)
-                    return
-                raise
-            ticket = self.limits.admit(address[0])
-            if ticket is None:
-                conn.close()
-                self._log_refusal(address[0])
-                continue
-            self._hand_to_processor(conn, ticket, index)
-
-    def _hand_to_processor(self, conn: socket.socket, ticket: int, index: int = 0) -> None:
-        workers = sorted(self.workers.values(), key=lambda w: w.slot)
-        for _ in range(len(workers)):
-            worker = workers[self._next % len(workers)]
-            self._next += 1
-            try:
-                hand_off(worker.handoff, conn, ticket, index)
-            except OSError:
-                continue  # that processor is backed up or gone: try the next
-            self.limits.handed(ticket, worker.slot)
-            return
-        conn.close()
-        self.limits.forget(ticket)
-
-    def _log_refusal(self, ip: str) -> None:
-        """One line a second at most: a client hammering a limit must not flood the log."""
-        now = time.monotonic()
-        if now >= self._next_refusal_log:
-            self._next_refusal_log = now + 1.0
-            limit = self.limits.overrides.get(ip, self.limits.per_ip)
-            log.info("refused a connection from %s: %d open from it (max.connections.per.ip %d), %d in all "
-                     "(max.connections %d); %d refused so far", ip, self.limits.by_ip.get(ip, 0), limit,
-                     self.limits.open, self.limits.max_total, self.limits.refused)
 
     def collect(self) -> None:
         """Once a second: stop counting connections processors have closed (admit also does when it must),

@@ -1,12 +1,12 @@
 """The embedded metadata store: cluster id, producer-id blocks and committed offsets in the data dir.
 
 A broker's "store" is where its cluster-wide facts live: this one (standalone, the
-embedded default) or `zookeeper.cluster.ZooKeeperStore` (cluster mode). Both offer
-the same methods to the control plane: cluster id, producer ids, the offset store,
-topic creation and deletion, group ownership, start and close.
+embedded default) or `zookeeper_store.ZooKeeperStore` (cluster mode). Both are a
+`store.MetadataStore`: what the control plane, the boot, the transaction coordinator
+and the metrics ask of a store.
 
 With no ZooKeeper a broker keeps its cluster-wide facts beside its logs, in
-`meta.properties` (Kafka's own file name and keys: version, broker.id, cluster.id).
+`meta.properties` (`meta.py`).
 Producer ids are handed out from blocks whose high end is written (atomically)
 before any id in the block is used, so ids stay unique across restarts.
 Committed offsets live in `__consumer_offsets.log` (`coordinator/offset_log.py`).
@@ -14,10 +14,9 @@ Committed offsets live in `__consumer_offsets.log` (`coordinator/offset_log.py`)
 
 from __future__ import annotations
 
-import base64
 import os
-import uuid
 from pathlib import Path
+from typing import Callable
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
 from mmlog.security import acl_changes, users as users_module
@@ -25,7 +24,7 @@ from mmlog.coordinator.offset_log import OffsetLog
 from mmlog.coordinator.offsets import OffsetStore
 from mmlog.cluster.growth import check_growth
 from mmlog.cluster.limits import PartitionLimits, hosted_replicas
-from mmlog.config.settings import ConfigError, parse_properties
+from mmlog.cluster.meta import ClusterError, load_meta
 from mmlog.errors import (ElectionNotNeeded, InvalidReplicaAssignment, InvalidReplicationFactor,
                           NoReassignmentInProgress, TopicAlreadyExists, UnknownTopicOrPartition)
 from mmlog.system.files import atomic_write
@@ -33,7 +32,6 @@ from mmlog.log.log_dirs import is_disk_full
 from mmlog.log.manager import LogManager
 from mmlog.security import acls, credentials
 
-META = "meta.properties"
 PRODUCER_IDS = "producer_id_block"
 BLOCK = 1000
 
@@ -54,45 +52,16 @@ def _overwrite_in_place(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-class ClusterError(ConfigError):
-    """The broker cannot join its cluster: a data dir of another broker or cluster, ZooKeeper away, ..."""
-
-
-def new_cluster_id() -> str:
-    """22 characters of URL-safe base64 of a random UUID, as Kafka makes them."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def load_meta(data_dir: Path, broker_id: int, wanted: str = "") -> str:
-    """The data dir's cluster id from meta.properties, written first if absent (as `wanted` or new).
-
-    Refuses a data dir that belongs to another broker id, or to another cluster than `wanted`.
-    """
-    path = Path(data_dir) / META
-    if path.exists():
-        props = parse_properties(path.read_text())
-        stored_broker = int(props.get("broker.id", broker_id))
-        if stored_broker != broker_id:
-            raise ClusterError(f"{path}: data dir belongs to broker.id {stored_broker}, not {broker_id}")
-        cluster = props.get("cluster.id", "")
-        if wanted and cluster and wanted != cluster:
-            raise ClusterError(f"{path}: data dir belongs to cluster {cluster}, not {wanted}")
-        if cluster:
-            return cluster
-    cluster = wanted or new_cluster_id()
-    atomic_write(path, f"version=0\nbroker.id={broker_id}\ncluster.id={cluster}\n".encode())
-    return cluster
-
-
-def stored_cluster_id(data_dir: Path) -> str:
-    """The cluster id in a data dir's meta.properties, "" if it has none."""
-    path = Path(data_dir) / META
-    return parse_properties(path.read_text()).get("cluster.id", "") if path.exists() else ""
-
-
 class EmbeddedStore:
     """Standalone mode: cluster id, producer ids and committed offsets in the first data directory;
     topics are created and deleted in the local catalogue, and this broker is the whole cluster."""
+
+    cluster_id: str
+    clustered = False
+    is_controller = True  # the whole cluster: its own controller
+    states = None  # no partition states but the local catalogue's
+    replicas = None  # every partition's only replica leads it
+    wake: Callable[[], None]
 
     def __init__(self, data_dir: Path, broker_id: int, cluster_id: str = "", flush_messages: int = 2**63 - 1) -> None:
         """flush_messages: log.flush.interval.messages, which the offsets journal obeys like any log."""
@@ -112,6 +81,7 @@ class EmbeddedStore:
                 if not is_disk_full(exc):
                     raise
         self.me: Endpoint | None = None
+        self.wake = lambda: None  # set by the control plane; nothing here wakes the processors
 
     def next_producer_id(self) -> int:
         if self._next_id >= self._block_end:
@@ -140,8 +110,6 @@ class EmbeddedStore:
         if spread:
             raise ClusterError(f"data dir holds topics of a ZooKeeper cluster ({', '.join(spread[:3])}); "
                              "start the broker with zookeeper.connect")
-
-    clustered = False
 
     def start(self, control, me: Endpoint) -> None:
         """Publish the view: this broker alone, its own controller and every group's coordinator."""

@@ -24,7 +24,7 @@ from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
-from mmlog.cluster.embedded_store import ClusterError
+from mmlog.cluster.meta import ClusterError
 from mmlog.cluster import paths
 from mmlog.errors import MetadataStoreUnreachable
 

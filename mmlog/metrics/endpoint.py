@@ -42,11 +42,11 @@ class MetricsSources:
 
     def is_controller(self) -> bool:
         # A ZooKeeper store knows whether it won /controller; the embedded store is the whole cluster.
-        return bool(getattr(self.control.store, "is_controller", True))
+        return bool(self.control.store.is_controller)
 
     def offline_partitions(self) -> int:
         store = self.control.store
-        states = getattr(store, "states", None)
+        states = store.states  # None: a broker alone, whose catalogue knows its offline partitions
         if states is not None:
             if not store.is_controller:
                 return 0
@@ -55,7 +55,7 @@ class MetricsSources:
         return sum(1 for t, p in manager.hosted() if manager.is_offline(t, p))
 
     def isr_changes(self) -> tuple[int, int]:
-        replicas = getattr(self.control.store, "replicas", None)
+        replicas = self.control.store.replicas
         return (replicas.isr_shrinks, replicas.isr_expands) if replicas is not None else (0, 0)
 
 

@@ -17,7 +17,7 @@ written into every marker, so leaders can fence a deposed coordinator.
 
 Transitions (`metadata.py`) are written before they take effect: the new state
 is appended to the log and becomes current only once the high watermark has
-passed it (`_write`, polled every WRITE_POLL_S while writes are in flight);
+passed it (`writes.py`, polled every WRITE_POLL_S while writes are in flight);
 meanwhile the id is pending and other requests for it get CONCURRENT_TRANSACTIONS.
 If leadership is lost first, the write's requester gets NOT_COORDINATOR and the
 next leader decides from its own log, which holds the write only if it was
@@ -25,7 +25,7 @@ replicated.
 
 Ending a transaction: EndTxn writes Prepare{Commit,Abort} and answers the
 producer at once; then markers go to the leader of every partition in the
-transaction (WriteTxnMarkers, `markers.py`), retried every MARKER_RETRY_S for
+transaction (WriteTxnMarkers, `markers.py`, `completion.py`), retried every MARKER_RETRY_S for
 the partitions that failed (leader moved, not available) until all have it;
 partitions of deleted topics are dropped. The consumer groups of
 `send_offsets_to_transaction` get their marker at their group coordinator (a
@@ -43,20 +43,20 @@ producer (epoch + 1, then abort) every
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass, field
 
 from mmlog.transactions import state_log
+from mmlog.transactions.completion import Completion
 from mmlog.transactions.markers import MarkerSender
 from mmlog.transactions.metadata import (
     COMPLETE_ABORT,
     COMPLETE_COMMIT,
     EMPTY,
     ONGOING,
-    PREPARE_COMMIT,
     STATE_NAMES,
     TxnState,
+    now_ms,
 )
+from mmlog.transactions.writes import LoadedPartition
 from mmlog.errors import (
     ConcurrentTransactions,
     CoordinatorNotAvailable,
@@ -65,7 +65,6 @@ from mmlog.errors import (
     InvalidTransactionTimeout,
     KafkaError,
     NotCoordinator,
-    NotEnoughReplicas,
     OperationNotAttempted,
     ProducerFenced,
     UnknownTopicOrPartition,
@@ -77,34 +76,10 @@ from mmlog.security.client import inter_broker
 log = logging.getLogger(__name__)
 
 TOPIC = state_log.TOPIC
-GROUP_MARKER_PREFIX = "__consumer_offsets/"  # a marker topic entry for a group's transactional offsets
-FENCED_MARKER = (47, 52)  # INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED: stop, do not retry
-WRITE_POLL_S = 0.002
-MARKER_RETRY_S = 0.1
 SYNC_S = 0.1
 
 
-@dataclass
-class _Write:
-    """A transition appended at `offset`, waiting for the high watermark: done(error or None) then."""
-
-    offset: int
-    done: object
-
-
-@dataclass
-class _Loaded:
-    """A `__transaction_state` partition this broker leads: its ids and their writes in flight."""
-
-    epoch: int
-    txns: dict[str, TxnState] = field(default_factory=dict)
-    pending: set[str] = field(default_factory=set)
-    writes: list[_Write] = field(default_factory=list)
-    completing: set[str] = field(default_factory=set)  # ids whose markers are being written
-    next_begun: set[str] = field(default_factory=set)  # ids whose producer began its next transaction early
-
-
-class TransactionCoordinator:
+class TransactionCoordinator(Completion):
     """The transactional ids of the `__transaction_state` partitions this broker leads."""
 
     def __init__(self, config, manager, store, call_later, call_soon) -> None:
@@ -115,7 +90,7 @@ class TransactionCoordinator:
         self.call_soon = call_soon
         self.me = config["broker.id"]
         self.partitions = config["transaction.state.log.num.partitions"]
-        self.loaded: dict[int, _Loaded] = {}
+        self.loaded: dict[int, LoadedPartition] = {}
         self.sender = MarkerSender(f"txn-coordinator-{self.me}", call_soon, security=inter_broker(config))
         self._polling = False
 
@@ -183,7 +158,7 @@ class TransactionCoordinator:
 
     def _load(self, p: int, epoch: int) -> None:
         part = self.manager.partition(TOPIC, p)
-        loaded = _Loaded(epoch, state_log.load(part))
+        loaded = LoadedPartition(epoch, state_log.load(part))
         self.loaded[p] = loaded
         unfinished = [t for t, s in loaded.txns.items() if s.preparing]
         log.info("transaction coordinator for %s-%d in epoch %d: %d ids, %d to complete", TOPIC, p, epoch,
@@ -197,7 +172,7 @@ class TransactionCoordinator:
             write.done(NotCoordinator(f"no longer the coordinator of {TOPIC}-{p}"))
         log.info("transaction coordinator for %s-%d: resigned", TOPIC, p)
 
-    def _owner(self, txn_id: str) -> tuple[int, _Loaded]:
+    def _owner(self, txn_id: str) -> tuple[int, LoadedPartition]:
         """The loaded partition of an id, or the error that tells the client to look again."""
         if not txn_id:
             raise InvalidRequest("empty transactional id")
@@ -255,7 +230,7 @@ class TransactionCoordinator:
                                                 f"transaction.max.timeout.ms ({self.config['transaction.max.timeout.ms']})")
             p, loaded = self._owner(txn_id)
             self._not_pending(loaded, txn_id)
-            now = _now_ms()
+            now = now_ms()
             current = loaded.txns.get(txn_id)
             expected = args.get("expected")  # (producer id, epoch) an InitProducerId v3+ names (KIP-360)
             if expected is not None and current is not None and expected[0] != current.producer_id:
@@ -298,7 +273,7 @@ class TransactionCoordinator:
                 answer({key: UnknownTopicOrPartition.code if key in unknown else OperationNotAttempted.code
                         for key in asked})
                 return
-            new = current.prepare_add(partitions=asked, now_ms=_now_ms())
+            new = current.prepare_add(partitions=asked, now_ms=now_ms())
         except KafkaError as exc:
             fail(exc)
             return
@@ -313,7 +288,7 @@ class TransactionCoordinator:
 
         try:
             p, loaded, current = self._producer(args, adding=True)
-            new = current.prepare_add(groups=[args["group_id"]], now_ms=_now_ms())
+            new = current.prepare_add(groups=[args["group_id"]], now_ms=now_ms())
         except KafkaError as exc:
             answer(exc)
             return
@@ -322,7 +297,7 @@ class TransactionCoordinator:
         else:
             self._write(p, args["transactional_id"], new, answer)
 
-    def _producer(self, args, adding: bool = False) -> tuple[int, _Loaded, TxnState]:
+    def _producer(self, args, adding: bool = False) -> tuple[int, LoadedPartition, TxnState]:
         """The id's partition and current state, checked against the requesting producer; an add
         (`adding`) while none is Ongoing begins the next transaction, even if refused (metadata.py)."""
         txn_id = args["transactional_id"]
@@ -349,7 +324,7 @@ class TransactionCoordinator:
         txn_id = args["transactional_id"]
         try:
             p, loaded, current = self._producer(args)
-            new = current.prepare_end(args["committed"], _now_ms(), next_begun=txn_id in loaded.next_begun)
+            new = current.prepare_end(args["committed"], now_ms(), next_begun=txn_id in loaded.next_begun)
         except KafkaError as exc:
             answer(exc)
             return
@@ -364,143 +339,11 @@ class TransactionCoordinator:
 
         self._write(p, txn_id, new, written)
 
-    # ------------------------------------------------------------ markers
-
-    def _complete(self, p: int, txn_id: str) -> None:
-        """Write the markers of a Prepare* transaction, then its Complete* state."""
-        loaded = self.loaded.get(p)
-        if loaded is None or txn_id in loaded.completing:
-            return
-        state = loaded.txns.get(txn_id)
-        if state is None or not state.preparing:
-            return
-        loaded.completing.add(txn_id)
-        remaining = set(state.partitions) | {(GROUP_MARKER_PREFIX + g, 0) for g in state.groups}
-        self._send_markers(p, loaded.epoch, txn_id, state, remaining)
-
-    def _send_markers(self, p: int, epoch: int, txn_id: str, state: TxnState, remaining: set) -> None:
-        loaded = self.loaded.get(p)
-        if loaded is None or loaded.epoch != epoch:
-            return  # resigned: the next coordinator completes it
-        remaining = {key for key in remaining if key[0].startswith(GROUP_MARKER_PREFIX) or self._exists(*key)}
-        if not remaining:
-            loaded.completing.discard(txn_id)
-            self._write(p, txn_id, state.prepare_complete(_now_ms()),
-                        lambda error: error and self.call_later(MARKER_RETRY_S, lambda: self._complete(p, txn_id)))
-            return
-        by_broker: dict[tuple[str, int], list] = {}
-        unreachable = set()
-        for key in remaining:
-            address = self.store.marker_address(*key)
-            if address is None:
-                unreachable.add(key)
-            else:
-                by_broker.setdefault(address, []).append(key)
-        left = set(unreachable)
-        outstanding = [len(by_broker)]
-        fenced = []
-
-        def answered(keys, answer) -> None:
-            if isinstance(answer, Exception):
-                log.info("markers for %s to %s: %s", txn_id, keys[0], answer)
-                left.update(keys)
-            else:
-                for marker in answer.markers:
-                    for topic in marker.topics:
-                        for part in topic.partitions:
-                            if part.error_code in FENCED_MARKER:
-                                fenced.append((topic.name, part.partition_index, part.error_code))
-                            elif part.error_code:
-                                left.add((topic.name, part.partition_index))
-            outstanding[0] -= 1
-            if outstanding[0] == 0:
-                again()
-
-        def again() -> None:
-            if fenced:
-                # A leader has seen a newer producer epoch or coordinator epoch: this coordinator is
-                # stale (Kafka stops sending too); the partition's new coordinator completes the transaction.
-                log.warning("markers for %r refused by %s: this coordinator is fenced; stopping", txn_id, fenced)
-                if self.loaded.get(p) is loaded:
-                    loaded.completing.discard(txn_id)
-                return
-            if left:
-                self.call_later(MARKER_RETRY_S, lambda: self._send_markers(p, epoch, txn_id, state, left))
-            else:
-                self._send_markers(p, epoch, txn_id, state, set())
-
-        if not by_broker:
-            again()
-            return
-        commit = state.state == PREPARE_COMMIT
-        for address, keys in by_broker.items():
-            topics: dict[str, list] = {}
-            for topic, index in keys:
-                topics.setdefault(topic, []).append(index)
-            marker = {"producer_id": state.producer_id, "producer_epoch": state.producer_epoch,
-                      "transaction_result": commit, "coordinator_epoch": epoch,
-                      "topics": [{"name": t, "partition_indexes": sorted(ps)} for t, ps in topics.items()]}
-            self.sender.send(address, [marker], lambda answer, keys=keys: answered(keys, answer))
-
-    # ------------------------------------------------------------ writes
-
-    def _not_pending(self, loaded: _Loaded, txn_id: str) -> None:
-        if txn_id in loaded.pending or txn_id in loaded.completing:
-            raise ConcurrentTransactions("a transition of this transactional id is in progress")
-
-    def _write(self, p: int, txn_id: str, state: TxnState | None, done) -> None:
-        """Append a transition; once replicated it becomes current and done(None) runs, else done(error)."""
-        loaded = self.loaded[p]
-        part = self.manager.partition(TOPIC, p)
-        try:
-            rep = part.replication()
-            needed = part.config.min_insync_replicas
-            if rep.role == LEADER and len(rep.isr) < needed:
-                raise NotEnoughReplicas(f"{TOPIC}-{p} has {len(rep.isr)} in-sync replicas, needs {needed}")
-            offset = state_log.append(part, txn_id, state)
-        except KafkaError as exc:
-            log.warning("transaction log write for %r failed: %s", txn_id, exc)
-            done(CoordinatorNotAvailable(str(exc)) if isinstance(exc, NotEnoughReplicas) else
-                 NotCoordinator(str(exc)))
-            return
-        loaded.pending.add(txn_id)
-
-        def finished(error) -> None:
-            loaded.pending.discard(txn_id)
-            if error is None:
-                if state is None or state.state not in (COMPLETE_COMMIT, COMPLETE_ABORT):
-                    loaded.next_begun.discard(txn_id)  # any transition but the completion ends it
-                if state is None:
-                    loaded.txns.pop(txn_id, None)
-                else:
-                    loaded.txns[txn_id] = state
-            done(error)
-
-        loaded.writes.append(_Write(offset, finished))
-        self._poll_writes()
-
-    def _poll_writes(self) -> None:
-        """Finish the writes the high watermark has passed; poll again while any wait."""
-        self._polling = False
-        waiting = False
-        for p, loaded in list(self.loaded.items()):
-            if not loaded.writes:
-                continue
-            hw = self.manager.partition(TOPIC, p).high_watermark
-            done = [w for w in loaded.writes if w.offset < hw]
-            loaded.writes = [w for w in loaded.writes if w.offset >= hw]
-            for write in done:
-                write.done(None)
-            waiting |= bool(loaded.writes)
-        if waiting and not self._polling:
-            self._polling = True
-            self.call_later(WRITE_POLL_S, self._poll_writes)
-
     # ------------------------------------------------------------ timers
 
     def abort_timed_out(self) -> None:
         """Abort transactions open longer than their timeout, fencing their producers."""
-        now = _now_ms()
+        now = now_ms()
         for p, loaded in list(self.loaded.items()):
             for txn_id, state in list(loaded.txns.items()):
                 if (state.state == ONGOING and txn_id not in loaded.pending
@@ -512,7 +355,7 @@ class TransactionCoordinator:
 
     def remove_expired(self) -> None:
         """Forget ids whose producers have been idle for transactional.id.expiration.ms."""
-        horizon = _now_ms() - self.config["transactional.id.expiration.ms"]
+        horizon = now_ms() - self.config["transactional.id.expiration.ms"]
         for p, loaded in list(self.loaded.items()):
             for txn_id, state in list(loaded.txns.items()):
                 if (state.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and state.update_ms < horizon
@@ -538,7 +381,7 @@ class TransactionCoordinator:
         states = set(args.get("state_filters") or ())
         producers = set(args.get("producer_id_filters") or ())
         older_than = args.get("duration_filter", -1)
-        now = _now_ms()
+        now = now_ms()
         out = []
         for loaded in self.loaded.values():
             for txn_id, state in loaded.txns.items():
@@ -563,8 +406,4 @@ def _described(txn_id: str, code: int, state: TxnState | None) -> dict:
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-__all__ = ["TransactionCoordinator", "STATE_NAMES", "GROUP_MARKER_PREFIX"]
+__all__ = ["TransactionCoordinator", "STATE_NAMES"]

@@ -43,6 +43,7 @@ count and UTF-8.
 from __future__ import annotations
 
 import struct
+import time
 from dataclasses import dataclass, field, replace
 
 from mmlog.errors import (
@@ -199,3 +200,8 @@ def _str16(out: bytearray, text: str) -> None:
 def _read_str16(data, pos: int) -> tuple[str, int]:
     (n,) = _U16.unpack_from(data, pos)
     return bytes(data[pos + 2:pos + 2 + n]).decode(), pos + 2 + n
+
+
+def now_ms() -> int:
+    """The wall clock transitions are stamped with, in milliseconds."""
+    return int(time.time() * 1000)
