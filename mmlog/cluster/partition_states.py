@@ -18,7 +18,7 @@ from typing import Callable
 from kazoo.recipe.watchers import DataWatch
 
 from mmlog.cluster import paths
-from mmlog.cluster.paths import LeaderAndIsr
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 
 Key = tuple[str, int]
 

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.security.zookeeper_acls import ACL_PATHS  # the ACL nodes are security's; the store creates them
 
 CLUSTER_ID = "/cluster/id"
@@ -152,36 +152,6 @@ def parse_assignment(data: bytes) -> tuple[list[list[int]], str]:
     doc = load(data)
     parts = doc["partitions"]
     return [list(parts[str(p)]) for p in range(len(parts))], doc.get("topic_id", "")
-
-
-@dataclass(frozen=True)
-class LeaderAndIsr:
-    """A partition's state node: who leads in which epoch, the ISR, and the node's version.
-
-    `version` is ZooKeeper's data version of the node: every writer (the controller
-    electing, the leader changing its ISR) compare-and-sets against the version it
-    read, so of two concurrent writers one fails and re-reads.
-    """
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    version: int = -1
-    # The node's last write (ZooKeeper's mzxid; 0: not read from ZooKeeper). A broker registered after it
-    # (its registration's czxid is larger: its broker epoch) restarted or lost its session since: the
-    # state's word on it is stale (controller.decide, ReplicaManager._apply_one).
-    zxid: int = field(default=0, compare=False)
-
-    def to_json(self) -> bytes:
-        return dump({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
-                     "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
-
-    @classmethod
-    def parse(cls, data: bytes, version: int, zxid: int = 0) -> "LeaderAndIsr":
-        doc = load(data)
-        return cls(doc["leader"], doc["leader_epoch"], tuple(doc.get("isr", ())), doc.get("controller_epoch", 0),
-                   version, zxid)
 
 
 def state(leader: int, leader_epoch: int, controller_epoch: int, isr=None) -> bytes:

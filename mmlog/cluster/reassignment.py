@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from kazoo.exceptions import NoNodeError
 
 from mmlog.cluster import paths
-from mmlog.cluster.paths import LeaderAndIsr
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.errors import (InvalidReplicaAssignment, KafkaError, NoReassignmentInProgress, UnknownServerError,
                           UnknownTopicOrPartition)
 

@@ -38,7 +38,8 @@ import time
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from mmlog.cluster import paths
-from mmlog.cluster.paths import LeaderAndIsr
+from mmlog.replication.isr import next_isr
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.config import throttled_replicas
 from mmlog.errors import KafkaError, MetadataStoreUnreachable
 from mmlog.log.state import Role
@@ -124,7 +125,7 @@ class ReplicaManager:
         if state.leader == self.me and 0 < state.zxid < self.registered_zxid:
             # Written before we registered (we restarted, or our session was lost): we may have come back
             # without records we acknowledged (a power loss), and followers would truncate to our log. We
-            # lead only by a state the controller writes for this registration of ours (controller.decide).
+            # lead only by a state the controller writes for this registration of ours (election.decide).
             self.led.discard((topic, p))
             self.followed.pop((topic, p), None)
             if rep.role == NONE and tuple(rep.replicas) == tuple(replicas):
@@ -171,7 +172,8 @@ class ReplicaManager:
                 rep = part.replication()
                 if rep.role != LEADER or len(rep.replicas) < 2:
                     continue
-                isr, why = self._next_isr(part, rep, now_ms)
+                isr, why = next_isr(self.me, rep, part.high_watermark, part.followers(), now_ms, self.lag_ms,
+                                    self.registered)
                 if isr != rep.isr:
                     changed += self._propose_isr(topic, p, part, rep, isr, why)
             except MetadataStoreUnreachable:
@@ -179,26 +181,6 @@ class ReplicaManager:
             except KafkaError:
                 continue  # deleted meanwhile
         return changed
-
-    def _next_isr(self, part, rep, now_ms: int) -> tuple[tuple[int, ...], list[str]]:
-        """Kafka's rules: out after lag_ms without catching up; in once its log end reaches our HW, if
-        registered. The new ISR, and why each broker leaves or joins it (for the log)."""
-        hw = part.high_watermark
-        isr, why = [], []
-        for r, progress in [(self.me, None), *part.followers()]:
-            if progress is None:
-                isr.append(r)
-            elif r in rep.isr:
-                if now_ms - progress.last_caught_up_ms <= self.lag_ms:
-                    isr.append(r)
-                else:
-                    why.append(f"broker {r} leaves the ISR (not caught up for "
-                               f"{now_ms - progress.last_caught_up_ms} ms)")
-            elif (progress.log_end >= hw and progress.log_end >= 0 and now_ms - progress.last_fetch_ms <= self.lag_ms
-                  and r in self.registered):
-                isr.append(r)
-                why.append(f"broker {r} joins the ISR at offset {progress.log_end}")
-        return tuple(r for r in rep.replicas if r in isr), why
 
     def _propose_isr(self, topic: str, p: int, part, rep, isr: tuple[int, ...], why: list[str]) -> int:
         state = self.states.get(topic, p)

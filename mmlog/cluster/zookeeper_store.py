@@ -280,7 +280,7 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
 
     def _registrations(self, live) -> dict[int, int]:
         """{broker id: the czxid of its registration} (Kafka's broker epoch): a broker registered after a
-        partition state was written has restarted or lost its session since (controller.decide)."""
+        partition state was written has restarted or lost its session since (election.decide)."""
         out = {}
         for broker in live:
             stat = self.zk.exists(paths.broker(broker))

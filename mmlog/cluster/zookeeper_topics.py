@@ -19,7 +19,7 @@ from mmlog.cluster.assignment import assign_replicas, next_partitions
 from mmlog.cluster.growth import check_growth
 from mmlog.cluster.limits import PartitionLimits, hosted_replicas
 from mmlog.cluster.partition_states import PartitionStates
-from mmlog.cluster.paths import LeaderAndIsr
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.cluster.replicas import ReplicaManager
 from mmlog.cluster.session import DeadlineClient
 from mmlog.errors import (InvalidPartitions, KafkaError, ReassignmentInProgress, TopicAlreadyExists,

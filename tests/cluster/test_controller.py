@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from mmlog.cluster.assignment import assign_replicas, next_partitions
-from mmlog.cluster.controller import PREFERRED, UNCLEAN, decide, requested
-from mmlog.cluster.paths import LeaderAndIsr
+from mmlog.replication.election import PREFERRED, UNCLEAN, decide, requested
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.errors import (ElectionNotNeeded, EligibleLeadersNotAvailable, InvalidReplicationFactor,
                           PreferredLeaderNotAvailable)
 
@@ -53,7 +53,7 @@ def test_a_bounced_follower_does_not_move_a_steady_leader():
 
 
 def test_bounced_since_compares_registrations_with_the_states_last_write():
-    from mmlog.cluster.controller import bounced_since
+    from mmlog.replication.election import bounced_since
     written = LeaderAndIsr(1, 5, (1, 2, 3), 7, version=3, zxid=100)
     assert bounced_since(written, {1, 2, 3}, {1: 150, 2: 50, 3: 99}) == {1}
     assert bounced_since(LeaderAndIsr(1, 5, (1, 2, 3), 7), {1, 2, 3}, {1: 150}) == set()  # zxid unknown: none

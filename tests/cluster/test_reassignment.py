@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mmlog.cluster.paths import LeaderAndIsr, assignment, parse_assignment, parse_reassigning
+from mmlog.cluster.paths import assignment, parse_assignment, parse_reassigning
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.cluster.reassignment import Ongoing, check_target, moved, reassign_to
 from mmlog.errors import InvalidReplicaAssignment
 

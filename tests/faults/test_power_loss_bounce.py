@@ -12,7 +12,7 @@ which is why no process-kill test met it.
 
 Fixed as Kafka does with its broker epoch (the czxid of a broker's registration): a broker never leads by a
 partition state written before it registered, and the controller treats a broker registered since a state
-was written as failed, then started (`controller.decide`).
+was written as failed, then started (`election.decide`).
 """
 
 from __future__ import annotations

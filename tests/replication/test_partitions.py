@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 
 from mmlog.cluster import paths
-from mmlog.cluster.paths import LeaderAndIsr
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.client.admin import Admin
 from mmlog.errors import KafkaError
 from mmlog.protocol.messages import list_groups
