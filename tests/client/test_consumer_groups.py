@@ -26,6 +26,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.group import CommitFailedError
 from mmlog.errors import InconsistentGroupProtocol, InvalidSessionTimeout
 from mmlog.testing import EmbeddedBroker
+from tests import wait as waiting
 from tests.client.consumer_tools import create_topic, produce
 
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": 100, "group.min.session.timeout.ms": 500}
@@ -57,16 +58,13 @@ def produce_values(broker, topic: str, partitions: int, per_partition: int, tag:
 
 
 def wait_for(condition, timeout: float = 20.0, what: str = "condition", poll=()):
-    """Wait until condition(); meanwhile poll the given in-process consumers (each wants its polls),
-    keeping what they return in `received(consumer)`."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        if poll:
-            for c in poll:
-                received(c).extend(c.poll(0.02))
-        else:
-            time.sleep(0.05)
+    """tests.wait.wait_for, polling the given in-process consumers meanwhile (each wants its polls), keeping
+    what they return in `received(consumer)`. An error a poll raises is the test's to see: it propagates."""
+    def polled():
+        for c in poll:
+            received(c).extend(c.poll(0.02))
+        return condition()
+    return waiting.wait_for(polled if poll else condition, timeout, what, interval=0 if poll else 0.05, retry=())
 
 
 def received(consumer) -> list:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import time
 
 import pytest
 
 from mmlog.client.cluster import Cluster
 from mmlog.testing import EmbeddedBroker
+from tests.wait import wait_for
 
 SESSION_MS = 3000  # how long a SIGKILLed broker stays in the registry
 
@@ -62,16 +62,3 @@ def leaders(bootstrap: str, topic: str) -> tuple[int, ...]:
     meta.refresh([topic], allow_auto_create=False)
     return meta.topics[topic].leaders
 
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - brokers coming and going: try again
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last!r})")

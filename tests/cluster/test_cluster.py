@@ -23,7 +23,8 @@ from mmlog.client.connection import BrokerConnection
 from mmlog.protocol.messages import fetch, find_coordinator, init_producer_id, metadata, offset_commit, produce
 from mmlog.protocol import records as rec
 from mmlog.testing import BrokerFailed, EmbeddedBroker
-from tests.cluster.conftest import SESSION_MS, cluster_broker, leaders, live_brokers, wait_for
+from tests.cluster.conftest import SESSION_MS, cluster_broker, leaders, live_brokers
+from tests.wait import wait_for
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
 

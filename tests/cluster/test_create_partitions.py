@@ -9,7 +9,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
-from tests.cluster.conftest import three_brokers, wait_for
+from tests.cluster.conftest import three_brokers
+from tests.wait import wait_for
 from tests.replication.conftest import REPLICATION
 from tests.replication.replicas import partition_state
 

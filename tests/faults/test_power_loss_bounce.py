@@ -24,7 +24,8 @@ import confluent_kafka
 import pytest
 
 from mmlog.client.admin import Admin
-from tests.cluster.conftest import three_brokers, wait_for
+from tests.cluster.conftest import three_brokers
+from tests.wait import wait_for
 from tests.faults.lazyfs import available, homes
 from tests.replication.conftest import REPLICATION
 from tests.replication.test_failover import full_isr, leader_of, read_all

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from mmlog.client.admin import Admin
-from tests.cluster.conftest import three_brokers, wait_for
+from tests.cluster.conftest import three_brokers
+from tests.wait import wait_for
 from tests.faults.lazyfs import available, homes
 from tests.replication.conftest import REPLICATION
 from tests.replication.test_failover import SteadyProducer, check_replicas_identical, full_isr, leader_of, read_all

@@ -8,7 +8,8 @@ from mmlog.client.admin import Admin
 from mmlog.protocol import records as rec
 from tests.metrics.scrape import scrape
 from tests.client.consumer_tools import produce_batches, values
-from tests.cluster.conftest import three_brokers, wait_for
+from tests.cluster.conftest import three_brokers
+from tests.wait import wait_for
 
 FAST = {"metrics.listen": "127.0.0.1:0", "replica.lag.time.max.ms": 1500, "replica.fetch.wait.max.ms": 200,
         "replica.fetch.backoff.ms": 100, "log.cleaner.enable": "false"}

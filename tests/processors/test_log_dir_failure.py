@@ -18,6 +18,7 @@ from mmlog.testing import EmbeddedBroker
 from tests import disk
 from tests.processors.test_bad_input import connect, fetch_one, produce_one
 from tests.processors.test_handlers import make_topic
+from tests.wait import wait_for
 
 KAFKA_STORAGE_ERROR = 56
 PARTITIONS = 6
@@ -26,15 +27,6 @@ PARTITIONS = 6
 def placement(dirs: list[Path], topic: str) -> dict[int, Path]:
     """The log dir each partition of the topic lives in."""
     return {p: d for d in dirs for p in range(PARTITIONS) if (d / f"{topic}-{p}").is_dir()}
-
-
-def wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_failed_disk_takes_its_log_dir_offline_and_the_broker_serves_the_others(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster.conftest import three_brokers, wait_for  # noqa: F401  (for the tests here)
+from tests.cluster.conftest import three_brokers  # noqa: F401  (for the tests here)
 
 # Short enough that failover tests take seconds, long enough for a loaded 2-core machine.
 REPLICATION = {

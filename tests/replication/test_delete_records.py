@@ -6,7 +6,7 @@ from __future__ import annotations
 from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
 from mmlog.log.state import PartitionState
-from tests.replication.conftest import wait_for
+from tests.wait import wait_for
 from tests.replication.replicas import partition_state
 
 

@@ -17,7 +17,8 @@ from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.client.records import TopicPartition
 from mmlog.errors import EligibleLeadersNotAvailable, ElectionNotNeeded, PreferredLeaderNotAvailable
-from tests.cluster.conftest import three_brokers, wait_for
+from tests.cluster.conftest import three_brokers
+from tests.wait import wait_for
 from tests.replication.conftest import REPLICATION
 from tests.replication.replicas import partition_state
 

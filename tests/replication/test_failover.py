@@ -23,7 +23,7 @@ from mmlog.client.producer import Producer
 from mmlog.errors import NotEnoughReplicas
 from mmlog.protocol.messages import metadata
 from tests.processors.test_bad_input import connect
-from tests.replication.conftest import wait_for
+from tests.wait import wait_for
 from tests.replication.replicas import log_bytes, partition_state
 
 TOPIC = "failover"

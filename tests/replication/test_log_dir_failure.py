@@ -11,7 +11,8 @@ from mmlog.client.consumer import Consumer
 from mmlog.client.producer import Producer
 from mmlog.testing import EmbeddedBroker
 from tests import disk
-from tests.cluster.conftest import SESSION_MS, wait_for
+from tests.cluster.conftest import SESSION_MS
+from tests.wait import wait_for
 from tests.replication.conftest import REPLICATION
 from tests.replication.replicas import partition_state
 from tests.replication.test_failover import full_isr

@@ -6,7 +6,7 @@ from mmlog.client.admin import Admin
 from mmlog.protocol.messages import metadata
 from tests.processors.test_bad_input import connect
 from tests.processors.test_metadata_cache import raw_metadata
-from tests.replication.conftest import wait_for
+from tests.wait import wait_for
 
 
 def partition_zero(conn, topic: str, version: int = 12):

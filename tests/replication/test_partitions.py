@@ -25,7 +25,8 @@ from mmlog.client.admin import Admin
 from mmlog.errors import KafkaError
 from mmlog.protocol.messages import list_groups
 from tests.processors.test_bad_input import connect
-from tests.replication.conftest import REPLICATION, three_brokers, wait_for
+from tests.replication.conftest import REPLICATION, three_brokers
+from tests.wait import wait_for
 from tests.replication.partitions import ZK, Network, broker_user, skip_unless_root
 from tests.replication.replicas import log_bytes
 from tests.replication.test_failover import check_replicas_identical, full_isr, leader_of, read_all

@@ -22,7 +22,7 @@ from mmlog.client.cluster import Cluster
 from mmlog.client.records import TopicPartition
 from mmlog.errors import (InvalidReplicaAssignment, NoReassignmentInProgress, NotController,
                           ReassignmentInProgress, UnknownTopicOrPartition)
-from tests.cluster.conftest import wait_for
+from tests.wait import wait_for
 from tests.replication.replicas import partition_state
 from tests.replication.test_failover import SteadyProducer, check_replicas_identical, read_all
 

@@ -12,7 +12,7 @@ from mmlog.client.consumer import Consumer
 from mmlog.client.producer import Producer
 from mmlog.errors import InvalidReplicationFactor
 from mmlog.protocol.messages import list_offsets
-from tests.replication.conftest import wait_for
+from tests.wait import wait_for
 from tests.replication.replicas import log_bytes, partition_state
 
 

@@ -11,7 +11,8 @@ from mmlog.client.admin import Admin
 from mmlog.protocol.messages import find_coordinator
 from tests.cluster.conftest import three_brokers
 from tests.processors.test_bad_input import connect
-from tests.replication.conftest import REPLICATION, wait_for
+from tests.replication.conftest import REPLICATION
+from tests.wait import wait_for
 from tests.replication.test_failover import LibrdkafkaReader, full_isr, leader_of
 
 TXN = {"transaction.state.log.num.partitions": 3, "transaction.state.log.replication.factor": 3,

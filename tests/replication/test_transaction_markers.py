@@ -8,7 +8,7 @@ from mmlog.client.consumer import Consumer
 from mmlog.log import txn_index
 from tests.client.consumer_tools import TxnProducer, produce, write_markers
 from tests.interop.test_read_committed import latest
-from tests.replication.conftest import wait_for
+from tests.wait import wait_for
 from tests.replication.replicas import log_bytes
 from tests.replication.test_failover import full_isr, leader_of
 

@@ -18,7 +18,8 @@ from mmlog.protocol.messages import metadata
 from mmlog.replication.peer import PeerConnection
 from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
-from tests.cluster.conftest import three_brokers, wait_for
+from tests.cluster.conftest import three_brokers
+from tests.wait import wait_for
 from tests.replication.conftest import REPLICATION
 
 ck = pytest.importorskip("confluent_kafka")

@@ -14,7 +14,8 @@ from mmlog.client import Admin, Producer
 from mmlog.client.cluster import Cluster
 from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
-from tests.cluster.conftest import three_brokers, wait_for
+from tests.cluster.conftest import three_brokers
+from tests.wait import wait_for
 from tests.replication.conftest import REPLICATION
 
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";'
