@@ -50,12 +50,11 @@ def test_a_failed_disk_takes_its_log_dir_offline_and_the_broker_serves_the_other
 
                 # The first write on the dead disk fails with EIO and takes the whole dir offline; every
                 # partition in it answers KAFKA_STORAGE_ERROR from then on, reads included.
-                started = time.monotonic()
+                # (A hang on the dead disk would outlast the connection's timeout: an error, not an answer.)
                 for p in bad:
                     assert produce_one(conn, "disks", p, bytearray(batch)).error_code == KAFKA_STORAGE_ERROR
                 for p in bad:
                     assert fetch_one(conn, "disks", p, 0).error_code == KAFKA_STORAGE_ERROR
-                assert time.monotonic() - started < 5  # no hang on the dead disk
                 for p in good:  # the other dir goes on: writes acknowledged, everything readable
                     assert produce_one(conn, "disks", p, bytearray(batch)).error_code == 0
                     part = fetch_one(conn, "disks", p, 0)

@@ -1,10 +1,13 @@
-"""What replication tests look at: a topic's partition states through Metadata, and replicas' files."""
+"""What replication tests look at: a topic's partition states through Metadata and in ZooKeeper, and replicas'
+files."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from mmlog.client.cluster import Cluster
+from mmlog.cluster import paths
+from mmlog.cluster.paths import LeaderAndIsr
 
 
 def partition_state(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, tuple, tuple]:
@@ -13,6 +16,11 @@ def partition_state(bootstrap: str, topic: str, partition: int = 0) -> tuple[int
     meta.refresh([topic], allow_auto_create=False)
     info = meta.topics[topic]
     return info.leaders[partition], info.replicas[partition], info.isr[partition]
+
+
+def zk_state(zk, topic: str, p: int = 0) -> LeaderAndIsr:
+    """A partition's state node as ZooKeeper holds it (what the controller wrote; read by the test's own session)."""
+    return LeaderAndIsr.parse(*zk.get(paths.partition_state(topic, p)))
 
 
 def log_bytes(data_dir: Path, topic: str, partition: int = 0) -> bytes:

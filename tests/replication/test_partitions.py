@@ -20,7 +20,6 @@ import confluent_kafka
 import pytest
 
 from mmlog.cluster import paths
-from mmlog.cluster.paths import LeaderAndIsr
 from mmlog.client.admin import Admin
 from mmlog.errors import KafkaError
 from mmlog.protocol.messages import list_groups
@@ -28,7 +27,7 @@ from tests.processors.test_bad_input import connect
 from tests.replication.conftest import REPLICATION, three_brokers
 from tests.wait import wait_for
 from tests.replication.partitions import ZK, Network, broker_user, skip_unless_root
-from tests.replication.replicas import log_bytes
+from tests.replication.replicas import log_bytes, zk_state
 from tests.replication.test_failover import check_replicas_identical, full_isr, leader_of, read_all
 
 
@@ -40,11 +39,6 @@ def split(tmp_path, zookeeper, zk_connect):
     with three_brokers(tmp_path, zk_connect, users=users, **REPLICATION) as brokers:
         with Network(zookeeper.port, brokers) as net:
             yield brokers, net
-
-
-def zk_state(zk, topic: str, p: int = 0) -> LeaderAndIsr:
-    """A partition's state node as ZooKeeper holds it (read by the test's own session, never cut)."""
-    return LeaderAndIsr.parse(*zk.get(paths.partition_state(topic, p)))
 
 
 def create_topic(brokers, topic: str, partitions: int = 1) -> None:
