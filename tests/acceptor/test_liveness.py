@@ -16,6 +16,7 @@ import pytest
 from mmlog.acceptor.liveness import FAULT_FILE, FAULT_INJECTION_ENV
 from mmlog.client import Consumer, Producer
 from mmlog.testing import EmbeddedBroker
+from tests.wait import wait_for
 
 CONFIG = {"metrics.listen": "127.0.0.1:0", "controlled.shutdown.timeout.ms": 2_000}
 EXIT_S = 20  # how long a broker may take to stop after a failure (its stop ends itself after 15 s)
@@ -108,10 +109,8 @@ def test_a_processor_whose_loop_stops_turning_is_killed_and_replaced(tmp_path):
     with EmbeddedBroker(tmp_path, processors=2, config=config) as broker:
         stuck = broker.processor_pids()[0]
         os.kill(stuck, signal.SIGSTOP)  # its loop turns no more; the rest of the broker does
-        deadline = time.monotonic() + 30
-        while stuck in broker.processor_pids() or len(broker.processor_pids()) < 2:
-            assert time.monotonic() < deadline, broker.log_lines[-10:]
-            time.sleep(0.1)
+        wait_for(lambda: stuck not in broker.processor_pids() and len(broker.processor_pids()) >= 2,
+                 what="the stuck processor replaced", interval=0.1, show=lambda: broker.log_lines[-10:])
         assert any("has not turned for" in line and f"(pid {stuck})" in line for line in broker.log_lines)
         assert broker.proc.poll() is None
         round_trip(broker, "served-by-the-replacement")
