@@ -94,14 +94,15 @@ def test_systemds_watchdog_is_fed_while_the_control_thread_turns_and_not_once_it
             fed = [notify.recv(64) for _ in range(4)]
             assert fed == [b"WATCHDOG=1"] * 4
             inject(broker, "stall:the control thread")
-            received = []  # (message, monotonic time received) until the broker says it is stopping
-            while not received or received[-1][0] != b"STOPPING=1":
-                received.append((notify.recv(64), time.monotonic()))
+            received = []  # until the broker says it is stopping (each recv has the socket's 30 s timeout)
+            while not received or received[-1] != b"STOPPING=1":
+                received.append(notify.recv(64))
             assert exit_code(broker) == 1
-        stopping_at = received[-1][1]
-        # Fed for at most a watchdog interval after the stall began, then never again: systemd would have
-        # killed it after WatchdogSec, seconds before the broker's own stall timeout stopped it.
-        assert [m for m, at in received if at > stopping_at - 3] == [b"STOPPING=1"]
+        # Fed a few times more at most (what was due before the stall took hold), then never again through
+        # the stall's 6 s (a dozen feeds, had it gone on): systemd would have killed it after WatchdogSec,
+        # seconds before the broker's own stall timeout stopped it.
+        assert received[-1] == b"STOPPING=1" and set(received[:-1]) <= {b"WATCHDOG=1"}
+        assert len(received) - 1 <= 4, received
 
 
 def test_a_processor_whose_loop_stops_turning_is_killed_and_replaced(tmp_path):
@@ -125,5 +126,6 @@ def test_a_pause_of_the_whole_broker_is_not_taken_for_a_stall(tmp_path):
         broker.resume()
         round_trip(broker, "after-the-pause")
         assert broker.proc.poll() is None and broker.processor_pids() == pids
-        assert any("the broker was paused for" in line for line in broker.log_lines)
+        wait_for(lambda: any("the broker was paused for" in line for line in broker.log_lines),
+                 what="the pause logged")
         assert not [line for line in broker.log_lines if "level=CRITICAL" in line]
