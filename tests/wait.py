@@ -33,6 +33,6 @@ def wait_for(condition: Callable[[], T], timeout: float = TIMEOUT, what: str = "
             error = exc
         if time.monotonic() > deadline:
             seen = f"; last seen: {show()!r}" if show else ""
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} "
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} "
                                  f"(last value {last!r}, last error {error!r}){seen}") from error
         time.sleep(interval)
