@@ -147,13 +147,16 @@ def test_mmlog_reassign_names_the_moving_replicas_and_clears_them_when_done(clus
         config, overridden = admin.topic_config("r-moved")
         assert (config[LEADER_REPLICAS], config[FOLLOWER_REPLICAS]) == (f"0:{leader}", f"0:{target}")
         assert {LEADER_REPLICAS, FOLLOWER_REPLICAS} <= overridden
-        assert {admin.broker_config(target)[n][0] for n in (LEADER_RATE, FOLLOWER_RATE)} == {str(RATE)}
+        # The rates are dynamic broker configs: the target has them once its ZooKeeper watch fired.
+        wait_for(lambda: {admin.broker_config(target)[n][0] for n in (LEADER_RATE, FOLLOWER_RATE)} == {str(RATE)},
+                 what=f"both rates on broker {target}")
         moved_to(cluster, "r-moved", [leader, target])
         reassign.verify(admin, plan)
         config, overridden = admin.topic_config("r-moved")
         assert (config[LEADER_REPLICAS], config[FOLLOWER_REPLICAS]) == ("", "")
         assert not {LEADER_REPLICAS, FOLLOWER_REPLICAS} & overridden
-        assert admin.broker_config(target)[FOLLOWER_RATE][1] == 5  # back to the built-in default
+        wait_for(lambda: admin.broker_config(target)[FOLLOWER_RATE][1] == 5,  # back to the built-in default
+                 what=f"the follower rate's default on broker {target}")
     assert "Throttle was removed." in capsys.readouterr().out
 
 
