@@ -76,7 +76,7 @@ SCALARS = ("bytes_in", "messages_in", "bytes_out", "replication_bytes_out", "con
            "connections_closed", "processor_restarts", "processor_failures",
            "cleaner_passes", "cleaner_bytes_read", "cleaner_bytes_written", "cleaner_records_read",
            "cleaner_records_kept", "partition_evictions")
-GAUGES = ("connections", "cleaner_last_pass_us")
+GAUGES = ("connections", "cleaner_last_pass_us", "catalogue_checks")
 
 REQUESTS = 0
 ERRORS = REQUESTS + MAX_API

@@ -125,12 +125,17 @@ def traffic_families(broker, totals) -> list[Family]:
                          "Connections open, per processor.")
     for slot, count in enumerate(broker.block.per_processor(mb.GAUGE["connections"])):
         connections.add(count, networkProcessor=str(slot))
+    checks = Family("mmlog_processor_catalogue_checks", "gauge",
+                    "Times each processor has checked the catalogue, ACLs and quotas for changes (one stat, "
+                    "every 0.5 s): a change made before a check began is in force on that processor after it.")
+    for slot, count in enumerate(broker.block.per_processor(mb.GAUGE["catalogue_checks"])):
+        checks.add(count, networkProcessor=str(slot))
     purgatory = Family("kafka_server_delayedoperationpurgatory_purgatorysize", "gauge",
                        "Requests parked in the processors' purgatories (long-poll fetches, acks=all produces).")
     purgatory.add(sum(broker.board.parked))
     flush = Family("kafka_log_logflushstats_logflushtimems", "histogram", "Time of each log flush (fsync), in ms.")
     flush.add_histogram(BOUNDS_MS, totals[mb.FLUSH:mb.FLUSH + mb.BUCKETS], int(totals[mb.FLUSH + mb.BUCKETS]) / 1000)
-    return out + [connections, purgatory, flush]
+    return out + [connections, checks, purgatory, flush]
 
 
 def partition_families(broker) -> list[Family]:

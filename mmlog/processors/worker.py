@@ -124,6 +124,7 @@ class Processor:
         self.conns: dict[int, Connection] = {}
         self.purgatory = Purgatory(lambda n: board.set_parked(slot, n))
         self._catalogue_due = 0.0
+        self._catalogue_checks = 0  # a gauge of its own, so that a test can wait for a check after its change
         self.advertised_versions = advertised_versions()  # the ApiVersions answer
         self._dirty: set[Connection] = set()  # responses queued: write them
         self._closing: set[Connection] = set()  # close once their output is written
@@ -217,6 +218,8 @@ class Processor:
             self.quotas.refresh()
             self.authorizer.refresh()
             self.leader_throttle.refresh()
+            self._catalogue_checks += 1
+            self.metrics.set("catalogue_checks", self._catalogue_checks)
 
     def _poll_timeout(self) -> float | None:
         if self._ready:

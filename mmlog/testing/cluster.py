@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import time
 from pathlib import Path
 
 from mmlog.client.cluster import Cluster
 from mmlog.protocol.messages import find_coordinator
 from mmlog.testing import EmbeddedBroker
+from mmlog.cluster import paths
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.testing.connections import connect
+from mmlog.testing.wait import wait_for
 
 SESSION_MS = 3000  # how long a SIGKILLed broker stays in the registry
 
@@ -74,26 +76,17 @@ def leaders(bootstrap: str, topic: str) -> tuple[int, ...]:
     return meta.topics[topic].leaders
 
 
-def wait_for(predicate, timeout: float = 20.0, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - brokers coming and going: try again
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last!r})")
-
-
 def partition_state(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, tuple, tuple]:
     """(leader, replicas, ISR) of a partition, as Metadata from `bootstrap` reports it."""
     meta = Cluster(bootstrap, timeout=5)
     meta.refresh([topic], allow_auto_create=False)
     info = meta.topics[topic]
     return info.leaders[partition], info.replicas[partition], info.isr[partition]
+
+
+def zk_state(zk, topic: str, p: int = 0) -> LeaderAndIsr:
+    """A partition's state node as ZooKeeper holds it (what the controller wrote; read by the test's own session)."""
+    return LeaderAndIsr.parse(*zk.get(paths.partition_state(topic, p)))
 
 
 def log_bytes(data_dir: Path, topic: str, partition: int = 0) -> bytes:

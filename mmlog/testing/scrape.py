@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
+
+from mmlog.testing import wait as waiting
 
 _LISTENING = re.compile(r"msg=metrics listening=(?P<host>\S+):(?P<port>\d+)")
 _SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$')
@@ -54,13 +55,30 @@ def scrape(broker) -> Scrape:
     return Scrape(scrape_text(broker))
 
 
-def wait_for(broker, check, timeout: float = 10.0) -> Scrape:
-    """Scrape until check(scrape) holds; the last scrape (AssertionError if it never did)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        s = scrape(broker)
-        if check(s):
-            return s
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not seen in {timeout} s; last scrape:\n{s.text[:3000]}")
-        time.sleep(0.1)
+def wait_for(broker, check, timeout: float = 30.0) -> Scrape:
+    """Scrape until check(scrape) holds; the last scrape (AssertionError showing it if it never did)."""
+    last = []
+
+    def checked():
+        last[:] = [scrape(broker)]
+        return last[0] if check(last[0]) else None
+
+    return waiting.wait_for(checked, timeout, "the scrape to show it", interval=0.1,
+                            show=lambda: last[0].text[:3000] if last else None)
+
+
+METRICS_ON = {"metrics.listen": "127.0.0.1:0"}  # a broker config whose metrics endpoint the tests can scrape
+
+
+def processors_caught_up(broker, timeout: float = 30.0) -> None:
+    """Wait until every processor has run a whole check of the catalogue (topic configs, quotas, ACLs,
+    replication throttle) begun after this call: a change the broker answered before it is then in force
+    on every processor. Counted by the processors (mmlog_processor_catalogue_checks): two more checks
+    each, since the first may have begun before the call. The broker needs METRICS_ON."""
+    def checks() -> dict:
+        return scrape(broker).series("mmlog_processor_catalogue_checks")
+
+    before = checks()
+    assert before, "no mmlog_processor_catalogue_checks: is the broker's metrics endpoint on (METRICS_ON)?"
+    waiting.wait_for(lambda: all(checks().get(p, 0) >= n + 2 for p, n in before.items()), timeout,
+                     "two catalogue checks on every processor", show=lambda: (before, checks()))

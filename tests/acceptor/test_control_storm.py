@@ -25,6 +25,7 @@ from kafka.admin import NewPartitions, NewTopic  # noqa: E402
 from kafka.errors import KafkaError  # noqa: E402
 
 from mmlog.testing import EmbeddedBroker  # noqa: E402
+from mmlog.testing.wait import wait_for
 
 NAMES = [f"storm-{c}" for c in "abcd"]
 GROUPS = ["storm-g1", "storm-g2"]
@@ -152,10 +153,8 @@ def test_a_storm_on_colliding_names_with_processor_deaths_leaves_a_broker_that_s
 
 
 def wait_for_processors(broker: EmbeddedBroker, count: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while len(broker.processor_pids()) < count:
-        assert time.monotonic() < deadline, f"processors: {broker.processor_pids()}"
-        time.sleep(0.1)
+    wait_for(lambda: len(broker.processor_pids()) >= count, timeout, f"{count} processors", interval=0.1,
+             show=broker.processor_pids)
 
 
 def new_client_round_trip(broker: EmbeddedBroker) -> None:

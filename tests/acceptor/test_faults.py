@@ -14,6 +14,7 @@ from mmlog.protocol.messages import metadata
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.connections import connect, read_all
+from mmlog.testing.wait import wait_for
 from tests.processors.test_bad_input import produce_one
 
 
@@ -53,10 +54,8 @@ class Load:
                 time.sleep(0.05)  # the broker or our processor went away: reconnect
 
     def wait_for(self, count, timeout=60):
-        deadline = time.monotonic() + timeout
-        while len(self.acked) < count:
-            assert time.monotonic() < deadline, f"only {len(self.acked)} acks"
-            time.sleep(0.01)
+        wait_for(lambda: len(self.acked) >= count, timeout, f"{count} acks", interval=0.01,
+                 show=lambda: len(self.acked))
 
 
 def assert_all_acked_present(broker, topic, acked):
@@ -81,10 +80,8 @@ def test_a_killed_processor_is_replaced_and_no_acknowledged_record_is_lost(tmp_p
             before = broker.processor_pids()
             assert len(before) == 2
             os.kill(before[0], signal.SIGKILL)
-            deadline = time.monotonic() + 30
-            while not (len(broker.processor_pids()) == 2 and before[0] not in broker.processor_pids()):
-                assert time.monotonic() < deadline, "processor not replaced"
-                time.sleep(0.05)
+            wait_for(lambda: len(broker.processor_pids()) == 2 and before[0] not in broker.processor_pids(),
+                     what="the processor replaced", show=broker.processor_pids)
             settled = len(load.acked)
             load.wait_for(settled + 500)  # the broker keeps serving through the replacement
         assert_all_acked_present(broker, "victim", load.acked)

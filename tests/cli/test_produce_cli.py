@@ -4,7 +4,6 @@ import io
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -83,14 +82,12 @@ def test_a_partition_the_topic_lacks_is_one_line_and_status_1(broker, monkeypatc
 
 
 def test_unreachable_broker_exits_non_zero_with_one_line_in_bounded_time():
-    start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "mmlog", "produce", "t", "--bootstrap",
                            f"127.0.0.1:{free_port()}", "--timeout", "1"],
                           input=b"hello\n", capture_output=True, timeout=60)
     assert proc.returncode == 1
     err = proc.stderr.decode()
     assert err.startswith("mmlog: error: ConnectionClosed: no broker reachable") and err.count("\n") == 1, err
-    assert time.monotonic() - start < 30  # interpreter + imports + the 1 s wait
 
 
 @pytest.mark.parametrize("api", ["send", "send_many"])
@@ -107,11 +104,12 @@ def test_perf_produce_reports_rates_and_latency(broker, capsys, api):
 
 
 def test_perf_produce_batch_one_at_a_rate(broker, capsys):
-    start = time.monotonic()
     status = cli.main(["perf", "produce", "--topic", "perf-rate", "--records", "300", "--batch-size", "1",
                        "--rate", "1000", "--acks", "0", "--bootstrap", broker.bootstrap, "--quiet"])
     assert status == 0
-    assert time.monotonic() - start >= 0.25  # 300 records at 1000/s
+    # Paced, as the records' own timestamps (taken at each send) say: 300 records at 1000/s span 0.3 s.
+    stamps = sorted(r.timestamp for p in range(3) for r in read(broker.bootstrap, "perf-rate", p))[-300:]
+    assert stamps[-1] - stamps[0] >= 250, stamps[-1] - stamps[0]
     out = capsys.readouterr().out
     assert "batch 1 records" in out and "acks 0" in out and "latency" not in out  # acks=0: no acknowledgements to time
     # nothing acknowledges acks=0 records: perf checks the log got every one

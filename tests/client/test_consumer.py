@@ -21,12 +21,14 @@ from tests.client.consumer_tools import (
     values,
     write_marker,
 )
+from mmlog.testing.scrape import METRICS_ON, scrape
+from mmlog.testing.wait import wait_for
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """One broker (two processors) shared by the module's tests; each test uses its own topics."""
-    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2) as b:
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2, config=METRICS_ON) as b:
         yield b
 
 
@@ -44,14 +46,17 @@ def consumer(broker):
         yield c
 
 
-def drain(consumer, count: int, timeout: float = 10.0) -> list[ConsumerRecord]:
+def drain(consumer, count: int, timeout: float = 30.0) -> list[ConsumerRecord]:
     """Poll until `count` records arrived (fail after timeout)."""
     out: list[ConsumerRecord] = []
-    deadline = time.monotonic() + timeout
-    while len(out) < count:
-        assert time.monotonic() < deadline, f"got {len(out)} of {count} records"
-        out += consumer.poll(0.5)
+    wait_for(lambda: out.extend(consumer.poll(0.5)) or len(out) >= count, timeout, f"{count} records",
+             interval=0, retry=(), show=lambda: len(out))
     return out
+
+
+def parked(broker) -> float:
+    """Fetches parked in the broker's purgatories now."""
+    return scrape(broker).get("kafka_server_delayedoperationpurgatory_purgatorysize")
 
 
 # ------------------------------------------------------------------ round trips
@@ -250,53 +255,38 @@ def test_bad_arguments(broker):
 # ------------------------------------------------------------------ the never-ending stream
 
 
-def test_an_iterating_consumer_wakes_within_milliseconds_of_a_produce(broker, topic):
-    """The iterator blocks on a long-polled Fetch; a produce completes it at once. The Fetch would park
-    for 5 s otherwise, far past the latency asserted."""
-    received: list[tuple[int, float]] = []
-    ready = threading.Event()
-    with Consumer(broker.bootstrap, fetch_max_wait_ms=5000) as c:
+def test_an_iterating_consumer_wakes_on_a_produce(broker, topic):
+    """The iterator blocks on a long-polled Fetch; a produce completes it. The Fetch would park for two
+    minutes otherwise, past each record's deadline here; how soon it comes is tools/bench_long_poll.py's."""
+    received: list[int] = []
+    with Consumer(broker.bootstrap, fetch_max_wait_ms=120_000, request_timeout_ms=180_000) as c:
         c.assign([(topic, 0)])
         c.position((topic, 0))
 
         def iterate():
-            ready.set()
             try:
                 for record in c:
-                    received.append((record.offset, time.perf_counter()))
+                    received.append(record.offset)
             except WakeupError:
                 pass
 
-        thread = threading.Thread(target=iterate)
+        thread = threading.Thread(target=iterate, daemon=True)
         thread.start()
-        ready.wait()
-        time.sleep(0.3)  # the Fetch is parked at the broker
-        latencies = []
         for i in range(5):
-            sent = time.perf_counter()
+            wait_for(lambda: parked(broker) >= 1, what="the Fetch parked at the broker")
             produce(broker, topic, 0, values(1, i))
-            deadline = time.monotonic() + 5
-            while len(received) <= i and time.monotonic() < deadline:
-                time.sleep(0.0005)
-            assert len(received) > i, "the iterating consumer did not see the record"
-            latencies.append(received[i][1] - sent)
-            time.sleep(0.1)
+            wait_for(lambda: len(received) > i, timeout=60, what=f"record {i} from the iterating consumer")
         c.wakeup()
-        thread.join(5)
+        thread.join(30)
         assert not thread.is_alive()
-    latencies_ms = sorted(x * 1000 for x in latencies)
-    print(f"\nproduce -> iterator latency ms: {', '.join(f'{x:.1f}' for x in latencies_ms)}")
-    assert [o for o, _ in received] == [0, 1, 2, 3, 4]
-    assert latencies_ms[len(latencies_ms) // 2] < 1000
+    assert received == [0, 1, 2, 3, 4]
 
 
 def test_wakeup_interrupts_a_blocked_poll(broker, topic, consumer):
     consumer.assign([(topic, 0)])
     threading.Timer(0.2, consumer.wakeup).start()
-    start = time.monotonic()
-    with pytest.raises(WakeupError):
-        consumer.poll(10)
-    assert time.monotonic() - start < 5
+    with pytest.raises(WakeupError):  # not a poll that returns empty at its timeout
+        consumer.poll(60)
     assert consumer.poll(0) == []  # usable afterwards
 
 
@@ -353,10 +343,9 @@ def test_an_unreachable_broker_is_a_clear_error_after_a_bounded_wait():
         port = s.getsockname()[1]  # bound, not listening: connections are refused
         with Consumer(f"127.0.0.1:{port}", request_timeout_ms=1000) as c:
             c.assign([("t", 0)])
-            start = time.monotonic()
+            # Raised after request_timeout_ms, not a poll that returns empty at its timeout.
             with pytest.raises(ConnectionClosed, match=f"no broker reachable at 127.0.0.1:{port}"):
                 c.poll(30)
-            assert time.monotonic() - start < 5
             with pytest.raises(ConnectionClosed):
                 c.partitions_for("t")
 

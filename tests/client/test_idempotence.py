@@ -16,6 +16,7 @@ from mmlog.protocol.records import iter_batches
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.connections import connect, fetch_one
 from tests.client.test_producer import fetch_all, topic_name
+from mmlog.testing.wait import wait_for
 
 
 def stored_headers(broker, topic):
@@ -76,10 +77,8 @@ def test_retries_after_killed_processors_store_every_record_once_in_order(tmp_pa
                 time.sleep(0.6)
                 victim = broker.processor_pids()[0]
                 os.kill(victim, signal.SIGKILL)
-                deadline = time.monotonic() + 20
-                while victim in broker.processor_pids() or len(broker.processor_pids()) < 2:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
+                wait_for(lambda: victim not in broker.processor_pids() and len(broker.processor_pids()) >= 2,
+                         what="the victim replaced", show=broker.processor_pids)
             time.sleep(0.6)
         finally:
             stop.set()

@@ -4,7 +4,6 @@ bad names and values get INVALID_CONFIG and change nothing."""
 
 import subprocess
 import sys
-import time
 
 import pytest
 from confluent_kafka import KafkaException
@@ -18,6 +17,8 @@ from mmlog.errors import InvalidConfig, NotEnoughReplicas
 from mmlog.protocol.messages import alter_configs, describe_configs, incremental_alter_configs
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.connections import connect
+from mmlog.testing.scrape import METRICS_ON, processors_caught_up
+from mmlog.testing.wait import wait_for
 
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
@@ -25,7 +26,8 @@ DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2,
-                        config={"log.retention.ms": 3_600_000, "log.retention.check.interval.ms": 200}) as b:
+                        config={"log.retention.ms": 3_600_000, "log.retention.check.interval.ms": 200,
+                                **METRICS_ON}) as b:
         yield b
 
 
@@ -157,29 +159,27 @@ def test_min_insync_replicas_applies_to_the_next_produce_without_a_restart(broke
         # The first send in a fresh checkout also compiles the producer's numba kernels (seconds).
         producer.send("cfg-isr", b"before").get(timeout=60)
         admin.alter_topic_config("cfg-isr", {"min.insync.replicas": "2"})
-        time.sleep(0.7)  # every processor notices the catalogue within 0.5 s
+        processors_caught_up(broker)
         with pytest.raises(NotEnoughReplicas):
             for _ in range(4):  # both processors, whichever serves the connection
                 producer.send("cfg-isr", b"refused").get(timeout=10)
         admin.alter_topic_config("cfg-isr", delete=["min.insync.replicas"])
-        time.sleep(0.7)
+        processors_caught_up(broker)
         producer.send("cfg-isr", b"after").get(timeout=10)
 
 
 def test_segment_and_retention_changes_reach_running_partitions(broker, admin):
     admin.create_topic("cfg-live", 1)
     admin.alter_topic_config("cfg-live", {"segment.bytes": "1024"})
-    time.sleep(0.7)
+    processors_caught_up(broker)
     with Producer(broker.bootstrap, linger_ms=0, batch_size=1) as producer:
         for i in range(30):
             producer.send("cfg-live", b"%03d" % i + b"." * 100).get(timeout=10)
     directory = broker.data_dir / "cfg-live-0"
     assert len(list(directory.glob("*.log"))) > 2  # rolled at the new size
     admin.alter_topic_config("cfg-live", {"retention.bytes": "1"})
-    deadline = time.monotonic() + 10
-    while len(list(directory.glob("*.log"))) > 1:
-        assert time.monotonic() < deadline, "retention did not apply the new retention.bytes"
-        time.sleep(0.1)
+    wait_for(lambda: len(list(directory.glob("*.log"))) == 1, what="retention to apply the new retention.bytes",
+             show=lambda: sorted(p.name for p in directory.glob("*.log")))
     assert admin.earliest_offsets("cfg-live")[0] > 0
 
 

@@ -9,7 +9,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
-from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers, wait_for
+from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers
+from mmlog.testing.wait import wait_for
 
 
 def states_everywhere(brokers, topic: str, count: int):

@@ -7,7 +7,8 @@ import json
 
 from mmlog.cluster.dynamic_configs import DynamicConfigs
 from mmlog.client.admin import Admin
-from mmlog.testing.cluster import three_brokers, wait_for
+from mmlog.testing.cluster import three_brokers
+from mmlog.testing.wait import wait_for
 
 DYNAMIC_BROKER, DYNAMIC_DEFAULT = 2, 3
 

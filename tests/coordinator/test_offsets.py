@@ -1,7 +1,6 @@
 """OffsetCommit and OffsetFetch over the wire, and committed offsets surviving SIGTERM and SIGKILL."""
 
 import threading
-import time
 
 import pytest
 
@@ -22,6 +21,7 @@ from tests.coordinator.conftest import (
     create_topic,
     fetch_offsets,
 )
+from mmlog.testing.wait import wait_for
 
 
 @pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7])
@@ -158,10 +158,7 @@ def test_a_sigkill_during_a_stream_of_commits_loses_no_acknowledged_commit(tmp_p
         threads = [threading.Thread(target=committer, args=(p,), daemon=True) for p in range(8)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 30
-        while sum(acked.values()) < 2000:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_for(lambda: sum(acked.values()) >= 2000, what="2000 commits acknowledged", interval=0.01)
         broker.kill()
         stop.set()
         for t in threads:

@@ -24,8 +24,9 @@ import confluent_kafka
 import pytest
 
 from mmlog.client.admin import Admin
-from mmlog.testing.cluster import REPLICATION, controller_of, full_isr, leader_of, three_brokers, wait_for
+from mmlog.testing.cluster import REPLICATION, controller_of, full_isr, leader_of, three_brokers
 from mmlog.testing.lazyfs import available, homes
+from mmlog.testing.wait import wait_for
 from tests.replication.test_failover import read_all
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))

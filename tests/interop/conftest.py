@@ -3,12 +3,13 @@ import shutil
 import pytest
 
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.scrape import METRICS_ON
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """One broker (two processors) shared by the tests of a module."""
-    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2) as b:
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker"), processors=2, config=METRICS_ON) as b:
         yield b
 
 

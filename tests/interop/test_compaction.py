@@ -20,6 +20,7 @@ from mmlog.log.cleaner.cleaner import CRASH_ENV, STATUS_FILE
 from mmlog.log.cleaner.manager import PROCESS_NAME
 from mmlog.testing import EmbeddedBroker
 from tests.interop.conftest import require
+from mmlog.testing.wait import wait_for
 
 TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": "8192", "min.cleanable.dirty.ratio": "0.01",
                 "delete.retention.ms": "3600000"}
@@ -152,10 +153,8 @@ def test_a_cleaner_process_killed_mid_swap_loses_no_last_value_and_a_restart_fin
     with EmbeddedBroker(tmp_path / "broker", processors=1, config={"log.cleaner.backoff.ms": 100}) as b:
         create(b.bootstrap, "crashy")
         final = produce(b.bootstrap, "crashy")
-        deadline = time.monotonic() + 30
-        while not any("log cleaner" in line and "died" in line for line in b.log_lines):
-            assert time.monotonic() < deadline, "\n".join(b.log_lines[-20:])
-            time.sleep(0.1)
+        wait_for(lambda: any("log cleaner" in line and "died" in line for line in b.log_lines),
+                 what="the cleaner to die", interval=0.1, show=lambda: b.log_lines[-20:])
         b.kill()  # the whole broker dies too, with the swap half done
         monkeypatch.delenv(CRASH_ENV)
         b.start()
@@ -186,10 +185,7 @@ def test_the_cleaner_runs_as_a_process_of_its_own_that_the_supervisor_replaces(c
     pid = b.cleaner_pid()
     assert pid is not None and pid not in b.processor_pids() and len(b.processor_pids()) == 2
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 20
-    while b.cleaner_pid() in (None, pid):
-        assert time.monotonic() < deadline, "\n".join(b.log_lines[-10:])
-        time.sleep(0.05)
+    wait_for(lambda: b.cleaner_pid() not in (None, pid), what="a new cleaner", show=lambda: b.log_lines[-10:])
     assert any("log cleaner" in line and "died with signal SIGKILL" in line for line in b.log_lines)
 
 

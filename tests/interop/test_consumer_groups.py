@@ -7,7 +7,6 @@ rebalance settles in well under a second.
 
 import subprocess
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -16,6 +15,7 @@ from mmlog.client.connection import BrokerConnection
 from mmlog.protocol.messages import describe_groups, offset_fetch
 from mmlog.testing import EmbeddedBroker
 from tests.interop.conftest import require
+from mmlog.testing.wait import wait_for
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 kafka = pytest.importorskip("kafka")
@@ -56,13 +56,6 @@ def raw_describe(broker, group):
     host, port = broker.bootstrap.rsplit(":", 1)
     with BrokerConnection(host, int(port)) as conn:
         return conn.request(describe_groups.API_KEY, 4, groups=[group]).groups[0]
-
-
-def wait_for(condition, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 class GroupConsumer(threading.Thread):
@@ -129,13 +122,17 @@ def test_three_confluent_consumers_share_six_partitions_and_take_over_when_one_l
 
     produce(broker, topic, 6, 50, "second")
     wait_for(lambda: len(consumed) >= 600, what="all 600 records")
-    time.sleep(0.3)  # nothing more may arrive
+    # A last record on each partition, once all six are read, proves that anything the 600 could have
+    # brought twice (a replay after the hand-over) has arrived: a partition is read in order.
+    produce(broker, topic, 6, 1, "last")
+    wait_for(lambda: sum(v.startswith(b"last-") for _, _, v in consumed) == 6, what="the six last records")
     for c in consumers:
         c.leave.set()
     for c in consumers:
         c.join(30)
     assert not any(c.is_alive() for c in consumers + [leaving])
     assert not [e for c in consumers + [leaving] for e in c.errors]
+    consumed = [r for r in consumed if not r[2].startswith(b"last-")]
 
     # Each record exactly once: commits were clean, so no partition handed over replays anything.
     by_position = Counter((p, o) for p, o, _ in consumed)
@@ -147,9 +144,9 @@ def test_three_confluent_consumers_share_six_partitions_and_take_over_when_one_l
         f"rebalances seen {[c.rebalances for c in consumers + [leaving]]}\n"
         + "\n".join(line for line in broker.log_lines if "coordinator" in line or "level=WARN" in line))
     assert Counter(p for p, _, _ in consumed) == {p: 100 for p in range(6)}
-    assert raw_committed(broker, group) == {(topic, p): 100 for p in range(6)}
+    assert raw_committed(broker, group) == {(topic, p): 101 for p in range(6)}  # the last records' too
     for c in consumers:  # consumer.committed() reads the same through OffsetFetch
-        assert c.final_committed == {p: 100 for p in range(6)}
+        assert c.final_committed == {p: 101 for p in range(6)}
     assert raw_describe(broker, group).group_state == "Empty"
 
 

@@ -14,6 +14,7 @@ from confluent_kafka import TopicPartition
 
 from mmlog.client.admin import Admin
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.wait import wait_for
 
 CONFIG = {"transaction.state.log.num.partitions": 2,
           "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
@@ -34,16 +35,27 @@ def written(broker, topic: str) -> int:
         consumer.close()
 
 
-def read_committed(broker, topic: str, expect: int) -> list[bytes]:
+def read_committed(broker, topic: str) -> list[bytes]:
+    """Every value a read_committed consumer reads from the start up to a last record written to each
+    partition now: a partition is read in order, so whatever was written twice shows before it."""
+    last = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap})
+    for p in range(PARTITIONS):
+        last.produce(topic, b"last", partition=p)
+    assert last.flush(30) == 0
     consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ctp-check",
                                          "isolation.level": "read_committed", "enable.auto.commit": False})
+    values, ends = [], []
     try:
         consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in range(PARTITIONS)])
-        values, deadline = [], time.monotonic() + 30
-        while time.monotonic() < deadline:
-            values += [m.value() for m in consumer.consume(500, timeout=0.1) if not m.error()]
-            if len(values) >= expect:
-                deadline = min(deadline, time.monotonic() + 1.0)
+
+        def to_the_ends():
+            for m in consumer.consume(500, timeout=0.1):
+                if not m.error():
+                    (ends if m.value() == b"last" else values).append(m.value())
+            return len(ends) == PARTITIONS
+
+        wait_for(to_the_ends, timeout=120, interval=0, retry=(), what="the last record of every partition",
+                 show=lambda: (len(values), len(ends)))
         return values
     finally:
         consumer.close()
@@ -81,7 +93,7 @@ def test_a_transform_loop_killed_at_random_points_writes_every_input_exactly_onc
             if worker.poll() is None:
                 worker.kill()
                 worker.wait(10)
-        out = read_committed(broker, "ctp-out", INPUTS)
+        out = read_committed(broker, "ctp-out")
     assert progress[-1] < INPUTS, f"the loop had finished before the last kill: {progress}"
     copies = Counter(out)
     assert not [v for v, n in copies.items() if n > 1], "an input was written twice"

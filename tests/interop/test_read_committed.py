@@ -24,6 +24,8 @@ from tests.client.consumer_tools import (
     produce,
     write_markers,
 )
+from mmlog.testing.scrape import scrape
+from mmlog.testing.wait import wait_for
 from tests.processors.test_bad_input import produce_one
 
 COMMITTED, UNCOMMITTED = "read_committed", "read_uncommitted"
@@ -172,13 +174,16 @@ def test_a_parked_read_committed_fetch_wakes_when_the_marker_lands(broker):
     c = TxnProducer(broker)
     c.send(topic, 0, [(None, b"x")])
     got = []
-    waiter = threading.Thread(target=lambda: got.append(raw_fetch(broker, topic, 0, 1, max_wait_ms=5000)))
-    started = time.monotonic()
+    # Parked for two minutes unless woken: the join's deadline below is shorter, so only the marker's wake-up
+    # answers it in time.
+    waiter = threading.Thread(target=lambda: got.append(raw_fetch(broker, topic, 0, 1, max_wait_ms=120_000,
+                                                                  timeout=150)), daemon=True)
     waiter.start()
-    time.sleep(0.3)
+    wait_for(lambda: scrape(broker).get("kafka_server_delayedoperationpurgatory_purgatorysize") >= 1,
+             what="the fetch to park")
     c.end(topic, 0, commit=True)
-    waiter.join(10)
-    assert time.monotonic() - started < 3
+    waiter.join(60)
+    assert not waiter.is_alive(), "the parked fetch was not woken by the marker"
     assert got[0].last_stable_offset == 2 and len(bytes(got[0].records)) > 0
 
 

@@ -6,7 +6,6 @@ import multiprocessing
 import os
 import signal
 import threading
-import time
 
 from mmlog.log.lock import PartitionLock
 
@@ -48,9 +47,9 @@ def test_a_lock_holder_killed_by_sigkill_releases_the_lock(tmp_path):
     assert not lock.acquire(blocking=False)
     os.kill(child.pid, signal.SIGKILL)
     child.join(10)
-    t0 = time.monotonic()
-    with lock:
-        assert time.monotonic() - t0 < 5
+    assert not child.is_alive()
+    assert lock.acquire(blocking=False)  # the kernel let go of the dead holder's lock
+    lock.release()
     lock.close()
 
 

@@ -4,7 +4,6 @@ import os
 import socket
 import struct
 import threading
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import api_versions, fetch, list_offsets, metadata, produce
 from mmlog.protocol.records import build_batch
 from mmlog.testing.connections import connect, fetch_one
+from mmlog.testing.wait import wait_for
 
 CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, UNSUPPORTED_VERSION = 2, 3, 1, 35
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
@@ -201,7 +201,4 @@ def test_acks_zero_gets_no_response_and_is_appended(broker):
         conn.request(metadata.API_KEY, 8, metadata.REQUEST(topics=[{"name": "acks0"}]))
         conn.send(produce.API_KEY, 8, produce_request("acks0", 0, build_batch([(None, b"x")]), acks=0),
                   expect_response=False)
-        deadline = time.monotonic() + 10
-        while fetch_one(conn, "acks0", 0, 0).high_watermark != 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_for(lambda: fetch_one(conn, "acks0", 0, 0).high_watermark == 1, what="the record appended", interval=0.01)

@@ -19,6 +19,7 @@ from mmlog.testing.connections import connect, fetch_one
 from tests import disk
 from tests.processors.test_bad_input import produce_one
 from tests.processors.test_handlers import make_topic
+from mmlog.testing.wait import wait_for
 
 KAFKA_STORAGE_ERROR = 56
 PARTITIONS = 6
@@ -27,15 +28,6 @@ PARTITIONS = 6
 def placement(dirs: list[Path], topic: str) -> dict[int, Path]:
     """The log dir each partition of the topic lives in."""
     return {p: d for d in dirs for p in range(PARTITIONS) if (d / f"{topic}-{p}").is_dir()}
-
-
-def wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_failed_disk_takes_its_log_dir_offline_and_the_broker_serves_the_others(tmp_path):
@@ -59,12 +51,11 @@ def test_a_failed_disk_takes_its_log_dir_offline_and_the_broker_serves_the_other
 
                 # The first write on the dead disk fails with EIO and takes the whole dir offline; every
                 # partition in it answers KAFKA_STORAGE_ERROR from then on, reads included.
-                started = time.monotonic()
+                # (A hang on the dead disk would outlast the connection's timeout: an error, not an answer.)
                 for p in bad:
                     assert produce_one(conn, "disks", p, bytearray(batch)).error_code == KAFKA_STORAGE_ERROR
                 for p in bad:
                     assert fetch_one(conn, "disks", p, 0).error_code == KAFKA_STORAGE_ERROR
-                assert time.monotonic() - started < 5  # no hang on the dead disk
                 for p in good:  # the other dir goes on: writes acknowledged, everything readable
                     assert produce_one(conn, "disks", p, bytearray(batch)).error_code == 0
                     part = fetch_one(conn, "disks", p, 0)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
 from mmlog.log.state import PartitionState
-from mmlog.testing.cluster import partition_state, wait_for
+from mmlog.testing.cluster import partition_state
+from mmlog.testing.wait import wait_for
 
 
 def log_start(broker, topic: str, partition: int = 0) -> int:

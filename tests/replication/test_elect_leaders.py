@@ -17,7 +17,8 @@ from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.client.records import TopicPartition
 from mmlog.errors import EligibleLeadersNotAvailable, ElectionNotNeeded, PreferredLeaderNotAvailable
-from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers, wait_for
+from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers
+from mmlog.testing.wait import wait_for
 
 NO_REBALANCE = {**REPLICATION, "auto.leader.rebalance.enable": False}
 

@@ -12,7 +12,8 @@ from mmlog.client.consumer import Consumer
 from mmlog.client.producer import Producer
 from mmlog.errors import InvalidReplicationFactor
 from mmlog.protocol.messages import list_offsets
-from mmlog.testing.cluster import log_bytes, partition_state, wait_for
+from mmlog.testing.cluster import log_bytes, partition_state
+from mmlog.testing.wait import wait_for
 
 
 def test_a_replicated_topic_puts_each_partition_on_three_brokers_and_leaders_spread(replicated):

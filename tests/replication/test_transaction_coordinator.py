@@ -11,6 +11,7 @@ from mmlog.client.admin import Admin
 from mmlog.testing.cluster import REPLICATION, TXN, coordinator_of, full_isr, leader_of, three_brokers
 from tests.replication.test_failover import LibrdkafkaReader
 
+
 def read_committed(brokers, topic: str, expect: int) -> list[bytes]:
     """Partition 0 as a read_committed librdkafka consumer sees it: `expect` values, then half a second
     more for any it should not see."""

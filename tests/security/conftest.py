@@ -11,6 +11,7 @@ import pytest
 from mmlog.replication.peer import PeerConnection
 from mmlog.security.client import ClientSecurity
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.scrape import METRICS_ON
 from mmlog.testing.security import Pki, add_users, make_pki, security_config
 
 
@@ -42,8 +43,8 @@ def closed_by_broker(peer: PeerConnection, timeout: float = 5.0) -> bool:
 @pytest.fixture(scope="module")
 def secure_broker(pki, tmp_path_factory):
     """One broker per test module with PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL listeners and users
-    alice and admin; `.listener_ports[NAME]` is each listener's port."""
+    alice and admin; `.listener_ports[NAME]` is each listener's port. Its metrics are on (what a test waits for)."""
     data = tmp_path_factory.mktemp("secure") / "data"
     add_users(data)
-    with EmbeddedBroker(data, processors=2, config=security_config(pki)) as broker:
+    with EmbeddedBroker(data, processors=2, config={**security_config(pki), **METRICS_ON}) as broker:
         yield broker

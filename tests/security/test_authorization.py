@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from mmlog.testing import EmbeddedBroker
+from mmlog.testing.scrape import METRICS_ON, processors_caught_up
 from mmlog.testing.security import add_users
 
 ck = pytest.importorskip("confluent_kafka")
@@ -31,7 +32,6 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw", "admin": "admin-pw"}
 TIMEOUT = 15.0
-PROPAGATION_S = 0.7  # processors re-read the ACL file every 0.5 s (security/authorizer.py)
 AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 
 
@@ -41,7 +41,7 @@ def acl_broker(tmp_path_factory):
     add_users(data, USERS)
     config = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
               "authorizer.class.name": AUTHORIZER, "super.users": "User:admin",
-              "group.initial.rebalance.delay.ms": "0", "connection.failed.authentication.delay.ms": "0"}
+              "group.initial.rebalance.delay.ms": "0", "connection.failed.authentication.delay.ms": "0", **METRICS_ON}
     with EmbeddedBroker(data, processors=2, config=config, ready_timeout=120) as broker:
         yield broker
 
@@ -83,7 +83,7 @@ def grant(broker, *bindings) -> None:
     client = admin(broker)  # kept while its futures run
     for future in client.create_acls(list(bindings)).values():
         future.result(TIMEOUT)
-    time.sleep(PROPAGATION_S)
+    processors_caught_up(broker)
 
 
 def create_topics(broker, *names: str) -> None:
@@ -321,7 +321,7 @@ def test_an_acl_removed_takes_effect_without_a_restart(acl_broker):
     a = admin(acl_broker)
     list(a.delete_acls([AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:bob", "*",
                                          AclOperation.WRITE, AclPermissionType.ALLOW)]).values())[0].result(TIMEOUT)
-    time.sleep(PROPAGATION_S)
+    processors_caught_up(acl_broker)
     assert [e.code() for e in produce(acl_broker, "bob", topic, 1)] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     assert end_offset(acl_broker, topic) == 1
 

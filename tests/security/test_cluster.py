@@ -14,7 +14,8 @@ from mmlog.client import Admin, Producer
 from mmlog.client.cluster import Cluster
 from mmlog.security import scram
 from mmlog.security.client import ClientSecurity
-from mmlog.testing.cluster import REPLICATION, three_brokers, wait_for
+from mmlog.testing.cluster import REPLICATION, three_brokers
+from mmlog.testing.wait import wait_for
 
 JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";'
 

@@ -11,6 +11,7 @@ from mmlog.client import Admin, Consumer, Producer
 from mmlog.client.records import TopicPartition
 from mmlog.errors import ResourceNotFound, SaslAuthenticationFailed, UnacceptableCredential
 from mmlog.testing.security import PASSWORD
+from mmlog.testing.wait import wait_for
 
 N = 50
 
@@ -91,7 +92,6 @@ def test_twenty_megabytes_cross_tls_both_ways_intact(secure_broker, pki):
     got = []
     with Consumer(bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20, **opts) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
-        while len(got) < len(values):
-            for record in consumer.poll(timeout=10):
-                got.append(bytes(record.value))
+        wait_for(lambda: got.extend(bytes(r.value) for r in consumer.poll(timeout=1)) or len(got) >= len(values),
+                 what=f"{len(values)} records", interval=0, retry=(), show=lambda: len(got))
     assert got == values

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import time
-
 from mmlog.client import Admin, Producer
+from mmlog.testing.scrape import processors_caught_up
 from mmlog.testing.security import PASSWORD
 
 ALICE = (("user", "alice"),)
@@ -29,7 +28,7 @@ def test_a_users_quota_throttles_that_user_and_not_an_anonymous_client(secure_br
         admin.create_topic("by-user", 1)
         admin.alter_client_quotas({ALICE: {"producer_byte_rate": 1024}})
         try:
-            time.sleep(1)  # every processor has read the catalogue (CATALOGUE_CHECK_S)
+            processors_caught_up(secure_broker)
             alice = _throttled(f"127.0.0.1:{secure_broker.listener_ports['SASL_SSL']}",
                                security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
                                sasl_plain_username="alice", sasl_plain_password=PASSWORD, ssl_cafile=str(pki.ca))
