@@ -118,10 +118,7 @@ def replication() -> None:
     from mmlog.client.admin import Admin
     from mmlog.client.records import TopicPartition
     from mmlog.testing import ZooKeeperServer
-    from tests.cluster.conftest import three_brokers
-    from tests.replication.conftest import REPLICATION
-    from mmlog.testing.cluster import partition_state
-    from tests.replication.test_reassignment import by_id, moved_to
+    from mmlog.testing.cluster import REPLICATION, by_id, moved_to, partition_state, three_brokers
 
     def log_size(broker, topic):
         return sum(f.stat().st_size for f in (Path(broker.data_dir) / f"{topic}-0").glob("*.log"))

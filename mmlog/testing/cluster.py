@@ -12,7 +12,9 @@ import concurrent.futures
 import contextlib
 from pathlib import Path
 
+from mmlog.client.admin import Admin
 from mmlog.client.cluster import Cluster
+from mmlog.client.records import TopicPartition
 from mmlog.protocol.messages import find_coordinator
 from mmlog.testing import EmbeddedBroker
 from mmlog.cluster import paths
@@ -134,3 +136,25 @@ def coordinator_of(brokers, txn_id: str):
 
     [node] = wait_for(ask, what=f"the coordinator of {txn_id}")
     return next(b for b in brokers if b.broker_id == node)
+
+
+def by_id(brokers, node: int):
+    return next(b for b in brokers if b.broker_id == node)
+
+
+def moved_to(brokers, topic: str, replicas: list[int], partition: int = 0, bootstrap: str | None = None) -> None:
+    """Wait until the move is done: nothing in progress, the replicas and the ISR the target."""
+    bootstrap = bootstrap or next(b for b in brokers if b.proc.poll() is None).bootstrap
+    wait_for(lambda: is_moved(bootstrap, topic, replicas, partition), timeout=40,
+             what=f"{topic}-{partition} on {replicas}")
+
+
+def is_moved(bootstrap: str, topic: str, replicas: list[int], partition: int = 0, others_may_move=False) -> bool:
+    """Is the partition's move done: no move in progress (but other partitions' if `others_may_move`), the
+    replicas and the ISR the target?"""
+    with Admin(bootstrap) as admin:
+        moving = admin.list_partition_reassignments()
+    if TopicPartition(topic, partition) in moving or (moving and not others_may_move):
+        return False
+    leader, now, isr = partition_state(bootstrap, topic, partition)
+    return list(now) == replicas and sorted(isr) == sorted(replicas) and leader in replicas

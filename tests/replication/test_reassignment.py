@@ -22,31 +22,9 @@ from mmlog.client.cluster import Cluster
 from mmlog.client.records import TopicPartition
 from mmlog.errors import (InvalidReplicaAssignment, NoReassignmentInProgress, NotController,
                           ReassignmentInProgress, UnknownTopicOrPartition)
-from mmlog.testing.cluster import check_replicas_identical, controller_of, partition_state
+from mmlog.testing.cluster import by_id, check_replicas_identical, controller_of, is_moved, moved_to, partition_state
 from mmlog.testing.wait import wait_for
 from tests.replication.test_failover import SteadyProducer, read_all
-
-
-def by_id(brokers, node: int):
-    return next(b for b in brokers if b.broker_id == node)
-
-
-def moved_to(brokers, topic: str, replicas: list[int], partition: int = 0, bootstrap: str | None = None) -> None:
-    """Wait until the move is done: nothing in progress, the replicas and the ISR the target."""
-    bootstrap = bootstrap or next(b for b in brokers if b.proc.poll() is None).bootstrap
-    wait_for(lambda: is_moved(bootstrap, topic, replicas, partition), timeout=40,
-             what=f"{topic}-{partition} on {replicas}")
-
-
-def is_moved(bootstrap: str, topic: str, replicas: list[int], partition: int = 0, others_may_move=False) -> bool:
-    """Is the partition's move done: no move in progress (but other partitions' if `others_may_move`), the
-    replicas and the ISR the target?"""
-    with Admin(bootstrap) as admin:
-        moving = admin.list_partition_reassignments()
-    if TopicPartition(topic, partition) in moving or (moving and not others_may_move):
-        return False
-    leader, now, isr = partition_state(bootstrap, topic, partition)
-    return list(now) == replicas and sorted(isr) == sorted(replicas) and leader in replicas
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from mmlog.protocol.messages import describe_configs
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers
 from mmlog.testing.scrape import METRICS_ON, processors_caught_up
-from tests.replication.test_reassignment import by_id, moved_to
+from mmlog.testing.cluster import by_id, moved_to
 from mmlog.testing.wait import wait_for
 
 RATE = 512 << 10  # bytes/s
