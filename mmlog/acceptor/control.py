@@ -54,6 +54,9 @@ from mmlog.config.dynamic import merged
 from mmlog.errors import (InvalidRequest, KafkaError, MetadataStoreUnreachable, TopicAlreadyExists,
                           UnknownTopicOrPartition)
 from mmlog.log.manager import LogManager
+from mmlog.ipc.control_ops import (ALTER_CLIENT_QUOTAS, ALTER_CONFIGS, ALTER_REASSIGNMENTS, ALTER_SCRAM_CREDENTIALS,
+                                   AUTO_CREATE_TOPICS, CREATE_ACLS, CREATE_PARTITIONS, CREATE_TOPICS, DELETE_ACLS,
+                                   DELETE_TOPICS, ELECT_LEADERS, LIST_REASSIGNMENTS, NEXT_PRODUCER_ID)
 
 log = logging.getLogger(__name__)
 
@@ -98,11 +101,11 @@ class ControlPlane:
         self._worker = TopicWorker(self._topic_wanted)
         self.on_dynamic: list = []  # hooks given the dynamic broker configs in force when they change
         self.server = ControlServer({
-            "create_topics": self._on_worker(self.create_topics),
-            "create_partitions": self._on_worker(self.create_partitions),
-            "auto_create_topics": self._locked(self.auto_create_topics),
-            "delete_topics": self._locked(self.delete_topics),
-            "next_producer_id": self._locked(self.next_producer_id),
+            CREATE_TOPICS: self._on_worker(self.create_topics),
+            CREATE_PARTITIONS: self._on_worker(self.create_partitions),
+            AUTO_CREATE_TOPICS: self._locked(self.auto_create_topics),
+            DELETE_TOPICS: self._locked(self.delete_topics),
+            NEXT_PRODUCER_ID: self._locked(self.next_producer_id),
         })
         self.server.handlers.update({op: self._locked(fn) for op, fn in self.admin_ops().items()})
         self.coordinator = GroupCoordinator(config, store.offset_store(self.run_soon), self._partition_count,
@@ -372,11 +375,11 @@ class ControlPlane:
 
     def admin_ops(self) -> dict:
         """The admin APIs' ops."""
-        return {"alter_configs": self.alter_configs, "alter_client_quotas": self.alter_client_quotas,
-                "alter_scram_credentials": self.alter_scram_credentials,  # security
-                "create_acls": self.create_acls, "delete_acls": self.delete_acls,
-                "elect_leaders": self.elect_leaders, "alter_reassignments": self.alter_reassignments,
-                "list_reassignments": self.list_reassignments}
+        return {ALTER_CONFIGS: self.alter_configs, ALTER_CLIENT_QUOTAS: self.alter_client_quotas,
+                ALTER_SCRAM_CREDENTIALS: self.alter_scram_credentials,  # security
+                CREATE_ACLS: self.create_acls, DELETE_ACLS: self.delete_acls,
+                ELECT_LEADERS: self.elect_leaders, ALTER_REASSIGNMENTS: self.alter_reassignments,
+                LIST_REASSIGNMENTS: self.list_reassignments}
 
     def elect_leaders(self, args, reply) -> None:
         """ElectLeaders (the controller decides): {"results": [(topic, p, code, message)]}, or every asked
