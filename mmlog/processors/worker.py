@@ -209,10 +209,13 @@ class Processor:
         if self._ready:
             return 0
         timeout = self.purgatory.timeout()
-        for deadline in (self._timers.next_due(), self._muted.next_due(), self.control.next_deadline()):
-            if deadline is not None:
-                until = max(deadline - time.monotonic(), 0)
-                timeout = until if timeout is None else min(timeout, until)
+        if self._timers:
+            timeout = _sooner(timeout, self._timers.next_due())
+        if self._muted:
+            timeout = _sooner(timeout, self._muted.next_due())
+        deadline = self.control.next_deadline()
+        if deadline is not None:
+            timeout = _sooner(timeout, deadline)
         if self.stopping:
             timeout = min(timeout or 0.05, 0.05)
         return 1.0 if timeout is None else min(timeout, 1.0)
@@ -352,8 +355,7 @@ class Processor:
 
     def _unmute(self) -> None:
         """Read again from connections whose quota throttle time is over."""
-        due = self._muted.next_due()
-        if due is None or due > time.monotonic():
+        if not self._muted or self._muted.next_due() > time.monotonic():
             return
         now = time.monotonic()
         for conn in self._muted.due(now):
@@ -402,7 +404,7 @@ class Processor:
         self._offloader.submit(fn, done)
 
     def _run_timers(self) -> None:
-        if self._timers.next_due() is None:
+        if not self._timers:
             return
         for fn in self._timers.due(time.monotonic()):
             try:
@@ -505,6 +507,12 @@ class Processor:
         """Shutdown may finish: nothing in flight, nothing buffered to answer or send."""
         self.purgatory.expire(everything=True)
         return all(not c.busy and not c.out and not c.has_queued_requests() for c in self.conns.values())
+
+
+def _sooner(timeout: float | None, due: float) -> float:
+    """A poll timeout that also ends by the monotonic time `due`."""
+    until = max(due - time.monotonic(), 0)
+    return until if timeout is None else min(timeout, until)
 
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
