@@ -45,7 +45,7 @@ from mmlog.processors.dispatch import handle_requests
 from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import fetch, metadata, produce
 from mmlog.protocol.records import build_batch, iter_batches
-from mmlog.testing import EmbeddedBroker, HandlerContext
+from mmlog.testing import EmbeddedBroker, LocalHandlerContext
 
 RECORD = 200
 
@@ -211,7 +211,7 @@ def metrics_cost_in_process(rounds: int, requests: int, group: int) -> None:
         times: dict[str, list[float]] = {"on": [], "off": []}
         for r in range(rounds + 1):
             for name in ("on", "off") if r % 2 == 0 else ("off", "on"):
-                ctx = HandlerContext(manager, sides[name])
+                ctx = LocalHandlerContext(manager, sides[name])
                 start = time.process_time()
                 for _ in range(requests // group):
                     conn.reader.feed(frames)

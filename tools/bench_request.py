@@ -230,7 +230,7 @@ def stages(rounds: int, n: int) -> tuple[dict, float]:
     from mmlog.processors.connection import Connection
     from mmlog.processors.dispatch import handle_requests
     from mmlog.processors.handlers import produce as handler
-    from mmlog.testing import HandlerContext
+    from mmlog.testing import LocalHandlerContext
 
     ns = time.perf_counter_ns
     with tempfile.TemporaryDirectory() as data:
@@ -240,7 +240,7 @@ def stages(rounds: int, n: int) -> tuple[dict, float]:
         a, b = socket.socketpair()
         sink = bytearray(1 << 16)
         conn = Connection(a, 1 << 20)
-        ctx = HandlerContext(manager, NULL_REGION)
+        ctx = LocalHandlerContext(manager, NULL_REGION)
 
         def whole() -> None:
             conn.reader.feed(frame)

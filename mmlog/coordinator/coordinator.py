@@ -76,6 +76,9 @@ from mmlog.coordinator.groups import DEAD, EMPTY, Group, Reply
 from mmlog.coordinator.membership import Membership
 from mmlog.coordinator.offsets import GroupDelete, OffsetStore
 from mmlog.coordinator.rebalance import CallLater
+from mmlog.ipc.control_ops import (DELETE_GROUPS, DESCRIBE_GROUPS, HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, LIST_GROUPS,
+                                   OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, SYNC_GROUP, TXN_OFFSETS_END,
+                                   TXN_OFFSET_COMMIT)
 
 log = logging.getLogger(__name__)
 
@@ -132,18 +135,18 @@ class GroupCoordinator(Membership, GroupOffsets):
                 for t, ps in args["topics"] or []]}
 
         return {
-            "join_group": self._owned(self.join_group, lambda a: join_error(a["member_id"], NOT_COORDINATOR)),
-            "sync_group": self._owned(self.sync_group, lambda a: sync_result(NOT_COORDINATOR)),
-            "heartbeat": self._owned(self.heartbeat, lambda a: {"error_code": NOT_COORDINATOR}),
-            "leave_group": self._owned(self.leave_group, lambda a: {"error_code": NOT_COORDINATOR, "members": []}),
-            "offset_commit": self._owned(self.offset_commit, commit_refusal),
-            "offset_fetch": self._owned(self.offset_fetch, fetch_refusal),
-            "txn_offset_commit": self._owned(self.txn_offset_commit, commit_refusal),
-            "txn_offsets_end": self._owned(self.txn_offsets_end, lambda a: {"error_code": NOT_COORDINATOR}),
-            "list_groups": self.list_groups,
-            "describe_groups": self.describe_groups,
-            "delete_groups": self.delete_groups,
-            "offset_delete": self._owned(self.offset_delete, lambda a: {"error_code": NOT_COORDINATOR, "topics": []}),
+            JOIN_GROUP: self._owned(self.join_group, lambda a: join_error(a["member_id"], NOT_COORDINATOR)),
+            SYNC_GROUP: self._owned(self.sync_group, lambda a: sync_result(NOT_COORDINATOR)),
+            HEARTBEAT: self._owned(self.heartbeat, lambda a: {"error_code": NOT_COORDINATOR}),
+            LEAVE_GROUP: self._owned(self.leave_group, lambda a: {"error_code": NOT_COORDINATOR, "members": []}),
+            OFFSET_COMMIT: self._owned(self.offset_commit, commit_refusal),
+            OFFSET_FETCH: self._owned(self.offset_fetch, fetch_refusal),
+            TXN_OFFSET_COMMIT: self._owned(self.txn_offset_commit, commit_refusal),
+            TXN_OFFSETS_END: self._owned(self.txn_offsets_end, lambda a: {"error_code": NOT_COORDINATOR}),
+            LIST_GROUPS: self.list_groups,
+            DESCRIBE_GROUPS: self.describe_groups,
+            DELETE_GROUPS: self.delete_groups,
+            OFFSET_DELETE: self._owned(self.offset_delete, lambda a: {"error_code": NOT_COORDINATOR, "topics": []}),
         }
 
     def _owned(self, op: Callable[[dict, Reply], None], refusal: Callable[[dict], dict]):

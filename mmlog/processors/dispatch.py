@@ -37,6 +37,7 @@ from mmlog.processors.handlers import HANDLERS, produce
 from mmlog.processors.request import DEFERRED, NO_RESPONSE, CloseConnection, Request, queue_frame
 from mmlog.processors.request_metrics import count_answered, count_unanswered
 from mmlog.processors.sasl import ALLOWED_BEFORE, AUTHENTICATE, log_failure
+from mmlog.protocol.header import peek_client_id, request_matcher
 from mmlog.protocol.messages import APIS
 from mmlog.security.sasl import AuthenticationFailed
 from mmlog.protocol import (
@@ -47,6 +48,7 @@ from mmlog.protocol import (
     is_supported,
     parse_request_header,
 )
+from mmlog.processors.handler_context import HandlerContext
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ MAX_GROUP = 64
 UNSUPPORTED_VERSION = 35
 
 
-def handle_requests(ctx, conn) -> None:
+def handle_requests(ctx: HandlerContext, conn) -> None:
     """Handle conn's queued requests in order, until one is deferred or none is left.
 
     A run of pipelined Produce requests is handled as groups of up to MAX_GROUP, each
@@ -81,27 +83,18 @@ def handle_requests(ctx, conn) -> None:
         if _is_produce(frame):
             # A group, even of one: the group path reads a repeated request shape without the codec. A
             # client with a produce quota is answered (and maybe muted) one request at a time, as Kafka does.
-            alone = ctx.quotas.enabled and ctx.quotas.limits_produce(conn, _client_id(frame))
+            alone = ctx.quotas.enabled and ctx.quotas.limits_produce(conn, peek_client_id(frame))
             handle_produce_group(ctx, conn, [frame, *([] if alone else conn.take_queued(_is_produce, MAX_GROUP - 1))])
             continue
         handle_frame(ctx, conn, frame)
 
 
-_PRODUCE_VERSIONS = frozenset(v for v in range(256) if is_supported(produce.API_KEY, v))
+# A Produce request of a version we serve, told by its first four bytes (a frame of a pipelining producer is
+# taken into the group without being parsed).
+_is_produce = request_matcher(produce.API_KEY, (v for v in range(256) if is_supported(produce.API_KEY, v)))
 
 
-def _is_produce(frame) -> bool:
-    """A Produce request of a version we serve (api_key and api_version are bytes 0-3)."""
-    return len(frame) >= 4 and frame[3] in _PRODUCE_VERSIONS and frame[0] == 0 == frame[1] and frame[2] == 0
-
-
-def _client_id(frame) -> str | None:
-    """The client id of a request frame (request header v1+: after api key, version and correlation id)."""
-    size = int.from_bytes(frame[8:10], "big", signed=True) if len(frame) >= 10 else -1
-    return None if size < 0 else bytes(frame[10:10 + size]).decode("utf-8", "replace")
-
-
-def handle_produce_group(ctx, conn, frames: list) -> None:
+def handle_produce_group(ctx: HandlerContext, conn, frames: list) -> None:
     """Decode pipelined Produce requests and answer them as one group (see handlers/produce.py).
 
     A frame of the shape the connection's previous one-partition request had is read by
@@ -169,7 +162,7 @@ def handle_produce_group(ctx, conn, frames: list) -> None:
         raise failure
 
 
-def sasl_gate(ctx, conn, frame) -> None:
+def sasl_gate(ctx: HandlerContext, conn, frame) -> None:
     """A request on a connection not (or no longer) authenticated: the SASL exchange, or the door."""
     session = conn.sasl
     if session.legacy and session.state is AUTHENTICATE:
@@ -185,7 +178,7 @@ def sasl_gate(ctx, conn, frame) -> None:
     handle_frame(ctx, conn, frame, (header, offset))
 
 
-def _legacy_token(ctx, conn, token: bytes) -> None:
+def _legacy_token(ctx: HandlerContext, conn, token: bytes) -> None:
     """After SaslHandshake v0: a bare token in, a bare size-prefixed token out (no Kafka header)."""
     try:
         answer = conn.sasl.step(token, ctx.reauth_ms)
@@ -204,7 +197,7 @@ def _legacy_token(ctx, conn, token: bytes) -> None:
     ctx.wants_write(conn)
 
 
-def handle_frame(ctx, conn, frame, parsed=None) -> None:
+def handle_frame(ctx: HandlerContext, conn, frame, parsed=None) -> None:
     """Decode one request frame and run its handler; CloseConnection for what cannot be answered."""
     header, offset = parsed or _parse_header(frame)
     handler = HANDLERS.get(header.api_key)

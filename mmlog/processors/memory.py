@@ -114,3 +114,32 @@ class ConnectionBudget:
             allowance.releases += 1
         elif nbytes:
             allowance.release(nbytes)
+
+
+STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
+
+
+class Starved:
+    """A processor's starved connections: not read from until memory is found for them. They are
+    retried after any release in this processor, when the pool's eventfd for this slot fired (`woken`),
+    and every STARVED_BACKSTOP_S whatever happened, a backstop that should never be the one to resume one."""
+
+    def __init__(self, memory: Allowance) -> None:
+        self.conns: set = set()
+        self.woken = False  # the pool's eventfd fired: another processor released memory
+        self._memory = memory
+        self._releases_seen = 0
+        self._next_backstop = 0.0
+
+    def retry(self, now: float) -> bool | None:
+        """Whether to retry the starved connections now: None if not, else whether memory was signalled
+        (False: the backstop's turn)."""
+        if not self.conns:
+            return None
+        signalled = self.woken or self._memory.releases != self._releases_seen
+        if not (signalled or now >= self._next_backstop):
+            return None
+        self.woken = False
+        self._releases_seen = self._memory.releases
+        self._next_backstop = now + STARVED_BACKSTOP_S
+        return signalled

@@ -10,6 +10,7 @@ from mmlog.errors import KafkaError
 from mmlog.processors.log_cap import LogCap
 from mmlog.processors.request_metrics import COUNTED_BY_HANDLER, count_errors
 from mmlog.protocol import RequestHeader, encode_response, encode_response_parts
+from mmlog.processors.handler_context import HandlerContext
 
 log = logging.getLogger(__name__)
 _failures = LogCap(log, 1, "failed deferred requests")
@@ -18,7 +19,7 @@ DEFERRED = object()  # the handler will call request.respond later
 NO_RESPONSE = object()  # nothing goes back (Produce with acks=0)
 
 
-def queue_frame(ctx, conn, frame: bytearray) -> None:
+def queue_frame(ctx: HandlerContext, conn, frame: bytearray) -> None:
     """Queue an encoded response frame for writing (dropped if the connection is closing)."""
     if conn.closing:
         conn.done()
@@ -36,7 +37,7 @@ class Request:
 
     __slots__ = ("conn", "header", "body", "ctx", "arrived", "received", "handled", "counted")
 
-    def __init__(self, conn, header: RequestHeader, body: Any, ctx) -> None:
+    def __init__(self, conn, header: RequestHeader, body: Any, ctx: HandlerContext) -> None:
         self.conn = conn
         self.header = header
         self.body = body

@@ -42,18 +42,16 @@ passes).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import os
-import queue
 import signal
 import socket
 import ssl
 import time
+from typing import Callable
 
 from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
-from mmlog.ipc.connection_table import HANDOFF, ConnectionTable
+from mmlog.ipc.connection_table import ConnectionTable
 from mmlog.ipc.control_channel import ControlClient, ControlUnavailable
 from mmlog.ipc.heartbeats import Heartbeats
 from mmlog.ipc.memory_pool import MemoryPool
@@ -65,18 +63,20 @@ from mmlog.log.manager import LogManager
 from mmlog.log.open_partitions import open_partition_budget
 from mmlog.security.authorizer import Authorizer
 from mmlog.processors.connection import Connection
+from mmlog.processors.deadlines import Deadlines
 from mmlog.processors.dispatch import handle_requests
 from mmlog.processors.handlers import advertised_versions
 from mmlog.processors.log_cap import LogCap
-from mmlog.processors.memory import Allowance, ConnectionBudget, connection_limit
+from mmlog.processors.intake import Intake
+from mmlog.processors.memory import Allowance, Starved
 from mmlog.processors.metadata_cache import TopicEntries
+from mmlog.processors.offload import Offloader
 from mmlog.processors.poller import READ, WRITE, Poller
 from mmlog.processors.purgatory import Purgatory
 from mmlog.processors.quotas import ClientQuotas
 from mmlog.replication.leader_throttle import LeaderThrottle
 from mmlog.processors.request import CloseConnection
-from mmlog.processors.sasl import SaslSession
-from mmlog.security import credentials, tls
+from mmlog.security import credentials
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.protocol import FrameSizeError
 
@@ -88,11 +88,11 @@ _HANDOFF, _CONTROL, _WAKE, _SIGNAL, _MEMORY, _OFFLOADED = "handoff", "control", 
 CATALOGUE_CHECK_S = 0.5  # how soon an altered topic config reaches this processor's open partitions
 _handshake_failures = LogCap(log, 10, "failed TLS handshakes")  # a plaintext client storm cannot flood the log
 _failures = LogCap(log, 1, "unexpected failures while serving a connection")  # a bug hit in a loop logs once a second
-STARVED_BACKSTOP_S = 10.0  # retry starved connections at least this often, wake-up or not
 
 
 class Processor:
-    """The state of one processor process (its slot, connections and shared views)."""
+    """The state of one processor process (its slot, connections and shared views); to its request
+    handlers, their `HandlerContext` (handler_context.py)."""
 
     def __init__(self, slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,
                  board: WakeBoard, cluster_id: str, pool: MemoryPool, table: ConnectionTable,
@@ -102,8 +102,7 @@ class Processor:
         self.heartbeats = heartbeats or Heartbeats(slot + 1)  # the supervisor's, watched for a loop that stalls
         self.metrics = metrics  # this slot's region of the broker's metrics block (ipc/metrics_block.py)
         self.quota_block = quota_block
-        self._muted: list[tuple[float, int, Connection]] = []  # heap of throttled connections: (until, order, conn)
-        self._mute_order = itertools.count()
+        self._muted: Deadlines[Connection] = Deadlines()  # connections a quota throttles, until when
         self.config = config
         self.broker_id = config["broker.id"]
         self.host, self.port = config.advertised
@@ -111,16 +110,11 @@ class Processor:
         self.board = board
         self.handoff = handoff
         self.control = ControlClient(control)
-        self.max_frame = config["socket.request.max.bytes"]
         self.idle_s = config["connections.max.idle.ms"] / 1000
         self.pool = pool
         self.table = table
         self.memory = Allowance(pool, slot)
-        self.connection_limit = connection_limit(self.max_frame, pool.limit)
-        self._starved: set[Connection] = set()  # not read from until memory is found for them
-        self._releases_seen = 0
-        self._memory_woken = False
-        self._next_backstop = 0.0
+        self._starved = Starved(self.memory)  # connections not read from until memory is found for them
         self.conns: dict[int, Connection] = {}
         self.purgatory = Purgatory(lambda n: board.set_parked(slot, n))
         self._catalogue_due = 0.0
@@ -132,16 +126,11 @@ class Processor:
         self.stopping = False
         self._stop_by = 0.0
         self._next_reap = 0.0
-        self.listeners = config.listeners  # the hand-off message names one by its index here
-        self.tls_contexts: dict[str, ssl.SSLContext] = {}  # by listener name
         self.sasl_mechanisms = {lst.name: [m.strip() for m in config.for_listener(lst.name, "sasl.enabled.mechanisms")
-                                           .split(",") if m.strip()] for lst in self.listeners}
+                                           .split(",") if m.strip()] for lst in config.listeners}
         self.reauth_ms = config["connections.max.reauth.ms"]
         self.auth_failure_delay_s = config["connection.failed.authentication.delay.ms"] / 1000
-        self._timers: list = []  # heap of (due, seq, fn): held-back answers
-        self._timer_seq = 0
-        self._helper = None  # a one-thread pool for `offload`, made on first use
-        self._offloaded: queue.SimpleQueue = queue.SimpleQueue()  # (done, future) finished on the helper
+        self._timers: Deadlines[Callable[[], None]] = Deadlines()  # held-back answers (`later`)
 
     # ------------------------------------------------------------ setup
 
@@ -161,15 +150,14 @@ class Processor:
         self.credentials = credentials.CredentialReader(credentials.path_in(self.config.log_dirs[0]))
         self.authorizer = Authorizer.from_config(self.config, self.config.log_dirs[0])
         self.authorizer.refresh()
-        self.tls_contexts = {lst.name: tls.server_context(self.config, lst) for lst in self.listeners if lst.tls}
+        self._intake = Intake(self.handoff, self.config, self.memory)  # TLS listeners' contexts made here
         self.sel = Poller()
-        self.handoff.setblocking(False)
         self.sel.register(self.handoff, READ, _HANDOFF)
         self.sel.register(self.control.sock, READ, _CONTROL)
         self.sel.register(self.board.fds[self.slot], READ, _WAKE)
         self.sel.register(self.pool.fds[self.slot], READ, _MEMORY)
-        self._offload_r, self._offload_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self.sel.register(self._offload_r, READ, _OFFLOADED)
+        self._offloader = Offloader(f"processor-{self.slot}-helper")
+        self.sel.register(self._offloader.fd, READ, _OFFLOADED)
         self._sig_r, sig_w = os.pipe()
         os.set_blocking(sig_w, False)
         os.set_blocking(self._sig_r, False)
@@ -226,15 +214,12 @@ class Processor:
             return 0
         timeout = self.purgatory.timeout()
         if self._timers:
-            due = max(0.0, self._timers[0][0] - time.monotonic())
-            timeout = due if timeout is None else min(timeout, due)
+            timeout = _sooner(timeout, self._timers.next_due())
         if self._muted:
-            until = max(self._muted[0][0] - time.monotonic(), 0)
-            timeout = until if timeout is None else min(timeout, until)
+            timeout = _sooner(timeout, self._muted.next_due())
         deadline = self.control.next_deadline()
         if deadline is not None:
-            until = max(deadline - time.monotonic(), 0)
-            timeout = until if timeout is None else min(timeout, until)
+            timeout = _sooner(timeout, deadline)
         if self.stopping:
             timeout = min(timeout or 0.05, 0.05)
         return 1.0 if timeout is None else min(timeout, 1.0)
@@ -252,9 +237,9 @@ class Processor:
                 self._on_signal()
             elif kind is _MEMORY:
                 self.pool.drain(self.slot)
-                self._memory_woken = True
+                self._starved.woken = True
             elif kind is _OFFLOADED:
-                self._finish_offloaded()
+                self._offloader.finish(self.failed)
             else:
                 conn = kind
                 if conn.handshaking:
@@ -268,35 +253,16 @@ class Processor:
     # ------------------------------------------------------------ phases
 
     def _take_connections(self) -> None:
-        while True:
-            try:
-                msg, fds, _, _ = socket.recv_fds(self.handoff, 16, 64)  # one message: a ticket and its socket
-            except BlockingIOError:
-                return
-            except OSError:
-                fds = []
-            if not fds:
-                if not self.stopping:
-                    self._begin_stop()  # the acceptor went away
-                return
-            ticket, index = HANDOFF.unpack(msg) if len(msg) == HANDOFF.size else (-1, 0)
-            listener = self.listeners[index]
-            for fd in fds:
-                sock = socket.socket(fileno=fd)
-                if listener.tls:
-                    sock.setblocking(False)
-                    sock = self.tls_contexts[listener.name].wrap_socket(sock, server_side=True,
-                                                                        do_handshake_on_connect=False)
-                budget = ConnectionBudget(self.memory, self.connection_limit)
-                conn = Connection(sock, self.max_frame, budget, ticket, listener.name,
-                                  SaslSession() if listener.sasl else None)
-                self.conns[conn.fd] = conn
-                self.metrics.add("connections_created", 1)
-                self.metrics.set("connections", len(self.conns))
-                if conn.handshaking:
-                    self._handshake(conn)  # its ClientHello is usually here already
-                else:
-                    self._update_events(conn)
+        for conn in self._intake.take():
+            self.conns[conn.fd] = conn
+            self.metrics.add("connections_created", 1)
+            self.metrics.set("connections", len(self.conns))
+            if conn.handshaking:
+                self._handshake(conn)  # its ClientHello is usually here already
+            else:
+                self._update_events(conn)
+        if self._intake.closed and not self.stopping:
+            self._begin_stop()  # the acceptor went away
 
     def _handshake(self, conn: Connection) -> None:
         """Step a TLS handshake; a failed one (untrusted or expired certificate, a plaintext client on a
@@ -322,7 +288,7 @@ class Processor:
             self._close(conn)
             return
         if conn.reader.starved:
-            self._starved.add(conn)  # the handle phase's event update stops reading it
+            self._starved.conns.add(conn)  # the handle phase's event update stops reading it
         self._ready.add(conn)
 
     def _handle_requests(self) -> None:
@@ -370,22 +336,19 @@ class Processor:
 
     def _resume_starved(self) -> None:
         """Retry starved connections when memory may be back; read them again once it is."""
-        if not self._starved:
+        if not self._starved.conns:
             return
         now = time.monotonic()
-        signalled = self._memory_woken or self.memory.releases != self._releases_seen
-        if not (signalled or now >= self._next_backstop):
+        signalled = self._starved.retry(now)
+        if signalled is None:
             return
-        self._memory_woken = False
-        self._releases_seen = self.memory.releases
-        self._next_backstop = now + STARVED_BACKSTOP_S
-        for conn in list(self._starved):
+        for conn in list(self._starved.conns):
             if self.conns.get(conn.fd) is not conn:
-                self._starved.discard(conn)
+                self._starved.conns.discard(conn)
                 continue
             if conn.reader.resume():
                 conn.stamp(now)  # the frames it completed are received now
-                self._starved.discard(conn)
+                self._starved.conns.discard(conn)
                 if not signalled:
                     log.warning("connection from %s resumed by the backstop: a memory wake-up was lost", conn.peer)
             if conn.reader.queued:
@@ -396,11 +359,10 @@ class Processor:
 
     def _unmute(self) -> None:
         """Read again from connections whose quota throttle time is over."""
-        if not self._muted or self._muted[0][0] > time.monotonic():
+        if not self._muted or self._muted.next_due() > time.monotonic():
             return
         now = time.monotonic()
-        while self._muted and self._muted[0][0] <= now:
-            _, _, conn = heapq.heappop(self._muted)
+        for conn in self._muted.due(now):
             if self.conns.get(conn.fd) is not conn or not conn.throttled_until or conn.throttled_until > now:
                 continue  # closed, or muted again for longer (its later entry unmutes it)
             conn.throttled_until = 0.0
@@ -431,54 +393,26 @@ class Processor:
             log.info("closing connection from %s: SASL session of %s expired (connections.max.reauth.ms)",
                      conn.peer, conn.sasl.principal)
             self._close(conn)
-        for conn in [c for c in self._starved if c.peer_gone()]:
+        for conn in [c for c in self._starved.conns if c.peer_gone()]:
             self._close(conn)  # gave up waiting: its memory goes back now, not after the idle time
 
     # ------------------------------------------------------------ helpers
 
     def later(self, delay_s: float, fn) -> None:
         """Run fn after delay_s seconds, in the loop (a failed authentication's held-back answer)."""
-        self._timer_seq += 1
-        heapq.heappush(self._timers, (time.monotonic() + delay_s, self._timer_seq, fn))
+        self._timers.add(time.monotonic() + delay_s, fn)
 
     def offload(self, fn, done) -> None:
         """Run fn() on the helper thread (it must touch nothing the loop uses meanwhile); the loop then
         calls done(result, None) or done(None, exception)."""
-        if self._helper is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._helper = ThreadPoolExecutor(1, thread_name_prefix=f"processor-{self.slot}-helper")
-
-        def finished(future) -> None:
-            self._offloaded.put((done, future))
-            try:
-                os.write(self._offload_w, b"x")
-            except BlockingIOError:
-                pass  # the pipe is full of wake-ups already
-
-        self._helper.submit(fn).add_done_callback(finished)
-
-    def _finish_offloaded(self) -> None:
-        try:
-            while os.read(self._offload_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
-        while not self._offloaded.empty():
-            done, future = self._offloaded.get()
-            exc = future.exception()
-            try:
-                done(None if exc else future.result(), exc)
-            except Exception as failure:  # noqa: BLE001 - contained: see `failed`
-                self.failed(None, failure)
+        self._offloader.submit(fn, done)
 
     def _run_timers(self) -> None:
         if not self._timers:
             return
-        now = time.monotonic()
-        while self._timers and self._timers[0][0] <= now:
+        for fn in self._timers.due(time.monotonic()):
             try:
-                heapq.heappop(self._timers)[2]()
+                fn()
             except Exception as exc:  # noqa: BLE001 - contained: see `failed`
                 self.failed(None, exc)
 
@@ -501,7 +435,7 @@ class Processor:
         until = time.monotonic() + ms / 1000
         if until > conn.throttled_until:
             conn.throttled_until = until
-            heapq.heappush(self._muted, (until, next(self._mute_order), conn))
+            self._muted.add(until, conn)
             self._update_events(conn)
 
     def appended(self) -> None:
@@ -533,7 +467,7 @@ class Processor:
         if conn.events:
             self.sel.unregister(conn.sock)
         self.purgatory.drop_connection(conn)
-        self._starved.discard(conn)
+        self._starved.conns.discard(conn)
         conn.close()  # gives back its request memory
         if conn.ticket >= 0:
             self.table.closed(conn.ticket)  # the supervisor stops counting it
@@ -577,6 +511,12 @@ class Processor:
         """Shutdown may finish: nothing in flight, nothing buffered to answer or send."""
         self.purgatory.expire(everything=True)
         return all(not c.busy and not c.out and not c.has_queued_requests() for c in self.conns.values())
+
+
+def _sooner(timeout: float | None, due: float) -> float:
+    """A poll timeout that also ends by the monotonic time `due`."""
+    until = max(due - time.monotonic(), 0)
+    return until if timeout is None else min(timeout, until)
 
 
 def processor_main(slot: int, config: BrokerConfig, handoff: socket.socket, control: socket.socket,

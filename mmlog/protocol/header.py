@@ -22,7 +22,7 @@ does exactly that, so the broker can answer an unsupported version.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
 from . import primitives as p
 from .errors import TruncatedError
@@ -106,3 +106,32 @@ def parse_response_header(frame, version: int) -> tuple[int, int]:
     if version >= 1:
         pos = p.skip_tag_section(buf, pos)
     return correlation_id, pos
+
+
+# Peeking at a request frame without parsing it (the processor's Produce fast path). A frame
+# (its size prefix already taken off) starts:
+#
+#   bytes 0-1  api_key         int16, big-endian
+#   bytes 2-3  api_version     int16, big-endian
+#   bytes 4-7  correlation_id  int32
+#   bytes 8-9  client_id size  int16, -1 for null (request header v1 and up)
+#   bytes 10-  client_id       UTF-8, that many bytes
+
+
+def request_matcher(api_key: int, versions: Iterable[int]) -> Callable[[object], bool]:
+    """A test of a request frame's first four bytes: is it `api_key` at one of `versions`? Versions
+    past 255 never match (none exist)."""
+    hi, lo = api_key >> 8 & 0xFF, api_key & 0xFF
+    wanted = frozenset(v for v in versions if 0 <= v <= 0xFF)
+
+    def matches(frame) -> bool:
+        return len(frame) >= 4 and frame[3] in wanted and frame[1] == lo and frame[0] == hi and frame[2] == 0
+
+    return matches
+
+
+def peek_client_id(frame) -> str | None:
+    """The client id of a request frame with header v1 or later, read without parsing the header
+    (None if it is null or the frame too short to say)."""
+    size = int.from_bytes(frame[8:10], "big", signed=True) if len(frame) >= 10 else -1
+    return None if size < 0 else bytes(frame[10:10 + size]).decode("utf-8", "replace")

@@ -30,7 +30,7 @@ class Authorizer:
 
     def __init__(self, directory=None, enabled: bool = False, super_users: str = "",
                  allow_if_none: bool = False) -> None:
-        """Off by default (what a handler driven without a processor gets: mmlog.testing.HandlerContext)."""
+        """Off by default (what a handler driven without a processor gets: mmlog.testing.LocalHandlerContext)."""
         self.enabled = enabled
         self.super_users = frozenset(p.strip() for p in super_users.split(";") if p.strip())
         self.allow_if_none = allow_if_none

@@ -334,28 +334,75 @@ except ImportError:  # pytest is not installed: the context manager still works
     pass
 
 
-class HandlerContext:
-    """What dispatch and the request handlers use of a processor, to drive them without one (tests and
-    the in-process benchmark): a log manager, a metrics region (the null one: metrics off), no client
-    quotas, no authoriser, and a count of appends."""
+class LocalHandlerContext:
+    """A processor as its handlers see it (`mmlog.processors.handler_context.HandlerContext`), without a
+    loop, to drive dispatch and the handlers in one process (tests and the in-process benchmarks): a log
+    manager, a metrics region (the null one: metrics off), default broker settings, no client quotas,
+    no authoriser, no control plane (what is forwarded fails at once, as with one gone), timers and
+    offloaded work run at once, and a count of appends."""
 
     def __init__(self, manager, metrics=None) -> None:
+        from mmlog.config.broker import BrokerConfig
+        from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
         from mmlog.ipc.metrics_block import NULL_REGION
-        from mmlog.security.authorizer import Authorizer
         from mmlog.processors.handlers import advertised_versions
+        from mmlog.processors.metadata_cache import TopicEntries
+        from mmlog.processors.purgatory import Purgatory
         from mmlog.processors.quotas import ClientQuotas
         from mmlog.replication.leader_throttle import LeaderThrottle
+        from mmlog.security import credentials
+        from mmlog.security.authorizer import Authorizer
 
-        self.manager = manager
-        self.metrics = NULL_REGION if metrics is None else metrics
-        self.appends = 0
+        data_dir = manager.log_dirs[0]
+        self.config = BrokerConfig.load(overrides={"log.dirs": str(data_dir)})
+        self.broker_id = self.config["broker.id"]
+        self.cluster_id = "local"
         self.advertised_versions = advertised_versions()
+        self.manager = manager
+        self.views = ViewReader(data_dir, ClusterView.standalone(Endpoint.of(self.config)))
+        self.metadata_entries = TopicEntries()
+        self.control = _NoControlPlane()
+        self.purgatory = Purgatory(lambda parked: None)
+        self.metrics = NULL_REGION if metrics is None else metrics
         self.quotas = ClientQuotas(None, 0, manager)  # no quota block: no client has a quota
-        self.authorizer = Authorizer()  # off: every request allowed
         self.leader_throttle = LeaderThrottle(None, 0, manager, 0)  # nor is replication throttled
+        self.authorizer = Authorizer()  # off: every request allowed
+        self.credentials = credentials.CredentialReader(credentials.path_in(data_dir))
+        self.sasl_mechanisms: dict[str, list[str]] = {}
+        self.reauth_ms = self.config["connections.max.reauth.ms"]
+        self.auth_failure_delay_s = 0.0
+        self.appends = 0
+
+    def wants_write(self, conn) -> None:
+        pass  # the caller flushes the connection itself
+
+    def throttle(self, conn, ms: int) -> None:
+        pass  # no loop to mute the connection in: the throttle time is in the response only
 
     def appended(self) -> None:
         self.appends += 1
 
-    def wants_write(self, conn) -> None:
-        pass
+    def later(self, delay_s: float, fn) -> None:
+        fn()  # no loop to wait in
+
+    def offload(self, fn, done) -> None:
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001 - handed to done, as the processor's helper thread does
+            done(None, exc)
+            return
+        done(result, None)
+
+
+class _NoControlPlane:
+    """`LocalHandlerContext.control`: every call fails at once, as on a channel whose control plane went."""
+
+    def call(self, op, args, callback, timeout_s=None, fallback=None) -> None:
+        from mmlog.ipc.control_channel import ControlUnavailable
+
+        try:
+            callback(False, ControlUnavailable(f"no control plane to serve {op}"))
+        except Exception as exc:  # noqa: BLE001 - as ControlClient: the request is answered another way
+            if fallback is None:
+                raise
+            fallback(exc)

@@ -72,6 +72,8 @@ from mmlog.errors import (
 from mmlog.ipc.cluster_view import transaction_partition
 from mmlog.log.state import LEADER_ROLE as LEADER
 from mmlog.security.client import inter_broker
+from mmlog.ipc.control_ops import (TXN_ADD_OFFSETS, TXN_ADD_PARTITIONS, TXN_DESCRIBE, TXN_END, TXN_FIND_COORDINATOR,
+                                   TXN_INIT_PRODUCER_ID, TXN_LIST)
 
 log = logging.getLogger(__name__)
 
@@ -119,13 +121,13 @@ class TransactionCoordinator(Completion):
 
     def ops(self) -> dict:
         return {
-            "txn_find_coordinator": self.find_coordinator,
-            "txn_init_producer_id": self.init_producer_id,
-            "txn_add_partitions": self.add_partitions,
-            "txn_add_offsets": self.add_offsets,
-            "txn_end": self.end_txn,
-            "txn_describe": self.describe,
-            "txn_list": self.list,
+            TXN_FIND_COORDINATOR: self.find_coordinator,
+            TXN_INIT_PRODUCER_ID: self.init_producer_id,
+            TXN_ADD_PARTITIONS: self.add_partitions,
+            TXN_ADD_OFFSETS: self.add_offsets,
+            TXN_END: self.end_txn,
+            TXN_DESCRIBE: self.describe,
+            TXN_LIST: self.list,
         }
 
     # ------------------------------------------------------------ ownership

@@ -9,7 +9,7 @@ from mmlog.processors.handlers import fetch as handler
 from mmlog.protocol import RequestHeader, decode_request, encode_request
 from mmlog.protocol.messages import fetch
 from mmlog.protocol.records import build_batch
-from mmlog.testing import HandlerContext
+from mmlog.testing import LocalHandlerContext
 
 REPLICAS = (0, 1, 2)
 
@@ -22,7 +22,7 @@ def leader(tmp_path):
     part = manager.partition("t", 0)
     part.become_leader(4, REPLICAS, REPLICAS, 1)
     part.append(build_batch([(None, b"a")] * 3))
-    return HandlerContext(manager), part
+    return LocalHandlerContext(manager), part
 
 
 def body(replica: int, offset: int, epoch: int = 4, partition: int = 0):

@@ -21,7 +21,7 @@ from mmlog.processors.request import CloseConnection
 from mmlog.protocol import RequestHeader, decode_request, decode_response, encode_request, encode_response
 from mmlog.protocol.messages import api_versions, metadata, produce
 from mmlog.protocol.records import build_batch, decode_records, iter_batches
-from mmlog.testing import HandlerContext
+from mmlog.testing import LocalHandlerContext
 from mmlog.testing.connections import connect, fetch_one
 from tests.processors.test_bad_input import CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, assert_closed
 
@@ -168,7 +168,7 @@ def local(tmp_path, monkeypatch):
         return real(self, bufs)
 
     monkeypatch.setattr(Partition, "append_many", counting)
-    yield HandlerContext(manager), conn, calls
+    yield LocalHandlerContext(manager), conn, calls
     a.close()
     b.close()
     manager.close()

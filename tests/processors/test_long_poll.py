@@ -14,7 +14,7 @@ from mmlog.processors.purgatory import Purgatory
 from mmlog.protocol import RequestHeader, decode_response, encode_request
 from mmlog.protocol.messages import fetch, metadata
 from mmlog.protocol.records import build_batch
-from mmlog.testing import HandlerContext
+from mmlog.testing import LocalHandlerContext
 from mmlog.testing.connections import connect, fetch_one
 from mmlog.testing.scrape import scrape
 from mmlog.testing.wait import wait_for
@@ -83,7 +83,7 @@ def test_a_record_appended_by_another_processor_while_a_fetch_looked_is_answered
     owner.create_topic("t", 1)
     here, there = LogManager(tmp_path, owner=False), LogManager(tmp_path, owner=False)  # processors 0 and 1
     board = WakeBoard(2)
-    ctx = HandlerContext(here)
+    ctx = LocalHandlerContext(here)
     ctx.purgatory = AppendsBeforeParking(board, there)
     client, server = socket.socketpair()
     conn = Connection(server, 1 << 20)

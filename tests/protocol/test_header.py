@@ -4,8 +4,8 @@ import pytest
 
 from mmlog.protocol.errors import ProtocolError, TruncatedError
 from mmlog.protocol.header import (RequestHeader, encode_request_header, encode_response_header,
-                                   parse_request_header, parse_response_header,
-                                   request_header_version, response_header_version)
+                                   parse_request_header, parse_response_header, peek_client_id,
+                                   request_header_version, request_matcher, response_header_version)
 
 # (api_key, api_version, request header version, response header version)
 HEADER_VERSIONS = [
@@ -92,3 +92,29 @@ def test_response_header_bytes(version, hex_bytes):
     encode_response_header(out, 42, version)
     assert out.hex() == hex_bytes
     assert parse_response_header(bytes.fromhex(hex_bytes), version) == (42, len(out))
+
+
+def test_request_matcher_reads_api_key_and_version_from_the_first_four_bytes():
+    produce = request_matcher(0, range(3, 10))
+    frame = bytearray()
+    encode_request_header(frame, RequestHeader(0, 9, 7, "c"))
+    assert produce(frame) and produce(memoryview(frame)) and produce(bytes(frame[:4]))
+    assert not produce(frame[:3])  # too short to tell
+    for key, version in ((0, 2), (0, 10), (1, 9), (256, 9), (0, 0x0109)):
+        other = bytearray()
+        encode_request_header(other, RequestHeader(key, version, 7, "c"))
+        assert not produce(other), (key, version)
+    assert request_matcher(0x0102, [5])(bytes([1, 2, 0, 5]))
+    assert not request_matcher(0, [300])(bytes([0, 0, 1, 44]))  # versions past 255 are never asked for
+
+
+def test_peek_client_id_reads_header_v1s_client_id():
+    frame = bytearray()
+    encode_request_header(frame, RequestHeader(0, 9, 7, "producer-ü"))
+    frame += b"body"
+    assert peek_client_id(frame) == peek_client_id(memoryview(frame)) == "producer-ü"
+    null = bytearray()
+    encode_request_header(null, RequestHeader(0, 3, 7, None))
+    assert peek_client_id(null) is None
+    assert peek_client_id(frame[:9]) is None  # too short to say
+    assert peek_client_id(bytes(frame[:10 + 3])) == "pro"  # cut short: what is there

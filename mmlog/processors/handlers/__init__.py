@@ -1,4 +1,5 @@
-"""One module per API the processors serve: `API_KEY` and `handle(ctx, request)`.
+"""One module per API the processors serve: `API_KEY` and `handle(ctx, request)`, where ctx is
+the processor as its handlers may use it (`HandlerContext`, processors/handler_context.py).
 
 `HANDLERS` is the one table of them: dispatch looks requests up in it, and it is what
 ApiVersions advertises (`advertised_versions`; the processor keeps that answer as

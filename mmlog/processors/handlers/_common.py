@@ -8,6 +8,7 @@ from mmlog.ipc.control_channel import DEFAULT_TIMEOUT_S, ControlTimedOut, Contro
 from mmlog.errors import CoordinatorNotAvailable, FencedLeaderEpoch, KafkaError, NotLeaderOrFollower, UnknownLeaderEpoch
 from mmlog.processors.request import DEFERRED
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
 
 log = logging.getLogger("mmlog.processors.handlers")
 
@@ -47,10 +48,10 @@ def failure_message(code: int) -> str:
     return FAILURE_MESSAGES.get(code, "the control plane's answer could not be handled")
 
 
-def forward(ctx, request, op: str, args, respond, unavailable, timeout_ms: int | None = None,
+def forward(ctx: HandlerContext, request, op: str, args, respond, unavailable, timeout_ms: int | None = None,
             wait_ms: int | None = None) -> object:
-    """Send a control op; respond(value) with its answer, or with unavailable(code) if there is none.
-    Returns DEFERRED for the handler.
+    """Send a control op (one of `mmlog.ipc.control_ops`'s names); respond(value) with its answer, or
+    with unavailable(code) if there is none. Returns DEFERRED for the handler.
 
     The code is COORDINATOR_NOT_AVAILABLE when the control plane could not answer (clients find it
     again and retry), REQUEST_TIMED_OUT when the request's own `timeout_ms` passed first, or the Kafka
@@ -133,7 +134,7 @@ def fenced_for(version: int, since: int):
     return translate
 
 
-def forward_txn(ctx, request, op: str, args: dict, schema, fenced_since: int):
+def forward_txn(ctx: HandlerContext, request, op: str, args: dict, schema, fenced_since: int):
     """Forward a transaction op whose answer is one error code (AddOffsetsToTxn, EndTxn), translated
     for the request's version (`fenced_for`)."""
     translate = fenced_for(request.header.api_version, fenced_since)
@@ -146,7 +147,7 @@ TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED = 29, 31
 CONFIG_TOPIC = 2  # a config resource type; the others (broker, broker logger) are the cluster's
 
 
-def config_refusal(ctx, conn, operation: int, resource_type: int, name: str) -> int:
+def config_refusal(ctx: HandlerContext, conn, operation: int, resource_type: int, name: str) -> int:
     """0, or Kafka's error code for a config resource the principal may not DESCRIBE_CONFIGS / ALTER_CONFIGS:
     a topic by its name (TOPIC_AUTHORIZATION_FAILED), a broker as the cluster (CLUSTER_AUTHORIZATION_FAILED)."""
     authorizer = ctx.authorizer

@@ -4,12 +4,14 @@ from mmlog.processors.handlers._common import fenced_for, forward
 from mmlog.protocol.messages import add_partitions_to_txn as schema
 from mmlog.security import acls
 from mmlog.errors import OperationNotAttempted, TopicAuthorizationFailed, TransactionalIdAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import TXN_ADD_PARTITIONS
 
 API_KEY = schema.API_KEY
 FENCED_SINCE = 2
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     topics = [(t.name, list(t.partitions)) for t in body.v3_and_below_topics]
     translate = fenced_for(request.header.api_version, FENCED_SINCE)
@@ -29,5 +31,5 @@ def handle(ctx, request):
         if denied:
             return respond({t: {p: TopicAuthorizationFailed.code if t in denied else OperationNotAttempted.code
                                 for p in ps} for t, ps in topics})
-    return forward(ctx, request, "txn_add_partitions", args, respond,
+    return forward(ctx, request, TXN_ADD_PARTITIONS, args, respond,
                    lambda code: {t: {p: code for p in ps} for t, ps in topics})

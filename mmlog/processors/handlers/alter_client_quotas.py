@@ -11,11 +11,13 @@ from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import alter_client_quotas as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import ALTER_CLIENT_QUOTAS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.ALTER_CONFIGS):
         return schema.RESPONSE(throttle_time_ms=0, entries=[
             {"error_code": ClusterAuthorizationFailed.code, "error_message": "not authorized to alter quotas",
@@ -31,6 +33,6 @@ def handle(ctx, request):
              "entity": [{"entity_type": kind, "entity_name": name} for kind, name in entity]}
             for entity, code, message in results])
 
-    return forward(ctx, request, "alter_client_quotas",
+    return forward(ctx, request, ALTER_CLIENT_QUOTAS,
                    {"entries": entries, "validate_only": request.body.validate_only}, respond,
                    lambda code: [(entity, code, failure_message(code)) for entity, _ in entries])

@@ -12,17 +12,19 @@ from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import alter_configs as schema
 from mmlog.processors.handlers._common import config_refusal
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import ALTER_CONFIGS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     resources = [(r.resource_type, r.resource_name, [(c.name, 0, c.value) for c in r.configs])
                  for r in request.body.resources]
     return forward_alter(ctx, request, schema, resources, incremental=False)
 
 
-def forward_alter(ctx, request, module, resources, incremental: bool):
+def forward_alter(ctx: HandlerContext, request, module, resources, incremental: bool):
     """Both APIs' forwarding: the same op, the same response shape."""
     refused = [(kind, name, code, "not authorized to alter its configs") for kind, name, _ in resources
                for code in (config_refusal(ctx, request.conn, acls.ALTER_CONFIGS, kind, name),) if code]
@@ -38,7 +40,7 @@ def forward_alter(ctx, request, module, resources, incremental: bool):
     if not resources:
         return respond([])
 
-    return forward(ctx, request, "alter_configs",
+    return forward(ctx, request, ALTER_CONFIGS,
                    {"resources": resources, "validate_only": request.body.validate_only, "incremental": incremental},
                    respond, lambda code: [(kind, name, code, failure_message(code))
                                      for kind, name, _ in resources])

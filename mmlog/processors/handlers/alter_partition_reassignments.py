@@ -5,11 +5,13 @@ from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import alter_partition_reassignments as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import ALTER_REASSIGNMENTS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.ALTER):
         return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
                                error_message="not authorized to reassign partitions", responses=[])
@@ -25,5 +27,5 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, error_code=code, error_message=message, responses=[
             {"name": t, "partitions": ps} for t, ps in by_topic.items()])
 
-    return forward(ctx, request, "alter_reassignments", {"partitions": asked}, respond,
+    return forward(ctx, request, ALTER_REASSIGNMENTS, {"partitions": asked}, respond,
                    lambda code: ((code, failure_message(code)), []), timeout_ms=request.body.timeout_ms)

@@ -17,13 +17,15 @@ from mmlog.protocol.messages import alter_user_scram_credentials as schema
 from mmlog.security import scram
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import ALTER_SCRAM_CREDENTIALS
 
 API_KEY = schema.API_KEY
 MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 DUPLICATE_RESOURCE = 92
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.ALTER):
         names = dict.fromkeys(u.name for u in [*request.body.deletions, *request.body.upsertions])
         return schema.RESPONSE(throttle_time_ms=0, results=[
@@ -55,7 +57,7 @@ def handle(ctx, request):
             {"user": name, "error_code": code, "error_message": msg} for name, (code, msg) in
             sorted({**results, **refused}.items())])
 
-    return forward(ctx, request, "alter_scram_credentials", {"deletions": deletions, "upsertions": upsertions},
+    return forward(ctx, request, ALTER_SCRAM_CREDENTIALS, {"deletions": deletions, "upsertions": upsertions},
                    lambda results: respond({name: tuple(r) for name, r in results.items()}),
                    lambda code: {name: (code, failure_message(code))
                             for name, *_ in deletions + upsertions})

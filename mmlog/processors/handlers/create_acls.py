@@ -11,11 +11,13 @@ from mmlog.errors import ClusterAuthorizationFailed, InvalidRequest, SecurityDis
 from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import create_acls as schema
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import CREATE_ACLS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     creations = request.body.creations
     authorizer = ctx.authorizer
     if not authorizer.enabled:
@@ -37,7 +39,7 @@ def handle(ctx, request):
         codes = iter(codes)
         return _answer([r if r is not None else tuple(next(codes)) for r in results])
 
-    return forward(ctx, request, "create_acls", [tuple(b) for b in valid], respond,
+    return forward(ctx, request, CREATE_ACLS, [tuple(b) for b in valid], respond,
                    lambda code: [(code, failure_message(code))] * len(valid))
 
 

@@ -4,11 +4,13 @@ from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import create_partitions as schema
 from mmlog.security import acls
 from mmlog.errors import TopicAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import CREATE_PARTITIONS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     specs = [{"name": t.name, "count": t.count,
               "assignments": None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]}
@@ -26,6 +28,6 @@ def handle(ctx, request):
     if not specs:
         return respond([])
 
-    return forward(ctx, request, "create_partitions", {"topics": specs, "validate_only": body.validate_only},
+    return forward(ctx, request, CREATE_PARTITIONS, {"topics": specs, "validate_only": body.validate_only},
                    respond, lambda code: [(s["name"], code, failure_message(code)) for s in specs],
                    timeout_ms=body.timeout_ms)

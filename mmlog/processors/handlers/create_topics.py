@@ -13,12 +13,14 @@ from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import create_topics as schema
 from mmlog.security import acls
 from mmlog.errors import TopicAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import CREATE_TOPICS
 
 API_KEY = schema.API_KEY
 DETAILS_SINCE = 5
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     specs = [
         {
@@ -55,12 +57,12 @@ def handle(ctx, request):
     if not specs:
         done(True, [])
         return DEFERRED
-    ctx.control.call("create_topics", {"topics": specs, "validate_only": body.validate_only}, done,
+    ctx.control.call(CREATE_TOPICS, {"topics": specs, "validate_only": body.validate_only}, done,
                      control_timeout_s(body.timeout_ms), fallback)
     return DEFERRED
 
 
-def _response(ctx, version: int, results: list):
+def _response(ctx: HandlerContext, version: int, results: list):
     topics = []
     for name, code, message, details in results:
         topic = {"name": name, "error_code": code, "error_message": message}
@@ -70,7 +72,7 @@ def _response(ctx, version: int, results: list):
     return schema.RESPONSE(throttle_time_ms=0, topics=topics)
 
 
-def _details(ctx, partitions: int, factor: int, overrides: dict) -> dict:
+def _details(ctx: HandlerContext, partitions: int, factor: int, overrides: dict) -> dict:
     """num_partitions, replication_factor and configs of a topic as made (or, validate_only, to be made)."""
     configs = [{k: c[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
                for c in topic_configs(ctx, overrides)]

@@ -9,11 +9,13 @@ from mmlog.errors import ClusterAuthorizationFailed, InvalidRequest, SecurityDis
 from mmlog.processors.handlers._common import COORDINATOR_NOT_AVAILABLE, forward
 from mmlog.protocol.messages import delete_acls as schema
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import DELETE_ACLS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     filters = request.body.filters
     authorizer = ctx.authorizer
     if not authorizer.enabled:
@@ -37,7 +39,7 @@ def handle(ctx, request):
         deleted = iter(deleted)
         return _answer([r or (0, None, [acls.Binding(*b) for b in next(deleted)]) for r in results])
 
-    return forward(ctx, request, "delete_acls", [tuple(f) for f in valid], respond, lambda code: None)
+    return forward(ctx, request, DELETE_ACLS, [tuple(f) for f in valid], respond, lambda code: None)
 
 
 def _answer(results):

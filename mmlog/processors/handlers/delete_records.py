@@ -23,12 +23,13 @@ from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import delete_records as schema
 from mmlog.security import acls
 from mmlog.errors import TopicAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 HIGH_WATERMARK = -1
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     waiting = []  # (entry, (topic, partition), asked offset): by name, as the processor may close a log meanwhile
     topics = []
     denied = ctx.authorizer.denied(request.conn, acls.DELETE, acls.TOPIC, {t.name for t in request.body.topics})

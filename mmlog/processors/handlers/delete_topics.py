@@ -5,11 +5,13 @@ from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import delete_topics as schema
 from mmlog.security import acls
 from mmlog.errors import TopicAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import DELETE_TOPICS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     names = list(request.body.topic_names)
     denied = ctx.authorizer.denied(request.conn, acls.DELETE, acls.TOPIC, names)
     refused = [(n, TopicAuthorizationFailed.code) for n in names if n in denied]
@@ -29,6 +31,6 @@ def handle(ctx, request):
     if not names:
         done(True, [])
         return DEFERRED
-    ctx.control.call("delete_topics", names, done, control_timeout_s(request.body.timeout_ms),
+    ctx.control.call(DELETE_TOPICS, names, done, control_timeout_s(request.body.timeout_ms),
                      lambda exc: answer(request, lambda: respond([(n, error_code(exc, logged=True)) for n in names])))
     return DEFERRED

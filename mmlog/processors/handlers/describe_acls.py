@@ -8,11 +8,12 @@ Served from the ACL file this processor reads (security/acls.py), re-checked fir
 from mmlog.errors import ClusterAuthorizationFailed, InvalidRequest, SecurityDisabled
 from mmlog.protocol.messages import describe_acls as schema
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     authorizer = ctx.authorizer
     if not authorizer.enabled:

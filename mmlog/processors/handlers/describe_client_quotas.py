@@ -11,11 +11,12 @@ from mmlog.errors import InvalidRequest
 from mmlog.protocol.messages import describe_client_quotas as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.DESCRIBE_CONFIGS):
         return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
                                error_message="not authorized to describe quotas", entries=None)

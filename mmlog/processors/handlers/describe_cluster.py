@@ -2,13 +2,14 @@
 (the same brokers, hosts and ports as Metadata; AdminClient.describe_cluster, kafka-cluster.sh)."""
 
 from mmlog.protocol.messages import describe_cluster as schema
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 BROKERS = 1  # endpoint_type: brokers (2, controllers, is KRaft's: refused as Kafka's brokers refuse it)
 UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     if request.header.api_version >= 1 and body.endpoint_type != BROKERS:
         return schema.RESPONSE(throttle_time_ms=0, error_code=UNSUPPORTED_ENDPOINT_TYPE,

@@ -19,6 +19,7 @@ from mmlog.processors.handlers._common import error_code
 from mmlog.protocol.messages import describe_configs as schema
 from mmlog.processors.handlers._common import config_refusal
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 TOPIC, BROKER = 2, 4
@@ -29,7 +30,7 @@ INVALID_REQUEST = 42
 BROKER_NAME = {topic: broker for broker, topic in BROKER_TOPIC_DEFAULTS.items()}  # retention.ms -> log.retention.ms
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     ctx.manager.reload()  # one stat: an AlterConfigs answered by another processor shows at once
     results = []
     for res in request.body.resources:
@@ -64,11 +65,11 @@ def _entry(name, value, source, read_only=False):
             "synonyms": [], "config_type": 0, "documentation": None}
 
 
-def _topic_configs(ctx, topic, keys, synonyms: bool):
+def _topic_configs(ctx: HandlerContext, topic, keys, synonyms: bool):
     return topic_configs(ctx, ctx.manager.topic(topic).config, keys, synonyms)
 
 
-def topic_configs(ctx, overrides: dict, keys=None, synonyms: bool = False) -> list[dict]:
+def topic_configs(ctx: HandlerContext, overrides: dict, keys=None, synonyms: bool = False) -> list[dict]:
     """The configs of a topic with these overrides, each with its source (CreateTopics v5+ answers them too)."""
     defaults = ctx.manager.defaults.to_props()
     effective = LogConfig.from_props(overrides, ctx.manager.defaults).to_props()
@@ -96,7 +97,7 @@ class _Levels:
     """The broker settings set at each level, read once per request: this broker's dynamic configs, the
     cluster default's, server.properties (where it differs from the default), the built-in defaults."""
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: HandlerContext) -> None:
         mine, default = levels(ctx.manager.dynamic.get("brokers", {}), ctx.config["broker.id"])
         static = {n: v for n, v in ctx.config.values.items()
                   if v is not None and n in BROKER_SETTINGS and v != BROKER_SETTINGS[n].default}
@@ -113,7 +114,7 @@ class _Levels:
         return found
 
 
-def _broker_configs(ctx, resource_name, keys, synonyms: bool):
+def _broker_configs(ctx: HandlerContext, resource_name, keys, synonyms: bool):
     """A broker's settings with their sources; the empty name: the cluster default's dynamic configs."""
     if resource_name == "":
         _, default = levels(ctx.manager.dynamic.get("brokers", {}), ctx.config["broker.id"])

@@ -9,11 +9,13 @@ from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import describe_groups as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import DESCRIBE_GROUPS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     names = list(request.body.groups)
     denied = ctx.authorizer.denied(request.conn, acls.DESCRIBE, acls.GROUP, names)
     if denied:  # answered here, in request order with the others'
@@ -27,11 +29,11 @@ def handle(ctx, request):
 
         if not allowed:
             return merged({"groups": []})
-        return forward(ctx, request, "describe_groups", allowed, merged,
+        return forward(ctx, request, DESCRIBE_GROUPS, allowed, merged,
                        lambda code: {"groups": [{"error_code": code, "group_id": g, "group_state": "",
                                             "protocol_type": "", "protocol_data": "", "members": []}
                                            for g in allowed]})
-    return forward(ctx, request, "describe_groups", names,
+    return forward(ctx, request, DESCRIBE_GROUPS, names,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
                    lambda code: {"groups": [{"error_code": code, "group_id": g, "group_state": "",
                                         "protocol_type": "", "protocol_data": "", "members": []} for g in names]})

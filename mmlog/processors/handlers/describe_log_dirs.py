@@ -12,12 +12,13 @@ import os
 from mmlog.log.files import LOG_SUFFIX
 from mmlog.protocol.messages import describe_log_dirs as schema
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 KAFKA_STORAGE_ERROR = 56
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.DESCRIBE):
         return schema.RESPONSE(throttle_time_ms=0, results=[])  # Kafka's answer before v3: nothing
     wanted = None if request.body.topics is None else {

@@ -10,13 +10,14 @@ from mmlog.protocol.messages import describe_user_scram_credentials as schema
 from mmlog.security import scram
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 DUPLICATE_RESOURCE = 92
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.DESCRIBE):
         return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
                                error_message="not authorized to describe credentials", results=[])

@@ -4,13 +4,15 @@ from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import elect_leaders as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import ELECT_LEADERS
 
 API_KEY = schema.API_KEY
 ELECTION_TYPES = (0, 1)  # preferred, unclean
 INVALID_REQUEST = 42
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.ALTER):
         return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
                                replica_election_results=[])
@@ -28,6 +30,6 @@ def handle(ctx, request):
 
     if election_type not in ELECTION_TYPES:
         return respond([(t, p, INVALID_REQUEST, f"unknown election type {election_type}") for t, p in keys or ()])
-    return forward(ctx, request, "elect_leaders", {"election_type": election_type, "partitions": keys}, respond,
+    return forward(ctx, request, ELECT_LEADERS, {"election_type": election_type, "partitions": keys}, respond,
                    lambda code: [(t, p, code, failure_message(code)) for t, p in keys or ()],
                    timeout_ms=request.body.timeout_ms)

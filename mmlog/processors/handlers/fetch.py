@@ -48,13 +48,14 @@ from mmlog.processors.handlers._common import check_leader, error_code
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import fetch as schema
 from mmlog.security.acls import CLUSTER_ACTION, READ, TOPIC
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 READ_COMMITTED = 1
 WITH_FILES = True  # responses carry FileSlices: encode as parts, send with sendfile
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     response, available, failed = read(ctx, body, record=True, cap=_cap(ctx, request), denied=_denied(ctx, request))
     if available >= body.min_bytes or body.max_wait_ms <= 0 or failed:
@@ -65,7 +66,7 @@ def handle(ctx, request):
     return DEFERRED
 
 
-def _retry(ctx, request) -> bool:
+def _retry(ctx: HandlerContext, request) -> bool:
     """Called when woken: answer if min_bytes are now there (True), else stay parked."""
     if request.body.replica_id >= 0 and _follower_waits(ctx, request.body):
         return False
@@ -76,7 +77,7 @@ def _retry(ctx, request) -> bool:
     return False
 
 
-def _follower_waits(ctx, body) -> bool:
+def _follower_waits(ctx: HandlerContext, body) -> bool:
     """Whether a parked follower fetch would only park again: every partition still ends at its fetch
     offset and is led here in the epoch it asked for (three slot loads each, no read). A woken follower
     fetch is checked so, since each HW move wakes the purgatory; anything else (new records, a
@@ -93,13 +94,13 @@ def _follower_waits(ctx, body) -> bool:
     return True
 
 
-def _respond_now(ctx, request) -> None:
+def _respond_now(ctx: HandlerContext, request) -> None:
     """max_wait_ms passed: answer with whatever there is."""
     response, available, _ = read(ctx, request.body, cap=_cap(ctx, request), denied=_denied(ctx, request))
     _respond(ctx, request, response, available)
 
 
-def _denied(ctx, request) -> set[str]:
+def _denied(ctx: HandlerContext, request) -> set[str]:
     """Topics this fetch may not read (Kafka's handleFetchRequest): a follower's fetch needs CLUSTER_ACTION
     on the cluster, else every topic is refused; a consumer's needs READ on each topic."""
     authorizer = ctx.authorizer
@@ -114,14 +115,14 @@ def _denied(ctx, request) -> set[str]:
 _NOTHING: set[str] = set()
 
 
-def _cap(ctx, request) -> int | None:
+def _cap(ctx: HandlerContext, request) -> int | None:
     """A consumer quota's bound on the response's bytes (processors/quotas.py), or None."""
     if request.body.replica_id >= 0 or not ctx.quotas.enabled:
         return None
     return ctx.quotas.fetch_cap(request.conn, request.header.client_id)
 
 
-def _respond(ctx, request, response, available: int) -> None:
+def _respond(ctx: HandlerContext, request, response, available: int) -> None:
     """Answer, unless a consumer quota throttles the client: then the answer carries no records, only
     the throttle time, and the connection is muted for it (Kafka's handleFetchRequest)."""
     throttle = 0
@@ -142,7 +143,8 @@ def _respond(ctx, request, response, available: int) -> None:
         ctx.throttle(request.conn, throttle)
 
 
-def read(ctx, body, record: bool = False, cap: int | None = None, denied=_NOTHING) -> tuple[object, int, bool]:
+def read(ctx: HandlerContext, body, record: bool = False, cap: int | None = None,
+         denied=_NOTHING) -> tuple[object, int, bool]:
     """Read every requested partition; return (response, bytes available, any error).
 
     `record`: a follower's fetch offsets are its progress (the first read of a request); `cap`:

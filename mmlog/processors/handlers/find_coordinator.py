@@ -18,12 +18,14 @@ from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import find_coordinator as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed, TransactionalIdAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import TXN_FIND_COORDINATOR
 
 API_KEY = schema.API_KEY
 GROUP, TRANSACTION = 0, 1
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     key_type, key = request.body.key_type, request.body.key
     authorizer = ctx.authorizer
     if key_type == GROUP and not authorizer.allowed(request.conn, acls.DESCRIBE, acls.GROUP, key):
@@ -38,14 +40,14 @@ def handle(ctx, request):
         return _refuse(InvalidRequest.code, "empty transactional id")
     if _state_topic(ctx) is not None:
         return _transaction(ctx, key, request)
-    forward(ctx, request, "txn_find_coordinator", None,
+    forward(ctx, request, TXN_FIND_COORDINATOR, None,
             lambda value: _transaction(ctx, key, request) if value["error_code"] == 0 else _refuse(
                 value["error_code"], value.get("error_message") or f"{TRANSACTION_STATE} is being created"),
             lambda code: {"error_code": code})
     return DEFERRED
 
 
-def _state_topic(ctx):
+def _state_topic(ctx: HandlerContext):
     """`__transaction_state`'s catalogue entry (re-read once if this process has not seen it yet)."""
     try:
         return ctx.manager.topic(TRANSACTION_STATE)
@@ -53,7 +55,7 @@ def _state_topic(ctx):
         return None
 
 
-def _transaction(ctx, key: str, request):
+def _transaction(ctx: HandlerContext, key: str, request):
     info = _state_topic(ctx)
     if info is None:
         return _refuse(COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE} is being created")
@@ -61,7 +63,7 @@ def _transaction(ctx, key: str, request):
     return _answer(ctx, node, f"{TRANSACTION_STATE} has no leader for this transactional id", request)
 
 
-def _answer(ctx, node: int, why: str, request):
+def _answer(ctx: HandlerContext, node: int, why: str, request):
     """The coordinator's endpoint on the listener the request came in on."""
     b = ctx.views.current().brokers.get(node)
     if b is None:

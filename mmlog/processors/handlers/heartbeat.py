@@ -4,13 +4,15 @@ from mmlog.processors.handlers._common import forward, member_args
 from mmlog.protocol.messages import heartbeat as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import HEARTBEAT
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
         return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code)
-    return forward(ctx, request, "heartbeat", member_args(request, 3),
+    return forward(ctx, request, HEARTBEAT, member_args(request, 3),
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
                    lambda code: {"error_code": code})

@@ -18,13 +18,15 @@ from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import init_producer_id as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed, TransactionalIdAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import NEXT_PRODUCER_ID, TXN_INIT_PRODUCER_ID
 
 API_KEY = schema.API_KEY
 FENCED_SINCE = 4
 EXPECTED_SINCE = 3
 
 
-def _refusal(ctx, request) -> int:
+def _refusal(ctx: HandlerContext, request) -> int:
     """Kafka's rule: WRITE on the transactional id, or for an idempotent producer IDEMPOTENT_WRITE on the
     cluster or WRITE on some topic (KIP-679)."""
     authorizer, conn, tid = ctx.authorizer, request.conn, request.body.transactional_id
@@ -37,7 +39,7 @@ def _refusal(ctx, request) -> int:
     return 0 if allowed else ClusterAuthorizationFailed.code
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     refusal = _refusal(ctx, request)
     if refusal:
         return schema.RESPONSE(throttle_time_ms=0, error_code=refusal, producer_id=-1, producer_epoch=-1)
@@ -47,7 +49,7 @@ def handle(ctx, request):
         return schema.RESPONSE(error_code=InvalidRequest.code, producer_id=-1, producer_epoch=-1)
     if body.transactional_id:
         translate = fenced_for(request.header.api_version, FENCED_SINCE)
-        return forward(ctx, request, "txn_init_producer_id",
+        return forward(ctx, request, TXN_INIT_PRODUCER_ID,
                        {"transactional_id": body.transactional_id,
                         "transaction_timeout_ms": body.transaction_timeout_ms,
                         "expected": None if expected == (-1, -1) else expected},
@@ -63,6 +65,6 @@ def handle(ctx, request):
         else:
             request.respond(refuse(value.code if isinstance(value, KafkaError) else COORDINATOR_NOT_AVAILABLE))
 
-    ctx.control.call("next_producer_id", None, done, DEFAULT_TIMEOUT_S,
+    ctx.control.call(NEXT_PRODUCER_ID, None, done, DEFAULT_TIMEOUT_S,
                      lambda exc: answer(request, lambda: refuse(error_code(exc, logged=True))))
     return DEFERRED

@@ -10,13 +10,15 @@ from mmlog.processors.handlers._common import client_host, forward
 from mmlog.protocol.messages import join_group as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import JOIN_GROUP
 
 API_KEY = schema.API_KEY
 JOIN_MARGIN_MS = 10_000
 NULL_PROTOCOL_SINCE = 7
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
         return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code, generation_id=-1,
                                protocol_name="", leader="", member_id=request.body.member_id, members=[])
@@ -42,6 +44,6 @@ def handle(ctx, request):
     # The coordinator may hold a JoinGroup for the group's rebalance (its members' longest rebalance timeout,
     # after the initial delay); a client gives up on it after its own, plus a few seconds.
     wait_ms = args["rebalance_timeout_ms"] + ctx.config["group.initial.rebalance.delay.ms"] + JOIN_MARGIN_MS
-    return forward(ctx, request, "join_group", args, respond,
+    return forward(ctx, request, JOIN_GROUP, args, respond,
                    lambda code: {"error_code": code, "generation_id": -1, "protocol_name": "",
                                  "leader": "", "member_id": body.member_id, "members": []}, wait_ms=wait_ms)

@@ -9,11 +9,13 @@ from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import leave_group as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import LEAVE_GROUP
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
         return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code, members=[])
     body, version = request.body, request.version
@@ -28,5 +30,5 @@ def handle(ctx, request):
             return schema.RESPONSE(throttle_time_ms=0, error_code=code)
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
-    return forward(ctx, request, "leave_group", {"group_id": body.group_id, "members": members}, respond,
+    return forward(ctx, request, LEAVE_GROUP, {"group_id": body.group_id, "members": members}, respond,
                    lambda code: {"error_code": code, "members": []})

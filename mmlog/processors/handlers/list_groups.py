@@ -7,11 +7,13 @@ each group's state.
 from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import list_groups as schema
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import LIST_GROUPS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     authorizer = ctx.authorizer
     states = list(request.body.states_filter) if request.version >= 4 else []
 
@@ -21,5 +23,5 @@ def handle(ctx, request):
                                         if authorizer.allowed(request.conn, acls.DESCRIBE, acls.GROUP, g["group_id"])])
         return schema.RESPONSE(throttle_time_ms=0, **value)
 
-    return forward(ctx, request, "list_groups", states, visible,
+    return forward(ctx, request, LIST_GROUPS, states, visible,
                    lambda code: {"error_code": code, "groups": []})

@@ -9,6 +9,7 @@ from mmlog.processors.handlers._common import check_leader, error_code
 from mmlog.protocol.messages import list_offsets as schema
 from mmlog.security import acls
 from mmlog.errors import TopicAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 READ_COMMITTED = 1
@@ -17,7 +18,7 @@ EARLIEST = -2
 DEBUGGING_REPLICA = -2  # reads a follower's offsets too (Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID)
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     committed = request.body.isolation_level == READ_COMMITTED
     any_replica = request.body.replica_id == DEBUGGING_REPLICA
     topics = []

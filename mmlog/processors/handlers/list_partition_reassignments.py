@@ -5,11 +5,13 @@ from mmlog.processors.handlers._common import failure_message, forward
 from mmlog.protocol.messages import list_partition_reassignments as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import LIST_REASSIGNMENTS
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.DESCRIBE):
         return schema.RESPONSE(throttle_time_ms=0, error_code=ClusterAuthorizationFailed.code,
                                error_message="not authorized to list reassignments", topics=[])
@@ -25,5 +27,5 @@ def handle(ctx, request):
         return schema.RESPONSE(throttle_time_ms=0, error_code=code, error_message=message, topics=[
             {"name": t, "partitions": ps} for t, ps in by_topic.items()])
 
-    return forward(ctx, request, "list_reassignments", {"partitions": keys}, respond,
+    return forward(ctx, request, LIST_REASSIGNMENTS, {"partitions": keys}, respond,
                    lambda code: ((code, failure_message(code)), []))

@@ -3,11 +3,13 @@
 from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import list_transactions as schema
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import TXN_LIST
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     args = {"state_filters": list(body.state_filters), "producer_id_filters": list(body.producer_id_filters),
             "duration_filter": body.duration_filter}
@@ -19,6 +21,6 @@ def handle(ctx, request):
                 request.conn, acls.DESCRIBE, acls.TRANSACTIONAL_ID, s["transactional_id"])])
         return schema.RESPONSE(throttle_time_ms=0, **v)
 
-    return forward(ctx, request, "txn_list", args, visible,
+    return forward(ctx, request, TXN_LIST, args, visible,
                    lambda code: {"error_code": code, "unknown_state_filters": [],
                             "transaction_states": []})

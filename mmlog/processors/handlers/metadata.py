@@ -48,13 +48,15 @@ from mmlog.processors.handlers._common import answer
 from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import metadata as schema
 from mmlog.security.acls import CREATE, DESCRIBE, TOPIC
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import AUTO_CREATE_TOPICS
 
 API_KEY = schema.API_KEY
 BY_ID_SINCE = 12  # Metadata v12: topics may be asked for by id
 NO_ID = uuid.UUID(int=0)
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     ctx.manager.reload()
     known = ctx.manager.topics()  # a copy: taken once a request, not per name (2,000 names were quadratic)
@@ -88,7 +90,7 @@ def handle(ctx, request):
 
         # Whatever went wrong, the topics asked for are answered as being created (LEADER_NOT_AVAILABLE):
         # the client asks again.
-        ctx.control.call("auto_create_topics", asked, created, DEFAULT_TIMEOUT_S,
+        ctx.control.call(AUTO_CREATE_TOPICS, asked, created, DEFAULT_TIMEOUT_S,
                          lambda exc: answer(request, lambda: respond(set(missing))))
         return DEFERRED
     return _response(ctx, request.version, names, known, listener=request.conn.listener_name, refused=refused)
@@ -105,7 +107,7 @@ def topic_uuid(text: str) -> uuid.UUID:
         return NO_ID
 
 
-def _by_id(ctx, request, known: dict):
+def _by_id(ctx: HandlerContext, request, known: dict):
     """A v12+ request naming topics by id (Kafka's rule: the ids decide, names are ignored)."""
     if request.version < BY_ID_SINCE:
         raise InvalidRequest(f"Metadata v{request.version} cannot name topics by id or leave names null")
@@ -125,7 +127,7 @@ def _by_id(ctx, request, known: dict):
     return response
 
 
-def _response(ctx, version: int, names: list[str], topics: dict, pending: set[str] = frozenset(),
+def _response(ctx: HandlerContext, version: int, names: list[str], topics: dict, pending: set[str] = frozenset(),
               listener: str | None = None, refused: set[str] = frozenset()):
     """`version`: the request's; `topics`: the catalogue; `pending`: unknown topics to be created when asked again
     (LEADER_NOT_AVAILABLE); `refused`: TOPIC_AUTHORIZATION_FAILED, existing or not. Brokers are given by
@@ -156,14 +158,14 @@ def _response(ctx, version: int, names: list[str], topics: dict, pending: set[st
     )
 
 
-def _topic(ctx, name: str, info, view) -> dict:
+def _topic(ctx: HandlerContext, name: str, info, view) -> dict:
     """An existing topic's entry: what `metadata_cache.TopicEntries` keeps encoded (see there what it depends on)."""
     partitions = [_partition(name, p, info.replicas(p, ctx.broker_id), view, ctx) for p in range(info.partitions)]
     return {"error_code": 0, "name": name, "topic_id": topic_uuid(info.topic_id), "is_internal": False,
             "partitions": partitions}
 
 
-def _partition(topic: str, index: int, replicas: list[int], view, ctx) -> dict:
+def _partition(topic: str, index: int, replicas: list[int], view, ctx: HandlerContext) -> dict:
     state = view.partition(topic, index)
     # The leader epoch matters to clients: librdkafka fences its fetches with it, and sends 0 where we say -1
     # (unknown), which every leader after the first answers FENCED_LEADER_EPOCH.

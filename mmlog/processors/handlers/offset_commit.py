@@ -9,11 +9,13 @@ from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed
 from mmlog.processors.handlers._common import forward, member_args
 from mmlog.protocol.messages import offset_commit as schema
 from mmlog.security import acls
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import OFFSET_COMMIT
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     topics = [(t.name, [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                         for p in t.partitions]) for t in body.topics]
@@ -29,7 +31,7 @@ def handle(ctx, request):
     if refused and not topics:
         return _answer([], refused, code)
     args = member_args(request, 7, topics=topics)
-    return forward(ctx, request, "offset_commit", args,
+    return forward(ctx, request, OFFSET_COMMIT, args,
                    lambda value: _answer(value["topics"], refused, code),
                    lambda code: {"topics": [{"name": t, "partitions": [
                        {"partition_index": p[0], "error_code": code} for p in ps]}

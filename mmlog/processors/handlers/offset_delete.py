@@ -9,11 +9,13 @@ from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import offset_delete as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import OFFSET_DELETE
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in body.topics]
     authorizer = ctx.authorizer
@@ -25,6 +27,6 @@ def handle(ctx, request):
     topics = [(t, ps) for t, ps in topics if t not in denied]
     if refused and not topics:
         return schema.RESPONSE(throttle_time_ms=0, error_code=0, topics=refused)
-    return forward(ctx, request, "offset_delete", {"group_id": body.group_id, "topics": topics},
+    return forward(ctx, request, OFFSET_DELETE, {"group_id": body.group_id, "topics": topics},
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **dict(value, topics=[*value["topics"], *refused])),
                    lambda code: {"error_code": code, "topics": []})

@@ -11,11 +11,13 @@ from mmlog.processors.handlers._common import forward
 from mmlog.protocol.messages import offset_fetch as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import OFFSET_FETCH
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body, version = request.body, request.version
     topics = None if body.topics is None else [(t.name, list(t.partition_indexes)) for t in body.topics]
 
@@ -49,7 +51,7 @@ def handle(ctx, request):
     if topics == [] and refused:
         return respond({"error_code": 0, "topics": []})
     args = {"group_id": body.group_id, "topics": topics, "require_stable": version >= 7 and body.require_stable}
-    return forward(ctx, request, "offset_fetch", args, respond, unavailable)
+    return forward(ctx, request, OFFSET_FETCH, args, respond, unavailable)
 
 
 def _entry(partition: int, code: int) -> dict:

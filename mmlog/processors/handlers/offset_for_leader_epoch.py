@@ -12,11 +12,12 @@ from mmlog.processors.handlers._common import check_leader, error_code
 from mmlog.protocol.messages import offset_for_leader_epoch as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed, TopicAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     topics = []
     denied, refusal = _denied(ctx, request)
     for topic in request.body.topics:
@@ -36,7 +37,7 @@ def handle(ctx, request):
     return schema.RESPONSE(throttle_time_ms=0, topics=topics)
 
 
-def _denied(ctx, request) -> tuple[set, type]:
+def _denied(ctx: HandlerContext, request) -> tuple[set, type]:
     """Kafka's rule: a consumer's request (v3+, no replica id) needs DESCRIBE on each topic; a follower's, or
     any before v3 (an inter-broker API then), CLUSTER_ACTION on the cluster."""
     authorizer, names = ctx.authorizer, {t.topic for t in request.body.topics}

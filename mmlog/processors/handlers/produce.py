@@ -55,12 +55,13 @@ from mmlog.protocol import records as rec
 from mmlog.protocol.messages import produce as schema
 from mmlog.protocol.template import I16, I32, I64, MARKS, FrameTemplate, TemplateError
 from mmlog.security.acls import TOPIC, TRANSACTIONAL_ID, WRITE
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 MAX_TEMPLATES = 1024  # request shapes and (topic, version) answer templates kept; beyond, a cache starts over
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     """One decoded Produce request, as a group of one (dispatch sends every Produce frame to
     `handle_group` itself; this keeps the handler interface every API module has)."""
     body = request.body
@@ -75,7 +76,7 @@ def parts(body) -> tuple:
             body.timeout_ms)
 
 
-def handle_group(ctx, requests: list, throttle_ms: int = 0, refused: list | None = None) -> list:
+def handle_group(ctx: HandlerContext, requests: list, throttle_ms: int = 0, refused: list | None = None) -> list:
     """Answer Produce requests of one connection, in order: a response (a body, or a frame from the
     template), NO_RESPONSE, or `AwaitingReplicas` each. A request is (header, acks, [(topic,
     [(partition, records)])], timeout ms). throttle_ms: a client quota's (processors/quotas.py).
@@ -141,7 +142,7 @@ def handle_group(ctx, requests: list, throttle_ms: int = 0, refused: list | None
     return out
 
 
-def refusals(ctx, conn, transactional_id, topics) -> dict[str, int] | None:
+def refusals(ctx: HandlerContext, conn, transactional_id, topics) -> dict[str, int] | None:
     """The topics of one request refused before any append, with their error codes (Kafka's
     handleProduceRequest): all of them TRANSACTIONAL_ID_AUTHORIZATION_FAILED if the request holds
     transactional records without a transactional id, or if the producer may not WRITE its transactional
@@ -248,7 +249,7 @@ class AwaitingReplicas:
         return self.build(self.header, self.answer)
 
 
-def respond_in_order(ctx, conn, results: list, respond) -> None:
+def respond_in_order(ctx: HandlerContext, conn, results: list, respond) -> None:
     """Answer a group's requests in order; from the first one still waiting for replicas on, park
     them together in the purgatory (the connection reads no more requests until they are answered).
     `results` is [(header, result)]; respond(header, result) answers one."""

@@ -17,12 +17,13 @@ from mmlog.processors.request import DEFERRED
 from mmlog.processors.sasl import AUTHENTICATE, log_failure
 from mmlog.protocol.messages import sasl_authenticate as schema
 from mmlog.security.sasl import AuthenticationFailed
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 log = logging.getLogger("mmlog.security")
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     session = request.conn.sasl
     if session is None or session.state is not AUTHENTICATE or session.legacy:
         return _close_after(request, IllegalSaslState.code, "SaslAuthenticate out of turn")
@@ -37,7 +38,7 @@ def handle(ctx, request):
     return _answer(ctx, request, answer, failure)
 
 
-def _answer(ctx, request, answer: bytes | None, failure: BaseException | None):
+def _answer(ctx: HandlerContext, request, answer: bytes | None, failure: BaseException | None):
     """Respond to a step: its token, or the failure held back and the connection closed."""
     conn, session = request.conn, request.conn.sasl
     if failure is not None:

@@ -11,11 +11,12 @@ from mmlog.errors import IllegalSaslState, UnsupportedSaslMechanism
 from mmlog.processors.request import DEFERRED
 from mmlog.processors.sasl import AUTHENTICATE, COMPLETE, log_failure
 from mmlog.protocol.messages import sasl_handshake as schema
+from mmlog.processors.handler_context import HandlerContext
 
 API_KEY = schema.API_KEY
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     conn, session = request.conn, request.conn.sasl
     mechanism = request.body.mechanism
     enabled = ctx.sasl_mechanisms[conn.listener_name] if session is not None else []
@@ -29,7 +30,7 @@ def handle(ctx, request):
     return schema.RESPONSE(error_code=0, mechanisms=enabled)
 
 
-def _refuse(ctx, request, code: int, enabled):
+def _refuse(ctx: HandlerContext, request, code: int, enabled):
     request.respond(schema.RESPONSE(error_code=code, mechanisms=enabled))
     request.conn.closing = True  # closed once the answer is written
     return DEFERRED

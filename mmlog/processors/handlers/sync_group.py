@@ -9,13 +9,15 @@ from mmlog.processors.handlers._common import forward, member_args
 from mmlog.protocol.messages import sync_group as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import SYNC_GROUP
 
 API_KEY = schema.API_KEY
 SYNC_MARGIN_MS = 10_000  # a SyncGroup waits for its leader's, at most the leader's session
 PROTOCOL_SINCE = 5
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.allowed(request.conn, acls.READ, acls.GROUP, request.body.group_id):
         return schema.RESPONSE(throttle_time_ms=0, error_code=GroupAuthorizationFailed.code, assignment=b"")
     body = request.body
@@ -23,7 +25,7 @@ def handle(ctx, request):
     args = member_args(request, 3, assignments=[(a.member_id, bytes(a.assignment)) for a in body.assignments],
                        protocol_type=body.protocol_type if named else None,
                        protocol_name=body.protocol_name if named else None)
-    return forward(ctx, request, "sync_group", args,
+    return forward(ctx, request, SYNC_GROUP, args,
                    lambda value: schema.RESPONSE(throttle_time_ms=0, **value),
                    lambda code: {"error_code": code, "assignment": b""},
                    wait_ms=ctx.config["group.max.session.timeout.ms"] + SYNC_MARGIN_MS)  # waits for the leader

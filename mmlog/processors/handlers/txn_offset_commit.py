@@ -5,12 +5,14 @@ from mmlog.processors.handlers._common import fenced_for, forward
 from mmlog.protocol.messages import txn_offset_commit as schema
 from mmlog.security import acls
 from mmlog.errors import GroupAuthorizationFailed, TopicAuthorizationFailed, TransactionalIdAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import TXN_OFFSET_COMMIT
 
 API_KEY = schema.API_KEY
 FENCED_SINCE = 3
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     body = request.body
     version = request.header.api_version
     topics = [(t.name, [(p.partition_index, p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
@@ -41,7 +43,7 @@ def handle(ctx, request):
             return schema.RESPONSE(throttle_time_ms=0, topics=[
                 {"name": t, "partitions": [{"partition_index": p[0], "error_code": code or (
                     TopicAuthorizationFailed.code if t in denied else 0)} for p in ps]} for t, ps in topics])
-    return forward(ctx, request, "txn_offset_commit", args, respond,
+    return forward(ctx, request, TXN_OFFSET_COMMIT, args, respond,
                    lambda code: {"topics": [{"name": t, "partitions": [
                        {"partition_index": p[0], "error_code": code} for p in ps]}
                        for t, ps in topics]})

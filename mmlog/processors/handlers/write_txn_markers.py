@@ -38,6 +38,8 @@ from mmlog.processors.request import DEFERRED
 from mmlog.protocol.messages import write_txn_markers as schema
 from mmlog.security import acls
 from mmlog.errors import ClusterAuthorizationFailed
+from mmlog.processors.handler_context import HandlerContext
+from mmlog.ipc.control_ops import TXN_OFFSETS_END
 
 API_KEY = schema.API_KEY
 MARKER_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms, which bounds its marker appends
@@ -45,7 +47,7 @@ GROUP_OFFSETS_TOPIC = "__consumer_offsets"
 GROUP_PREFIX = GROUP_OFFSETS_TOPIC + "/"
 
 
-def handle(ctx, request):
+def handle(ctx: HandlerContext, request):
     if not ctx.authorizer.cluster(request.conn, acls.CLUSTER_ACTION):  # an inter-broker API
         return _response(request.header, [(m.producer_id, [(t.name, [(p, ClusterAuthorizationFailed.code)
                                                                      for p in t.partition_indexes])
@@ -64,13 +66,13 @@ def handle(ctx, request):
 
     for pid, epoch, commit, name in groups:
         # A failure to handle the answer closes the connection: the coordinator sends the markers again.
-        ctx.control.call("txn_offsets_end", {"group_id": name[len(GROUP_PREFIX):], "producer_id": pid,
+        ctx.control.call(TXN_OFFSETS_END, {"group_id": name[len(GROUP_PREFIX):], "producer_id": pid,
                                              "producer_epoch": epoch, "commit": commit},
                          lambda ok, value, key=(pid, name): ended(key, ok, value), DEFAULT_TIMEOUT_S, request.fail)
     return DEFERRED
 
 
-def _partitions(ctx, request, group_codes: dict):
+def _partitions(ctx: HandlerContext, request, group_codes: dict):
     answer, waits = append_markers(ctx, request.body, group_codes)
     awaiting = produce.AwaitingReplicas(ctx.manager, request.header, answer, waits,
                                         time.monotonic() + MARKER_TIMEOUT_MS / 1000, build=_response)
@@ -79,7 +81,7 @@ def _partitions(ctx, request, group_codes: dict):
     return DEFERRED
 
 
-def append_markers(ctx, body, group_codes: dict | None = None) -> tuple[list, list]:
+def append_markers(ctx: HandlerContext, body, group_codes: dict | None = None) -> tuple[list, list]:
     """Append every marker; return (answer, waits) as AwaitingReplicas keeps them: answer is
     [(producer id, [(topic, results)])], each result (partition, error code, base offset, -1, message).
     Group entries take their codes from group_codes ((producer id, entry name) -> error code)."""
