@@ -13,8 +13,8 @@ leader's answer for its latest epoch before it fetches (`truncate_to`), which tr
 the cache and clamps the HW too.
 
 This module keeps the state and applies it; the rules of who leads and who is in the
-ISR are not here: the controller and the leader's ISR checks (`mmlog/cluster/`) decide
-them and apply them through `become_leader`, `become_follower`, `set_isr` and
+ISR are not here: they are `mmlog/replication/election.py` and `isr.py`, which the
+controller and the leader's ISR checks (`mmlog/cluster/`) apply through `become_leader`, `become_follower`, `set_isr` and
 `stop_serving`, and the replica fetcher (`mmlog/replication/`) drives a follower's
 truncation and appends. (The storage layer sits below both, so it cannot call them.)
 
