@@ -134,3 +134,19 @@ def test_no_documents_cited_that_the_repository_does_not_hold():
             if ELSEWHERE.search(line) or missing:
                 hits.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not hits, "cite only documents in the repository:\n" + "\n".join(hits)
+
+
+# A path into the repository as the docs cite one: mmlog/..., tests/..., tools/..., docs/... (a glob like
+# tools/bench_*.py is not a path).
+CITED_PATH = re.compile(r"(?<![\w/.-])((?:mmlog|tests|tools|docs)/[\w./-]*[\w/])(?![\w*])")
+
+
+def test_every_path_the_docs_cite_exists():
+    hits = []
+    for path, text in text_files().items():
+        if path.suffix != ".md":
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            hits += [f"{path.relative_to(REPO)}:{n}: {cited}" for cited in CITED_PATH.findall(line)
+                     if not (REPO / cited.rstrip(".")).exists()]
+    assert not hits, "the docs cite paths that are not in the repository:\n" + "\n".join(hits)
