@@ -33,6 +33,8 @@ class PartitionStates:
         self._apply = apply
         self._states: dict[Key, LeaderAndIsr] = {}
         self._tracked: dict[str, tuple[str, int]] = {}  # topic -> (topic id, partitions)
+        self._watched: dict[str, tuple[str, int]] = {}  # topic -> (topic id, partitions whose watch is set)
+        self._serial: dict[Key, int] = {}  # the live watch of each partition (a replaced one ends itself)
         self._dirty: set[Key] = set()
         self._lock = threading.Lock()
 
@@ -48,25 +50,43 @@ class PartitionStates:
 
     def track(self, topic: str, topic_id: str, partitions: int) -> None:
         """Watch the state nodes of a topic (again, if it was re-created under another id; those of its
-        new partitions, if it grew)."""
-        before = self._tracked.get(topic)
+        new partitions, if it grew; those a refused ZooKeeper call left unwatched, see below)."""
+        self._tracked[topic] = (topic_id, partitions)
+        before = self._watched.get(topic)
         if before == (topic_id, partitions):
             return
-        self._tracked[topic] = (topic_id, partitions)
         watched = before[1] if before is not None and before[0] == topic_id else 0  # grown: the new ones only
         for p in range(watched, partitions):
-            DataWatch(self.zk, paths.partition_state(topic, p), self._watcher(topic, topic_id, p))
+            # A watch's first read runs on the calling thread: on the control thread it is refused while
+            # the connection is down (session.py), and the partitions after it would get no watch, their
+            # states never read here. So a partition counts as watched only once its watch is set, and the
+            # next call (sync_topics, a new session, the connection back: `watch_missing`) sets the rest;
+            # a watch whose first read failed but that kazoo re-runs later is ended by its successor's serial.
+            key = (topic, p)
+            serial = self._serial[key] = self._serial.get(key, 0) + 1
+            DataWatch(self.zk, paths.partition_state(topic, p), self._watcher(topic, topic_id, p, serial))
+            self._watched[topic] = (topic_id, p + 1)
+
+    def watch_missing(self) -> None:
+        """Set the state watches that a refused ZooKeeper call left unset (the connection is back)."""
+        for topic, (topic_id, partitions) in list(self._tracked.items()):
+            self.track(topic, topic_id, partitions)
 
     def untrack(self, topic: str) -> None:
         self._tracked.pop(topic, None)
+        self._watched.pop(topic, None)
         with self._lock:
             for key in [k for k in self._states if k[0] == topic]:
                 del self._states[key]
+            for key in [k for k in self._serial if k[0] == topic]:
+                del self._serial[key]
 
-    def _watcher(self, topic: str, topic_id: str, partition: int):
+    def _watcher(self, topic: str, topic_id: str, partition: int, serial: int):
         def changed(data, stat, *_) -> bool:
             if self._tracked.get(topic, ("",))[0] != topic_id:
                 return False  # deleted (or re-created: a new watch serves the new topic)
+            if self._serial.get((topic, partition)) != serial:
+                return False  # replaced by a watch set again (its first read had been refused)
             state = None if data is None else LeaderAndIsr.parse(data, stat.version, stat.mzxid)
             with self._lock:
                 old = self._states.get((topic, partition))

@@ -164,8 +164,7 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
         self._register()
         self._run_for_controller()
         self._refresh_view()
-        self.states.drain()  # watches that fired before there was a control thread
-        self._states_changed({(t, p) for t in self.states.topics() for p in range(self.manager.topic(t).partitions)})
+        self._apply_all_states()  # watches that fired before there was a control thread, and the rest
         self.zk.add_listener(self._state_changed)
         control.on_dynamic.append(self._dynamic_applied)
         self._load_dynamic()
@@ -245,6 +244,7 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
             self._soon(self._rejoin)
         elif state == KazooState.CONNECTED:
             log.info("ZooKeeper connection back within the session")
+            self._soon(self.states.watch_missing)  # state watches whose first read was refused meanwhile
             self._soon(self._membership_changed)  # what watch work the outage made fail, done now
 
     def _rejoin(self) -> None:
@@ -252,7 +252,9 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
 
         Work a watch queued while the session was going (a paused broker wakes to a dead session)
         failed on it and is gone, and kazoo re-runs a children watch only if the children differ from
-        what it last saw: a topic whose creation was seen but not synced would stay unknown here.
+        what it last saw: a topic whose creation was seen but not synced would stay unknown here. Then
+        every hosted partition takes its role again from its state (a data watch re-runs only if its
+        node changed).
         If ZooKeeper goes away again half way, the next connection (or, still connected, a retry in a
         second) starts it over: a broker must not stay unregistered."""
         log.info("ZooKeeper session re-established: reading the cluster again and registering")
@@ -265,6 +267,10 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
             self._register()
             self._run_for_controller()  # writes the partition states if elected
             self._refresh_view()
+            # As Kafka's controller sends a re-registered broker the state of every partition it hosts:
+            # apply them all again (sync_topics set any state watch that was missing), not only those
+            # whose node changed, since work done with them while the session was going may be lost.
+            self._apply_all_states()
         except MetadataStoreUnreachable as exc:
             log.warning("registering again postponed: %s", exc)
             self._session_lost = not self.zk.connected  # then the next CONNECTED rejoins
@@ -272,6 +278,11 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
                 retry = threading.Timer(1.0, lambda: self._soon(self._rejoin))
                 retry.daemon = True
                 retry.start()
+
+    def _apply_all_states(self) -> None:
+        """Every tracked partition takes its role from the state last read, changed or not."""
+        self.states.drain()
+        self._states_changed({(t, p) for t in self.states.topics() for p in range(len(self.states.of_topic(t)))})
 
     # ------------------------------------------------------------ membership and the view
 
