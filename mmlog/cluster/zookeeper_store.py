@@ -40,7 +40,9 @@ A SIGTERM is a controlled shutdown: before the processors stop, this broker hand
 the partitions it leads to live ISR members and leaves every ISR (`leave`).
 
 Session loss: kazoo reconnects with a new session; the registration and the
-controller candidacy are then made again (the watches re-arm themselves).
+controller candidacy are then made again (the watches re-arm themselves; those
+whose first read was refused are set again), and every hosted partition takes its
+role again from its state.
 
 The store is made of parts: this module holds the session, the registration, the
 view of live brokers and producer ids; `zookeeper_topics.py` the topic catalogue and
