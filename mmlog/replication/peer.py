@@ -49,18 +49,24 @@ class PeerConnection:
         self._reader = FrameReader()
 
     def _call(self, api_key: int, version: int, body, timeout: float):
-        self._sock.settimeout(timeout)
+        # One socket for the whole exchange: another thread may close() the connection meanwhile (a fetch
+        # plan that no longer follows this leader); the exchange then fails as a closed socket does, with
+        # an OSError the caller takes as an event, never on a socket attribute gone to None.
+        sock = self._sock
+        if sock is None:
+            raise ConnectionError(f"connection to {self.address[0]}:{self.address[1]} closed")
+        sock.settimeout(timeout)
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        self._sock.sendall(encode_request(RequestHeader(api_key, version, self._correlation, self.client_id), body))
-        correlation, response = decode_response(api_key, version, self._receive())
+        sock.sendall(encode_request(RequestHeader(api_key, version, self._correlation, self.client_id), body))
+        correlation, response = decode_response(api_key, version, self._receive(sock))
         if correlation != self._correlation:
             raise ProtocolError(f"correlation id {correlation}, expected {self._correlation}")
         return response
 
-    def _receive(self):
+    def _receive(self, sock: socket.socket):
         reader = self._reader
         while (frame := reader.next_frame()) is None:
-            n = self._sock.recv_into(reader.get_buffer())
+            n = sock.recv_into(reader.get_buffer())
             if n == 0:
                 raise ConnectionError(f"broker {self.address[0]}:{self.address[1]} closed the connection")
             reader.buffer_updated(n)
