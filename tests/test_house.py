@@ -120,7 +120,8 @@ def test_no_issue_numbers():
 def test_the_issue_pattern():
     # The examples are made at run time, so that this file cites no number itself.
     n = 20
-    for cited in (f"issue #{n}", f"Issue {n}", f"fixed (#{n})", f"as #{n} found", f"PR #{n}", f"see issues {n} and 4"):
+    for cited in (f"issue #{n}", f"Issue {n}", f"fixed (#{n})", f"as #{n} found", f"PR #{n}",
+                  f"see issues {n} and 4"):
         assert ISSUE.search(cited), cited
     for fine in ("# a comment", "## Heading", f"{{crc:#{0}{n}x}}", f"&#{n};", f'"#{n}{n}"', f"page#{n}",
                  "partition 2", "the issue is", "#!/bin/sh"):

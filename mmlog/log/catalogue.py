@@ -21,63 +21,20 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import uuid
-from collections import Counter, OrderedDict
+from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmlog.config.dynamic import merged, topic_defaults
 from mmlog.config.settings import LogConfig
 from mmlog.errors import InvalidTopic, UnknownTopicOrPartition
-from mmlog.log.partition import Partition
 from mmlog.system.files import atomic_write, file_stamp
+from mmlog.log.manager_state import ManagerState
+from mmlog.log.topic_info import TopicInfo
 
 CATALOGUE = "topics.json"
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-@dataclass
-class TopicInfo:
-    """A topic in the catalogue."""
-
-    name: str
-    partitions: int
-    config: dict[str, str] = field(default_factory=dict)  # overrides only, Kafka names
-    topic_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    assignment: list[list[int]] | None = None  # replicas per partition (cluster mode); None: all here, alone
-
-    def __post_init__(self) -> None:
-        if self.assignment is not None:  # catalogues before replication held one broker id per partition
-            self.assignment = [[r] if isinstance(r, int) else list(r) for r in self.assignment]
-
-    def to_json(self) -> dict:
-        doc = {"partitions": self.partitions, "config": self.config, "id": self.topic_id}
-        if self.assignment is not None:
-            doc["assignment"] = self.assignment
-        return doc
-
-    def replica_counts(self) -> Counter:
-        """Its partition replicas per broker id (None for a standalone topic's, all on this broker)."""
-        if self.assignment is None:
-            return Counter({None: self.partitions})
-        return Counter(b for replicas in self.assignment for b in replicas)
-
-    def replicas(self, partition: int, standalone_id: int) -> list[int]:
-        """The brokers holding a partition, its preferred leader first."""
-        return [standalone_id] if self.assignment is None else self.assignment[partition]
-
-    def hosts(self, partition: int, broker_id: int | None) -> bool:
-        """Whether broker_id has a replica of the partition (every broker of a standalone topic)."""
-        return self.assignment is None or broker_id is None or broker_id in self.assignment[partition]
-
-    def hosted(self, broker_id: int | None) -> list[int]:
-        """The partitions with a replica on broker_id (all of them for a standalone topic)."""
-        if self.assignment is None or broker_id is None:
-            return list(range(self.partitions))
-        return [p for p, replicas in enumerate(self.assignment) if broker_id in replicas]
 
 
 def validate_topic_name(name: str) -> None:
@@ -86,28 +43,8 @@ def validate_topic_name(name: str) -> None:
         raise InvalidTopic(f"illegal topic name {name!r}")
 
 
-class Catalogue:
-    """The catalogue of a LogManager, in memory and on disk (a part of LogManager: the attributes below
-    are set by `LogManager.__init__`)."""
-
-    log_dirs: list[Path]
-    owner: bool
-    broker_id: int | None
-    defaults: LogConfig
-    static_defaults: LogConfig
-    dynamic: dict
-    _topics: dict[str, TopicInfo]
-    _fragments: dict[str, tuple]
-    _configs: dict[str, tuple]
-    _replicas: Counter | None
-    _partitions: OrderedDict[tuple[str, int], Partition]
-    _lock: threading.RLock
-    _write_lock: threading.Lock
-    _catalogue_stamp: tuple[int, int, int] | None
-    _defer_save: int
-    _save_pending: bool
-    _version: int
-    _written: int
+class Catalogue(ManagerState):
+    """The catalogue of a LogManager, in memory and on disk (a part of LogManager)."""
 
     @property
     def catalogue_path(self) -> Path:

@@ -21,24 +21,17 @@ partition has that partition's crash points.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 from mmlog.errors import UnknownTopicOrPartition
 from mmlog.log import offset_checkpoint
-from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
+from mmlog.log.log_dirs import is_dir_failure
 from mmlog.log.partition import Partition
+from mmlog.log.manager_state import ManagerState
 
 
-class Housekeeping:
+class Housekeeping(ManagerState):
     """The timers' work over a LogManager's partitions (a part of LogManager)."""
-
-    log_dirs: list[Path]
-    dir_health: LogDirHealth
-    _partitions: OrderedDict[tuple[str, int], Partition]
-    _closed_hw: dict[tuple[str, int], int]
-    _not_due: dict[tuple[str, int], tuple[int, int]]
-    _slot_of: dict[tuple[str, int], int]
 
     def apply_retention(self, keys=None) -> int:
         return sum(self._housekeep(part, Partition.apply_retention) for _, _, part in self.partitions(keys))

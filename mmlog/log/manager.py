@@ -39,7 +39,8 @@ from typing import Callable
 from mmlog.config.settings import LogConfig
 from mmlog.errors import KafkaStorageError, UnknownTopicOrPartition
 from mmlog.log import kernels
-from mmlog.log.catalogue import Catalogue, TopicInfo
+from mmlog.log.catalogue import Catalogue
+from mmlog.log.topic_info import TopicInfo
 from mmlog.log.housekeeping import Housekeeping
 from mmlog.log.log_dirs import LogDirHealth, is_dir_failure, is_disk_full
 from mmlog.log.open_partitions import OpenPartitions

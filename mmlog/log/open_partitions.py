@@ -33,17 +33,16 @@ be due (housekeeping.py).
 from __future__ import annotations
 
 import resource
-import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from mmlog.errors import KafkaStorageError, NotLeaderOrFollower, UnknownTopicOrPartition
-from mmlog.log.catalogue import TopicInfo
-from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
+from mmlog.log.topic_info import TopicInfo
+from mmlog.log.log_dirs import is_dir_failure
 from mmlog.log.partition import Partition
 from mmlog.log.state import Role
+from mmlog.log.manager_state import ManagerState
 
 # What an open one-segment partition holds in any process: partition.state and both indexes
 # are mmap-ed (Python's mmap keeps a duplicate of the descriptor), so 8 descriptors with the
@@ -69,22 +68,8 @@ def open_partition_budget(configured: int = 0) -> int:
     return max(8, min(soft // 2 // DESCRIPTORS_PER_PARTITION, maps // 3 // MAPPINGS_PER_PARTITION))
 
 
-class OpenPartitions:
+class OpenPartitions(ManagerState):
     """Opening, evicting and listing the partitions of a LogManager (a part of LogManager)."""
-
-    log_dirs: list[Path]
-    owner: bool
-    broker_id: int | None
-    max_open: int | None
-    on_evict: Callable[[int], None] | None
-    dir_health: LogDirHealth
-    _topics: dict[str, TopicInfo]
-    _partitions: OrderedDict[tuple[str, int], Partition]
-    _known: set[tuple[str, int]]
-    _closed_hw: dict[tuple[str, int], int]
-    _not_due: dict[tuple[str, int], tuple[int, int]]
-    _slot_of: dict[tuple[str, int], int]
-    _lock: threading.RLock
 
     def partition(self, topic: str, partition: int) -> Partition:
         """The open partition log (opened on first use; in the owner, maybe closing the least recently used)."""

@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Iterator
 
 from mmlog.errors import KafkaError, UnknownTopicOrPartition
-from mmlog.log.catalogue import TopicInfo
 from mmlog.log.files import log_size, segment_bases
-from mmlog.log.log_dirs import LogDirHealth
-from mmlog.log.partition import Partition
 from mmlog.log.state import PartitionState, Replication, Snapshot, TornState
+from mmlog.log.manager_state import ManagerState
 
 
 @dataclass(frozen=True)
@@ -48,15 +46,8 @@ def _closed_gauges(topic: str, partition: int, directory: Path, segments_seen: d
     return PartitionGauges(topic, partition, snap, rep, older + snap.active_size, len(bases))
 
 
-class Gauges:
+class Gauges(ManagerState):
     """The metrics scrape of a LogManager (a part of LogManager)."""
-
-    log_dirs: list[Path]
-    dir_health: LogDirHealth
-    _topics: dict[str, TopicInfo]
-    _partitions: dict[tuple[str, int], Partition]
-    _slot_of: dict[tuple[str, int], int]
-    _segments_seen: dict[tuple[str, int, str], tuple[int, list[int], int]]
 
     def gauges(self) -> Iterator["PartitionGauges"]:
         """Every hosted partition's offsets, replication and size (the owner's metrics scrape), without

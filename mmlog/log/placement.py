@@ -24,25 +24,15 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
-from collections import OrderedDict
 from pathlib import Path
 
 from mmlog.errors import KafkaStorageError
-from mmlog.log.catalogue import TopicInfo
-from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
-from mmlog.log.partition import Partition
+from mmlog.log.log_dirs import is_dir_failure
+from mmlog.log.manager_state import ManagerState
 
 
-class Placement:
+class Placement(ManagerState):
     """The log dirs of a LogManager's partitions, and their health (a part of LogManager)."""
-
-    log_dirs: list[Path]
-    dir_health: LogDirHealth
-    _topics: dict[str, TopicInfo]
-    _partitions: OrderedDict[tuple[str, int], Partition]
-    _slot_of: dict[tuple[str, int], int]
-    _lock: threading.RLock
 
     def _check_online(self, key: tuple[str, int]) -> None:
         """KAFKA_STORAGE_ERROR for a partition whose log dir went offline; this process lets go of it

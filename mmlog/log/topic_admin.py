@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-import threading
 import uuid
-from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Mapping
 
@@ -36,29 +34,16 @@ from mmlog.errors import (
     TopicAlreadyExists,
     UnknownTopicOrPartition,
 )
-from mmlog.log.catalogue import TopicInfo, validate_topic_name
-from mmlog.log.log_dirs import LogDirHealth, is_dir_failure
-from mmlog.log.partition import Partition
+from mmlog.log.catalogue import validate_topic_name
+from mmlog.log.topic_info import TopicInfo
+from mmlog.log.log_dirs import is_dir_failure
+from mmlog.log.manager_state import ManagerState
 
 log = logging.getLogger(__name__)
 
 
-class TopicAdmin:
+class TopicAdmin(ManagerState):
     """Creating, growing, reassigning, deleting and reconfiguring topics (a part of LogManager)."""
-
-    log_dirs: list[Path]
-    owner: bool
-    broker_id: int | None
-    defaults: LogConfig
-    dir_health: LogDirHealth
-    _topics: dict[str, TopicInfo]
-    _replicas: Counter | None
-    _partitions: OrderedDict[tuple[str, int], Partition]
-    _known: set[tuple[str, int]]
-    _closed_hw: dict[tuple[str, int], int]
-    _not_due: dict[tuple[str, int], tuple[int, int]]
-    _slot_of: dict[tuple[str, int], int]
-    _lock: threading.RLock
 
     def validate_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None) -> dict[str, str]:
         """Check a new topic's name, partition count and overrides; returns the overrides as strings."""

@@ -10,7 +10,7 @@ import uuid
 
 from mmlog.client.admin import Admin
 from mmlog.ipc.cluster_view import ClusterView, Endpoint
-from mmlog.log.catalogue import TopicInfo
+from mmlog.log.topic_info import TopicInfo
 from mmlog.processors.metadata_cache import TopicEntries
 from mmlog.protocol import RequestHeader, encode_request, response_header_version
 from mmlog.protocol.messages import metadata
