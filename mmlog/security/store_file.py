@@ -16,6 +16,8 @@ import logging
 import os
 from pathlib import Path
 
+from mmlog.system.files import atomic_write, file_stamp
+
 log = logging.getLogger("mmlog.security")
 
 
@@ -28,22 +30,11 @@ def load_json(path) -> dict | None:
 
 
 def save_json(path, doc: dict) -> None:
-    """Replace the file durably, readable by its owner only (system.files.atomic_write's protocol with a
-    mode: that module sits above this layer)."""
+    """Replace the file durably, readable by its owner only; one temporary name per process, as the broker
+    and the CLI (`mmlog users --data-dir`) may both write it."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, json.dumps(doc, sort_keys=True).encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)  # the rename itself is durable
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic_write(path, json.dumps(doc, sort_keys=True).encode(), mode=0o600,
+                 tmp=path.with_name(f".{path.name}.{os.getpid()}.tmp"))
 
 
 class WatchedFile:
@@ -58,11 +49,7 @@ class WatchedFile:
 
     def check(self):
         """The current value, re-read if the file changed since the last check."""
-        try:
-            st = os.stat(self.path)
-            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            stamp = None
+        stamp = file_stamp(self.path)
         if stamp != self._stamp:
             try:
                 self.value = self._parse(load_json(self.path))
