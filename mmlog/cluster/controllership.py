@@ -12,27 +12,15 @@ import logging
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from mmlog.cluster import paths
-from mmlog.cluster.controller import Controller
-from mmlog.cluster.partition_states import PartitionStates
-from mmlog.cluster.reassignment import Reassignments
-from mmlog.cluster.session import DeadlineClient
 from mmlog.errors import KafkaError, NotController, UnknownTopicOrPartition
 from mmlog.log.manager import LogManager
+from mmlog.cluster.zookeeper_state import ZooKeeperState
 
 log = logging.getLogger(__name__)
 
 
-class Controllership:
+class Controllership(ZooKeeperState):
     """This broker as the cluster's controller, when it is."""
-
-    broker_id: int
-    zk: DeadlineClient
-    manager: LogManager | None
-    states: PartitionStates
-    controller: Controller
-    reassignments: Reassignments
-    is_controller: bool
-    _offline_keys: set[tuple[str, int]]
 
     @property
     def _controller_epoch(self) -> int:

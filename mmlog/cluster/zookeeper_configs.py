@@ -9,39 +9,24 @@ which holds the state named below."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import DataWatch
 
 from mmlog.cluster import paths
-from mmlog.cluster.controller import Controller
-from mmlog.cluster.dynamic_configs import DynamicConfigs, update_config
-from mmlog.cluster.replicas import ReplicaManager
-from mmlog.cluster.session import DeadlineClient
-from mmlog.config.broker import BROKER_SETTINGS, BrokerConfig
+from mmlog.cluster.dynamic_configs import update_config
+from mmlog.config.broker import BROKER_SETTINGS
 from mmlog.config.settings import ConfigError
 from mmlog.errors import KafkaError
 from mmlog.log.manager import LogManager
 from mmlog.security import credentials, scram, users as users_module
-from mmlog.security.zookeeper_acls import ZooKeeperAcls
+from mmlog.cluster.zookeeper_state import ZooKeeperState
 
 log = logging.getLogger(__name__)
 
 
-class ZooKeeperConfigs:
+class ZooKeeperConfigs(ZooKeeperState):
     """Topic and broker configs, client quotas, SCRAM users and ACLs, written to ZooKeeper and applied here."""
-
-    dir: Path
-    config: BrokerConfig
-    zk: DeadlineClient
-    manager: LogManager | None
-    control: object  # the control plane, once started
-    controller: Controller
-    replicas: ReplicaManager | None
-    dynamic: DynamicConfigs
-    acls: ZooKeeperAcls
-    _user_watches: set[str]
 
     # ------------------------------------------------------------ SCRAM credentials and ACLs
 

@@ -90,12 +90,7 @@ class BrokerIdInUse(ClusterError):
 class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
     """The control plane's store in cluster mode: a `MetadataStore` (store.py), as `EmbeddedStore` is."""
 
-    cluster_id: str
     clustered = True
-    is_controller: bool
-    states: PartitionStates
-    replicas: ReplicaManager | None
-    wake: Callable[[], None]
 
     def __init__(self, config, data_dir: Path) -> None:
         self.broker_id = config["broker.id"]

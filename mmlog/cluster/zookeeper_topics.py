@@ -18,29 +18,17 @@ from mmlog.cluster import paths
 from mmlog.cluster.assignment import assign_replicas, next_partitions
 from mmlog.cluster.growth import check_growth
 from mmlog.cluster.limits import PartitionLimits, hosted_replicas
-from mmlog.cluster.partition_states import PartitionStates
 from mmlog.replication.leader_and_isr import LeaderAndIsr
-from mmlog.cluster.replicas import ReplicaManager
-from mmlog.cluster.session import DeadlineClient
 from mmlog.errors import (InvalidPartitions, KafkaError, ReassignmentInProgress, TopicAlreadyExists,
                           UnknownTopicOrPartition)
-from mmlog.ipc.cluster_view import ClusterView
 from mmlog.log.manager import LogManager
+from mmlog.cluster.zookeeper_state import ZooKeeperState
 
 log = logging.getLogger(__name__)
 
 
-class ZooKeeperTopics:
+class ZooKeeperTopics(ZooKeeperState):
     """The local topic catalogue synced with ZooKeeper's, and topics created, grown and deleted there."""
-
-    broker_id: int
-    zk: DeadlineClient
-    manager: LogManager | None
-    states: PartitionStates
-    replicas: ReplicaManager | None
-    view: ClusterView
-    control: object  # the control plane, once started
-    _topic_watches: dict[str, str]  # topic -> the topic id its growth watch serves
 
     def sync_topics(self) -> None:
         """Make the local catalogue match /brokers/topics (on the control thread, or at start-up)."""

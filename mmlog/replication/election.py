@@ -28,7 +28,7 @@ import logging
 from mmlog.errors import ElectionNotNeeded, EligibleLeadersNotAvailable, PreferredLeaderNotAvailable
 from mmlog.replication.leader_and_isr import LeaderAndIsr
 
-log = logging.getLogger("mmlog.cluster.controller")
+log = logging.getLogger(__name__)
 
 PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
 
