@@ -31,11 +31,11 @@ Everything is compact JSON in UTF-8.
 
 from __future__ import annotations
 
-import json
 import time
 from urllib.parse import quote, unquote
 
 from mmlog.replication.leader_and_isr import LeaderAndIsr
+from mmlog.system.compact_json import dump, load  # the nodes' encoding: paths.dump, paths.load
 from mmlog.security.zookeeper_acls import ACL_PATHS  # the ACL nodes are security's; the store creates them
 
 CLUSTER_ID = "/cluster/id"
@@ -55,14 +55,6 @@ CONSUMERS = "/consumers"
 
 BASE_PATHS = (BROKER_IDS, OFFLINE_REPLICAS, TOPICS, TOPIC_CONFIGS, USER_CONFIGS, CONSUMERS, BROKER_CONFIGS,
               CONFIG_CHANGES, "/config/clients", *ACL_PATHS)
-
-
-def dump(doc) -> bytes:
-    return json.dumps(doc, separators=(",", ":")).encode()
-
-
-def load(data: bytes):
-    return json.loads(data)
 
 
 def now_ms() -> int:

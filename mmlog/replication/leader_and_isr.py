@@ -7,12 +7,9 @@ each make a new one; the ZooKeeper store keeps it as the partition's state node,
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
-
-def _dump(doc) -> bytes:
-    return json.dumps(doc, separators=(",", ":")).encode()
+from mmlog.system.compact_json import dump, load
 
 
 @dataclass(frozen=True)
@@ -35,11 +32,11 @@ class LeaderAndIsr:
     zxid: int = field(default=0, compare=False)
 
     def to_json(self) -> bytes:
-        return _dump({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
+        return dump({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
                      "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
 
     @classmethod
     def parse(cls, data: bytes, version: int, zxid: int = 0) -> "LeaderAndIsr":
-        doc = json.loads(data)
+        doc = load(data)
         return cls(doc["leader"], doc["leader_epoch"], tuple(doc.get("isr", ())), doc.get("controller_epoch", 0),
                    version, zxid)

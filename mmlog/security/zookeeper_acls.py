@@ -21,7 +21,6 @@ KEEP_NOTIFICATIONS are deleted by the broker that writes one (Kafka purges by ag
 
 from __future__ import annotations
 
-import json
 import logging
 
 from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError, NotEmptyError
@@ -31,6 +30,7 @@ from mmlog.security import acl_changes
 from mmlog.errors import InvalidRequest
 from mmlog.security import acls
 from mmlog.security.acls import LITERAL, PREFIXED, RESOURCE_NAMES
+from mmlog.system.compact_json import dump, load
 
 log = logging.getLogger("mmlog.security")
 
@@ -41,9 +41,6 @@ ACL_CHANGES, ACL_EXTENDED_CHANGES = "/kafka-acl-changes", "/kafka-acl-extended-c
 ACL_CHANGE_PREFIX = "acl_changes_"
 ACL_PATHS = (ACLS, ACLS_PREFIXED, ACL_CHANGES, ACL_EXTENDED_CHANGES)
 
-
-def _dump(doc) -> bytes:
-    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def _node(resource_type: int, name: str, pattern_type: int) -> str:
@@ -71,7 +68,7 @@ class ZooKeeperAcls:
             for code, type_name in RESOURCE_NAMES.items():
                 for name in self._children(f"{base}/{type_name}"):
                     try:
-                        doc = json.loads(self.zk.get(f"{base}/{type_name}/{name}")[0])
+                        doc = load(self.zk.get(f"{base}/{type_name}/{name}")[0])
                     except NoNodeError:
                         continue
                     found.update(acls.entry_from_json(code, name, pattern, e) for e in doc.get("acls", ()))
@@ -112,12 +109,12 @@ class ZooKeeperAcls:
             try:
                 data, stat = self.zk.get(path)
                 version = stat.version
-                entries = json.loads(data).get("acls", ())
+                entries = load(data).get("acls", ())
             except NoNodeError:
                 version, entries = None, ()
             bindings = {acls.entry_from_json(resource_type, name, pattern_type, e) for e in entries}
             change(bindings)
-            doc = _dump({"version": 1, "acls": sorted((acls.entry_json(b) for b in bindings),
+            doc = dump({"version": 1, "acls": sorted((acls.entry_json(b) for b in bindings),
                                                             key=lambda e: tuple(sorted(e.items())))})
             try:
                 if version is None:
@@ -138,7 +135,7 @@ class ZooKeeperAcls:
         if pattern_type == LITERAL:
             changes, data = ACL_CHANGES, f"{type_name}:{name}".encode()
         else:
-            changes, data = ACL_EXTENDED_CHANGES, _dump(
+            changes, data = ACL_EXTENDED_CHANGES, dump(
                 {"version": 1, "resourceType": type_name, "name": name, "patternType": acls.PATTERN_NAMES[pattern_type]})
         self.zk.create(f"{changes}/{ACL_CHANGE_PREFIX}", data, sequence=True, makepath=True)
         for old in sorted(self._children(changes))[:-KEEP_NOTIFICATIONS]:
