@@ -5,6 +5,7 @@ auto-creating thousands of topics neither refuses later work nor stalls group he
 from __future__ import annotations
 
 import collections
+import functools
 import multiprocessing
 import os
 import sys
@@ -12,18 +13,15 @@ import time
 
 import pytest
 
-from mmlog.client.connection import BrokerConnection
 from mmlog.protocol.messages import create_topics, metadata
-from mmlog.testing import EmbeddedBroker
+from mmlog.testing import EmbeddedBroker, connections
 from tests.coordinator.conftest import FAST_GROUPS, RawMember
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 0, 3, 5
 INVALID_PARTITIONS, POLICY_VIOLATION, KAFKA_STORAGE_ERROR = 37, 44, 56
 
 
-def connect(broker) -> BrokerConnection:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    return BrokerConnection(host, int(port), timeout=60)
+connect = functools.partial(connections.connect, timeout=60)
 
 
 def create(conn, *topics, validate_only=False) -> dict:

@@ -9,6 +9,7 @@ LogAppendTime.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 from crc32c import crc32c
@@ -17,11 +18,10 @@ from mmlog.client.connection import BrokerConnection
 from mmlog.protocol import records as rec
 from mmlog.protocol.messages import create_topics, delete_topics, init_producer_id, write_txn_markers
 from mmlog.protocol.messages import produce as produce_api
+from mmlog.testing import connections
 
 
-def connect(broker) -> BrokerConnection:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    return BrokerConnection(host, int(port), client_id="consumer-tests")
+connect = functools.partial(connections.connect, timeout=30, client_id="consumer-tests")
 
 
 def create_topic(broker, name: str, partitions: int = 1) -> None:

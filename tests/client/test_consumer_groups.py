@@ -58,7 +58,7 @@ def produce_values(broker, topic: str, partitions: int, per_partition: int, tag:
 
 
 def wait_for(condition, timeout: float = 20.0, what: str = "condition", poll=()):
-    """tests.wait.wait_for, polling the given in-process consumers meanwhile (each wants its polls), keeping
+    """mmlog.testing.wait.wait_for, polling the given in-process consumers meanwhile (each wants its polls), keeping
     what they return in `received(consumer)`. An error a poll raises is the test's to see: it propagates."""
     def polled():
         for c in poll:

@@ -10,6 +10,7 @@ committed offsets) when it dies.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import subprocess
 import sys
@@ -19,19 +20,17 @@ import confluent_kafka
 import pytest
 
 from mmlog import Admin, Consumer, Producer
-from mmlog.client.connection import BrokerConnection
 from mmlog.protocol.messages import fetch, find_coordinator, init_producer_id, metadata, offset_commit, produce
 from mmlog.protocol import records as rec
-from mmlog.testing import BrokerFailed, EmbeddedBroker
+from mmlog.testing import BrokerFailed, EmbeddedBroker, connections
 from mmlog.testing.cluster import SESSION_MS, cluster_broker, leaders, live_brokers
 from mmlog.testing.wait import wait_for
+
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_COORDINATOR = 16
 
 
-def connect(broker) -> BrokerConnection:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    return BrokerConnection(host, int(port), client_id="cluster-tests")
+connect = functools.partial(connections.connect, timeout=30, client_id="cluster-tests")
 
 
 def node_doc(zk, path: str) -> dict:

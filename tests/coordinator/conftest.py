@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from mmlog.client.connection import BrokerConnection
 from mmlog.protocol.messages import (describe_groups, heartbeat, join_group, leave_group, list_groups, metadata,
                                      offset_commit, offset_fetch, sync_group)
-from mmlog.testing import EmbeddedBroker
+from mmlog.testing import EmbeddedBroker, connections
 
 # Fast timers: the first rebalance waits 200 ms for more members; sessions may be as short as 300 ms.
 FAST_GROUPS = {"group.initial.rebalance.delay.ms": 200, "group.min.session.timeout.ms": 300}
@@ -23,9 +24,7 @@ def broker(tmp_path_factory):
         yield b
 
 
-def connect(broker) -> BrokerConnection:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    return BrokerConnection(host, int(port), timeout=15, client_id="raw-test")
+connect = functools.partial(connections.connect, timeout=15, client_id="raw-test")
 
 
 def create_topic(broker, name: str, partitions: int = 1) -> None:

@@ -17,7 +17,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.client.records import TopicPartition
 from mmlog.errors import EligibleLeadersNotAvailable, ElectionNotNeeded, PreferredLeaderNotAvailable
-from mmlog.testing.cluster import REPLICATION, partition_state, three_brokers
+from mmlog.testing.cluster import REPLICATION, by_id, partition_state, three_brokers
 from mmlog.testing.wait import wait_for
 
 NO_REBALANCE = {**REPLICATION, "auto.leader.rebalance.enable": False}
@@ -27,10 +27,6 @@ NO_REBALANCE = {**REPLICATION, "auto.leader.rebalance.enable": False}
 def brokers(tmp_path, zk_connect):
     with three_brokers(tmp_path, zk_connect, **NO_REBALANCE) as brokers:
         yield brokers
-
-
-def by_id(brokers, node: int):
-    return next(b for b in brokers if b.broker_id == node)
 
 
 def full_isr(bootstrap: str, topic: str, n: int = 3) -> tuple:
