@@ -7,9 +7,10 @@ from mmlog.protocol.messages import fetch
 from mmlog.protocol.records import decode_records, iter_batches
 
 
-def connect(broker) -> BrokerConnection:
+def connect(broker, timeout: float = 10, client_id: str = "mmlog") -> BrokerConnection:
+    """A blocking connection to the broker's first listener, for requests a test builds itself."""
     host, port = broker.bootstrap.rsplit(":", 1)
-    return BrokerConnection(host, int(port), timeout=10)
+    return BrokerConnection(host, int(port), timeout=timeout, client_id=client_id)
 
 
 def fetch_one(conn, topic, partition, offset, version=11, max_wait_ms=0):
