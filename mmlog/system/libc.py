@@ -1,0 +1,109 @@
+"""The system calls the compiled request path makes, callable from numba code without the interpreter.
+
+Each is a C symbol of the C library, declared as a numba `ExternalFunction`: numba links the call
+by name, so the kernels that make it stay cacheable on disk (a ctypes function pointer would be an
+address baked into the code, which numba refuses to cache). Pointers cross as plain integers
+(`array.ctypes.data + offset`); `errno()` reads the calling thread's errno after a call returned -1.
+
+`view_i64`, `view_i32` and `view_u8` turn an address the processor took from a mapping it holds
+open (a partition's state page, an index) into an array inside compiled code. The address must
+outlive every call that uses it: the partition table (log/partition_table.py) forgets a partition
+before its mappings close.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+
+import llvmlite.binding as llvm
+import numpy as np
+from numba import carray, njit, types
+from numba.extending import intrinsic
+
+llvm.load_library_permanently(ctypes.util.find_library("c"))
+
+_fd, _size, _flags = types.int32, types.intp, types.int32
+recv = types.ExternalFunction("recv", types.intp(_fd, types.intp, _size, _flags))
+send = types.ExternalFunction("send", types.intp(_fd, types.intp, _size, _flags))
+write = types.ExternalFunction("write", types.intp(_fd, types.intp, _size))
+pwrite = types.ExternalFunction("pwrite64", types.intp(_fd, types.intp, _size, types.int64))
+sendfile = types.ExternalFunction("sendfile64", types.intp(_fd, _fd, types.intp, _size))
+epoll_wait = types.ExternalFunction("epoll_wait", types.int32(_fd, types.intp, types.int32, types.int32))
+flock = types.ExternalFunction("flock", types.int32(_fd, types.int32))
+clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32, types.intp))
+_errno_location = types.ExternalFunction("__errno_location", types.intp())
+
+LOCK_EX, LOCK_UN = 2, 8
+MSG_DONTWAIT, MSG_NOSIGNAL = 0x40, 0x4000
+EAGAIN, EINTR = 11, 4
+EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP = 0x001, 0x004, 0x008, 0x010
+EPOLL_EVENT_SIZE = 12  # struct epoll_event is packed on x86-64: uint32 events, uint64 data
+CLOCK_REALTIME, CLOCK_MONOTONIC = 0, 1
+
+
+def _pointer_to(item):
+    @intrinsic
+    def cast(typingctx, address):
+        sig = types.CPointer(item)(address)
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+        return sig, codegen
+    return cast
+
+
+_i64_at, _i32_at, _u8_at = _pointer_to(types.int64), _pointer_to(types.int32), _pointer_to(types.uint8)
+
+
+@njit(cache=True, nogil=True)
+def view_i64(address, n):
+    """The n int64 words at `address` as an array."""
+    return carray(_i64_at(address), (n,))
+
+
+@njit(cache=True, nogil=True)
+def view_i32(address, n):
+    return carray(_i32_at(address), (n,))
+
+
+@njit(cache=True, nogil=True)
+def view_u8(address, n):
+    return carray(_u8_at(address), (n,))
+
+
+@njit(cache=True, nogil=True)
+def errno():
+    """The calling thread's errno (after a call that returned -1)."""
+    return np.int64(_i32_at(_errno_location())[0])
+
+
+@njit(cache=True, nogil=True)
+def _clock(clock_id):
+    ts = np.empty(2, np.int64)
+    clock_gettime(clock_id, ts.ctypes.data)
+    return ts[0], ts[1]
+
+
+@njit(cache=True, nogil=True)
+def monotonic():
+    """time.monotonic(): seconds, as a float."""
+    s, ns = _clock(CLOCK_MONOTONIC)
+    return s + ns * 1e-9
+
+
+@njit(cache=True, nogil=True)
+def wall_ms():
+    """int(time.time() * 1000): wall-clock milliseconds, as the log stamps them."""
+    s, ns = _clock(CLOCK_REALTIME)
+    return s * 1000 + ns // 1_000_000
+
+
+def warm() -> None:
+    """Compile (or load) the helpers before any fork."""
+    a = np.zeros(4, np.int64)
+    view_i64(a.ctypes.data, 4)
+    view_i32(a.ctypes.data, 8)
+    view_u8(a.ctypes.data, 32)
+    errno()
+    monotonic()
+    wall_ms()
