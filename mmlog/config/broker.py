@@ -140,6 +140,9 @@ BROKER_SETTINGS: dict[str, Setting] = {
                 "process after start-up, each processor, the replica fetcher) keeps open (the least recently "
                 "used ones are closed and reopened on use); 0 sizes it from the descriptor limit and "
                 "vm.max_map_count (mmlog).", lambda v: v == 0 or v >= 8, "0 or >= 8"),
+        Setting("compiled.request.path.enable", bool, True, "Serve the common Produce requests in "
+                "numba-compiled code (epoll, recv, append, answer and send without the interpreter); false "
+                "serves every request with the Python handlers (mmlog)."),
         Setting("delete.topic.enable", bool, True, "Allow DeleteTopics."),
         Setting("zookeeper.connect", str, "", "ZooKeeper host:port[,...][/chroot]; empty runs standalone."),
         Setting("zookeeper.session.timeout.ms", int, 18000, "ZooKeeper session timeout: a broker that stops "

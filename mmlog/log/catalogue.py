@@ -50,6 +50,11 @@ class Catalogue(ManagerState):
     def catalogue_path(self) -> Path:
         return self.log_dirs[0] / CATALOGUE
 
+    @property
+    def catalogue_stamp(self):
+        """The catalogue file's stamp as last read here: it changes with every reload that found changes."""
+        return self._catalogue_stamp
+
     def reload(self) -> None:
         """Read the catalogue again if it changed (attached processes call this on a miss). The owner reads
         it once, at start: after that it is the catalogue's only writer, and its memory is ahead of the file

@@ -120,6 +120,9 @@ def traffic_families(broker, totals) -> list[Family]:
         ("mmlog_log_partition_evictions", "partition_evictions",
          "Partitions the main process and the processors closed to stay within log.max.open.partitions "
          "(each is opened again on its next use: a steady rate means descriptors or mappings are short)."),
+        ("mmlog_processor_requests_compiled", "requests_compiled",
+         "Requests the compiled request path served (compiled.request.path.enable); the rest went through "
+         "the Python handlers."),
     )])
     connections = Family("kafka_server_socketservermetrics_connection_count", "gauge",
                          "Connections open, per processor.")

@@ -21,6 +21,11 @@ def _fd(fileobj) -> int:
     return int(fileobj) if fileno is None else fileno()
 
 
+def readiness(mask: int) -> int:
+    """READ|WRITE of an epoll mask: an error or hang-up counts as both, as the selectors module has it."""
+    return (READ if mask & ~_OUT else 0) | (WRITE if mask & ~_IN else 0)
+
+
 def _epoll_mask(events: int) -> int:
     return (_IN if events & READ else 0) | (_OUT if events & WRITE else 0)
 
@@ -58,8 +63,16 @@ class Poller:
         for fd, events in self._epoll.poll(-1 if timeout is None else timeout, len(payloads) or 1):
             payload = payloads.get(fd)
             if payload is not None:
-                ready.append((payload, (READ if events & ~_OUT else 0) | (WRITE if events & ~_IN else 0)))
+                ready.append((payload, readiness(events)))
         return ready
+
+    def payload(self, fd: int):
+        """The payload registered with fd (None: not registered)."""
+        return self._payloads.get(fd)
+
+    def fileno(self) -> int:
+        """The epoll descriptor (the compiled loop waits on it too)."""
+        return self._epoll.fileno()
 
     def close(self) -> None:
         self._epoll.close()

@@ -86,6 +86,11 @@ class FrameReader:
         self._frames: deque[memoryview] = deque()
         self._error: FrameSizeError | None = None
 
+    @property
+    def empty(self) -> bool:
+        """Nothing received and not yet taken: no whole frame queued, no part of one staged."""
+        return self._start == self._end and self._body is None and not self._frames and not self._big
+
     # --- input -----------------------------------------------------------------------
 
     def get_buffer(self) -> memoryview | None:
