@@ -65,6 +65,16 @@ class SparseIndex:
             self._reserved = chunk
 
     @property
+    def reserved_entries(self) -> int:
+        """How many entries from slot 0 have disk blocks (as this process reserved them)."""
+        return min(self._reserved, self.file.nbytes) // self.entry_size
+
+    @property
+    def address(self) -> int:
+        """The mapping's address (0 if the file is empty): valid until the file is mapped again or closed."""
+        return self.file.view.ctypes.data if self.file.view.size else 0
+
+    @property
     def path(self) -> Path:
         return self.file.path
 

@@ -100,6 +100,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         to start from if the state page itself is lost.
         """
         self.directory = Path(directory)
+        self._watchers = []
         self.config = config or LogConfig()
         # A partition this open creates holds nothing anyone was told is stored, so its new files need
         # not reach the disk now (a topic creation waits on no fsync per partition for them): after a crash
@@ -371,6 +372,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         self._catch_up_producers(s)
         self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS)
         self.state.set_pending(ROLL)
+        self._mappings_changed()  # the active segment's indexes are trimmed, and it is closed
         old = self._segments[s.active_base]
         old.make_inactive(s.index_entries, s.time_entries, s.max_timestamp, s.offset_of_max_ts)
         new = Segment(self.directory, s.log_end, create=True, index_bytes=self.config.segment_index_bytes)

@@ -64,6 +64,8 @@ class SegmentDeletion(SegmentView):
 
     def _delete_segment(self, base: int) -> None:
         """Close a segment and unlink its files; open slices keep reading the unlinked files."""
+        if base == self._active_base:
+            self._mappings_changed()
         segment = self._segments.pop(base, None)
         if segment is not None:
             segment.close()

@@ -79,12 +79,21 @@ class LogRead:
     last_abort: int = -1  # the newest abort marker's offset (-1: none): fetches above it skip the index
 
 
+class _WatchedConfig:
+    """`Partition.config`: a new config tells the mapping watchers (`watch_mappings`), who cached the old
+    one. Only a setter: a read finds the instance's own attribute at full speed, as a plain one."""
+
+    def __set__(self, obj, config: LogConfig) -> None:
+        obj.__dict__["config"] = config
+        obj._mappings_changed()
+
+
 class SegmentView:
     """The segments of a partition open in this process, and its lock-free reads (a part of Partition:
     the attributes below are set by `Partition.__init__`)."""
 
     directory: Path
-    config: LogConfig
+    config: LogConfig = _WatchedConfig()  # type: ignore[assignment]
     state: PartitionState
     lock: PartitionLock
     _segments: dict[int, Segment]  # open segments: the active one, and the older one read last
@@ -92,6 +101,22 @@ class SegmentView:
     _generation: int
     _active_base: int
     _preallocated: tuple | None
+    _watchers: list  # told before this process's mappings of the partition close or move
+
+    def watch_mappings(self, watcher) -> None:
+        """Call watcher(partition) once, before any mapping or descriptor of the active segment or the state
+        page this object holds closes or moves (a roll, a listing after another process's change, a
+        repair, closing, deleting), or the config changes: whoever keeps their addresses (the compiled
+        append's partition table, log/partition_table.py) forgets them then. Watching again re-arms it."""
+        if watcher not in self._watchers:
+            self._watchers.append(watcher)
+
+    def _mappings_changed(self) -> None:
+        watchers = self.__dict__.get("_watchers")
+        if watchers:
+            self._watchers = []
+            for watcher in watchers:
+                watcher(self)
 
     def snapshot(self) -> Snapshot:
         """The current state, with this process's segment list brought up to date."""
@@ -127,6 +152,7 @@ class SegmentView:
     def _sync(self, snap: Snapshot) -> None:
         """List the segments again after another process changed them (new generation); the active one
         is opened now, older ones when they are read."""
+        self._mappings_changed()
         bases = segment_bases(self.directory)
         bases = [b for b in bases if b <= snap.active_base]
         for base, segment in list(self._segments.items()):
@@ -195,6 +221,7 @@ class SegmentView:
         raise TornState(f"{self.directory}: segments keep going under the reader")
 
     def _close_segments(self) -> None:
+        self._mappings_changed()
         for seg in self._segments.values():
             seg.close()
         self._segments.clear()
@@ -216,6 +243,7 @@ class SegmentView:
                 self._sync(snap)
             sized = (snap.generation, snap.active_base, self.config.segment_index_bytes)
             if self._preallocated != sized:
+                self._mappings_changed()  # the indexes may be mapped again
                 # Once per active segment: the indexes' full size (every change to the segment
                 # set, a roll or a truncation, bumps the generation and asks again).
                 self._segment(snap.active_base).preallocate(sized[2])

@@ -5,10 +5,10 @@ by name, so the kernels that make it stay cacheable on disk (a ctypes function p
 address baked into the code, which numba refuses to cache). Pointers cross as plain integers
 (`array.ctypes.data + offset`); `errno()` reads the calling thread's errno after a call returned -1.
 
-`view_i64`, `view_i32` and `view_u8` turn an address the processor took from a mapping it holds
-open (a partition's state page, an index) into an array inside compiled code. The address must
-outlive every call that uses it: the partition table (log/partition_table.py) forgets a partition
-before its mappings close.
+`fence()` orders memory stores (seqlock writers). `view_i64`, `view_i32` and `view_u8` turn an
+address the processor took from a mapping it holds open (a partition's state page, an index) into
+an array inside compiled code. The address must outlive every call that uses it: the partition
+table (log/partition_table.py) forgets a partition before its mappings close.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ recv = types.ExternalFunction("recv", types.intp(_fd, types.intp, _size, _flags)
 send = types.ExternalFunction("send", types.intp(_fd, types.intp, _size, _flags))
 write = types.ExternalFunction("write", types.intp(_fd, types.intp, _size))
 pwrite = types.ExternalFunction("pwrite64", types.intp(_fd, types.intp, _size, types.int64))
+# pwritev(fd, iov, iovcnt, offset): iov is the address of iovcnt (base address, length) int64 pairs
+pwritev = types.ExternalFunction("pwritev64", types.intp(_fd, types.intp, types.int32, types.int64))
 sendfile = types.ExternalFunction("sendfile64", types.intp(_fd, _fd, types.intp, _size))
 epoll_wait = types.ExternalFunction("epoll_wait", types.int32(_fd, types.intp, types.int32, types.int32))
 flock = types.ExternalFunction("flock", types.int32(_fd, types.int32))
@@ -37,6 +39,7 @@ LOCK_EX, LOCK_UN = 2, 8
 MSG_DONTWAIT, MSG_NOSIGNAL = 0x40, 0x4000
 EAGAIN, EINTR = 11, 4
 EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP = 0x001, 0x004, 0x008, 0x010
+IOV_MAX = 1024
 EPOLL_EVENT_SIZE = 12  # struct epoll_event is packed on x86-64: uint32 events, uint64 data
 CLOCK_REALTIME, CLOCK_MONOTONIC = 0, 1
 
@@ -53,6 +56,18 @@ def _pointer_to(item):
 
 
 _i64_at, _i32_at, _u8_at = _pointer_to(types.int64), _pointer_to(types.int32), _pointer_to(types.uint8)
+
+
+@intrinsic
+def fence(typingctx):
+    """A full memory fence, and so a compiler barrier: no load or store moves across it, and none before
+    it is dropped as overwritten after it. A seqlock writer in compiled code needs one between the odd
+    sequence store and the slots, and between the slots and the even one, or the compiler may drop the
+    odd store (a later store to the same slot, no load between) or move the slots past it."""
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+    return types.void(), codegen
 
 
 @njit(cache=True, nogil=True)

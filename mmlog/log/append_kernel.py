@@ -1,0 +1,330 @@
+"""The append of plain batches to a partition in compiled code: what `Partition.append_many` does, without
+the interpreter, for the cases it covers; FALLBACK, having changed nothing, for every other.
+
+`append(rows, row, buf, spans, n, now_ms, acks, out)` appends the records fields buf[start:start+length]
+(spans[i] = (start, length), i < n: the produces of one connection for one partition, in order) to the
+partition of `rows[row]` (partition_table.py), as `append_many` would: offsets assigned in place in buf
+(and the leader epoch, when this broker leads), the index entries by the same interval rule, one write
+at the log end (pwrite of the span, or of the group when its spans are adjacent in buf, else pwritev),
+then the same seqlocked state stores, so the files end byte-identical to the Python path's. It returns
+OK with out[i] = (base offset, last offset, log start offset) (and batches, records when out has 5
+columns), or FALLBACK: then the Python path handles the same bytes as today.
+
+Covered: magic-2 batches with valid lengths and CRC-32C, uncompressed, producer id -1, neither
+transactional nor control, within max.message.bytes and segment.bytes, on a partition that serves
+clients, is not compacted, keeps plain batches (compression.type producer or uncompressed), needs no roll
+(`_should_roll`'s rule) and no flush (flush.messages, flush.ms), has no transaction open or unreplicated,
+with acks 0 or 1, or -1 where the ISR is this broker alone and min.insync.replicas <= 1. A group
+(n > 1) into an empty active segment falls back (the Python path appends it one buffer at a time).
+
+Every check reads only buf, the row and the state page; the state page under the partition's flock
+(the lock fd of the row), where a torn state, a deleted partition, or a generation or active base other
+than the row's falls back before any index is touched (the row's index addresses are valid only for
+them; another process's roll or truncation changes the generation). The first store is PENDING_OP.
+
+Crash points and failures are an append's (partition.py): a write that fails or is short sets
+PENDING_OP back to idle and falls back with nothing published (the offsets in buf and index entries past
+the count are ignored and overwritten by the Python path's retry, which meets the error itself).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mmlog.log import kernels
+from mmlog.log import partition_table as t
+from mmlog.log.kernels import CRC_TABLES, crc32c
+from mmlog.log.state import (
+    ACTIVE_BASE, ACTIVE_SIZE, DELETED, FIRST_UNDECIDED, FLUSHED_AT_MS, GENERATION, HIGH_WATERMARK, INDEX_ENTRIES,
+    LAST_ABORT, LEADER_EPOCH, LOG_END, LOG_START, MAX_TIMESTAMP, N_ISR, N_REPLICAS, OFFSET_OF_MAX_TS, PENDING_OP,
+    ROLE, ROLLED_AT_MS, SEQ, SINCE_INDEX, STATE_SIZE, TIME_ENTRIES, UNFLUSHED, UNREPLICATED, FIRST_UNSTABLE,
+)
+from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32
+from mmlog.system import libc
+from mmlog.system.libc import EINTR, IOV_MAX, LOCK_EX, LOCK_UN
+
+OK, FALLBACK = 0, 1
+
+# Why a call fell back (kept in the row's FALLBACK_REASON).
+(NONE, NOT_IN_TABLE, BAD_SPANS, CORRUPT, NOT_PLAIN, TOO_LARGE, ACKS, LOCK_FAILED, TORN, DELETED_LOG, STALE_ROW,
+ NOT_SERVING, ISR, TRANSACTIONS, ROLL_DUE, FLUSH_DUE, INDEX_BLOCKS, WRITE_FAILED, GROUP_INTO_EMPTY) = range(19)
+REASONS = ("", "not in the table", "bad spans", "corrupt batch", "not a plain batch", "too large", "acks",
+           "flock failed", "torn state", "deleted", "stale row", "not serving clients", "ISR",
+           "transactions", "roll due", "flush due", "index blocks", "write failed", "group into an empty segment")
+
+_SLOTS = STATE_SIZE // 8
+_APPEND, _IDLE, _LEADER = 1, 0, 1
+_INT32_MAX = 2**31 - 1
+_MIN_LENGTH = 49  # batchLength of a header without records
+_NO_PRODUCER = -1
+_TXN_OR_CONTROL = 0x30
+_COMPRESSION = 0x07
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_be_i64(b, p, value):
+    u = np.uint64(value)
+    for i in range(8):
+        b[p + 7 - i] = np.uint8(u & np.uint64(0xFF))
+        u >>= np.uint64(8)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_be_i32(b, p, value):
+    u = np.uint32(value & 0xFFFFFFFF)
+    for i in range(4):
+        b[p + 3 - i] = np.uint8(u & np.uint32(0xFF))
+        u >>= np.uint32(8)
+
+
+@njit(cache=True, nogil=True)
+def check_span(buf, start, length, max_message_bytes, segment_bytes):
+    """What `_validate`, `check_client_batches` and the producer-id test decide about one records field,
+    for the batches the kernel covers: (reason, batches, offsets taken, records); reason NONE if covered."""
+    if length <= 0 or start < 0 or start + length > buf.shape[0]:
+        return BAD_SPANS if length != 0 else CORRUPT, 0, 0, 0
+    p = start
+    end = start + length
+    batches = offsets = records = 0
+    while p < end:
+        if end - p < 12:
+            return CORRUPT, 0, 0, 0
+        batch_length = be_i32(buf, p + 8)
+        if batch_length < _MIN_LENGTH or batch_length + 12 > end - p:
+            return CORRUPT, 0, 0, 0
+        size = batch_length + 12
+        if buf[p + 16] != 2:
+            return CORRUPT, 0, 0, 0
+        if crc32c(buf, p + 21, p + size, CRC_TABLES) != be_u32(buf, p + 17):
+            return CORRUPT, 0, 0, 0
+        last_delta = be_i32(buf, p + 23)
+        count = be_i32(buf, p + 57)
+        if last_delta < 0 or count < 0:
+            return CORRUPT, 0, 0, 0
+        attributes = buf[p + 22]  # the low byte: compression, timestamp type, transactional, control
+        if attributes & _COMPRESSION or attributes & _TXN_OR_CONTROL or be_i64(buf, p + 43) != _NO_PRODUCER:
+            return NOT_PLAIN, 0, 0, 0
+        if count != last_delta + 1:
+            return CORRUPT, 0, 0, 0
+        if size > max_message_bytes:
+            return TOO_LARGE, 0, 0, 0
+        batches += 1
+        offsets += last_delta + 1
+        records += count
+        p += size
+    if length > segment_bytes:
+        return TOO_LARGE, 0, 0, 0
+    return NONE, batches, offsets, records
+
+
+@njit(cache=True, nogil=True)
+def append(rows, row, buf, spans, n, now_ms, acks, out):
+    """Append the n records fields of spans to the partition of rows[row]: OK (out filled) or FALLBACK."""
+    if row < 0 or row >= rows.shape[0] or rows[row, t.IN_USE] == 0:
+        return FALLBACK
+    r = rows[row]
+    reason = _append(r, buf, spans, n, now_ms, acks, out)
+    r[t.FALLBACK_REASON] = reason
+    if reason != NONE:
+        r[t.FALLBACKS] += 1
+        if reason == STALE_ROW or reason == INDEX_BLOCKS:
+            r[t.STALE] = 1
+        return FALLBACK
+    r[t.APPENDS] += 1
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def _append(r, buf, spans, n, now_ms, acks, out):
+    if n < 1 or n > IOV_MAX or spans.shape[0] < n or out.shape[0] < n:
+        return BAD_SPANS
+    if acks != 0 and acks != 1 and not (acks == -1 and r[t.MIN_INSYNC_REPLICAS] <= 1):
+        return ACKS
+    if r[t.COMPACT] != 0 or r[t.PLAIN_BATCHES] == 0:
+        return NOT_PLAIN
+    nbytes = nbatches = noffsets = nrecords = 0
+    for i in range(n):
+        reason, batches, offsets, records = check_span(buf, spans[i, 0], spans[i, 1], r[t.MAX_MESSAGE_BYTES],
+                                                       r[t.SEGMENT_BYTES])
+        if reason != NONE:
+            return reason
+        nbytes += spans[i, 1]
+        nbatches += batches
+        noffsets += offsets
+        nrecords += records
+    fd = np.int32(r[t.LOCK_FD])
+    while libc.flock(fd, LOCK_EX) != 0:
+        if libc.errno() != EINTR:
+            return LOCK_FAILED
+    reason = _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffsets, nrecords)
+    libc.flock(fd, LOCK_UN)
+    return reason
+
+
+@njit(cache=True, nogil=True)
+def _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffsets, nrecords):
+    """`_begin_write`'s checks, `_should_roll`, the flush rule, then `_write_locked` (caller holds the flock)."""
+    page = libc.view_i64(r[t.STATE_ADDR], _SLOTS)
+    if page[SEQ] & 1 or page[PENDING_OP] != 0:
+        return TORN  # a writer died mid-update: the Python path repairs
+    if page[DELETED] != 0:
+        return DELETED_LOG
+    if page[GENERATION] != r[t.GENERATION] or page[ACTIVE_BASE] != r[t.ACTIVE_BASE]:
+        return STALE_ROW  # before any index access: the row's index addresses may be gone
+    role = page[ROLE]
+    if not (role == _LEADER or (role == 0 and page[N_REPLICAS] == 0)):
+        return NOT_SERVING
+    if acks == -1 and page[N_ISR] != 1:
+        return ISR  # NOT_ENOUGH_REPLICAS, or an answer that waits for followers
+    if page[FIRST_UNDECIDED] >= 0 or page[UNREPLICATED] != 0:
+        return TRANSACTIONS
+    active_base = r[t.ACTIVE_BASE]
+    log_end = page[LOG_END]
+    active_size = page[ACTIVE_SIZE]
+    idx_n = page[INDEX_ENTRIES]
+    time_n = page[TIME_ENTRIES]
+    rolled_at = page[ROLLED_AT_MS]
+    index_capacity = r[t.OFFSET_INDEX_CAPACITY]
+    time_capacity = r[t.TIME_INDEX_CAPACITY]
+    if active_size == 0:
+        if n > 1:
+            return GROUP_INTO_EMPTY
+    elif (active_size + nbytes > r[t.SEGMENT_BYTES] or now_ms - rolled_at >= r[t.SEGMENT_MS]
+          or idx_n + nbatches >= index_capacity or time_n + nbatches >= time_capacity - 1
+          or log_end + noffsets - 1 - active_base > _INT32_MAX):
+        return ROLL_DUE
+    # `_append_locked` reserves blocks for idx_n + nbatches + 1 and time_n + nbatches + 2 entries first
+    if (idx_n + nbatches + 1 > min(index_capacity, r[t.OFFSET_INDEX_RESERVED])
+            or time_n + nbatches + 2 > min(time_capacity, r[t.TIME_INDEX_RESERVED])):
+        return INDEX_BLOCKS
+    unflushed = page[UNFLUSHED]
+    oldest_unflushed = page[FLUSHED_AT_MS] if unflushed else now_ms
+    if unflushed + nrecords >= r[t.FLUSH_MESSAGES] or now_ms - oldest_unflushed >= r[t.FLUSH_MS]:
+        return FLUSH_DUE
+
+    # ---- `_write_locked`: from here on the files change
+    page[PENDING_OP] = _APPEND
+    stamp = role == _LEADER
+    epoch = page[LEADER_EPOCH]
+    log_start = page[LOG_START]
+    offset_index = libc.view_i32(r[t.OFFSET_INDEX_ADDR], 2 * index_capacity)
+    time_index = libc.view_i64(r[t.TIME_INDEX_ADDR], 2 * time_capacity)
+    interval = r[t.INDEX_INTERVAL_BYTES]
+    since = page[SINCE_INDEX]
+    max_ts = page[MAX_TIMESTAMP]
+    off_max = page[OFFSET_OF_MAX_TS]
+    last_time_ts = np.int64(-1)
+    last_time_known = False
+    next_offset = log_end
+    at = active_size
+    for i in range(n):
+        first = next_offset
+        p = spans[i, 0]
+        end = p + spans[i, 1]
+        batches = records = 0
+        while p < end:
+            size = be_i32(buf, p + 8) + 12
+            _put_be_i64(buf, p, next_offset)
+            if stamp:
+                _put_be_i32(buf, p + 12, epoch)
+            last = next_offset + be_i32(buf, p + 23)
+            batch_max_ts = be_i64(buf, p + 35)
+            if batch_max_ts > max_ts:
+                max_ts = batch_max_ts
+                off_max = last
+            if since >= interval and at > 0:
+                offset_index[2 * idx_n] = np.int32(next_offset - active_base)
+                offset_index[2 * idx_n + 1] = np.int32(at)
+                idx_n += 1
+                if not last_time_known:
+                    last_time_ts = time_index[2 * (time_n - 1)] if time_n > 0 else np.int64(-1)
+                    last_time_known = True
+                if max_ts > last_time_ts:
+                    time_index[2 * time_n] = max_ts
+                    time_index[2 * time_n + 1] = off_max - active_base
+                    last_time_ts = max_ts
+                    time_n += 1
+                since = 0
+            since += size
+            at += size
+            batches += 1
+            records += be_i32(buf, p + 57)
+            next_offset = last + 1
+            p += size
+        out[i, 0] = first
+        out[i, 1] = next_offset - 1
+        out[i, 2] = log_start
+        if out.shape[1] >= 5:
+            out[i, 3] = batches
+            out[i, 4] = records
+    if not _write(np.int32(r[t.LOG_FD]), buf, spans, n, active_size, nbytes):
+        page[PENDING_OP] = _IDLE
+        return WRITE_FAILED
+
+    if not unflushed:  # `state.update(flushed_at_ms=now)`: its own seqlocked store
+        seq = page[SEQ]
+        page[SEQ] = (seq + 1) | 1
+        libc.fence()
+        page[FLUSHED_AT_MS] = now_ms
+        libc.fence()
+        page[SEQ] = (seq + 2) & ~1
+    if role == _LEADER and page[N_ISR] > 1:
+        high_watermark = page[HIGH_WATERMARK]  # followers' fetches move it
+    else:
+        high_watermark = next_offset
+    # `publish_append` with no transaction near: slots LOG_END..LAST_ABORT, PENDING_OP back to idle
+    seq = page[SEQ]
+    page[SEQ] = (seq + 1) | 1
+    libc.fence()
+    page[LOG_END] = next_offset
+    page[HIGH_WATERMARK] = high_watermark
+    page[ACTIVE_SIZE] = at
+    page[INDEX_ENTRIES] = idx_n
+    page[TIME_ENTRIES] = time_n
+    page[MAX_TIMESTAMP] = max_ts
+    page[OFFSET_OF_MAX_TS] = off_max
+    page[SINCE_INDEX] = since
+    page[ROLLED_AT_MS] = rolled_at if active_size else now_ms
+    page[UNFLUSHED] = unflushed + nrecords
+    page[PENDING_OP] = _IDLE
+    page[FIRST_UNSTABLE] = -1
+    # FIRST_UNDECIDED (-1) and LAST_ABORT are stored unchanged by publish_append
+    libc.fence()
+    page[SEQ] = (seq + 2) & ~1
+    return NONE
+
+
+@njit(cache=True, nogil=True)
+def _write(fd, buf, spans, n, position, nbytes):
+    """All nbytes at position: one pwrite when the spans lie back to back in buf, else one pwritev.
+    False for a failed or short write."""
+    adjacent = True
+    for i in range(1, n):
+        if spans[i, 0] != spans[i - 1, 0] + spans[i - 1, 1]:
+            adjacent = False
+            break
+    base = np.int64(buf.ctypes.data)  # an address is uintp: int64 arithmetic with the offsets
+    while True:
+        if adjacent:
+            written = libc.pwrite(fd, base + spans[0, 0], nbytes, position)
+        else:
+            iov = np.empty(2 * n, dtype=np.int64)
+            for i in range(n):
+                iov[2 * i] = base + spans[i, 0]
+                iov[2 * i + 1] = spans[i, 1]
+            written = libc.pwritev(fd, iov.ctypes.data, np.int32(n), position)
+        if written >= 0 or libc.errno() != EINTR:
+            return written == nbytes
+
+
+def warm() -> None:
+    """Compile (or load) the kernel and the table's lookup before any fork."""
+    kernels.warm()
+    libc.warm()
+    rows = np.zeros((1, t.ROW_FIELDS), dtype=np.int64)
+    buf = np.zeros(64, dtype=np.uint8)
+    append(rows, 0, buf, np.zeros((1, 2), dtype=np.int64), 1, 0, 1, np.zeros((1, 3), dtype=np.int64))
+    check_span(buf, 0, 64, 1 << 20, 1 << 30)
+    t.lookup(np.full(8, t.EMPTY, dtype=np.int64), rows, buf, buf, 0, 1, 0)
+    t.key_hash(buf, 0, 1, 0)

@@ -1,0 +1,255 @@
+"""The partitions a processor's compiled append (append_kernel.py) may write to: numpy arrays only.
+
+Compiled code finds a partition by (topic name bytes, partition) with `lookup`, an open-addressing
+hash index (linear probing; `slots` holds row numbers, EMPTY or GONE), the names kept in a byte
+arena (`names`). Each row of `rows` (int64, ROW_FIELDS wide) holds what the kernel needs of one
+open `Partition` of this process, taken by `fill` under the partition lock: the addresses of the
+state page and of the active segment's two index mappings, the lock and log descriptors, the
+generation and active base they belong to, the index entries whose disk blocks are reserved, and
+the config the append reads.
+
+Lifetime. A row's addresses and descriptors are the Partition object's: the table forgets the row
+before they close or move. `fill` subscribes to the Partition (`watch_mappings`), which calls back
+before a roll, a repair, a truncation, a listing after another process's change, closing or
+deleting (so every way a LogManager lets go of a partition: eviction, deletion, reassignment, an
+offline log dir, shutdown), and when its config is replaced. What another process does (a roll,
+retention, truncation) bumps the generation in the state page, which the kernel compares with the
+row's before it touches an index; it then falls back and marks the row STALE, as it does when the
+index blocks reserved here run out: `ensure` fills such a row again.
+
+The arrays are replaced when the table grows (`version` counts that): compiled code takes
+`arrays()` anew after any call of `fill` or `ensure`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mmlog.log.index import RESERVE_CHUNK
+from mmlog.protocol import compression
+
+EMPTY, GONE = -1, -2  # slots: never used (a probe stops), forgotten (a probe goes on)
+
+(IN_USE, HASH, PARTITION, NAME_START, NAME_LEN, STATE_ADDR, LOCK_FD, LOG_FD, GENERATION, ACTIVE_BASE,
+ OFFSET_INDEX_ADDR, OFFSET_INDEX_CAPACITY, OFFSET_INDEX_RESERVED, TIME_INDEX_ADDR, TIME_INDEX_CAPACITY,
+ TIME_INDEX_RESERVED, SEGMENT_BYTES, SEGMENT_MS, MAX_MESSAGE_BYTES, INDEX_INTERVAL_BYTES, FLUSH_MESSAGES,
+ FLUSH_MS, MIN_INSYNC_REPLICAS, PLAIN_BATCHES, COMPACT, STALE, FALLBACK_REASON, APPENDS,
+ FALLBACKS) = range(29)
+ROW_FIELDS = 32
+# PLAIN_BATCHES: compression.type keeps uncompressed batches as they are (producer, uncompressed).
+# STALE: the kernel met a state the row no longer describes (another generation, index blocks used up).
+# FALLBACK_REASON: why the last call fell back (append_kernel.REASONS); APPENDS, FALLBACKS: counts.
+
+
+@njit(cache=True, nogil=True)
+def key_hash(data, start, length, partition):
+    """FNV-1a of the name bytes data[start:start+length], then the partition mixed in; non-negative."""
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(length):
+        h = (h ^ np.uint64(data[start + i])) * np.uint64(0x100000001B3)
+    h = (h ^ np.uint64(partition & 0xFFFFFFFF)) * np.uint64(0x9E3779B97F4A7C15)
+    h ^= h >> np.uint64(29)
+    return np.int64(h >> np.uint64(1))
+
+
+@njit(cache=True, nogil=True)
+def lookup(slots, rows, names, buf, name_start, name_len, partition):
+    """The row of (buf[name_start:name_start+name_len], partition), or -1."""
+    mask = slots.shape[0] - 1
+    h = key_hash(buf, name_start, name_len, partition)
+    i = h & mask
+    for _ in range(slots.shape[0]):
+        r = slots[i]
+        if r == EMPTY:
+            return -1
+        if r >= 0 and rows[r, HASH] == h and rows[r, PARTITION] == partition and rows[r, NAME_LEN] == name_len:
+            at = rows[r, NAME_START]
+            same = True
+            for k in range(name_len):
+                if names[at + k] != buf[name_start + k]:
+                    same = False
+                    break
+            if same:
+                return r
+        i = (i + 1) & mask
+    return -1
+
+
+def plain_batches_kept(compression_type: str) -> bool:
+    """Whether compression.type appends an uncompressed batch as it came (compressed.prepare)."""
+    if compression_type == "producer":
+        return True
+    try:
+        return compression.codec_of(compression_type) == 0
+    except ValueError:
+        return False
+
+
+class PartitionTable:
+    """A processor's table of the partitions its compiled append may write to (one thread uses it)."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        capacity = max(4, capacity)
+        self.rows = np.zeros((capacity, ROW_FIELDS), dtype=np.int64)
+        self.slots = np.full(_slot_count(capacity), EMPTY, dtype=np.int64)
+        self.names = np.zeros(capacity * 32, dtype=np.uint8)
+        self.version = 0  # bumped whenever the arrays are replaced
+        self._names_used = 0
+        self._row_of: dict[tuple[str, int], int] = {}
+        self._key_of: dict[int, tuple[str, int]] = {}
+        self._part_of: dict[int, object] = {}  # row -> the Partition whose mappings it holds
+        self._free = list(range(capacity - 1, -1, -1))
+        self._gone = 0  # GONE slots
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(slots, rows, names): what `lookup` and the kernel take."""
+        return self.slots, self.rows, self.names
+
+    def __len__(self) -> int:
+        return len(self._row_of)
+
+    def row_of(self, topic: str, partition: int) -> int:
+        return self._row_of.get((topic, partition), -1)
+
+    def stale(self, row: int) -> bool:
+        return bool(self.rows[row, STALE])
+
+    def ensure(self, topic: str, partition: int, part) -> int:
+        """The partition's row, filled first if it has none, a stale one, or one of another Partition object."""
+        row = self._row_of.get((topic, partition))
+        if row is not None and not self.rows[row, STALE] and self._part_of[row] is part:
+            return row
+        return self.fill(topic, partition, part)
+
+    def fill(self, topic: str, partition: int, part) -> int:
+        """(Re)fill the row of an open Partition, prepared for writing as `_begin_write` prepares it (repaired,
+        segments listed, indexes preallocated), with the index blocks reserved a chunk ahead. Returns the row.
+        Raises what taking the partition for writing raises (deleted, a storage error); the row is gone then."""
+        key = (topic, partition)
+        self.forget(topic, partition)
+        snap = part._begin_write()  # may call back _unmapped: nothing of this partition is in the table now
+        try:
+            active = part._segments[snap.active_base]
+            oi, ti = active.offset_index, active.time_index
+            # A chunk of index blocks ahead, so the kernel seldom falls back to reserve more.
+            oi.reserve(snap.index_entries + RESERVE_CHUNK // oi.entry_size)
+            ti.reserve(snap.time_entries + RESERVE_CHUNK // ti.entry_size)
+            config = part.config
+            values = {
+                STATE_ADDR: part.state._slots.ctypes.data, LOCK_FD: part.lock._fd,
+                LOG_FD: active.file.fileno(), GENERATION: snap.generation, ACTIVE_BASE: snap.active_base,
+                OFFSET_INDEX_ADDR: oi.address, OFFSET_INDEX_CAPACITY: oi.capacity,
+                OFFSET_INDEX_RESERVED: oi.reserved_entries, TIME_INDEX_ADDR: ti.address,
+                TIME_INDEX_CAPACITY: ti.capacity, TIME_INDEX_RESERVED: ti.reserved_entries,
+                SEGMENT_BYTES: config.segment_bytes, SEGMENT_MS: config.segment_ms,
+                MAX_MESSAGE_BYTES: config.max_message_bytes, INDEX_INTERVAL_BYTES: config.index_interval_bytes,
+                FLUSH_MESSAGES: min(config.flush_messages, 2**63 - 1), FLUSH_MS: min(config.flush_ms, 2**63 - 1),
+                MIN_INSYNC_REPLICAS: config.min_insync_replicas,
+                PLAIN_BATCHES: plain_batches_kept(config.compression_type), COMPACT: config.compact,
+            }
+        finally:
+            part.lock.release()
+        row = self._add(key)
+        r = self.rows[row]
+        for field, value in values.items():
+            r[field] = value
+        self._part_of[row] = part
+        part.watch_mappings(self._unmapped)
+        return row
+
+    def forget(self, topic: str, partition: int) -> None:
+        """Drop the partition's row (a no-op if it has none)."""
+        row = self._row_of.pop((topic, partition), None)
+        if row is None:
+            return
+        del self._key_of[row]
+        del self._part_of[row]
+        h = self.rows[row, HASH]
+        mask = self.slots.shape[0] - 1
+        i = h & mask
+        while self.slots[i] != row:
+            i = (i + 1) & mask
+        self.slots[i] = GONE
+        self._gone += 1
+        self.rows[row] = 0
+        self._free.append(row)
+
+    def clear(self) -> None:
+        for topic, partition in list(self._row_of):
+            self.forget(topic, partition)
+
+    def _unmapped(self, part) -> None:
+        """A Partition's watcher: its mappings are about to close or move, or its config changed."""
+        for row in [row for row, p in self._part_of.items() if p is part]:
+            self.forget(*self._key_of[row])
+
+    def _add(self, key: tuple[str, int]) -> int:
+        name = key[0].encode()
+        if not self._free:
+            self._grow_rows()
+        if self._names_used + len(name) > self.names.shape[0]:
+            self._compact_names(len(name))
+        if 2 * (len(self._row_of) + 1 + self._gone) > self.slots.shape[0]:
+            self._rehash(self.slots.shape[0] * (2 if 4 * (len(self._row_of) + 1) > self.slots.shape[0] else 1))
+        row = self._free.pop()
+        start = self._names_used
+        self.names[start:start + len(name)] = np.frombuffer(name, dtype=np.uint8)
+        self._names_used += len(name)
+        r = self.rows[row]
+        r[:] = 0
+        r[IN_USE] = 1
+        r[HASH] = key_hash(self.names, start, len(name), key[1])
+        r[PARTITION] = key[1]
+        r[NAME_START] = start
+        r[NAME_LEN] = len(name)
+        self._place(row)
+        self._row_of[key] = row
+        self._key_of[row] = key
+        return row
+
+    def _place(self, row: int) -> None:
+        mask = self.slots.shape[0] - 1
+        i = self.rows[row, HASH] & mask
+        while self.slots[i] >= 0:
+            i = (i + 1) & mask
+        if self.slots[i] == GONE:
+            self._gone -= 1
+        self.slots[i] = row
+
+    def _rehash(self, size: int) -> None:
+        self.slots = np.full(size, EMPTY, dtype=np.int64)
+        self._gone = 0
+        for row in self._key_of:
+            self._place(row)
+        self.version += 1
+
+    def _grow_rows(self) -> None:
+        old = self.rows.shape[0]
+        self.rows = np.concatenate([self.rows, np.zeros((old, ROW_FIELDS), dtype=np.int64)])
+        self._free.extend(range(2 * old - 1, old - 1, -1))
+        self._rehash(_slot_count(2 * old))
+
+    def _compact_names(self, more: int) -> None:
+        """Keep only the live names (forgotten ones leave holes), in a larger arena if they need it."""
+        live = {row: bytes(self.names[self.rows[row, NAME_START]:self.rows[row, NAME_START] + self.rows[row, NAME_LEN]])
+                for row in self._key_of}
+        size = self.names.shape[0]
+        while sum(map(len, live.values())) + more > size // 2:
+            size *= 2
+        self.names = np.zeros(size, dtype=np.uint8)
+        at = 0
+        for row, name in live.items():
+            self.names[at:at + len(name)] = np.frombuffer(name, dtype=np.uint8)
+            self.rows[row, NAME_START] = at
+            at += len(name)
+        self._names_used = at
+        self.version += 1
+
+
+def _slot_count(capacity: int) -> int:
+    """A power of two at least four times the rows (probes stay short at a load of 1/4 to 1/2)."""
+    n = 8
+    while n < 4 * capacity:
+        n *= 2
+    return n
