@@ -2,8 +2,12 @@
 
     python tools/bench_request.py [--requests N] [--records M] [--processors P] [--rounds R] [--no-page]
 
-One broker (EmbeddedBroker, loopback, P processors), a one-partition topic per row, 200-byte
-records, acks=1. For every row the broker's CPU (utime+stime of the main process and its
+Two brokers (EmbeddedBroker, loopback, P processors each): one with the compiled request path
+(the default) and one with `compiled.request.path.enable=false` (the Python handlers, its
+reference), rows taking turns between them; a one-partition topic per row, 200-byte
+records, acks=1. Beside them, when `redis-server` is installed, Redis Streams with its
+append-only file: XADD, each awaited before the next, on one raw socket (the server's CPU
+per request is the figure to beat). For every row the broker's CPU (utime+stime of the main process and its
 processors, from /proc, read when the client starts and when it ends) is divided by the
 requests and by the records it served: on a shared machine that moves far less than the
 throughput beside it.
@@ -159,6 +163,40 @@ def floor_server(port_out, data_dir: str, topic: str) -> None:
         conn.close()
 
 
+def redis_awaited(bootstrap: str, key: str, messages: int, ready, go) -> dict:
+    """Client process: XADD of one 200-byte field, each reply read before the next command (raw RESP)."""
+    from tools.bench.resp import encode_command
+
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    command = encode_command("XADD", key, "*", "v", payload())
+    buf = bytearray(256)
+
+    def one() -> None:
+        sock.sendall(command)
+        n = sock.recv_into(buf)  # one reply, `$<n>\r\n<id>\r\n`, arrives in one piece on loopback
+        if buf[0] != ord("$") or buf[n - 2:n] != b"\r\n":
+            raise RuntimeError(f"XADD failed: {bytes(buf[:n])!r}")
+
+    for _ in range(WARM):
+        one()
+    ready.set()
+    go.wait()
+    meter, cpu = Meter(), time.process_time()
+    for i in range(messages):
+        one()
+        if i % 1000 == 999:
+            meter.tick(i + 1)
+    sock.close()
+    return {**meter.result(messages), "cpu": time.process_time() - cpu}
+
+
+def redis_row(server, requests: int) -> Row:
+    return _timed(f"127.0.0.1:{server.port}", server.pids(), "Redis Streams XADD, awaited", "bench", requests,
+                  requests, redis_awaited)
+
+
 def floor_row(requests: int) -> Row:
     """The awaited row against `floor_server`, started and stopped here."""
     import os
@@ -196,19 +234,37 @@ def _timed(bootstrap: str, pids: list, name: str, topic: str, records: int, requ
     return Row(name, records, requests, result["seconds"], cpu_seconds(pids) - before, result["cpu"])
 
 
+PATHS = (("compiled", "true"), ("Python", "false"))  # (row suffix, compiled.request.path.enable)
+
+
 def broker_rows(args) -> list[Row]:
+    import contextlib
+    import shutil
+
     from mmlog.testing import EmbeddedBroker
+    from tools.bench.servers import RedisServer
 
     rows = []
-    with tempfile.TemporaryDirectory() as data, EmbeddedBroker(data, processors=args.processors) as broker:
+    with contextlib.ExitStack() as stack:
+        data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        brokers = [(suffix, stack.enter_context(EmbeddedBroker(data / suffix, processors=args.processors, config={
+            "compiled.request.path.enable": enable}))) for suffix, enable in PATHS]
+        redis = stack.enter_context(RedisServer(data)) if shutil.which("redis-server") else None
         for r in range(args.rounds):
+            done = len(rows)
             rows.append(floor_row(args.requests))
-            rows.append(run_client(broker, "awaited, batch 1", args.requests, args.requests, awaited))
-            rows.append(run_client(broker, "librdkafka batch 1, 5 in flight", args.requests * 2, args.requests * 2,
-                                   librdkafka, 1))
-            rows.append(run_client(broker, "librdkafka batch 50", args.records, args.records // 50, librdkafka, 50))
-            for row in rows[-4:]:
-                print(f"round {r + 1}: {row.name:<34} {row.rate:>11,.0f} msg/s  broker CPU {row.us_per_request:6.1f} "
+            if redis is not None:
+                rows.append(redis_row(redis, args.requests))
+            for suffix, broker in brokers:
+                rows.append(run_client(broker, f"awaited, batch 1 ({suffix})", args.requests, args.requests, awaited))
+            for suffix, broker in brokers:
+                rows.append(run_client(broker, f"librdkafka batch 1, 5 in flight ({suffix})", args.requests * 2,
+                                       args.requests * 2, librdkafka, 1))
+            for suffix, broker in brokers:
+                rows.append(run_client(broker, f"librdkafka batch 50 ({suffix})", args.records, args.records // 50,
+                                       librdkafka, 50))
+            for row in rows[done:]:
+                print(f"round {r + 1}: {row.name:<45} {row.rate:>11,.0f} msg/s  broker CPU {row.us_per_request:6.1f} "
                       f"us/request, {row.s_per_million:5.2f} s per million records; client "
                       f"{row.client_s_per_million:5.2f} s per million", flush=True)
     return rows
@@ -306,7 +362,7 @@ def section(args, rows: list[Row], stage_us: dict, whole_us: float) -> str:
 
     command = "python tools/bench_request.py " + " ".join(sys.argv[1:])
     lines = ["## The cost of one request", "",
-             f"`{command.strip()}`: one broker with {args.processors} processor(s), {MESSAGE_SIZE}-byte records, "
+             f"`{command.strip()}`: two brokers (compiled request path on, and off: Python) with {args.processors} processor(s), {MESSAGE_SIZE}-byte records, "
              f"acks=1, one partition; medians of {args.rounds} round(s) with the rounds' range. Broker CPU is "
              "utime+stime of the broker's processes (from /proc) over the client's run; the client's is its "
              "process time (librdkafka's threads included), on the same two cores.", "",

@@ -62,6 +62,7 @@ from mmlog.log import flush_timing
 from mmlog.log.manager import LogManager
 from mmlog.log.open_partitions import open_partition_budget
 from mmlog.security.authorizer import Authorizer
+from mmlog.processors.compiled.path import CompiledPath
 from mmlog.processors.connection import Connection
 from mmlog.processors.deadlines import Deadlines
 from mmlog.processors.dispatch import handle_requests
@@ -163,6 +164,8 @@ class Processor:
         os.set_blocking(self._sig_r, False)
         self.sel.register(self._sig_r, READ, _SIGNAL)
         signal.set_wakeup_fd(sig_w)
+        # Produce served in compiled code (compiled/path.py), with these handlers as its reference.
+        self.compiled = CompiledPath(self) if self.config["compiled.request.path.enable"] else None
         signal.signal(signal.SIGTERM, lambda *_: None)  # the wakeup fd carries it to the loop
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -180,9 +183,10 @@ class Processor:
             return BOOT_ERROR
         log.debug("processor %d ready (pid %d)", self.slot, os.getpid())
         beat, slot = self.heartbeats.beat, self.slot
+        poll = self.compiled.poll if self.compiled is not None else self.sel.select
         while not (self.stopping and self._drained()):
             beat(slot)
-            events = self.sel.select(self._poll_timeout())
+            events = poll(self._poll_timeout())
             self._on_events(events)
             self._notice_catalogue()  # before handling: the first request after an idle poll sees new configs
             self._handle_requests()
@@ -202,9 +206,17 @@ class Processor:
         now = time.monotonic()
         if now >= self._catalogue_due:
             self._catalogue_due = now + CATALOGUE_CHECK_S
+            stamp = self.manager.catalogue_stamp
             self.manager.reload()
             self.quotas.refresh()
             self.authorizer.refresh()
+            if self.compiled is not None:
+                if stamp != self.manager.catalogue_stamp:
+                    self.compiled.catalogue_changed()
+                if self.quotas.enabled or self.authorizer.enabled:
+                    for conn in self.conns.values():
+                        self.compiled.update(conn, False)  # their decisions are the Python handlers'
+
             self.leader_throttle.refresh()
             self._catalogue_checks += 1
             self.metrics.set("catalogue_checks", self._catalogue_checks)
@@ -387,6 +399,9 @@ class Processor:
         if now < self._next_reap:
             return
         self._next_reap = now + 1.0
+        if self.compiled is not None:
+            for conn in self.conns.values():  # the compiled path's reads count as activity too
+                conn.last_active = max(conn.last_active, self.compiled.last_active(conn))
         for conn in [c for c in self.conns.values() if now - c.last_active > self.idle_s and not c.busy]:
             self._close(conn)
         for conn in [c for c in self.conns.values() if c.sasl is not None and c.sasl.expired() and not c.busy]:
@@ -445,6 +460,8 @@ class Processor:
             self.purgatory.wake()
 
     def _update_events(self, conn: Connection) -> None:
+        if self.compiled is not None:
+            self.compiled.update(conn, self._compiled_may_serve(conn))
         if conn.handshaking:
             want = conn.tls_wants
         else:
@@ -459,11 +476,27 @@ class Processor:
             self.sel.modify(conn.sock, want, conn)
         conn.events = want
 
+    def _compiled_may_serve(self, conn: Connection) -> bool:
+        """Whether the compiled path may serve conn's next requests: Python holds nothing of it, and no
+        decision it needs (ACLs, quotas, SASL, TLS) is Python's alone (compiled/path.py)."""
+        return not (conn.tls or conn.sasl is not None or conn.busy or conn.out or conn.closing or self.stopping
+                    or conn.throttled_until or not conn.reader.empty or conn.reader.starved
+                    or self.quotas.enabled or self.authorizer.enabled)
+
+    def ready(self, conn: Connection) -> None:
+        """conn has requests to handle in this pass (compiled code handed it over)."""
+        self._ready.add(conn)
+
+    def close_connection(self, conn: Connection) -> None:
+        self._close(conn)
+
     def _close(self, conn: Connection) -> None:
         self._closing.discard(conn)
         if self.conns.get(conn.fd) is not conn:
             return  # closed already; its fd may belong to a newer connection by now
         del self.conns[conn.fd]
+        if self.compiled is not None:
+            self.compiled.closed(conn)
         if conn.events:
             self.sel.unregister(conn.sock)
         self.purgatory.drop_connection(conn)

@@ -1,0 +1,158 @@
+"""The processor's side of the compiled request path: its buffers, its tables, and the handoffs.
+
+`CompiledPath.poll` stands in for the processor's `Poller.select`: it runs the compiled loop
+(loop.py), which serves FAST connections' Produce requests itself, and returns what Python
+must handle, in the Poller's (payload, READ|WRITE) form. A connection is FAST while the Python
+side holds nothing of it (`update`, called wherever the processor updates a connection's
+epoll events): a plaintext connection with no SASL session, nothing buffered, in flight or
+queued to send, not throttled or starved, on a broker without an authoriser or client quotas
+(whose decisions live in Python for now) that is not stopping. Anything else is the Python
+handlers', which stay the reference: `compiled.request.path.enable=false` turns the compiled
+path off, and the differential tests compare the two.
+
+A HANDOFF (loop.py) continues in Python with the bytes compiled code had read: the unsent
+responses are queued first, the unserved bytes go to the connection's framer, and the
+connection is handled in this same pass. The partition a handed-off Produce names is learned
+then: opened, prepared and entered in the partition table, so its next request is compiled. The table forgets a partition before its mappings close or
+move (log/partition_table.py), and is emptied when the topic catalogue changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from mmlog.ipc.metrics_block import NULL_REGION
+from mmlog.log.partition_table import PartitionTable
+from mmlog.processors.compiled import loop, produce_path
+from mmlog.processors.poller import readiness
+from mmlog.protocol import FrameSizeError
+from mmlog.protocol import produce_kernels as pk
+
+log = logging.getLogger(__name__)
+
+RECEIVE_BUFFER = 4 << 20  # bytes one call may read from its connections (a HANDOFF's stay until it returns)
+SEND_BUFFER = 1 << 20
+MAX_EVENTS = 1024
+MAX_CALL_MS = 100  # the longest one call waits: the Python loop's own phases run at least this often
+
+
+class CompiledPath:
+    """One processor's compiled serving state."""
+
+    def __init__(self, processor) -> None:
+        self.processor = processor
+        self.poller = processor.sel
+        self.params = np.zeros(loop.PARAM_FIELDS, np.int64)
+        self.params[loop.EPFD] = self.poller.fileno()
+        self.params[loop.MAX_FRAME] = processor.config["socket.request.max.bytes"]
+        self.params[loop.METRICS_ON] = int(processor.metrics is not NULL_REGION)
+        self.events = np.zeros(MAX_EVENTS * 12, np.uint8)
+        self.conns = np.zeros((1024, loop.CONN_FIELDS), np.int64)
+        self.rbuf = np.zeros(RECEIVE_BUFFER, np.uint8)
+        self.wbuf = np.zeros(SEND_BUFFER, np.uint8)
+        self.out = np.zeros((MAX_EVENTS, loop.OUT_FIELDS), np.int64)
+        self.counters = np.zeros(loop.COUNTER_FIELDS, np.int64)
+        self.scratch = produce_path.make_scratch()
+        self.table = PartitionTable()
+        board = processor.board
+        words = processor.metrics.array if processor.metrics is not NULL_REGION else np.zeros(1 << 16, np.int64)
+        self.shared = (words, np.frombuffer(board.parked, np.int64), np.array(board.fds, np.int64),
+                       np.array([processor.slot], np.int64))
+        self.served = 0  # requests compiled code answered (a gauge for tests and tools)
+
+    # ------------------------------------------------------------ the poll
+
+    def poll(self, timeout: float | None) -> list:
+        """What Python must handle, as Poller.select returns it; serves FAST connections meanwhile."""
+        params = self.params
+        ms = MAX_CALL_MS if timeout is None else min(int(timeout * 1000 + 0.999), MAX_CALL_MS)
+        params[loop.TIMEOUT_MS] = ms
+        params[loop.WAKE_LOCAL] = int(len(self.processor.purgatory) > 0)
+        counters = self.counters
+        counters[:] = 0
+        n = loop.serve(params, self.events, self.conns, self.rbuf, self.wbuf, self.out, counters, self.scratch,
+                       self.table.arrays(), self.shared)
+        if n < 0:
+            raise OSError(-n, "epoll_wait failed")
+        self.served += int(counters[loop.REQUESTS])
+        if counters[loop.APPENDED] and len(self.processor.purgatory):
+            self.processor.purgatory.wake()
+        ready = []
+        payload = self.poller.payload
+        for kind, fd, mask, r_start, r_len, w_start, w_len in self.out[:n].tolist():
+            conn = payload(fd)
+            if conn is None:
+                continue
+            if kind == loop.EVENT:
+                ready.append((conn, readiness(mask)))
+            else:
+                self._handoff(conn, r_start, r_len, w_start, w_len)
+        return ready
+
+    def _handoff(self, conn, r_start: int, r_len: int, w_start: int, w_len: int) -> None:
+        """Carry on in Python from where compiled code stopped on conn."""
+        self.conns[conn.fd, loop.FAST] = 0
+        processor = self.processor
+        if w_len:
+            conn.out.push((bytes(self.wbuf[w_start:w_start + w_len]),))
+            processor.wants_write(conn)
+        if r_len:
+            self._learn(r_start, r_len)
+            try:
+                conn.reader.feed(memoryview(self.rbuf)[r_start:r_start + r_len])
+            except (FrameSizeError, BufferError) as exc:
+                log.warning("closing connection from %s: %s", conn.peer, exc)
+                processor.close_connection(conn)
+                return
+            conn.stamp(time.monotonic())
+            processor.ready(conn)
+
+    def _learn(self, r_start: int, r_len: int) -> None:
+        """Enter the partition of a handed-off one-partition Produce in the table (its next request is
+        compiled), unless it is there already as of its current segments."""
+        rbuf = self.rbuf
+        if r_len < 4 or int.from_bytes(rbuf[r_start:r_start + 4], "big") > r_len - 4:
+            return
+        header, parts = self.scratch[0], self.scratch[1]
+        if pk.decode_produce(rbuf, r_start + 4, r_start + r_len, header, parts) != 1:
+            return
+        name = bytes(rbuf[parts[0, pk.NAME_START]:parts[0, pk.NAME_START] + parts[0, pk.NAME_LEN]]).decode()
+        key = (name, int(parts[0, pk.PARTITION]))
+        manager = self.processor.manager
+        try:
+            part = manager.partition(*key)
+        except Exception:  # noqa: BLE001 - unknown, offline, not ours: the Python handler answers it
+            return
+        try:
+            self.table.ensure(name, key[1], part)
+        except Exception as exc:  # noqa: BLE001 - it stays Python's; the handler meets whatever this was
+            log.debug("partition %s-%d not entered in the compiled table: %s", name, key[1], exc)
+
+    # ------------------------------------------------------------ connections
+
+    def update(self, conn, eligible: bool) -> None:
+        """Mark conn FAST (compiled code serves it) or not."""
+        fd = conn.fd
+        if fd >= self.conns.shape[0]:
+            if not eligible:
+                return
+            grown = np.zeros((max(fd + 1, 2 * self.conns.shape[0]), loop.CONN_FIELDS), np.int64)
+            grown[:self.conns.shape[0]] = self.conns
+            self.conns = grown
+        self.conns[fd, loop.FAST] = int(eligible)
+
+    def closed(self, conn) -> None:
+        if conn.fd < self.conns.shape[0]:
+            self.conns[conn.fd] = 0
+
+    def last_active(self, conn) -> float:
+        """When compiled code last read from conn (monotonic s; 0: never)."""
+        fd = conn.fd
+        return self.conns[fd, loop.LAST_ACTIVE_US] / 1e6 if fd < self.conns.shape[0] else 0.0
+
+    def catalogue_changed(self) -> None:
+        """Topic configs, topics or assignments changed: every row is filled again on its next handoff."""
+        self.table.clear()

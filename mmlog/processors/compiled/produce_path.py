@@ -1,0 +1,87 @@
+"""One Produce request served in compiled code: decode, find the partition, append, answer.
+
+The same steps as dispatch.handle_produce_group and handlers/produce.py take for a request
+of one partition that appends cleanly, and nothing else: `serve_frame` returns -1 (having
+changed nothing) for every request it does not cover, which the Python handlers then serve
+from the same bytes. Covered: Produce v3-v8 without a transactional id, acks 0, 1 or -1, one
+topic with one partition that the processor's partition table holds, records the append
+kernel takes (log/append_kernel.py says which). Everything that answers an error is Python's:
+so is every error metric.
+
+After an append, what `Processor.appended` does in Python: other processors with parked
+fetches are woken through their eventfds (the wake board's counts, read after a full fence:
+ipc/wake_board.py has the argument); this processor's own parked fetches are Python's, which
+the loop returns to at once (counters[APPENDED]).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mmlog.ipc import metrics_block
+from mmlog.ipc.memory_fence import full_fence
+from mmlog.log import append_kernel, partition_table
+from mmlog.protocol import produce_kernels as pk
+from mmlog.system import libc
+
+API_KEY = 0
+MAX_PARTS = 64  # partitions a decoded request may name before it is left to Python
+# scratch: (header, parts, results, spans, appended) arrays of the sizes `make_scratch` gives; appended
+# rows are the append kernel's (base offset, last offset, log start offset, batches, records)
+# shared: (metrics words, parked-fetch counts per slot, eventfd per slot, [this slot])
+_BYTES_IN, _MESSAGES_IN = metrics_block.SCALAR["bytes_in"], metrics_block.SCALAR["messages_in"]
+
+
+def make_scratch() -> tuple:
+    """The arrays one decode, append and answer work in (reused by every request)."""
+    return (np.zeros(pk.HEADER_FIELDS, np.int64), np.zeros((MAX_PARTS, pk.PART_FIELDS), np.int64),
+            np.zeros((MAX_PARTS, pk.RESULT_FIELDS), np.int64), np.zeros((1, 2), np.int64), np.zeros((1, 5), np.int64))
+
+
+@njit(cache=True, nogil=True)
+def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared):
+    """Serve the Produce frame buf[start:end] (no size prefix); the response's end in wbuf (wpos if
+    acks=0), or -1 when the Python handlers must serve it."""
+    header, parts, results, spans, appended = scratch
+    n = pk.decode_produce(buf, start, end, header, parts)
+    if n != 1 or header[pk.TRANSACTIONAL_ID_LEN] != -1:
+        return -1
+    acks = header[pk.ACKS]
+    length = parts[0, pk.RECORDS_LEN]
+    if (acks != 0 and acks != 1 and acks != -1) or length <= 0:
+        return -1
+    slots, rows, names = table
+    row = partition_table.lookup(slots, rows, names, buf, parts[0, pk.NAME_START], parts[0, pk.NAME_LEN],
+                                 parts[0, pk.PARTITION])
+    if row < 0:
+        return -1
+    spans[0, 0] = parts[0, pk.RECORDS_START]
+    spans[0, 1] = length
+    if append_kernel.append(rows, row, buf, spans, 1, libc.wall_ms(), acks, appended) != append_kernel.OK:
+        return -1
+    _appended(counters, shared, length, appended[0, 4])
+    if acks == 0:
+        return wpos
+    results[0, 0] = 0
+    results[0, 1] = appended[0, 0]
+    results[0, 2] = appended[0, 2]
+    return pk.encode_produce_response(wbuf, wpos, header[pk.API_VERSION], header[pk.CORRELATION_ID], 0, buf,
+                                      parts, 1, results)
+
+
+@njit(cache=True, nogil=True)
+def _appended(counters, shared, nbytes, records):
+    """Count an append (metrics' bytes and messages in) and wake the other processors' parked fetches."""
+    words, parked, wake_fds, slot = shared
+    counters[0] += 1  # loop.APPENDED
+    counters[3] += nbytes  # loop.BYTES_IN
+    counters[4] += records  # loop.MESSAGES_IN
+    words[_BYTES_IN] += nbytes
+    words[_MESSAGES_IN] += records
+    full_fence()  # the append's stores before the counts' loads (ipc/wake_board.py)
+    one = np.ones(1, np.uint64)
+    for other in range(parked.shape[0]):
+        if parked[other] and other != slot[0]:
+            libc.write(np.int32(wake_fds[other]), one.ctypes.data, 8)  # EAGAIN: saturated, awake anyway
+
