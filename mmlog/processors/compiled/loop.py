@@ -21,6 +21,12 @@ What goes back to Python, one row of `out` each (OUT_FIELDS columns):
 Buffers: a HANDOFF's bytes stay where they are in `rbuf` and `wbuf` until the call returns (the
 next connection's recv goes after them), so one call serves many connections without copying
 any; a call whose buffers run low leaves the remaining connections to Python as EVENTs.
+
+A frame not yet whole at the end of a read (a pipelining producer's next request, cut by TCP)
+is kept in a *carry* slot of its own (CARRY_SIZE bytes, from a pool: `carry` is (arena, free
+slots)) rather than handed over: the next read of that connection starts with it. A frame too
+big for a slot, or no free slot, is a HANDOFF. Whoever takes a connection back to Python takes
+its carry first (path.py), so no byte is ever read out of order.
 """
 
 from __future__ import annotations
@@ -34,8 +40,8 @@ from mmlog.protocol.wire_kernels import be_i32
 from mmlog.system import libc
 
 # conns: int64 [fd capacity, CONN_FIELDS], indexed by fd
-FAST, LAST_ACTIVE_US, SERVED = range(3)
-CONN_FIELDS = 3
+FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN = range(5)  # CARRY: its carry slot + 1 (0: none)
+CONN_FIELDS = 5
 # out: int64 [rows, OUT_FIELDS]
 KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN = range(7)
 OUT_FIELDS = 7
@@ -47,7 +53,8 @@ PARAM_FIELDS = 5
 APPENDED, REQUESTS, HANDOFFS, BYTES_IN, MESSAGES_IN = range(5)
 COUNTER_FIELDS = 5
 
-MIN_ROOM = 64 * 1024  # receive-buffer room a connection needs to be read here rather than by Python
+CARRY_SIZE = 64 * 1024  # the largest part of a frame kept between reads
+MIN_ROOM = 2 * CARRY_SIZE  # receive-buffer room a connection needs to be read here rather than by Python
 MIN_WROOM = 16 * 1024  # response-buffer room likewise (a one-partition Produce answer is < 200 bytes)
 _COMPILED = SCALAR["requests_compiled"]
 _RECV_FLAGS = libc.MSG_DONTWAIT
@@ -80,7 +87,7 @@ def _emit(out, n_out, kind, fd, mask, r_start, r_len, w_start, w_len):
 
 
 @njit(cache=True, nogil=True)
-def serve(params, events, conns, rbuf, wbuf, out, counters, scratch, table, shared):
+def serve(params, events, conns, rbuf, wbuf, out, counters, carry, scratch, table, shared):
     """Serve FAST connections until Python is needed or params[TIMEOUT_MS] passes; the rows of `out` used.
 
     A negative return is -errno of a failed epoll_wait (EINTR returns what was gathered: a signal
@@ -106,7 +113,7 @@ def serve(params, events, conns, rbuf, wbuf, out, counters, scratch, table, shar
                 n_out = _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)
                 continue
             rpos, wpos, n_out = _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_out,
-                                                  counters, scratch, table, shared)
+                                                  counters, carry, scratch, table, shared)
         if n_out or n == 0 or libc.monotonic() >= deadline:
             return n_out
         if counters[APPENDED] and params[WAKE_LOCAL]:
@@ -114,26 +121,36 @@ def serve(params, events, conns, rbuf, wbuf, out, counters, scratch, table, shar
 
 
 @njit(cache=True, nogil=True)
-def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_out, counters, scratch, table,
-                      shared):
+def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_out, counters, carry, scratch,
+                      table, shared):
     """Read one FAST connection and serve its whole frames; (rpos, wpos, n_out) after it."""
     start = rpos
-    r = libc.recv(np.int32(fd), rbuf.ctypes.data + start, rbuf.shape[0] - start, _RECV_FLAGS)
+    kept = conns[fd, CARRY_LEN] if conns[fd, CARRY] else 0
+    if kept:  # the frame the last read ended in: it goes first
+        at = (conns[fd, CARRY] - 1) * CARRY_SIZE
+        rbuf[start:start + kept] = carry[0][at:at + kept]
+    r = libc.recv(np.int32(fd), rbuf.ctypes.data + start + kept, rbuf.shape[0] - start - kept, _RECV_FLAGS)
     if r <= 0:
         if r < 0 and libc.errno() == libc.EAGAIN:
-            return rpos, wpos, n_out  # a spurious wake-up: nothing to read after all
-        return rpos, wpos, _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)  # EOF or error: Python closes it
+            return rpos, wpos, n_out  # a spurious wake-up: nothing to read after all (the carry stays)
+        return rpos, wpos, _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)  # EOF or error: Python takes it all
+    if kept:
+        _free_carry(conns, fd, carry)
     received = libc.monotonic()
     conns[fd, LAST_ACTIVE_US] = np.int64(received * 1e6)
-    end = start + r
+    end = start + kept + r
     p = start
     w_start = wpos
     served = 0
+    partial = False
     max_frame = params[MAX_FRAME]
     while end - p >= 4:
         size = be_i32(rbuf, p)
-        if size < 0 or size > max_frame or end - p - 4 < size:
-            break  # not whole yet (or a bad size: Python's framer says so)
+        if size < 0 or size > max_frame:
+            break  # Python's framer says what is wrong
+        if end - p - 4 < size:
+            partial = True
+            break
         w = produce_path.serve_frame(rbuf, p + 4, p + 4 + size, wbuf, wpos, counters, scratch, table, shared)
         if w < 0:
             break
@@ -152,10 +169,57 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_ou
             shared[0][_COMPILED] += served
             record_request(shared[0], produce_path.API_KEY, served, received, received, handled, handled,
                            libc.monotonic())
+    if (partial or end - p < 4) and p < end and sent == wpos and _keep_carry(conns, fd, carry, rbuf, p, end):
+        p = end
     if p < end or sent < wpos:
         counters[HANDOFFS] += 1
         return end, wpos, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent)
     return start, w_start, n_out  # everything served and sent: the buffers' room is free again
+
+
+@njit(cache=True, nogil=True)
+def _keep_carry(conns, fd, carry, rbuf, p, end):
+    """Keep rbuf[p:end], the start of a frame, in a free carry slot for fd; False if too big or none is free."""
+    arena, free = carry
+    n = end - p
+    if n > CARRY_SIZE or free[0] == 0:
+        return False
+    free[0] -= 1
+    slot = free[1 + free[0]]
+    at = slot * CARRY_SIZE
+    arena[at:at + n] = rbuf[p:end]
+    conns[fd, CARRY] = slot + 1
+    conns[fd, CARRY_LEN] = n
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _free_carry(conns, fd, carry):
+    free = carry[1]
+    free[1 + free[0]] = conns[fd, CARRY] - 1
+    free[0] += 1
+    conns[fd, CARRY] = 0
+    conns[fd, CARRY_LEN] = 0
+
+
+def make_carry(slots: int) -> tuple:
+    """A pool of `slots` carry slots, all free."""
+    free = np.zeros(slots + 1, np.int64)
+    free[0] = slots
+    free[1:] = np.arange(slots)
+    return np.zeros(slots * CARRY_SIZE, np.uint8), free
+
+
+@njit(cache=True, nogil=True)
+def take_carry(conns, fd, carry, into):
+    """Copy fd's carry into `into` and free its slot; the bytes copied (0: none). Python's way to take it."""
+    if fd >= conns.shape[0] or conns[fd, CARRY] == 0:
+        return 0
+    n = conns[fd, CARRY_LEN]
+    at = (conns[fd, CARRY] - 1) * CARRY_SIZE
+    into[:n] = carry[0][at:at + n]
+    _free_carry(conns, fd, carry)
+    return n
 
 
 def warm() -> None:
@@ -173,7 +237,8 @@ def warm() -> None:
         one = np.zeros(1, np.int64)
         serve(params, np.zeros(4 * libc.EPOLL_EVENT_SIZE, np.uint8), np.zeros((4, CONN_FIELDS), np.int64),
               np.zeros(MIN_ROOM * 2, np.uint8), np.zeros(MIN_WROOM * 2, np.uint8), np.zeros((4, OUT_FIELDS), np.int64),
-              np.zeros(COUNTER_FIELDS, np.int64), produce_path.make_scratch(), PartitionTable().arrays(),
+              np.zeros(COUNTER_FIELDS, np.int64), make_carry(1), produce_path.make_scratch(), PartitionTable().arrays(),
               (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy()))
     finally:
         epoll.close()
+    take_carry(np.zeros((4, CONN_FIELDS), np.int64), 0, make_carry(1), np.zeros(16, np.uint8))

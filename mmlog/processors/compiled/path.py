@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 RECEIVE_BUFFER = 4 << 20  # bytes one call may read from its connections (a HANDOFF's stay until it returns)
 SEND_BUFFER = 1 << 20
 MAX_EVENTS = 1024
+CARRY_SLOTS = 256  # connections that may each hold a frame's first part between reads (loop.py)
 MAX_CALL_MS = 100  # the longest one call waits: the Python loop's own phases run at least this often
 
 
@@ -55,6 +56,8 @@ class CompiledPath:
         self.wbuf = np.zeros(SEND_BUFFER, np.uint8)
         self.out = np.zeros((MAX_EVENTS, loop.OUT_FIELDS), np.int64)
         self.counters = np.zeros(loop.COUNTER_FIELDS, np.int64)
+        self.carry = loop.make_carry(CARRY_SLOTS)
+        self._taken = np.zeros(loop.CARRY_SIZE, np.uint8)  # a carry on its way to a connection's framer
         self.scratch = produce_path.make_scratch()
         self.table = PartitionTable()
         board = processor.board
@@ -73,7 +76,7 @@ class CompiledPath:
         params[loop.WAKE_LOCAL] = int(len(self.processor.purgatory) > 0)
         counters = self.counters
         counters[:] = 0
-        n = loop.serve(params, self.events, self.conns, self.rbuf, self.wbuf, self.out, counters, self.scratch,
+        n = loop.serve(params, self.events, self.conns, self.rbuf, self.wbuf, self.out, counters, self.carry, self.scratch,
                        self.table.arrays(), self.shared)
         if n < 0:
             raise OSError(-n, "epoll_wait failed")
@@ -87,10 +90,29 @@ class CompiledPath:
             if conn is None:
                 continue
             if kind == loop.EVENT:
+                if conn.__class__ is not str and not self._take_carry(conn):  # str: the processor's own fds
+                    continue
                 ready.append((conn, readiness(mask)))
             else:
                 self._handoff(conn, r_start, r_len, w_start, w_len)
         return ready
+
+    def _take_carry(self, conn) -> bool:
+        """Give conn's framer the part of a frame compiled code kept for it, if any; False if conn was closed."""
+        n = loop.take_carry(self.conns, conn.fd, self.carry, self._taken)
+        return not n or self._feed(conn, memoryview(self._taken)[:n])
+
+    def _feed(self, conn, data) -> bool:
+        """Bytes compiled code read, to conn's framer; False if they cannot be framed (conn is closed)."""
+        try:
+            conn.reader.feed(data)
+        except (FrameSizeError, BufferError) as exc:
+            log.warning("closing connection from %s: %s", conn.peer, exc)
+            self.processor.close_connection(conn)
+            return False
+        conn.stamp(time.monotonic())
+        self.processor.ready(conn)
+        return True
 
     def _handoff(self, conn, r_start: int, r_len: int, w_start: int, w_len: int) -> None:
         """Carry on in Python from where compiled code stopped on conn."""
@@ -101,14 +123,7 @@ class CompiledPath:
             processor.wants_write(conn)
         if r_len:
             self._learn(r_start, r_len)
-            try:
-                conn.reader.feed(memoryview(self.rbuf)[r_start:r_start + r_len])
-            except (FrameSizeError, BufferError) as exc:
-                log.warning("closing connection from %s: %s", conn.peer, exc)
-                processor.close_connection(conn)
-                return
-            conn.stamp(time.monotonic())
-            processor.ready(conn)
+            self._feed(conn, memoryview(self.rbuf)[r_start:r_start + r_len])
 
     def _learn(self, r_start: int, r_len: int) -> None:
         """Enter the partition of a handed-off one-partition Produce in the table (its next request is
@@ -136,6 +151,8 @@ class CompiledPath:
     def update(self, conn, eligible: bool) -> None:
         """Mark conn FAST (compiled code serves it) or not."""
         fd = conn.fd
+        if not eligible and not self._take_carry(conn):
+            return
         if fd >= self.conns.shape[0]:
             if not eligible:
                 return
@@ -146,6 +163,7 @@ class CompiledPath:
 
     def closed(self, conn) -> None:
         if conn.fd < self.conns.shape[0]:
+            loop.take_carry(self.conns, conn.fd, self.carry, self._taken)  # its slot back to the pool
             self.conns[conn.fd] = 0
 
     def last_active(self, conn) -> float:
