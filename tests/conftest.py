@@ -31,8 +31,8 @@ from mmlog.cluster.session import connect
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer
 
 WARM = """
-from mmlog.acceptor.main import compaction_kernels as ck, kernels, precompile, produce_kernels
-kernels.warm(); ck.warm(); precompile(); produce_kernels.warm()
+from mmlog.acceptor.main import compaction_kernels as ck, fetch_kernels, kernels, precompile, produce_kernels
+kernels.warm(); ck.warm(); precompile(); produce_kernels.warm(); fetch_kernels.warm()
 # The cleaner walks a PROT_READ mmap: read-only arrays, which numba compiles apart from the writable ones
 # warm() compiles (a test's first compaction paid ~10 s). Into the cache here, not at every broker's start.
 for kernel in (ck.count_batches, ck.window_end, ck.walk_segment, ck.gather, ck.rewrite):

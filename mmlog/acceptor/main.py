@@ -46,7 +46,7 @@ from mmlog.log import flush_timing, kernels
 from mmlog.log.cleaner import kernels as compaction_kernels
 from mmlog.log.manager import LogManager
 from mmlog.log.open_partitions import open_partition_budget
-from mmlog.protocol import precompile, produce_kernels
+from mmlog.protocol import fetch_kernels, precompile, produce_kernels
 
 log = logging.getLogger("mmlog.broker")
 
@@ -107,7 +107,8 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     before, after = raise_descriptor_limit()
     log.info("descriptors: limit %d per process (soft limit was %d; systemd's LimitNOFILE sets it)", after, before)
     kernels.warm()
-    produce_kernels.warm()  # the compiled request path's codec, inherited compiled by the processors
+    produce_kernels.warm()  # the compiled request path's codecs, inherited compiled by the processors
+    fetch_kernels.warm()
     if config["log.cleaner.enable"]:
         compaction_kernels.warm()  # the cleaner process inherits them compiled
     precompile()
