@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from numba import njit
 
 from mmlog.processors.handlers.produce import _answer
 from mmlog.protocol import (ProtocolError, RequestHeader, decode_request_body, encode_request, encode_response,
@@ -48,7 +49,7 @@ def _records(rng: random.Random):
     if kind < 0.3:
         return b""
     return bytes(build_batch([(rng.randbytes(rng.randint(0, 8)) or None, rng.randbytes(rng.randint(0, 40)))
-                              for _ in range(rng.randint(1, 3))]))
+                              for _ in range(rng.randint(1, 3))], base_timestamp=1_800_000_000_000))  # deterministic
 
 
 def random_request(rng: random.Random, empty_topics: bool = False) -> bytearray:
@@ -292,3 +293,53 @@ def test_an_answer_that_does_not_fit_is_minus_one():
         assert k.encode_produce_response(np.zeros(room + 3, dtype=np.uint8), 3, 8, 9, 0, buf, parts, 1, results) == -1
     assert k.encode_produce_response(np.zeros(size + 3, dtype=np.uint8), 3, 8, 9, 0, buf, parts, 1, results) == size + 3
     assert k.encode_produce_response(np.zeros(size, dtype=np.uint8), 0, 9, 9, 0, buf, parts, 1, results) < 0
+
+
+# --- called from compiled code, as the compiled request path calls them ------------------------------------------
+
+@njit(nogil=True)
+def _serve_stream(buf, end, out, header, parts, results, offsets):
+    """Walk a stream of size-prefixed frames as a processor loop would and answer each Produce in `out` with
+    results (0, the next of `offsets`, 0) per partition; return (frames answered, bytes written) or a refusal."""
+    pos, written, frames, at = 0, 0, 0, 0
+    while True:
+        size = k.frame_length(buf, pos, end)
+        if size < 0 or pos + 4 + size > end:
+            return frames, written
+        api, _ = k.peek_api(buf, pos + 4, end)
+        if api != 0:
+            return -1, written
+        n = k.decode_produce(buf, pos + 4, pos + 4 + size, header, parts)
+        if n < 0:
+            return n, written
+        for i in range(n):
+            results[i, k.ERROR_CODE], results[i, k.BASE_OFFSET], results[i, k.LOG_START_OFFSET] = 0, offsets[at], 0
+            at += 1
+        written = k.encode_produce_response(out, written, header[k.API_VERSION], header[k.CORRELATION_ID], 0,
+                                             buf, parts, n, results)
+        if written < 0:
+            return -2, written
+        frames += 1
+        pos += 4 + size
+
+
+def test_a_stream_of_frames_served_from_compiled_code_is_answered_as_the_python_path_answers():
+    rng = random.Random(8)
+    frames = [bytes(random_request(rng)) for _ in range(200)]
+    stream = b"".join(frames)
+    offsets = np.array([rng.randrange(2**62) for _ in range(200 * 30)], dtype=np.int64)
+    buf = np.frombuffer(bytearray(stream + frames[0][:7]), dtype=np.uint8)  # and a partial frame at the end
+    out = np.zeros(1 << 20, dtype=np.uint8)
+    header = np.zeros(k.HEADER_FIELDS, dtype=np.int64)
+    parts = np.zeros((MAX_PARTS, k.PART_FIELDS), dtype=np.int64)
+    results = np.zeros((MAX_PARTS, k.RESULT_FIELDS), dtype=np.int64)
+    answered, written = _serve_stream(buf, len(buf), out, header, parts, results, offsets)
+    assert answered == len(frames)
+    expected, at = [], 0
+    for frame in frames:
+        request = python_decode(frame[4:])
+        version, correlation_id = request[0][:2]
+        results_py = [(0, int(offsets[at + i]), 0) for i in range(len(request[1]))]
+        at += len(request[1])
+        expected.append(python_response(version, correlation_id, 0, request[1], results_py))
+    assert bytes(out[:written]) == b"".join(expected)
