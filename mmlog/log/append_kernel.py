@@ -22,6 +22,11 @@ Every check reads only buf, the row and the state page; the state page under the
 than the row's falls back before any index is touched (the row's index addresses are valid only for
 them; another process's roll or truncation changes the generation). The first store is PENDING_OP.
 
+One thread per process appends through a row: the flock belongs to the lock fd's open file description,
+which the Python path's PartitionLock shares (its thread lock is not the kernel's), so another thread of
+the process appending through the same Partition would not be kept out. The rows are the filling
+process's (addresses of its mappings): a table is filled after the fork, in the process that calls.
+
 Crash points and failures are an append's (partition.py): a write that fails or is short sets
 PENDING_OP back to idle and falls back with nothing published (the offsets in buf and index entries past
 the count are ignored and overwritten by the Python path's retry, which meets the error itself).

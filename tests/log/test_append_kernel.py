@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import njit
 
 from mmlog.config.settings import LogConfig
 from mmlog.errors import CorruptMessage
@@ -387,6 +388,34 @@ def test_the_index_blocks_reserved_run_out_and_a_fill_reserves_more(open_partiti
     assert reasons == ["index blocks"]
     assert p.snapshot().time_entries == 4199
     check_indexes(p)
+
+
+@njit(cache=True)
+def _compiled_appends(slots, rows, names, buf, name_at, name_len, spans, now, out):
+    """A processor's compiled loop in miniature: find the partition by the name bytes, append each span."""
+    row = pt.lookup(slots, rows, names, buf, name_at, name_len, 0)
+    failed = 0
+    for i in range(spans.shape[0]):
+        failed += ak.append(rows, row, buf, spans[i:i + 1], 1, now, 1, out[i:i + 1])
+    return failed
+
+
+def test_compiled_code_finds_the_partition_and_appends_without_the_interpreter(open_partition, clock):
+    p = open_partition()
+    table = PartitionTable()
+    table.fill("t", 0, p)
+    batches = [rec.build_batch([(b"k", b"%d" % i)]) for i in range(5)]
+    data = bytearray(b"..t..")
+    spans = []
+    for b in batches:
+        spans.append((len(data), len(b)))
+        data += b
+    buf = np.frombuffer(data, dtype=np.uint8).copy()
+    out = np.zeros((5, 3), dtype=np.int64)
+    assert _compiled_appends(*table.arrays(), buf, 2, 1, np.array(spans, dtype=np.int64), clock.now, out) == 0
+    assert out[:, 0].tolist() == [0, 1, 2, 3, 4]
+    assert [r.value for b in assert_dense_and_valid(p.directory) for r in rec.decode_records(b.data)] == \
+        [b"%d" % i for i in range(5)]
 
 
 # ---------------------------------------------------------------- others see it
