@@ -131,20 +131,25 @@ def two_partitions(tmp_path, config, leader_epoch=None, clock=None):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_kernel_leaves_the_files_the_python_path_leaves(tmp_path, clock, group, leader_epoch, seed):
     """Random appends (rolls by size, time and index capacity; flushes by count and time on the way), each
-    through append_many in one directory and the kernel (or its fallback) in the other: the same answers,
-    the same bytes in every file, checked along the way and at the end."""
+    through append_many in one directory and the kernel (or its fallback) in the other, where another writer
+    appends now and then: the same answers, the same bytes in every file, checked along the way and at the
+    end."""
     rng = random.Random(seed)
     config = LogConfig(segment_bytes=12 * 1024, segment_index_bytes=640, index_interval_bytes=300,
                        segment_ms=60_000, flush_messages=400, flush_ms=90_000)
     a, b = two_partitions(tmp_path, config, leader_epoch, clock)
     kernel = Kernel(b, random.Random(seed + 100))
+    other = Partition(b.directory, config, recover=False)  # another writer of the kernel's partition
     try:
         for step in range(250):
             clock.now += rng.choice((0, 1, 7, 300, 2500))
             bufs = [random_buffer(rng, clock.now) for _ in range(rng.randrange(1, group + 1))]
             expected = [answer(o) for o in a.append_many([bytearray(x) for x in bufs])]
             copies = [bytearray(x) for x in bufs]
-            assert kernel.append(copies, clock.now) == expected
+            if rng.random() < 0.1:
+                assert [answer(o) for o in other.append_many(copies)] == expected
+            else:
+                assert kernel.append(copies, clock.now) == expected
             if step % 50 == 49:
                 assert files_of(a.directory) == files_of(b.directory)
         assert files_of(a.directory) == files_of(b.directory)
@@ -153,6 +158,7 @@ def test_the_kernel_leaves_the_files_the_python_path_leaves(tmp_path, clock, gro
         check_indexes(b)
         assert_dense_and_valid(b.directory)
     finally:
+        other.close()
         a.close()
         b.close()
     assert files_of(a.directory) == files_of(b.directory)  # clean closes alike
@@ -369,6 +375,15 @@ def test_another_processs_roll_makes_the_row_stale(open_partition, clock):
     assert status == ak.FALLBACK and kernel.table.stale(row)
     assert files_of(p.directory) == files
     assert kernel.append([_batch()], clock.now) == [(11, 11, 0)]  # filled again
+
+
+def test_a_partition_another_process_deleted_falls_back(open_partition, clock):
+    p = open_partition()
+    kernel = Kernel(p)
+    kernel.append([_batch()], clock.now)
+    open_partition(recover=False).delete()
+    status, *_, row = kernel.try_append([_batch()], clock.now)
+    assert status == ak.FALLBACK and ak.REASONS[kernel.table.rows[row, pt.FALLBACK_REASON]] == "deleted"
 
 
 def test_the_index_blocks_reserved_run_out_and_a_fill_reserves_more(open_partition, clock):
