@@ -30,8 +30,8 @@ from numba import njit  # noqa: E402
 
 from mmlog.config.settings import LogConfig  # noqa: E402
 from mmlog.log import append_kernel as ak  # noqa: E402
-from mmlog.log.partition import Partition  # noqa: E402
 from mmlog.log import partition_table as pt  # noqa: E402
+from mmlog.log.partition import Partition  # noqa: E402
 from mmlog.log.partition_table import PartitionTable  # noqa: E402
 from mmlog.protocol import records as rec  # noqa: E402
 from mmlog.system import libc  # noqa: E402

@@ -41,9 +41,31 @@ from mmlog.log import kernels
 from mmlog.log import partition_table as t
 from mmlog.log.kernels import CRC_TABLES, crc32c
 from mmlog.log.state import (
-    ACTIVE_BASE, ACTIVE_SIZE, DELETED, FIRST_UNDECIDED, FLUSHED_AT_MS, GENERATION, HIGH_WATERMARK, INDEX_ENTRIES,
-    LAST_ABORT, LEADER_EPOCH, LOG_END, LOG_START, MAX_TIMESTAMP, N_ISR, N_REPLICAS, OFFSET_OF_MAX_TS, PENDING_OP,
-    ROLE, ROLLED_AT_MS, SEQ, SINCE_INDEX, STATE_SIZE, TIME_ENTRIES, UNFLUSHED, UNREPLICATED, FIRST_UNSTABLE,
+    ACTIVE_BASE,
+    ACTIVE_SIZE,
+    DELETED,
+    FIRST_UNDECIDED,
+    FIRST_UNSTABLE,
+    FLUSHED_AT_MS,
+    GENERATION,
+    HIGH_WATERMARK,
+    INDEX_ENTRIES,
+    LEADER_EPOCH,
+    LOG_END,
+    LOG_START,
+    MAX_TIMESTAMP,
+    N_ISR,
+    N_REPLICAS,
+    OFFSET_OF_MAX_TS,
+    PENDING_OP,
+    ROLE,
+    ROLLED_AT_MS,
+    SEQ,
+    SINCE_INDEX,
+    STATE_SIZE,
+    TIME_ENTRIES,
+    UNFLUSHED,
+    UNREPLICATED,
 )
 from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32
 from mmlog.system import libc

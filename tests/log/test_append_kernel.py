@@ -19,7 +19,13 @@ from numba import njit
 from mmlog.config.settings import LogConfig
 from mmlog.errors import CorruptMessage
 from mmlog.log import append_kernel as ak
-from mmlog.log import log_recovery, partition, replica_state, segment_deletion, transaction_state
+from mmlog.log import (
+    log_recovery,
+    partition,
+    replica_state,
+    segment_deletion,
+    transaction_state,
+)
 from mmlog.log import partition_table as pt
 from mmlog.log.append_info import AppendInfo
 from mmlog.log.partition import Partition
