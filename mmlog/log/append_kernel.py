@@ -22,6 +22,11 @@ Every check reads only buf, the row and the state page; the state page under the
 than the row's falls back before any index is touched (the row's index addresses are valid only for
 them; another process's roll or truncation changes the generation). The first store is PENDING_OP.
 
+One thread per process appends through a row: the flock belongs to the lock fd's open file description,
+which the Python path's PartitionLock shares (its thread lock is not the kernel's), so another thread of
+the process appending through the same Partition would not be kept out. The rows are the filling
+process's (addresses of its mappings): a table is filled after the fork, in the process that calls.
+
 Crash points and failures are an append's (partition.py): a write that fails or is short sets
 PENDING_OP back to idle and falls back with nothing published (the offsets in buf and index entries past
 the count are ignored and overwritten by the Python path's retry, which meets the error itself).
@@ -36,9 +41,31 @@ from mmlog.log import kernels
 from mmlog.log import partition_table as t
 from mmlog.log.kernels import CRC_TABLES, crc32c
 from mmlog.log.state import (
-    ACTIVE_BASE, ACTIVE_SIZE, DELETED, FIRST_UNDECIDED, FLUSHED_AT_MS, GENERATION, HIGH_WATERMARK, INDEX_ENTRIES,
-    LAST_ABORT, LEADER_EPOCH, LOG_END, LOG_START, MAX_TIMESTAMP, N_ISR, N_REPLICAS, OFFSET_OF_MAX_TS, PENDING_OP,
-    ROLE, ROLLED_AT_MS, SEQ, SINCE_INDEX, STATE_SIZE, TIME_ENTRIES, UNFLUSHED, UNREPLICATED, FIRST_UNSTABLE,
+    ACTIVE_BASE,
+    ACTIVE_SIZE,
+    DELETED,
+    FIRST_UNDECIDED,
+    FIRST_UNSTABLE,
+    FLUSHED_AT_MS,
+    GENERATION,
+    HIGH_WATERMARK,
+    INDEX_ENTRIES,
+    LEADER_EPOCH,
+    LOG_END,
+    LOG_START,
+    MAX_TIMESTAMP,
+    N_ISR,
+    N_REPLICAS,
+    OFFSET_OF_MAX_TS,
+    PENDING_OP,
+    ROLE,
+    ROLLED_AT_MS,
+    SEQ,
+    SINCE_INDEX,
+    STATE_SIZE,
+    TIME_ENTRIES,
+    UNFLUSHED,
+    UNREPLICATED,
 )
 from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32
 from mmlog.system import libc

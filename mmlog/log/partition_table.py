@@ -99,6 +99,7 @@ class PartitionTable:
         self._row_of: dict[tuple[str, int], int] = {}
         self._key_of: dict[int, tuple[str, int]] = {}
         self._part_of: dict[int, object] = {}  # row -> the Partition whose mappings it holds
+        self._rows_of: dict[int, set[int]] = {}  # id of such a Partition -> its rows (one, but for odd callers)
         self._free = list(range(capacity - 1, -1, -1))
         self._gone = 0  # GONE slots
 
@@ -155,6 +156,7 @@ class PartitionTable:
         for field, value in values.items():
             r[field] = value
         self._part_of[row] = part
+        self._rows_of.setdefault(id(part), set()).add(row)
         part.watch_mappings(self._unmapped)
         return row
 
@@ -164,7 +166,11 @@ class PartitionTable:
         if row is None:
             return
         del self._key_of[row]
-        del self._part_of[row]
+        part = self._part_of.pop(row)
+        rows = self._rows_of[id(part)]
+        rows.discard(row)
+        if not rows:
+            del self._rows_of[id(part)]
         h = self.rows[row, HASH]
         mask = self.slots.shape[0] - 1
         i = h & mask
@@ -181,7 +187,7 @@ class PartitionTable:
 
     def _unmapped(self, part) -> None:
         """A Partition's watcher: its mappings are about to close or move, or its config changed."""
-        for row in [row for row, p in self._part_of.items() if p is part]:
+        for row in list(self._rows_of.get(id(part), ())):
             self.forget(*self._key_of[row])
 
     def _add(self, key: tuple[str, int]) -> int:

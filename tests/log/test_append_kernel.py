@@ -14,11 +14,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import njit
 
 from mmlog.config.settings import LogConfig
 from mmlog.errors import CorruptMessage
 from mmlog.log import append_kernel as ak
-from mmlog.log import log_recovery, partition, replica_state, segment_deletion, transaction_state
+from mmlog.log import (
+    log_recovery,
+    partition,
+    replica_state,
+    segment_deletion,
+    transaction_state,
+)
 from mmlog.log import partition_table as pt
 from mmlog.log.append_info import AppendInfo
 from mmlog.log.partition import Partition
@@ -130,20 +137,25 @@ def two_partitions(tmp_path, config, leader_epoch=None, clock=None):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_kernel_leaves_the_files_the_python_path_leaves(tmp_path, clock, group, leader_epoch, seed):
     """Random appends (rolls by size, time and index capacity; flushes by count and time on the way), each
-    through append_many in one directory and the kernel (or its fallback) in the other: the same answers,
-    the same bytes in every file, checked along the way and at the end."""
+    through append_many in one directory and the kernel (or its fallback) in the other, where another writer
+    appends now and then: the same answers, the same bytes in every file, checked along the way and at the
+    end."""
     rng = random.Random(seed)
     config = LogConfig(segment_bytes=12 * 1024, segment_index_bytes=640, index_interval_bytes=300,
                        segment_ms=60_000, flush_messages=400, flush_ms=90_000)
     a, b = two_partitions(tmp_path, config, leader_epoch, clock)
     kernel = Kernel(b, random.Random(seed + 100))
+    other = Partition(b.directory, config, recover=False)  # another writer of the kernel's partition
     try:
         for step in range(250):
             clock.now += rng.choice((0, 1, 7, 300, 2500))
             bufs = [random_buffer(rng, clock.now) for _ in range(rng.randrange(1, group + 1))]
             expected = [answer(o) for o in a.append_many([bytearray(x) for x in bufs])]
             copies = [bytearray(x) for x in bufs]
-            assert kernel.append(copies, clock.now) == expected
+            if rng.random() < 0.1:
+                assert [answer(o) for o in other.append_many(copies)] == expected
+            else:
+                assert kernel.append(copies, clock.now) == expected
             if step % 50 == 49:
                 assert files_of(a.directory) == files_of(b.directory)
         assert files_of(a.directory) == files_of(b.directory)
@@ -152,6 +164,7 @@ def test_the_kernel_leaves_the_files_the_python_path_leaves(tmp_path, clock, gro
         check_indexes(b)
         assert_dense_and_valid(b.directory)
     finally:
+        other.close()
         a.close()
         b.close()
     assert files_of(a.directory) == files_of(b.directory)  # clean closes alike
@@ -370,6 +383,15 @@ def test_another_processs_roll_makes_the_row_stale(open_partition, clock):
     assert kernel.append([_batch()], clock.now) == [(11, 11, 0)]  # filled again
 
 
+def test_a_partition_another_process_deleted_falls_back(open_partition, clock):
+    p = open_partition()
+    kernel = Kernel(p)
+    kernel.append([_batch()], clock.now)
+    open_partition(recover=False).delete()
+    status, *_, row = kernel.try_append([_batch()], clock.now)
+    assert status == ak.FALLBACK and ak.REASONS[kernel.table.rows[row, pt.FALLBACK_REASON]] == "deleted"
+
+
 def test_the_index_blocks_reserved_run_out_and_a_fill_reserves_more(open_partition, clock):
     """A fill reserves a chunk of index blocks ahead; the append that would need more falls back, marks the
     row stale, and the next fill reserves the next chunk."""
@@ -387,6 +409,34 @@ def test_the_index_blocks_reserved_run_out_and_a_fill_reserves_more(open_partiti
     assert reasons == ["index blocks"]
     assert p.snapshot().time_entries == 4199
     check_indexes(p)
+
+
+@njit(cache=True)
+def _compiled_appends(slots, rows, names, buf, name_at, name_len, spans, now, out):
+    """A processor's compiled loop in miniature: find the partition by the name bytes, append each span."""
+    row = pt.lookup(slots, rows, names, buf, name_at, name_len, 0)
+    failed = 0
+    for i in range(spans.shape[0]):
+        failed += ak.append(rows, row, buf, spans[i:i + 1], 1, now, 1, out[i:i + 1])
+    return failed
+
+
+def test_compiled_code_finds_the_partition_and_appends_without_the_interpreter(open_partition, clock):
+    p = open_partition()
+    table = PartitionTable()
+    table.fill("t", 0, p)
+    batches = [rec.build_batch([(b"k", b"%d" % i)]) for i in range(5)]
+    data = bytearray(b"..t..")
+    spans = []
+    for b in batches:
+        spans.append((len(data), len(b)))
+        data += b
+    buf = np.frombuffer(data, dtype=np.uint8).copy()
+    out = np.zeros((5, 3), dtype=np.int64)
+    assert _compiled_appends(*table.arrays(), buf, 2, 1, np.array(spans, dtype=np.int64), clock.now, out) == 0
+    assert out[:, 0].tolist() == [0, 1, 2, 3, 4]
+    assert [r.value for b in assert_dense_and_valid(p.directory) for r in rec.decode_records(b.data)] == \
+        [b"%d" % i for i in range(5)]
 
 
 # ---------------------------------------------------------------- others see it
