@@ -145,27 +145,102 @@ def check_span(buf, start, length, max_message_bytes, segment_bytes):
     return NONE, batches, offsets, records
 
 
+# pending: int64 [partitions, PENDING_FIELDS], what each phase of an append hands the next
+(P_BYTES, P_BATCHES, P_OFFSETS, P_RECORDS, P_NEXT_OFFSET, P_AT, P_INDEX_ENTRIES, P_TIME_ENTRIES, P_MAX_TS,
+ P_OFFSET_OF_MAX, P_SINCE) = range(11)
+PENDING_FIELDS = 11
+
+
 @njit(cache=True, nogil=True)
 def append(rows, row, buf, spans, n, now_ms, acks, out):
     """Append the n records fields of spans to the partition of rows[row]: OK (out filled) or FALLBACK."""
-    if row < 0 or row >= rows.shape[0] or rows[row, t.IN_USE] == 0:
+    ids = np.full(1, row, np.int64)
+    pending = np.zeros((1, PENDING_FIELDS), np.int64)
+    return _append_all(rows, ids, 1, buf, spans, n, now_ms, acks, out, pending)
+
+
+@njit(cache=True, nogil=True)
+def append_partitions(rows, ids, k, buf, spans, now_ms, acks, out, pending):
+    """Append the records field spans[i] to the partition of rows[ids[i]], for the k partitions of one
+    request, all or none: OK (out[i] filled), or FALLBACK with nothing changed in any of them.
+
+    All or none: every partition's lock is taken first (in the order of their lock files' inodes, which
+    every process shares, so two processes never wait on each other), every check passes under them,
+    every write succeeds (past each log end, where nothing reads), and only then is any of them
+    published. A request naming one partition twice falls back (the Python path appends both)."""
+    for i in range(k):
+        for j in range(i):
+            if ids[i] == ids[j]:
+                return FALLBACK
+    return _append_all(rows, ids, k, buf, spans, 1, now_ms, acks, out, pending)
+
+
+@njit(cache=True, nogil=True)
+def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
+    """k partitions of n spans each (k == 1, or n == 1); the reason of the first that falls back is kept in
+    its row."""
+    if k < 1 or pending.shape[0] < k or out.shape[0] < k * n or n < 1 or n > IOV_MAX or spans.shape[0] < k * n:
         return FALLBACK
-    r = rows[row]
-    reason = _append(r, buf, spans, n, now_ms, acks, out)
-    r[t.FALLBACK_REASON] = reason
+    for i in range(k):
+        if ids[i] < 0 or ids[i] >= rows.shape[0] or rows[ids[i], t.IN_USE] == 0:
+            return FALLBACK
+        reason = _check_spans(rows[ids[i]], buf, spans[i * n:(i + 1) * n], n, acks, pending[i])
+        if reason != NONE:
+            return _fell_back(rows[ids[i]], reason)
+    order = np.argsort(rows[ids[:k], t.LOCK_INODE], kind="mergesort")
+    locked = 0
+    reason = NONE
+    failed = 0
+    while locked < k:
+        fd = np.int32(rows[ids[order[locked]], t.LOCK_FD])
+        if libc.flock(fd, LOCK_EX) == 0:
+            locked += 1
+        elif libc.errno() != EINTR:
+            reason = LOCK_FAILED
+            failed = order[locked]
+            break
+    if reason == NONE:
+        for i in range(k):
+            reason = _check_locked(rows[ids[i]], n, now_ms, acks, pending[i])
+            if reason != NONE:
+                failed = i
+                break
+    written = 0
+    if reason == NONE:
+        for i in range(k):
+            if not _write_locked(rows[ids[i]], buf, spans[i * n:(i + 1) * n], n, out[i * n:(i + 1) * n], pending[i]):
+                reason = WRITE_FAILED
+                failed = i
+                break
+            written += 1
+    if reason == NONE:
+        for i in range(k):
+            _publish(rows[ids[i]], now_ms, pending[i])
+    else:
+        for i in range(written):  # nothing of theirs was published: their bytes past the log end are ignored
+            libc.view_i64(rows[ids[i], t.STATE_ADDR], _SLOTS)[PENDING_OP] = _IDLE
+    for i in range(locked):
+        libc.flock(np.int32(rows[ids[order[i]], t.LOCK_FD]), LOCK_UN)
     if reason != NONE:
-        r[t.FALLBACKS] += 1
-        if reason == STALE_ROW or reason == INDEX_BLOCKS:
-            r[t.STALE] = 1
-        return FALLBACK
-    r[t.APPENDS] += 1
+        return _fell_back(rows[ids[failed]], reason)
+    for i in range(k):
+        rows[ids[i], t.APPENDS] += 1
+        rows[ids[i], t.FALLBACK_REASON] = NONE
     return OK
 
 
 @njit(cache=True, nogil=True)
-def _append(r, buf, spans, n, now_ms, acks, out):
-    if n < 1 or n > IOV_MAX or spans.shape[0] < n or out.shape[0] < n:
-        return BAD_SPANS
+def _fell_back(r, reason):
+    r[t.FALLBACK_REASON] = reason
+    r[t.FALLBACKS] += 1
+    if reason == STALE_ROW or reason == INDEX_BLOCKS:
+        r[t.STALE] = 1
+    return FALLBACK
+
+
+@njit(cache=True, nogil=True)
+def _check_spans(r, buf, spans, n, acks, pending):
+    """What can be decided without the lock: the acks, the topic's config, every batch; the totals into pending."""
     if acks != 0 and acks != 1 and not (acks == -1 and r[t.MIN_INSYNC_REPLICAS] <= 1):
         return ACKS
     if r[t.COMPACT] != 0 or r[t.PLAIN_BATCHES] == 0:
@@ -180,18 +255,17 @@ def _append(r, buf, spans, n, now_ms, acks, out):
         nbatches += batches
         noffsets += offsets
         nrecords += records
-    fd = np.int32(r[t.LOCK_FD])
-    while libc.flock(fd, LOCK_EX) != 0:
-        if libc.errno() != EINTR:
-            return LOCK_FAILED
-    reason = _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffsets, nrecords)
-    libc.flock(fd, LOCK_UN)
-    return reason
+    pending[P_BYTES] = nbytes
+    pending[P_BATCHES] = nbatches
+    pending[P_OFFSETS] = noffsets
+    pending[P_RECORDS] = nrecords
+    return NONE
 
 
 @njit(cache=True, nogil=True)
-def _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffsets, nrecords):
-    """`_begin_write`'s checks, `_should_roll`, the flush rule, then `_write_locked` (caller holds the flock)."""
+def _check_locked(r, n, now_ms, acks, pending):
+    """`_begin_write`'s checks, `_should_roll` and the flush rule (caller holds the flock)."""
+    nbytes, nbatches, noffsets, nrecords = pending[P_BYTES], pending[P_BATCHES], pending[P_OFFSETS], pending[P_RECORDS]
     page = libc.view_i64(r[t.STATE_ADDR], _SLOTS)
     if page[SEQ] & 1 or page[PENDING_OP] != 0:
         return TORN  # a writer died mid-update: the Python path repairs
@@ -206,20 +280,18 @@ def _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffse
         return ISR  # NOT_ENOUGH_REPLICAS, or an answer that waits for followers
     if page[FIRST_UNDECIDED] >= 0 or page[UNREPLICATED] != 0:
         return TRANSACTIONS
-    active_base = r[t.ACTIVE_BASE]
     log_end = page[LOG_END]
     active_size = page[ACTIVE_SIZE]
     idx_n = page[INDEX_ENTRIES]
     time_n = page[TIME_ENTRIES]
-    rolled_at = page[ROLLED_AT_MS]
     index_capacity = r[t.OFFSET_INDEX_CAPACITY]
     time_capacity = r[t.TIME_INDEX_CAPACITY]
     if active_size == 0:
         if n > 1:
             return GROUP_INTO_EMPTY
-    elif (active_size + nbytes > r[t.SEGMENT_BYTES] or now_ms - rolled_at >= r[t.SEGMENT_MS]
+    elif (active_size + nbytes > r[t.SEGMENT_BYTES] or now_ms - page[ROLLED_AT_MS] >= r[t.SEGMENT_MS]
           or idx_n + nbatches >= index_capacity or time_n + nbatches >= time_capacity - 1
-          or log_end + noffsets - 1 - active_base > _INT32_MAX):
+          or log_end + noffsets - 1 - r[t.ACTIVE_BASE] > _INT32_MAX):
         return ROLL_DUE
     # `_append_locked` reserves blocks for idx_n + nbatches + 1 and time_n + nbatches + 2 entries first
     if (idx_n + nbatches + 1 > min(index_capacity, r[t.OFFSET_INDEX_RESERVED])
@@ -229,21 +301,31 @@ def _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffse
     oldest_unflushed = page[FLUSHED_AT_MS] if unflushed else now_ms
     if unflushed + nrecords >= r[t.FLUSH_MESSAGES] or now_ms - oldest_unflushed >= r[t.FLUSH_MS]:
         return FLUSH_DUE
+    return NONE
 
-    # ---- `_write_locked`: from here on the files change
+
+@njit(cache=True, nogil=True)
+def _write_locked(r, buf, spans, n, out, pending):
+    """`_write_locked` up to the publish: PENDING_OP, offsets (and the leader epoch) in buf, index entries
+    past the count, the write past the log end. False if the write failed (nothing is published)."""
+    page = libc.view_i64(r[t.STATE_ADDR], _SLOTS)
     page[PENDING_OP] = _APPEND
-    stamp = role == _LEADER
+    active_base = r[t.ACTIVE_BASE]
+    active_size = page[ACTIVE_SIZE]
+    idx_n = page[INDEX_ENTRIES]
+    time_n = page[TIME_ENTRIES]
+    stamp = page[ROLE] == _LEADER
     epoch = page[LEADER_EPOCH]
     log_start = page[LOG_START]
-    offset_index = libc.view_i32(r[t.OFFSET_INDEX_ADDR], 2 * index_capacity)
-    time_index = libc.view_i64(r[t.TIME_INDEX_ADDR], 2 * time_capacity)
+    offset_index = libc.view_i32(r[t.OFFSET_INDEX_ADDR], 2 * r[t.OFFSET_INDEX_CAPACITY])
+    time_index = libc.view_i64(r[t.TIME_INDEX_ADDR], 2 * r[t.TIME_INDEX_CAPACITY])
     interval = r[t.INDEX_INTERVAL_BYTES]
     since = page[SINCE_INDEX]
     max_ts = page[MAX_TIMESTAMP]
     off_max = page[OFFSET_OF_MAX_TS]
     last_time_ts = np.int64(-1)
     last_time_known = False
-    next_offset = log_end
+    next_offset = page[LOG_END]
     at = active_size
     for i in range(n):
         first = next_offset
@@ -285,10 +367,23 @@ def _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffse
         if out.shape[1] >= 5:
             out[i, 3] = batches
             out[i, 4] = records
-    if not _write(np.int32(r[t.LOG_FD]), buf, spans, n, active_size, nbytes):
-        page[PENDING_OP] = _IDLE
-        return WRITE_FAILED
+    pending[P_NEXT_OFFSET] = next_offset
+    pending[P_AT] = at
+    pending[P_INDEX_ENTRIES] = idx_n
+    pending[P_TIME_ENTRIES] = time_n
+    pending[P_MAX_TS] = max_ts
+    pending[P_OFFSET_OF_MAX] = off_max
+    pending[P_SINCE] = since
+    return _write(np.int32(r[t.LOG_FD]), buf, spans, n, active_size, pending[P_BYTES])
 
+
+@njit(cache=True, nogil=True)
+def _publish(r, now_ms, pending):
+    """The stores that make a written append visible, as `_write_locked` ends (PENDING_OP back to idle)."""
+    page = libc.view_i64(r[t.STATE_ADDR], _SLOTS)
+    unflushed = page[UNFLUSHED]
+    active_size = page[ACTIVE_SIZE]
+    next_offset = pending[P_NEXT_OFFSET]
     if not unflushed:  # `state.update(flushed_at_ms=now)`: its own seqlocked store
         seq = page[SEQ]
         page[SEQ] = (seq + 1) | 1
@@ -296,7 +391,7 @@ def _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffse
         page[FLUSHED_AT_MS] = now_ms
         libc.fence()
         page[SEQ] = (seq + 2) & ~1
-    if role == _LEADER and page[N_ISR] > 1:
+    if page[ROLE] == _LEADER and page[N_ISR] > 1:
         high_watermark = page[HIGH_WATERMARK]  # followers' fetches move it
     else:
         high_watermark = next_offset
@@ -306,20 +401,19 @@ def _append_locked(r, buf, spans, n, now_ms, acks, out, nbytes, nbatches, noffse
     libc.fence()
     page[LOG_END] = next_offset
     page[HIGH_WATERMARK] = high_watermark
-    page[ACTIVE_SIZE] = at
-    page[INDEX_ENTRIES] = idx_n
-    page[TIME_ENTRIES] = time_n
-    page[MAX_TIMESTAMP] = max_ts
-    page[OFFSET_OF_MAX_TS] = off_max
-    page[SINCE_INDEX] = since
-    page[ROLLED_AT_MS] = rolled_at if active_size else now_ms
-    page[UNFLUSHED] = unflushed + nrecords
+    page[ACTIVE_SIZE] = pending[P_AT]
+    page[INDEX_ENTRIES] = pending[P_INDEX_ENTRIES]
+    page[TIME_ENTRIES] = pending[P_TIME_ENTRIES]
+    page[MAX_TIMESTAMP] = pending[P_MAX_TS]
+    page[OFFSET_OF_MAX_TS] = pending[P_OFFSET_OF_MAX]
+    page[SINCE_INDEX] = pending[P_SINCE]
+    page[ROLLED_AT_MS] = page[ROLLED_AT_MS] if active_size else now_ms
+    page[UNFLUSHED] = unflushed + pending[P_RECORDS]
     page[PENDING_OP] = _IDLE
     page[FIRST_UNSTABLE] = -1
     # FIRST_UNDECIDED (-1) and LAST_ABORT are stored unchanged by publish_append
     libc.fence()
     page[SEQ] = (seq + 2) & ~1
-    return NONE
 
 
 @njit(cache=True, nogil=True)
@@ -352,6 +446,9 @@ def warm() -> None:
     rows = np.zeros((1, t.ROW_FIELDS), dtype=np.int64)
     buf = np.zeros(64, dtype=np.uint8)
     append(rows, 0, buf, np.zeros((1, 2), dtype=np.int64), 1, 0, 1, np.zeros((1, 3), dtype=np.int64))
+    append(rows, 0, buf, np.zeros((1, 2), dtype=np.int64), 1, 0, 1, np.zeros((1, 5), dtype=np.int64))
+    append_partitions(rows, np.zeros(1, np.int64), 1, buf, np.zeros((1, 2), dtype=np.int64), 0, 1,
+                      np.zeros((1, 5), dtype=np.int64), np.zeros((1, PENDING_FIELDS), np.int64))
     check_span(buf, 0, 64, 1 << 20, 1 << 30)
     t.lookup(np.full(8, t.EMPTY, dtype=np.int64), rows, buf, buf, 0, 1, 0)
     t.key_hash(buf, 0, 1, 0)

@@ -23,6 +23,8 @@ The arrays are replaced when the table grows (`version` counts that): compiled c
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import njit
 
@@ -35,10 +37,11 @@ EMPTY, GONE = -1, -2  # slots: never used (a probe stops), forgotten (a probe go
  OFFSET_INDEX_ADDR, OFFSET_INDEX_CAPACITY, OFFSET_INDEX_RESERVED, TIME_INDEX_ADDR, TIME_INDEX_CAPACITY,
  TIME_INDEX_RESERVED, SEGMENT_BYTES, SEGMENT_MS, MAX_MESSAGE_BYTES, INDEX_INTERVAL_BYTES, FLUSH_MESSAGES,
  FLUSH_MS, MIN_INSYNC_REPLICAS, PLAIN_BATCHES, COMPACT, STALE, FALLBACK_REASON, APPENDS,
- FALLBACKS) = range(29)
+ FALLBACKS, LOCK_INODE) = range(30)
 ROW_FIELDS = 32
 # PLAIN_BATCHES: compression.type keeps uncompressed batches as they are (producer, uncompressed).
 # STALE: the kernel met a state the row no longer describes (another generation, index blocks used up).
+# LOCK_INODE: the lock file's inode, the order every process takes several partitions' locks in.
 # FALLBACK_REASON: why the last call fell back (append_kernel.REASONS); APPENDS, FALLBACKS: counts.
 
 
@@ -139,6 +142,7 @@ class PartitionTable:
             config = part.config
             values = {
                 STATE_ADDR: part.state._slots.ctypes.data, LOCK_FD: part.lock._fd,
+                LOCK_INODE: os.fstat(part.lock._fd).st_ino,
                 LOG_FD: active.file.fileno(), GENERATION: snap.generation, ACTIVE_BASE: snap.active_base,
                 OFFSET_INDEX_ADDR: oi.address, OFFSET_INDEX_CAPACITY: oi.capacity,
                 OFFSET_INDEX_RESERVED: oi.reserved_entries, TIME_INDEX_ADDR: ti.address,

@@ -126,25 +126,20 @@ class CompiledPath:
             self._feed(conn, memoryview(self.rbuf)[r_start:r_start + r_len])
 
     def _learn(self, r_start: int, r_len: int) -> None:
-        """Enter the partition of a handed-off one-partition Produce in the table (its next request is
-        compiled), unless it is there already as of its current segments."""
+        """Enter the partitions a handed-off Produce names in the table (its next request is compiled),
+        unless they are there already as of their current segments."""
         rbuf = self.rbuf
         if r_len < 4 or int.from_bytes(rbuf[r_start:r_start + 4], "big") > r_len - 4:
             return
         header, parts = self.scratch[0], self.scratch[1]
-        if pk.decode_produce(rbuf, r_start + 4, r_start + r_len, header, parts) != 1:
-            return
-        name = bytes(rbuf[parts[0, pk.NAME_START]:parts[0, pk.NAME_START] + parts[0, pk.NAME_LEN]]).decode()
-        key = (name, int(parts[0, pk.PARTITION]))
+        n = pk.decode_produce(rbuf, r_start + 4, r_start + r_len, header, parts)
         manager = self.processor.manager
-        try:
-            part = manager.partition(*key)
-        except Exception:  # noqa: BLE001 - unknown, offline, not ours: the Python handler answers it
-            return
-        try:
-            self.table.ensure(name, key[1], part)
-        except Exception as exc:  # noqa: BLE001 - it stays Python's; the handler meets whatever this was
-            log.debug("partition %s-%d not entered in the compiled table: %s", name, key[1], exc)
+        for start, length, index in parts[:max(n, 0), [pk.NAME_START, pk.NAME_LEN, pk.PARTITION]].tolist():
+            name = bytes(rbuf[start:start + length]).decode()
+            try:
+                self.table.ensure(name, index, manager.partition(name, index))
+            except Exception as exc:  # noqa: BLE001 - unknown, offline, not ours: the Python handler answers it
+                log.debug("partition %s-%d not entered in the compiled table: %s", name, index, exc)
 
     # ------------------------------------------------------------ connections
 

@@ -3,9 +3,9 @@
 The same steps as dispatch.handle_produce_group and handlers/produce.py take for a request
 of one partition that appends cleanly, and nothing else: `serve_frame` returns -1 (having
 changed nothing) for every request it does not cover, which the Python handlers then serve
-from the same bytes. Covered: Produce v3-v8 without a transactional id, acks 0, 1 or -1, one
-topic with one partition that the processor's partition table holds, records the append
-kernel takes (log/append_kernel.py says which). Everything that answers an error is Python's:
+from the same bytes. Covered: Produce v3-v8 without a transactional id, acks 0, 1 or -1, up to
+MAX_PARTS partitions, each named once, that the processor's partition table holds, records the
+append kernel takes (log/append_kernel.py says which): all of them appended, or none. Everything that answers an error is Python's:
 so is every error metric.
 
 After an append, what `Processor.appended` does in Python: other processors with parked
@@ -36,38 +36,50 @@ _BYTES_IN, _MESSAGES_IN = metrics_block.SCALAR["bytes_in"], metrics_block.SCALAR
 def make_scratch() -> tuple:
     """The arrays one decode, append and answer work in (reused by every request)."""
     return (np.zeros(pk.HEADER_FIELDS, np.int64), np.zeros((MAX_PARTS, pk.PART_FIELDS), np.int64),
-            np.zeros((MAX_PARTS, pk.RESULT_FIELDS), np.int64), np.zeros((1, 2), np.int64), np.zeros((1, 5), np.int64))
+            np.zeros((MAX_PARTS, pk.RESULT_FIELDS), np.int64), np.zeros((MAX_PARTS, 2), np.int64),
+            np.zeros((MAX_PARTS, 5), np.int64), np.zeros(MAX_PARTS, np.int64),
+            np.zeros((MAX_PARTS, append_kernel.PENDING_FIELDS), np.int64))
 
 
 @njit(cache=True, nogil=True)
 def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared):
     """Serve the Produce frame buf[start:end] (no size prefix); the response's end in wbuf (wpos if
     acks=0), or -1 when the Python handlers must serve it."""
-    header, parts, results, spans, appended = scratch
+    header, parts, results, spans, appended, ids, pending = scratch
     n = pk.decode_produce(buf, start, end, header, parts)
-    if n != 1 or header[pk.TRANSACTIONAL_ID_LEN] != -1:
+    if n < 1 or header[pk.TRANSACTIONAL_ID_LEN] != -1:
         return -1
     acks = header[pk.ACKS]
-    length = parts[0, pk.RECORDS_LEN]
-    if (acks != 0 and acks != 1 and acks != -1) or length <= 0:
+    if acks != 0 and acks != 1 and acks != -1:
         return -1
     slots, rows, names = table
-    row = partition_table.lookup(slots, rows, names, buf, parts[0, pk.NAME_START], parts[0, pk.NAME_LEN],
-                                 parts[0, pk.PARTITION])
-    if row < 0:
+    nbytes = 0
+    for i in range(n):
+        length = parts[i, pk.RECORDS_LEN]
+        if length <= 0:
+            return -1
+        row = partition_table.lookup(slots, rows, names, buf, parts[i, pk.NAME_START], parts[i, pk.NAME_LEN],
+                                     parts[i, pk.PARTITION])
+        if row < 0:
+            return -1
+        ids[i] = row
+        spans[i, 0] = parts[i, pk.RECORDS_START]
+        spans[i, 1] = length
+        nbytes += length
+    if append_kernel.append_partitions(rows, ids, n, buf, spans, libc.wall_ms(), acks, appended,
+                                       pending) != append_kernel.OK:
         return -1
-    spans[0, 0] = parts[0, pk.RECORDS_START]
-    spans[0, 1] = length
-    if append_kernel.append(rows, row, buf, spans, 1, libc.wall_ms(), acks, appended) != append_kernel.OK:
-        return -1
-    _appended(counters, shared, length, appended[0, 4])
+    records = 0
+    for i in range(n):
+        records += appended[i, 4]
+        results[i, 0] = 0
+        results[i, 1] = appended[i, 0]
+        results[i, 2] = appended[i, 2]
+    _appended(counters, shared, nbytes, records)
     if acks == 0:
         return wpos
-    results[0, 0] = 0
-    results[0, 1] = appended[0, 0]
-    results[0, 2] = appended[0, 2]
     return pk.encode_produce_response(wbuf, wpos, header[pk.API_VERSION], header[pk.CORRELATION_ID], 0, buf,
-                                      parts, 1, results)
+                                      parts, n, results)
 
 
 @njit(cache=True, nogil=True)
