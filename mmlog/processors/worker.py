@@ -291,6 +291,8 @@ class Processor:
             self._read(conn)  # what came with the handshake's last flight is decrypted already
 
     def _read(self, conn: Connection) -> None:
+        if self.compiled is not None and not self.compiled.take_carry(conn):
+            return  # the start of a frame compiled code kept for it goes first (or it could not be framed)
         try:
             alive = conn.fill()
         except FrameSizeError as exc:

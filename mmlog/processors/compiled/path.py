@@ -90,15 +90,14 @@ class CompiledPath:
             if conn is None:
                 continue
             if kind == loop.EVENT:
-                if conn.__class__ is not str and not self._take_carry(conn):  # str: the processor's own fds
-                    continue
-                ready.append((conn, readiness(mask)))
+                ready.append((conn, readiness(mask)))  # a connection's carry goes first when Python reads it
             else:
                 self._handoff(conn, r_start, r_len, w_start, w_len)
         return ready
 
-    def _take_carry(self, conn) -> bool:
-        """Give conn's framer the part of a frame compiled code kept for it, if any; False if conn was closed."""
+    def take_carry(self, conn) -> bool:
+        """Give conn's framer the part of a frame compiled code kept for it, if any (before Python reads its
+        socket: the bytes stay in order); False if conn was closed."""
         n = loop.take_carry(self.conns, conn.fd, self.carry, self._taken)
         return not n or self._feed(conn, memoryview(self._taken)[:n])
 
@@ -146,7 +145,7 @@ class CompiledPath:
     def update(self, conn, eligible: bool) -> None:
         """Mark conn FAST (compiled code serves it) or not."""
         fd = conn.fd
-        if not eligible and not self._take_carry(conn):
+        if not eligible and not self.take_carry(conn):
             return
         if fd >= self.conns.shape[0]:
             if not eligible:
