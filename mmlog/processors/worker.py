@@ -489,6 +489,10 @@ class Processor:
         """conn has requests to handle in this pass (compiled code handed it over)."""
         self._ready.add(conn)
 
+    def starve(self, conn: Connection) -> None:
+        """conn's framer waits for request memory (compiled code handed it more than its budget covered)."""
+        self._starved.conns.add(conn)
+
     def close_connection(self, conn: Connection) -> None:
         self._close(conn)
 

@@ -85,11 +85,13 @@ class FrameReader:
         self._lent: memoryview | None = None  # the last view of _body that get_buffer returned (budgeted)
         self._frames: deque[memoryview] = deque()
         self._error: FrameSizeError | None = None
+        self._kept = bytearray()  # bytes given to `keep` that the budget did not cover yet
 
     @property
     def empty(self) -> bool:
         """Nothing received and not yet taken: no whole frame queued, no part of one staged."""
-        return self._start == self._end and self._body is None and not self._frames and not self._big
+        return (self._start == self._end and self._body is None and not self._frames and not self._big
+                and not self._kept)
 
     # --- input -----------------------------------------------------------------------
 
@@ -138,6 +140,22 @@ class FrameReader:
             self.buffer_updated(n)
             view = view[n:]
 
+    def keep(self, data) -> None:
+        """Bytes someone else already read from the socket (the compiled request path): framed as `feed`
+        frames them, but never refused: what the budget does not cover yet stays here, unframed, and the
+        reader is starved (not read from) until `resume` frames it."""
+        view = memoryview(data).cast("B")
+        while view:
+            target = self.get_buffer()
+            if target is None:
+                self._kept += view
+                self._starved = True
+                return
+            n = min(len(target), len(view))
+            target[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
+
     def resume(self) -> bool:
         """Retry the reservation the reader is starved on; True when it is no longer starved."""
         if not self._starved:
@@ -149,6 +167,9 @@ class FrameReader:
             self._promote()
         else:
             self._parse()  # a complete small frame waits in staging
+        if not self._starved and self._kept:
+            kept, self._kept = self._kept, bytearray()
+            self.keep(kept)
         return not self._starved
 
     def discard(self) -> None:
@@ -163,6 +184,7 @@ class FrameReader:
         self._reserved = self._filled = self._size = self._big = 0
         self._start = self._end = 0
         self._starved = False
+        self._kept = bytearray()
 
     # --- output ----------------------------------------------------------------------
 

@@ -258,6 +258,32 @@ def test_a_complete_small_frame_waits_in_staging_for_its_reservation():
     assert reader.resume() and [bytes(f) for f in reader.pop_frames()] == [b"ij"]
 
 
+def test_bytes_already_read_are_kept_past_the_budget_and_framed_when_memory_comes_back():
+    budget = Ledger(limit=5)
+    reader = FrameReader(budget=budget)
+    reader.keep(frame(b"abc") + frame(b"defgh") + frame(b"ij"))  # read by the compiled path: never refused
+    assert [bytes(f) for f in reader.pop_frames()] == [b"abc"] and reader.starved and not reader.empty
+    budget.release(3)
+    assert not reader.resume()
+    assert [bytes(f) for f in reader.pop_frames()] == [b"defgh"]
+    budget.release(5)
+    assert reader.resume() and [bytes(f) for f in reader.pop_frames()] == [b"ij"]
+    budget.release(2)
+    assert reader.empty and budget.held == 0
+
+
+def test_bytes_kept_past_a_big_frames_budget_wait_for_it():
+    budget = Ledger(limit=100_000)
+    reader = FrameReader(budget=budget)
+    body = bytes(range(256)) * 1000  # 256,000 bytes: more than the budget allows at once
+    reader.keep(frame(body)[:200_000])
+    assert reader.starved and not reader.queued
+    budget.limit = 1 << 20
+    assert reader.resume()
+    reader.feed(frame(body)[200_000:])
+    assert [bytes(f) for f in reader.pop_frames()] == [body]
+
+
 def test_discard_gives_back_queued_and_partial_frames():
     budget = Ledger()
     reader = FrameReader(buffer_size=1024, budget=budget)

@@ -18,6 +18,11 @@ What goes back to Python, one row of `out` each (OUT_FIELDS columns):
            feeds the bytes to the connection's framer, so the Python handlers carry on from
            exactly where compiled code stopped, in order.
 
+Memory: the request memory pool (`queued.max.request.bytes`) bounds what connections hold between
+reads; compiled code holds nothing of a connection between calls but a carry, and reads at most
+MAX_READ bytes of one connection a call, so a frame handed over mid-way brings at most that much
+past the connection's budget (its framer keeps it and waits for the pool, as a starved reader).
+
 Buffers: a HANDOFF's bytes stay where they are in `rbuf` and `wbuf` until the call returns (the
 next connection's recv goes after them), so one call serves many connections without copying
 any; a call whose buffers run low leaves the remaining connections to Python as EVENTs.
@@ -55,6 +60,7 @@ COUNTER_FIELDS = 5
 
 CARRY_SIZE = 64 * 1024  # the largest part of a frame kept between reads
 MIN_ROOM = 2 * CARRY_SIZE  # receive-buffer room a connection needs to be read here rather than by Python
+MAX_READ = 256 * 1024  # one recv's most: what a handed-off frame may hold beyond the request memory pool
 MIN_WROOM = 16 * 1024  # response-buffer room likewise (a one-partition Produce answer is < 200 bytes)
 _COMPILED = SCALAR["requests_compiled"]
 _RECV_FLAGS = libc.MSG_DONTWAIT
@@ -129,7 +135,8 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_ou
     if kept:  # the frame the last read ended in: it goes first
         at = (conns[fd, CARRY] - 1) * CARRY_SIZE
         rbuf[start:start + kept] = carry[0][at:at + kept]
-    r = libc.recv(np.int32(fd), rbuf.ctypes.data + start + kept, rbuf.shape[0] - start - kept, _RECV_FLAGS)
+    r = libc.recv(np.int32(fd), rbuf.ctypes.data + start + kept, min(rbuf.shape[0] - start - kept, MAX_READ),
+                  _RECV_FLAGS)
     if r <= 0:
         if r < 0 and libc.errno() == libc.EAGAIN:
             return rpos, wpos, n_out  # a spurious wake-up: nothing to read after all (the carry stays)

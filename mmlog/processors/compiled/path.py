@@ -102,15 +102,19 @@ class CompiledPath:
         return not n or self._feed(conn, memoryview(self._taken)[:n])
 
     def _feed(self, conn, data) -> bool:
-        """Bytes compiled code read, to conn's framer; False if they cannot be framed (conn is closed)."""
+        """Bytes compiled code read, to conn's framer (kept, past its memory budget if need be: the
+        connection is then starved, not read from until the pool has room); False if they cannot be
+        framed (conn is closed)."""
         try:
-            conn.reader.feed(data)
-        except (FrameSizeError, BufferError) as exc:
+            conn.reader.keep(data)
+        except FrameSizeError as exc:
             log.warning("closing connection from %s: %s", conn.peer, exc)
             self.processor.close_connection(conn)
             return False
         conn.stamp(time.monotonic())
         self.processor.ready(conn)
+        if conn.reader.starved:
+            self.processor.starve(conn)
         return True
 
     def _handoff(self, conn, r_start: int, r_len: int, w_start: int, w_len: int) -> None:
