@@ -12,9 +12,10 @@ path off, and the differential tests compare the two.
 
 A HANDOFF (loop.py) continues in Python with the bytes compiled code had read: the unsent
 responses are queued first, the unserved bytes go to the connection's framer, and the
-connection is handled in this same pass. The partition a handed-off Produce names is learned
-then: opened, prepared and entered in the partition table, so its next request is compiled. The table forgets a partition before its mappings close or
-move (log/partition_table.py), and is emptied when the topic catalogue changes.
+connection is handled in this same pass. The partitions a handed-off Produce names are learned
+then: opened, prepared and entered in the partition table, so the next request is compiled. The
+table forgets a partition before its mappings close or move (log/partition_table.py), and is
+emptied when the topic catalogue changes.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ import time
 
 import numpy as np
 
-from mmlog.ipc.metrics_block import NULL_REGION
+from mmlog.ipc.metrics_block import NULL_REGION, REGION_WORDS
 from mmlog.log.partition_table import PartitionTable
 from mmlog.processors.compiled import loop, produce_path
 from mmlog.processors.poller import readiness
 from mmlog.protocol import FrameSizeError
 from mmlog.protocol import produce_kernels as pk
+from mmlog.system import libc
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ class CompiledPath:
         self.params[loop.EPFD] = self.poller.fileno()
         self.params[loop.MAX_FRAME] = processor.config["socket.request.max.bytes"]
         self.params[loop.METRICS_ON] = int(processor.metrics is not NULL_REGION)
-        self.events = np.zeros(MAX_EVENTS * 12, np.uint8)
+        self.events = np.zeros(MAX_EVENTS * libc.EPOLL_EVENT_SIZE, np.uint8)
         self.conns = np.zeros((1024, loop.CONN_FIELDS), np.int64)
         self.rbuf = np.zeros(RECEIVE_BUFFER, np.uint8)
         self.wbuf = np.zeros(SEND_BUFFER, np.uint8)
@@ -61,7 +63,7 @@ class CompiledPath:
         self.scratch = produce_path.make_scratch()
         self.table = PartitionTable()
         board = processor.board
-        words = processor.metrics.array if processor.metrics is not NULL_REGION else np.zeros(1 << 16, np.int64)
+        words = processor.metrics.array if processor.metrics is not NULL_REGION else np.zeros(REGION_WORDS, np.int64)
         self.shared = (words, np.frombuffer(board.parked, np.int64), np.array(board.fds, np.int64),
                        np.array([processor.slot], np.int64))
         self.served = 0  # requests compiled code answered (a gauge for tests and tools)
@@ -76,8 +78,8 @@ class CompiledPath:
         params[loop.WAKE_LOCAL] = int(len(self.processor.purgatory) > 0)
         counters = self.counters
         counters[:] = 0
-        n = loop.serve(params, self.events, self.conns, self.rbuf, self.wbuf, self.out, counters, self.carry, self.scratch,
-                       self.table.arrays(), self.shared)
+        n = loop.serve(params, self.events, self.conns, self.rbuf, self.wbuf, self.out, counters, self.carry,
+                       self.scratch, self.table.arrays(), self.shared)
         if n < 0:
             raise OSError(-n, "epoll_wait failed")
         self.served += int(counters[loop.REQUESTS])

@@ -1,12 +1,12 @@
-"""One Produce request served in compiled code: decode, find the partition, append, answer.
+"""One Produce request served in compiled code: decode, find the partitions, append, answer.
 
 The same steps as dispatch.handle_produce_group and handlers/produce.py take for a request
-of one partition that appends cleanly, and nothing else: `serve_frame` returns -1 (having
+whose partitions all append cleanly, and nothing else: `serve_frame` returns -1 (having
 changed nothing) for every request it does not cover, which the Python handlers then serve
 from the same bytes. Covered: Produce v3-v8 without a transactional id, acks 0, 1 or -1, up to
 MAX_PARTS partitions, each named once, that the processor's partition table holds, records the
-append kernel takes (log/append_kernel.py says which): all of them appended, or none. Everything that answers an error is Python's:
-so is every error metric.
+append kernel takes (log/append_kernel.py says which): all of them appended, or none.
+Everything that answers an error is Python's: so is every error metric.
 
 After an append, what `Processor.appended` does in Python: other processors with parked
 fetches are woken through their eventfds (the wake board's counts, read after a full fence:
@@ -92,8 +92,8 @@ def _appended(counters, shared, nbytes, records):
     words[_BYTES_IN] += nbytes
     words[_MESSAGES_IN] += records
     full_fence()  # the append's stores before the counts' loads (ipc/wake_board.py)
-    one = np.ones(1, np.uint64)
     for other in range(parked.shape[0]):
         if parked[other] and other != slot[0]:
+            one = np.ones(1, np.uint64)
             libc.write(np.int32(wake_fds[other]), one.ctypes.data, 8)  # EAGAIN: saturated, awake anyway
 
