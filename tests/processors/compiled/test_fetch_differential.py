@@ -152,7 +152,7 @@ def test_captured_consumer_fetches_get_the_same_answers(brokers):
 
 def test_generated_fetches_get_the_same_answers(brokers):
     compiled, python = brokers
-    end = _log_end(compiled, ONE)
+    end = _log_end(brokers, ONE)
     before = compiled_count(compiled)
     rng = random.Random(f"{SEED}-generated")
     first, second = answers_of(brokers, generated_fetches(rng, end), rng)
@@ -180,22 +180,29 @@ def covered_fetches(rng, end: int) -> list[bytes]:
 
 def test_covered_fetches_are_the_compiled_paths_and_get_the_same_answers(brokers):
     compiled, python = brokers
-    end = _log_end(compiled, ONE)
+    end = _log_end(brokers, ONE)
     rng = random.Random(f"{SEED}-covered")
     frames = covered_fetches(rng, end)
     before = compiled_count(compiled)
     first, second = [exchange(broker, b"".join(frames), []) for broker in brokers]
     assert first == second
     assert compiled_count(compiled) - before == len(frames)
+    # Both brokers answered the same fetches so far: the same records counted out, the same requests
+    scrapes = [scrape(broker) for broker in brokers]
+    for name, labels in (("kafka_server_brokertopicmetrics_bytesout_total", {}),
+                         ("kafka_network_requestmetrics_requests_total", {"request": "Fetch"})):
+        assert scrapes[0].get(name, **labels) == scrapes[1].get(name, **labels) > 0, name
 
 
-def _log_end(broker, topic) -> int:
-    """f-one's high watermark, from a Fetch at offset 0 answered in full (its header's HW)."""
+def _log_end(brokers, topic) -> int:
+    """The topic's partition 0's high watermark, from a Fetch of its first batch (the answer's header),
+    asked of both brokers (which so count the same bytes out)."""
     frame = fetch_request(4, 1, [(topic, [(0, 0, 1, -1)])])
-    answer = exchange(broker, frame, [])
+    first, second = [exchange(broker, frame, []) for broker in brokers]
+    assert first == second
     # size, correlation id, throttle, topic count, topic name, partition count, index, error, HW
     at = 4 + 4 + 4 + 4 + 2 + len(topic) + 4 + 4 + 2
-    return struct.unpack_from(">q", answer, at)[0]
+    return struct.unpack_from(">q", first, at)[0]
 
 
 def test_a_slow_reader_gets_a_large_answer_whole_and_in_order(brokers):
@@ -205,6 +212,7 @@ def test_a_slow_reader_gets_a_large_answer_whole_and_in_order(brokers):
     frames = [fetch_request(11, 1 + i, [(BIG, [(0, 0, 8 << 20, -1)]), (ONE, [(0, 0, 1 << 20, -1)])])
               for i in range(3)]
     expected = len(frames)
+    before = compiled_count(brokers[0])
     for broker in brokers:
         host, port = broker.bootstrap.rsplit(":", 1)
         sock = socket.socket()
@@ -231,3 +239,4 @@ def test_a_slow_reader_gets_a_large_answer_whole_and_in_order(brokers):
         answers.append(bytes(received))
     assert len(answers[0]) > 3 * 3_000_000
     assert answers[0] == answers[1]
+    assert compiled_count(brokers[0]) - before == len(frames)  # answered in compiled code, finished by Python
