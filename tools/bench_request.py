@@ -17,7 +17,10 @@ throughput beside it.
   * librdkafka batch 1: confluent-kafka, linger 0, one record a request, 5 requests in
     flight (`max.in.flight`), delivery reports served as it goes;
   * librdkafka batch 50: `batch.num.messages=50`, linger 5 ms, 5 in flight (the
-    pipelined throughput row).
+    pipelined throughput row);
+  * awaited Fetch: a consumer's Fetch v11 of one partition holding one 200-byte record at offset 0
+    (max_wait 0), each awaited before the next: the same small batch at the tail every time, so what
+    one fetch costs end to end (`--fetch-only`: these rows alone).
 
 Then the stages of one awaited request inside a processor, in-process (no epoll, a
 socketpair for the client): each stage run on its own, timed with perf_counter_ns around
@@ -42,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from mmlog.client.admin import Admin  # noqa: E402
 from mmlog.client.connection import BrokerConnection  # noqa: E402
 from mmlog.protocol import RequestHeader, encode_request  # noqa: E402
-from mmlog.protocol.messages import produce  # noqa: E402
+from mmlog.protocol.messages import fetch, produce  # noqa: E402
 from mmlog.protocol.records import build_batch  # noqa: E402
 from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, payload  # noqa: E402
 from tools.bench.page import write_section  # noqa: E402
@@ -77,6 +80,45 @@ def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
         answer = receive()
         if answer[error_at] or answer[error_at + 1]:
             raise RuntimeError(f"produce failed: error code {int.from_bytes(answer[error_at:error_at + 2], 'big')}")
+        if i % 1000 == 999:
+            meter.tick(i + 1)
+    conn.close()
+    return {**meter.result(messages), "cpu": time.process_time() - cpu}
+
+
+def fetch_frame(topic: str, correlation_id: int) -> bytearray:
+    """A consumer's Fetch v11 of partition 0 from offset 0, answered at once (max_wait 0)."""
+    body = fetch.REQUEST(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=50 << 20, isolation_level=0,
+                         topics=[{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                  "partition_max_bytes": 1 << 20}]}],
+                         forgotten_topics_data=[])
+    return encode_request(RequestHeader(fetch.API_KEY, 11, correlation_id, "bench-request"), body)
+
+
+def awaited_fetch(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
+    """Client process: one record produced, then `messages` Fetches of it, each answered before the next."""
+    host, port = bootstrap.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port))
+    send, receive = conn.send_raw, conn.receive_frame
+    send(produce_frame(topic, 1))
+    receive()
+    frame = fetch_frame(topic, 2)
+    # v11 response: correlation id, throttle, error, session, topic count, topic, partition count, index
+    error_at = 4 + 4 + 2 + 4 + 4 + 2 + len(topic.encode()) + 4 + 4
+    records_at = error_at + 2 + 8 + 8 + 8 + 4 + 4  # error, HW, LSO, log start, aborted (null), preferred replica
+    send(frame)
+    size = len(receive())
+    for _ in range(WARM):
+        send(frame)
+        receive()
+    ready.set()
+    go.wait()
+    meter, cpu = Meter(), time.process_time()
+    for i in range(messages):
+        send(frame)
+        answer = receive()
+        if answer[error_at] or answer[error_at + 1] or len(answer) != size or answer[records_at:records_at + 4] == b"\0\0\0\0":
+            raise RuntimeError(f"fetch failed: {bytes(answer)!r}")
         if i % 1000 == 999:
             meter.tick(i + 1)
     conn.close()
@@ -252,6 +294,12 @@ def broker_rows(args) -> list[Row]:
         redis = stack.enter_context(RedisServer(data)) if shutil.which("redis-server") else None
         for r in range(args.rounds):
             done = len(rows)
+            for suffix, broker in brokers:
+                rows.append(run_client(broker, f"awaited Fetch of one batch ({suffix})", args.requests, args.requests,
+                                       awaited_fetch))
+            if args.fetch_only:
+                _print(r, rows[done:])
+                continue
             rows.append(floor_row(args.requests))
             if redis is not None:
                 rows.append(redis_row(redis, args.requests))
@@ -263,11 +311,15 @@ def broker_rows(args) -> list[Row]:
             for suffix, broker in brokers:
                 rows.append(run_client(broker, f"librdkafka batch 50 ({suffix})", args.records, args.records // 50,
                                        librdkafka, 50))
-            for row in rows[done:]:
-                print(f"round {r + 1}: {row.name:<45} {row.rate:>11,.0f} msg/s  broker CPU {row.us_per_request:6.1f} "
-                      f"us/request, {row.s_per_million:5.2f} s per million records; client "
-                      f"{row.client_s_per_million:5.2f} s per million", flush=True)
+            _print(r, rows[done:])
     return rows
+
+
+def _print(r: int, rows: list[Row]) -> None:
+    for row in rows:
+        print(f"round {r + 1}: {row.name:<45} {row.rate:>11,.0f} msg/s  broker CPU {row.us_per_request:6.1f} "
+              f"us/request, {row.s_per_million:5.2f} s per million records; client "
+              f"{row.client_s_per_million:5.2f} s per million", flush=True)
 
 
 # ---------------------------------------------------------------- stages, in-process
@@ -394,9 +446,12 @@ def main() -> None:
     parser.add_argument("--processors", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--stages-only", action="store_true", help="only the in-process stages")
+    parser.add_argument("--fetch-only", action="store_true", help="only the awaited Fetch rows (no page, no stages)")
     parser.add_argument("--no-page", action="store_true", help="print, do not update docs/benchmarks.md")
     args = parser.parse_args()
     rows = [] if args.stages_only else broker_rows(args)
+    if args.fetch_only:
+        return
     stage_us, whole_us = stages(args.rounds * 4, 5_000)
     for name, us in stage_us.items():
         print(f"{us:8.2f} us  {name}")

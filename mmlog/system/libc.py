@@ -27,8 +27,10 @@ recv = types.ExternalFunction("recv", types.intp(_fd, types.intp, _size, _flags)
 send = types.ExternalFunction("send", types.intp(_fd, types.intp, _size, _flags))
 write = types.ExternalFunction("write", types.intp(_fd, types.intp, _size))
 pwrite = types.ExternalFunction("pwrite64", types.intp(_fd, types.intp, _size, types.int64))
+pread = types.ExternalFunction("pread64", types.intp(_fd, types.intp, _size, types.int64))
 # pwritev(fd, iov, iovcnt, offset): iov is the address of iovcnt (base address, length) int64 pairs
 pwritev = types.ExternalFunction("pwritev64", types.intp(_fd, types.intp, types.int32, types.int64))
+# sendfile(out_fd, in_fd, offset, count): offset is the address of an int64 the call advances
 sendfile = types.ExternalFunction("sendfile64", types.intp(_fd, _fd, types.intp, _size))
 epoll_wait = types.ExternalFunction("epoll_wait", types.int32(_fd, types.intp, types.int32, types.int32))
 flock = types.ExternalFunction("flock", types.int32(_fd, types.int32))
@@ -36,7 +38,7 @@ clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32,
 _errno_location = types.ExternalFunction("__errno_location", types.intp())
 
 LOCK_EX, LOCK_UN = 2, 8
-MSG_DONTWAIT, MSG_NOSIGNAL = 0x40, 0x4000
+MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE = 0x40, 0x4000, 0x8000
 EAGAIN, EINTR = 11, 4
 EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP = 0x001, 0x004, 0x008, 0x010
 IOV_MAX = 1024

@@ -3,8 +3,8 @@
 `serve` is called by the processor's Python loop in place of its poll (path.py). It waits on the
 processor's own epoll set and, for each ready connection the Python side marked FAST (idle:
 nothing buffered, nothing queued to send, nothing in flight), reads what the socket has into the
-processor's receive buffer, cuts the frames, serves those the compiled path covers
-(`produce_path.serve_frame`), and sends their responses with one send. It returns to Python as
+processor's receive buffer, cuts the frames, serves those the compiled path covers (Produce:
+`produce_path.serve_frame`; a consumer's Fetch: `fetch_path.serve_fetch`), and sends their responses. It returns to Python as
 soon as anything needs it, and at the latest when `timeout_ms` has passed (the Python loop's
 timers, heartbeats and catalogue checks run between calls).
 
@@ -14,9 +14,19 @@ What goes back to Python, one row of `out` each (OUT_FIELDS columns):
            exactly what the Python poll would have reported;
   HANDOFF  a FAST connection in the middle of its bytes: the frames from R_START on (the first
            one the compiled path does not cover, or a frame not yet whole) and the responses
-           from W_START on that the socket did not take. Python queues the responses first and
-           feeds the bytes to the connection's framer, so the Python handlers carry on from
-           exactly where compiled code stopped, in order.
+           from W_START on that the socket did not take, with the plan rows I_START.. of their
+           file ranges (below). Python queues the responses first and feeds the bytes to the
+           connection's framer, so the Python handlers carry on from exactly where compiled code
+           stopped, in order.
+
+Sending. A connection's responses are wbuf[w_start:wpos] with file ranges put in: a Fetch answer's
+records, which its encoder leaves gaps for. Each is a row of the call's `plan` (fetch_path.PLAN_FIELDS:
+the wbuf position of its gap, the log fd, the file offset, the length), in order. The loop sends
+bytes with send (MSG_MORE when a file range follows, so headers and records leave in full TCP
+segments) and file ranges with sendfile, until all is sent or the socket takes no more; the rest is
+the HANDOFF's: W_START is the first byte not sent, the first plan row's offset and length are
+advanced past what of it was sent. The log fd is the table row's, open until Python forgets the
+row: path.py dups it for a handed-off range before running any Python code.
 
 Memory: the request memory pool (`queued.max.request.bytes`) bounds what connections hold between
 reads; compiled code holds nothing of a connection between calls but a carry, and reads at most
@@ -40,7 +50,9 @@ import numpy as np
 from numba import njit
 
 from mmlog.ipc.metrics_block import SCALAR, record_request
-from mmlog.processors.compiled import produce_path
+from mmlog.processors.compiled import fetch_path, produce_path
+from mmlog.processors.compiled.fetch_path import GAP, PLAN_FD, PLAN_LEN, PLAN_OFFSET
+from mmlog.protocol.produce_kernels import peek_api
 from mmlog.protocol.wire_kernels import be_i32
 from mmlog.system import libc
 
@@ -48,8 +60,8 @@ from mmlog.system import libc
 FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN = range(5)  # CARRY: its carry slot + 1 (0: none)
 CONN_FIELDS = 5
 # out: int64 [rows, OUT_FIELDS]
-KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN = range(7)
-OUT_FIELDS = 7
+KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN, I_START, I_LEN = range(9)
+OUT_FIELDS = 9
 EVENT, HANDOFF = 0, 1
 # params: int64 [PARAM_FIELDS]
 EPFD, TIMEOUT_MS, MAX_FRAME, METRICS_ON, WAKE_LOCAL = range(5)
@@ -62,9 +74,11 @@ CARRY_SIZE = 64 * 1024  # the largest part of a frame kept between reads
 MIN_ROOM = 2 * CARRY_SIZE  # receive-buffer room a connection needs to be read here rather than by Python
 MAX_READ = 256 * 1024  # one recv's most: what a handed-off frame may hold beyond the request memory pool
 MIN_WROOM = 16 * 1024  # response-buffer room likewise (a one-partition Produce answer is < 200 bytes)
+MIN_PLAN = 64  # plan rows likewise (a serve that needs more than are left hands its frame to Python)
 _COMPILED = SCALAR["requests_compiled"]
 _RECV_FLAGS = libc.MSG_DONTWAIT
 _SEND_FLAGS = libc.MSG_DONTWAIT | libc.MSG_NOSIGNAL
+_MORE_FLAGS = _SEND_FLAGS | libc.MSG_MORE
 
 
 @njit(cache=True, nogil=True)
@@ -80,7 +94,7 @@ def _event_at(events, i):
 
 
 @njit(cache=True, nogil=True)
-def _emit(out, n_out, kind, fd, mask, r_start, r_len, w_start, w_len):
+def _emit(out, n_out, kind, fd, mask, r_start, r_len, w_start, w_len, i_start=0, i_len=0):
     row = out[n_out]
     row[KIND] = kind
     row[FD] = fd
@@ -89,21 +103,25 @@ def _emit(out, n_out, kind, fd, mask, r_start, r_len, w_start, w_len):
     row[R_LEN] = r_len
     row[W_START] = w_start
     row[W_LEN] = w_len
+    row[I_START] = i_start
+    row[I_LEN] = i_len
     return n_out + 1
 
 
 @njit(cache=True, nogil=True)
-def serve(params, events, conns, rbuf, wbuf, out, counters, carry, scratch, table, shared):
+def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch, table, shared):
     """Serve FAST connections until Python is needed or params[TIMEOUT_MS] passes; the rows of `out` used.
 
     A negative return is -errno of a failed epoll_wait (EINTR returns what was gathered: a signal
-    is Python's to handle). `scratch`, `table`, `shared`: see produce_path.serve_frame."""
+    is Python's to handle). `scratch`: (Produce's, Fetch's), see produce_path.serve_frame and
+    fetch_path.serve_fetch, as are `table` and `shared`."""
     deadline = libc.monotonic() + params[TIMEOUT_MS] / 1000.0
     max_events = events.shape[0] // libc.EPOLL_EVENT_SIZE
     max_out = out.shape[0]
     n_out = 0
     rpos = 0
     wpos = 0
+    n_plan = 0
     while True:
         left_ms = np.int64((deadline - libc.monotonic()) * 1000.0 + 0.999)
         n = libc.epoll_wait(np.int32(params[EPFD]), events.ctypes.data, np.int32(max_events),
@@ -115,11 +133,12 @@ def serve(params, events, conns, rbuf, wbuf, out, counters, carry, scratch, tabl
             mask, fd = _event_at(events, i)
             fast = fd < conns.shape[0] and conns[fd, FAST] != 0 and mask == libc.EPOLLIN
             if (not fast or rbuf.shape[0] - rpos < MIN_ROOM or wbuf.shape[0] - wpos < MIN_WROOM
-                    or max_out - n_out < 1):
+                    or plan.shape[0] - n_plan < MIN_PLAN or max_out - n_out < 1):
                 n_out = _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)
                 continue
-            rpos, wpos, n_out = _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_out,
-                                                  counters, carry, scratch, table, shared)
+            rpos, wpos, n_plan, n_out = _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan,
+                                                          n_plan, out, n_out, counters, carry, scratch, table,
+                                                          shared)
         if n_out or n == 0 or libc.monotonic() >= deadline:
             return n_out
         if counters[APPENDED] and params[WAKE_LOCAL]:
@@ -127,9 +146,10 @@ def serve(params, events, conns, rbuf, wbuf, out, counters, carry, scratch, tabl
 
 
 @njit(cache=True, nogil=True)
-def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_out, counters, carry, scratch,
-                      table, shared):
-    """Read one FAST connection and serve its whole frames; (rpos, wpos, n_out) after it."""
+def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_plan, out, n_out, counters, carry,
+                      scratch, table, shared):
+    """Read one FAST connection, serve its whole frames and send the answers; (rpos, wpos, n_plan, n_out)
+    after it."""
     start = rpos
     kept = conns[fd, CARRY_LEN] if conns[fd, CARRY] else 0
     if kept:  # the frame the last read ended in: it goes first
@@ -139,8 +159,8 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_ou
                   _RECV_FLAGS)
     if r <= 0:
         if r < 0 and libc.errno() == libc.EAGAIN:
-            return rpos, wpos, n_out  # a spurious wake-up: nothing to read after all (the carry stays)
-        return rpos, wpos, _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)  # EOF or error: Python takes it all
+            return rpos, wpos, n_plan, n_out  # a spurious wake-up: nothing to read after all (the carry stays)
+        return rpos, wpos, n_plan, _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)  # EOF or error: Python takes it all
     if kept:
         _free_carry(conns, fd, carry)
     received = libc.monotonic()
@@ -148,9 +168,12 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_ou
     end = start + kept + r
     p = start
     w_start = wpos
-    served = 0
+    p_start = n_plan
+    produced = 0
+    fetched = 0
     partial = False
     max_frame = params[MAX_FRAME]
+    produce_scratch, fetch_scratch = scratch
     while end - p >= 4:
         size = be_i32(rbuf, p)
         if size < 0 or size > max_frame:
@@ -158,30 +181,73 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, out, n_ou
         if end - p - 4 < size:
             partial = True
             break
-        w = produce_path.serve_frame(rbuf, p + 4, p + 4 + size, wbuf, wpos, counters, scratch, table, shared)
+        api, _ = peek_api(rbuf, p + 4, p + 4 + size)
+        if api == produce_path.API_KEY:
+            w = produce_path.serve_frame(rbuf, p + 4, p + 4 + size, wbuf, wpos, counters, produce_scratch, table,
+                                         shared)
+            produced += 1
+        elif api == fetch_path.API_KEY:
+            w, n_plan = fetch_path.serve_fetch(rbuf, p + 4, p + 4 + size, wbuf, wpos, plan, n_plan, fetch_scratch,
+                                               table, shared[0])
+            fetched += 1
+        else:
+            w = -1
         if w < 0:
+            if api == produce_path.API_KEY:
+                produced -= 1
+            elif api == fetch_path.API_KEY:
+                fetched -= 1
             break
         wpos = w
         p += 4 + size
-        served += 1
+    served = produced + fetched
     handled = libc.monotonic()
-    sent = wpos
-    if wpos > w_start:
-        s = libc.send(np.int32(fd), wbuf.ctypes.data + w_start, wpos - w_start, _SEND_FLAGS)
-        sent = w_start + max(s, 0)  # a failed send: Python's flush meets the error and closes
+    sent, k = _send_plan(fd, wbuf, w_start, wpos, plan, p_start, n_plan)
     if served:
         conns[fd, SERVED] += served
         counters[REQUESTS] += served
         if params[METRICS_ON]:
             shared[0][_COMPILED] += served
-            record_request(shared[0], produce_path.API_KEY, served, received, received, handled, handled,
-                           libc.monotonic())
-    if (partial or end - p < 4) and p < end and sent == wpos and _keep_carry(conns, fd, carry, rbuf, p, end):
+            now = libc.monotonic()
+            if produced:
+                record_request(shared[0], produce_path.API_KEY, produced, received, received, handled, handled, now)
+            if fetched:
+                record_request(shared[0], fetch_path.API_KEY, fetched, received, received, handled, handled, now)
+    all_sent = sent == wpos and k == n_plan
+    if (partial or end - p < 4) and p < end and all_sent and _keep_carry(conns, fd, carry, rbuf, p, end):
         p = end
-    if p < end or sent < wpos:
+    if p < end or not all_sent:
         counters[HANDOFFS] += 1
-        return end, wpos, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent)
-    return start, w_start, n_out  # everything served and sent: the buffers' room is free again
+        return end, wpos, n_plan, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent, k, n_plan - k)
+    return start, w_start, p_start, n_out  # everything served and sent: the buffers' room is free again
+
+
+@njit(cache=True, nogil=True)
+def _send_plan(fd, wbuf, w_start, wpos, plan, k, n_plan):
+    """Send wbuf[w_start:wpos] with plan rows k..n_plan-1's file ranges at their gaps, as far as the socket
+    takes it: (the first wbuf byte not sent, the first plan row not sent whole). A plan row sent in part
+    is advanced past what was sent (its gap then is where the unsent bytes resume). A failed call counts as
+    nothing sent: Python's write meets the error again and closes the connection."""
+    at = w_start
+    offset = np.zeros(1, np.int64)
+    while True:
+        stop = plan[k, GAP] if k < n_plan else wpos
+        if stop > at:
+            s = libc.send(np.int32(fd), wbuf.ctypes.data + at, stop - at, _MORE_FLAGS if k < n_plan else _SEND_FLAGS)
+            at += max(s, 0)
+            if at < stop:
+                return at, k
+        if k == n_plan:
+            return at, k
+        length = plan[k, PLAN_LEN]
+        offset[0] = plan[k, PLAN_OFFSET]
+        s = libc.sendfile(np.int32(fd), np.int32(plan[k, PLAN_FD]), offset.ctypes.data, length)
+        if s < length:
+            s = max(s, 0)
+            plan[k, PLAN_OFFSET] += s
+            plan[k, PLAN_LEN] -= s
+            return at, k
+        k += 1
 
 
 @njit(cache=True, nogil=True)
@@ -207,6 +273,11 @@ def _free_carry(conns, fd, carry):
     free[0] += 1
     conns[fd, CARRY] = 0
     conns[fd, CARRY_LEN] = 0
+
+
+def make_plan(rows: int) -> np.ndarray:
+    """A call's send plan: `rows` file ranges (fetch_path.PLAN_FIELDS)."""
+    return np.zeros((rows, fetch_path.PLAN_FIELDS), np.int64)
 
 
 def make_carry(slots: int) -> tuple:
@@ -243,8 +314,9 @@ def warm() -> None:
         params[EPFD] = epoll.fileno()
         one = np.zeros(1, np.int64)
         serve(params, np.zeros(4 * libc.EPOLL_EVENT_SIZE, np.uint8), np.zeros((4, CONN_FIELDS), np.int64),
-              np.zeros(MIN_ROOM * 2, np.uint8), np.zeros(MIN_WROOM * 2, np.uint8), np.zeros((4, OUT_FIELDS), np.int64),
-              np.zeros(COUNTER_FIELDS, np.int64), make_carry(1), produce_path.make_scratch(), PartitionTable().arrays(),
+              np.zeros(MIN_ROOM * 2, np.uint8), np.zeros(MIN_WROOM * 2, np.uint8), make_plan(MIN_PLAN),
+              np.zeros((4, OUT_FIELDS), np.int64), np.zeros(COUNTER_FIELDS, np.int64), make_carry(1),
+              (produce_path.make_scratch(), fetch_path.make_scratch()), PartitionTable().arrays(),
               (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy()))
     finally:
         epoll.close()

@@ -1,7 +1,7 @@
 """The processor's side of the compiled request path: its buffers, its tables, and the handoffs.
 
 `CompiledPath.poll` stands in for the processor's `Poller.select`: it runs the compiled loop
-(loop.py), which serves FAST connections' Produce requests itself, and returns what Python
+(loop.py), which serves FAST connections' Produce and consumers' Fetch requests itself, and returns what Python
 must handle, in the Poller's (payload, READ|WRITE) form. A connection is FAST while the Python
 side holds nothing of it (`update`, called wherever the processor updates a connection's
 epoll events): a plaintext connection with no SASL session, nothing buffered, in flight or
@@ -11,25 +11,32 @@ handlers', which stay the reference: `compiled.request.path.enable=false` turns 
 path off, and the differential tests compare the two.
 
 A HANDOFF (loop.py) continues in Python with the bytes compiled code had read: the unsent
-responses are queued first, the unserved bytes go to the connection's framer, and the
-connection is handled in this same pass. The partitions a handed-off Produce names are learned
-then: opened, prepared and entered in the partition table, so the next request is compiled. The
-table forgets a partition before its mappings close or move (log/partition_table.py), and is
-emptied when the topic catalogue changes.
+responses are queued first (bytes, and a Fetch answer's records as `FileSlice`s of a dup of
+the log fd, taken before any Python code runs, so the ranges stay readable whatever the table
+forgets), the unserved bytes go to the connection's framer, and the connection is handled in
+this same pass. The partitions a handed-off Produce or Fetch names are learned then: opened,
+prepared and entered in the partition table, so their next request is compiled (for a Fetch,
+only partitions led here: entering one takes its lock and readies it for writing). The table
+forgets a partition before its mappings close or move (log/partition_table.py), and is emptied
+when the topic catalogue changes.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import numpy as np
 
 from mmlog.ipc.metrics_block import NULL_REGION, REGION_WORDS
 from mmlog.log.partition_table import PartitionTable
-from mmlog.processors.compiled import loop, produce_path
+from mmlog.log.segment import FileSlice
+from mmlog.processors.compiled import fetch_path, loop, produce_path
+from mmlog.processors.compiled.fetch_path import PLAN_FD
 from mmlog.processors.poller import readiness
 from mmlog.protocol import FrameSizeError
+from mmlog.protocol import fetch_kernels as fk
 from mmlog.protocol import produce_kernels as pk
 from mmlog.system import libc
 
@@ -37,6 +44,7 @@ log = logging.getLogger(__name__)
 
 RECEIVE_BUFFER = 4 << 20  # bytes one call may read from its connections (a HANDOFF's stay until it returns)
 SEND_BUFFER = 1 << 20
+PLAN_ROWS = 8192  # file ranges one call may send (a Fetch answer's records, one a partition)
 MAX_EVENTS = 1024
 CARRY_SLOTS = 256  # connections that may each hold a frame's first part between reads (loop.py)
 MAX_CALL_MS = 100  # the longest one call waits: the Python loop's own phases run at least this often
@@ -56,11 +64,12 @@ class CompiledPath:
         self.conns = np.zeros((1024, loop.CONN_FIELDS), np.int64)
         self.rbuf = np.zeros(RECEIVE_BUFFER, np.uint8)
         self.wbuf = np.zeros(SEND_BUFFER, np.uint8)
+        self.plan = loop.make_plan(PLAN_ROWS)
         self.out = np.zeros((MAX_EVENTS, loop.OUT_FIELDS), np.int64)
         self.counters = np.zeros(loop.COUNTER_FIELDS, np.int64)
         self.carry = loop.make_carry(CARRY_SLOTS)
         self._taken = np.zeros(loop.CARRY_SIZE, np.uint8)  # a carry on its way to a connection's framer
-        self.scratch = produce_path.make_scratch()
+        self.scratch = (produce_path.make_scratch(), fetch_path.make_scratch())
         self.table = PartitionTable()
         board = processor.board
         words = processor.metrics.array if processor.metrics is not NULL_REGION else np.zeros(REGION_WORDS, np.int64)
@@ -78,8 +87,8 @@ class CompiledPath:
         params[loop.WAKE_LOCAL] = int(len(self.processor.purgatory) > 0)
         counters = self.counters
         counters[:] = 0
-        n = loop.serve(params, self.events, self.conns, self.rbuf, self.wbuf, self.out, counters, self.carry,
-                       self.scratch, self.table.arrays(), self.shared)
+        n = loop.serve(params, self.events, self.conns, self.rbuf, self.wbuf, self.plan, self.out, counters,
+                       self.carry, self.scratch, self.table.arrays(), self.shared)
         if n < 0:
             raise OSError(-n, "epoll_wait failed")
         self.served += int(counters[loop.REQUESTS])
@@ -87,15 +96,28 @@ class CompiledPath:
             self.processor.purgatory.wake()
         ready = []
         payload = self.poller.payload
-        for kind, fd, mask, r_start, r_len, w_start, w_len in self.out[:n].tolist():
+        rows = self.out[:n].tolist()
+        files = self._hold_files(rows) if n and self.out[:n, loop.I_LEN].any() else None
+        for kind, fd, mask, r_start, r_len, w_start, w_len, i_start, i_len in rows:
             conn = payload(fd)
             if conn is None:
                 continue
             if kind == loop.EVENT:
                 ready.append((conn, readiness(mask)))  # a connection's carry goes first when Python reads it
             else:
-                self._handoff(conn, r_start, r_len, w_start, w_len)
+                self._handoff(conn, r_start, r_len, w_start, w_len, i_start, i_len, files)
         return ready
+
+    def _hold_files(self, rows) -> dict[int, object]:
+        """A file object of its own (a dup) for each log fd the handed-off plan rows send from, taken
+        before any Python code can close the table's (a learned partition's new segments, an eviction)."""
+        files = {}
+        for kind, _, _, _, _, _, _, i_start, i_len in rows:
+            if kind == loop.HANDOFF:
+                for fd in self.plan[i_start:i_start + i_len, PLAN_FD].tolist():
+                    if fd not in files:
+                        files[fd] = os.fdopen(os.dup(fd), "rb", buffering=0)
+        return files
 
     def take_carry(self, conn) -> bool:
         """Give conn's framer the part of a frame compiled code kept for it, if any (before Python reads its
@@ -119,30 +141,58 @@ class CompiledPath:
             self.processor.starve(conn)
         return True
 
-    def _handoff(self, conn, r_start: int, r_len: int, w_start: int, w_len: int) -> None:
+    def _handoff(self, conn, r_start: int, r_len: int, w_start: int, w_len: int, i_start: int, i_len: int,
+                 files) -> None:
         """Carry on in Python from where compiled code stopped on conn."""
         self.conns[conn.fd, loop.FAST] = 0
         processor = self.processor
-        if w_len:
-            conn.out.push((bytes(self.wbuf[w_start:w_start + w_len]),))
+        if w_len or i_len:
+            conn.out.push(self._unsent(w_start, w_start + w_len, i_start, i_len, files))
             processor.wants_write(conn)
         if r_len:
             self._learn(r_start, r_len)
             self._feed(conn, memoryview(self.rbuf)[r_start:r_start + r_len])
 
+    def _unsent(self, at: int, end: int, i_start: int, i_len: int, files) -> list:
+        """The parts of wbuf[at:end] with the plan rows' file ranges at their gaps, in order."""
+        parts = []
+        wbuf = self.wbuf
+        for gap, fd, offset, length in self.plan[i_start:i_start + i_len].tolist():
+            parts.append(bytes(wbuf[at:gap]))
+            parts.append(FileSlice(files[fd], offset, length))
+            at = gap
+        parts.append(bytes(wbuf[at:end]))
+        return parts
+
     def _learn(self, r_start: int, r_len: int) -> None:
-        """Enter the partitions a handed-off Produce names in the table (its next request is compiled),
-        unless they are there already as of their current segments."""
+        """Enter the partitions a handed-off Produce names, or a consumer's Fetch of partitions led here,
+        in the table (its next request is compiled), unless they are there already as of their current
+        segments."""
         rbuf = self.rbuf
         if r_len < 4 or int.from_bytes(rbuf[r_start:r_start + 4], "big") > r_len - 4:
             return
-        header, parts = self.scratch[0], self.scratch[1]
-        n = pk.decode_produce(rbuf, r_start + 4, r_start + r_len, header, parts)
+        start, end = r_start + 4, r_start + r_len
+        api, _ = pk.peek_api(rbuf, start, end)
+        if api == produce_path.API_KEY:
+            header, parts = self.scratch[0][0], self.scratch[0][1]
+            n = pk.decode_produce(rbuf, start, end, header, parts)
+            columns = [pk.NAME_START, pk.NAME_LEN, pk.PARTITION]
+        elif api == fetch_path.API_KEY:
+            header, parts = self.scratch[1][0], self.scratch[1][1]
+            n = fk.decode_fetch(rbuf, start, end, header, parts)
+            if n > 0 and header[fk.REPLICA_ID] >= 0:
+                return  # a follower's: Python's
+            columns = [fk.NAME_START, fk.NAME_LEN, fk.PARTITION]
+        else:
+            return
         manager = self.processor.manager
-        for start, length, index in parts[:max(n, 0), [pk.NAME_START, pk.NAME_LEN, pk.PARTITION]].tolist():
-            name = bytes(rbuf[start:start + length]).decode()
+        for name_start, length, index in parts[:max(n, 0), columns].tolist():
+            name = bytes(rbuf[name_start:name_start + length]).decode()
             try:
-                self.table.ensure(name, index, manager.partition(name, index))
+                part = manager.partition(name, index)
+                if api == fetch_path.API_KEY and not part.state.serves_clients():
+                    continue  # a follower's partition: not ours to take for writing
+                self.table.ensure(name, index, part)
             except Exception as exc:  # noqa: BLE001 - unknown, offline, not ours: the Python handler answers it
                 log.debug("partition %s-%d not entered in the compiled table: %s", name, index, exc)
 
