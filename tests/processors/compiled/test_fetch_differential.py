@@ -27,8 +27,15 @@ from mmlog.protocol.messages import fetch
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.scrape import METRICS_ON, scrape
-from tests.processors.compiled.test_differential import (TOPIC_CONFIG, batch, chunking, exchange, part,
-                                                         partition_files, request)
+from tests.processors.compiled.test_differential import (
+    TOPIC_CONFIG,
+    batch,
+    chunking,
+    exchange,
+    part,
+    partition_files,
+    request,
+)
 from tools.fuzz_frames import CORPUS, api_key, read_frames
 
 SEED = 11
@@ -142,7 +149,7 @@ def compiled_count(broker) -> float:
 
 
 def test_captured_consumer_fetches_get_the_same_answers(brokers):
-    compiled, python = brokers
+    compiled, _ = brokers
     before = compiled_count(compiled)
     rng = random.Random(f"{SEED}-captured")
     first, second = answers_of(brokers, captured_fetch_frames(), rng)
@@ -179,7 +186,7 @@ def covered_fetches(rng, end: int) -> list[bytes]:
 
 
 def test_covered_fetches_are_the_compiled_paths_and_get_the_same_answers(brokers):
-    compiled, python = brokers
+    compiled, _ = brokers
     end = _log_end(brokers, ONE)
     rng = random.Random(f"{SEED}-covered")
     frames = covered_fetches(rng, end)
