@@ -1,8 +1,8 @@
 """The processor's side of the compiled request path: its buffers, its tables, and the handoffs.
 
 `CompiledPath.poll` stands in for the processor's `Poller.select`: it runs the compiled loop
-(loop.py), which serves FAST connections' Produce and consumers' Fetch requests itself, and returns what Python
-must handle, in the Poller's (payload, READ|WRITE) form. A connection is FAST while the Python
+(loop.py), which serves FAST connections' Produce and consumers' Fetch requests itself, and
+returns what Python must handle, in the Poller's (payload, READ|WRITE) form. A connection is FAST while the Python
 side holds nothing of it (`update`, called wherever the processor updates a connection's
 epoll events): a plaintext connection with no SASL session, nothing buffered, in flight or
 queued to send, not throttled or starved, on a broker without an authoriser or client quotas
@@ -16,8 +16,9 @@ the log fd, taken before any Python code runs, so the ranges stay readable whate
 forgets), the unserved bytes go to the connection's framer, and the connection is handled in
 this same pass. The partitions a handed-off Produce or Fetch names are learned then: opened,
 prepared and entered in the partition table, so their next request is compiled (for a Fetch,
-only partitions led here: entering one takes its lock and readies it for writing). The table forgets a partition before its mappings close or
-move (log/partition_table.py), and is emptied when the topic catalogue changes.
+only partitions led here: entering one takes its lock and readies it for writing). The table
+forgets a partition before its mappings close or move (log/partition_table.py), and is emptied
+when the topic catalogue changes.
 """
 
 from __future__ import annotations
