@@ -28,9 +28,23 @@ from mmlog.ipc import metrics_block
 from mmlog.log import kernels
 from mmlog.log import partition_table as t
 from mmlog.log.segment import SCAN_CHUNK
-from mmlog.log.state import (ACTIVE_BASE, ACTIVE_SIZE, DELETED, FIRST_UNSTABLE, GENERATION, HIGH_WATERMARK,
-                             INDEX_ENTRIES, LAST_ABORT, LEADER_EPOCH, LOG_END, LOG_START, N_REPLICAS, ROLE, SEQ)
-from mmlog.log.state import Role
+from mmlog.log.state import (
+    ACTIVE_BASE,
+    ACTIVE_SIZE,
+    DELETED,
+    FIRST_UNSTABLE,
+    GENERATION,
+    HIGH_WATERMARK,
+    INDEX_ENTRIES,
+    LAST_ABORT,
+    LEADER_EPOCH,
+    LOG_END,
+    LOG_START,
+    N_REPLICAS,
+    ROLE,
+    SEQ,
+    Role,
+)
 from mmlog.protocol import fetch_kernels as fk
 from mmlog.protocol.wire_kernels import be_i32
 from mmlog.system import libc

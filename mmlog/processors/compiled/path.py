@@ -1,8 +1,8 @@
 """The processor's side of the compiled request path: its buffers, its tables, and the handoffs.
 
 `CompiledPath.poll` stands in for the processor's `Poller.select`: it runs the compiled loop
-(loop.py), which serves FAST connections' Produce and consumers' Fetch requests itself, and returns what Python
-must handle, in the Poller's (payload, READ|WRITE) form. A connection is FAST while the Python
+(loop.py), which serves FAST connections' Produce and consumers' Fetch requests itself, and
+returns what Python must handle, in the Poller's (payload, READ|WRITE) form. A connection is FAST while the Python
 side holds nothing of it (`update`, called wherever the processor updates a connection's
 epoll events): a plaintext connection with no SASL session, nothing buffered, in flight or
 queued to send, not throttled or starved, on a broker without an authoriser or client quotas
@@ -116,7 +116,11 @@ class CompiledPath:
             if kind == loop.HANDOFF:
                 for fd in self.plan[i_start:i_start + i_len, PLAN_FD].tolist():
                     if fd not in files:
-                        files[fd] = os.fdopen(os.dup(fd), "rb", buffering=0)
+                        try:
+                            files[fd] = os.fdopen(os.dup(fd), "rb", buffering=0)
+                        except OSError as exc:  # EMFILE: that connection is closed (its answer cannot go)
+                            log.warning("cannot hold a log descriptor for a fetch answer: %s", exc)
+                            files[fd] = None
         return files
 
     def take_carry(self, conn) -> bool:
@@ -147,22 +151,15 @@ class CompiledPath:
         self.conns[conn.fd, loop.FAST] = 0
         processor = self.processor
         if w_len or i_len:
-            conn.out.push(self._unsent(w_start, w_start + w_len, i_start, i_len, files))
+            if any(files[fd] is None for fd in self.plan[i_start:i_start + i_len, PLAN_FD].tolist()):
+                log.warning("closing connection from %s: no descriptor left for its fetch answer", conn.peer)
+                processor.close_connection(conn)
+                return
+            conn.out.push(unsent(self.wbuf, self.plan, w_start, w_start + w_len, i_start, i_len, files))
             processor.wants_write(conn)
         if r_len:
             self._learn(r_start, r_len)
             self._feed(conn, memoryview(self.rbuf)[r_start:r_start + r_len])
-
-    def _unsent(self, at: int, end: int, i_start: int, i_len: int, files) -> list:
-        """The parts of wbuf[at:end] with the plan rows' file ranges at their gaps, in order."""
-        parts = []
-        wbuf = self.wbuf
-        for gap, fd, offset, length in self.plan[i_start:i_start + i_len].tolist():
-            parts.append(bytes(wbuf[at:gap]))
-            parts.append(FileSlice(files[fd], offset, length))
-            at = gap
-        parts.append(bytes(wbuf[at:end]))
-        return parts
 
     def _learn(self, r_start: int, r_len: int) -> None:
         """Enter the partitions a handed-off Produce names, or a consumer's Fetch of partitions led here,
@@ -224,3 +221,15 @@ class CompiledPath:
     def catalogue_changed(self) -> None:
         """Topic configs, topics or assignments changed: every row is filled again on its next handoff."""
         self.table.clear()
+
+
+def unsent(wbuf, plan, at: int, end: int, i_start: int, i_len: int, files) -> list:
+    """The send queue parts of wbuf[at:end] with plan rows i_start.. (their file ranges, in `files` by fd)
+    at their gaps, in order: what a HANDOFF leaves to the connection's OutQueue."""
+    parts = []
+    for gap, fd, offset, length in plan[i_start:i_start + i_len].tolist():
+        parts.append(bytes(wbuf[at:gap]))
+        parts.append(FileSlice(files[fd], offset, length))
+        at = gap
+    parts.append(bytes(wbuf[at:end]))
+    return parts

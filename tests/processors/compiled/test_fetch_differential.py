@@ -27,12 +27,20 @@ from mmlog.protocol.messages import fetch
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.scrape import METRICS_ON, scrape
-from tests.processors.compiled.test_differential import (TOPIC_CONFIG, batch, chunking, exchange, part,
-                                                         partition_files, request)
+from tests.processors.compiled.test_differential import (
+    TOPIC_CONFIG,
+    batch,
+    chunking,
+    exchange,
+    part,
+    partition_files,
+    request,
+)
 from tools.fuzz_frames import CORPUS, api_key, read_frames
 
 SEED = 11
-ONE, THREE, BIG = "f-one", "f-three", "f-big"
+ONE, THREE, BIG, ROLLED = "f-one", "f-three", "f-big", "f-rolled"
+ROLLED_CONFIG = {**TOPIC_CONFIG, "segment.bytes": "8192"}  # many segments: reads of older ones are Python's
 CAPTURES = ("confluent-kafka-consumer", "kafka-python-consumer", "kafka-python-1.1")
 
 
@@ -58,7 +66,7 @@ def captured_topics() -> dict[str, int]:
 def brokers(tmp_path_factory):
     """(compiled, python), with the same topics and records (the high watermarks in `hw`)."""
     made = []
-    topics = {ONE: 1, THREE: 3, BIG: 1, **captured_topics()}
+    topics = {ONE: 1, THREE: 3, BIG: 1, ROLLED: 1, **captured_topics()}
     try:
         for enable in ("true", "false"):
             broker = EmbeddedBroker(tmp_path_factory.mktemp(f"fetch-{enable}"), processors=1,
@@ -66,13 +74,13 @@ def brokers(tmp_path_factory):
             made.append(broker)
             with Admin(broker.bootstrap) as admin:
                 for name, count in topics.items():
-                    admin.create_topic(name, count, TOPIC_CONFIG)
+                    admin.create_topic(name, count, ROLLED_CONFIG if name == ROLLED else TOPIC_CONFIG)
         rng = random.Random(SEED)
         frames, cid = [], 1
         for name, count in topics.items():
             if name == BIG:
                 continue
-            for _ in range(60 if name in (ONE, THREE) else 80):
+            for _ in range(60 if name in (ONE, THREE, ROLLED) else 80):
                 for index in range(count):
                     frames.append(request(8, cid, part(name, index, batch(rng))))
                     cid += 1
@@ -124,7 +132,9 @@ def generated_fetches(rng, end: int) -> list[bytes]:
         frames.append(fetch_request(version, cid + 2, [(ONE, [(0, 3, 1 << 20, rng.choice([-1, 0, 7]))])]))
         frames.append(fetch_request(version, cid + 3, [(ONE, [(0, 0, 1 << 20, -1)]), ("no-such-topic", [(0, 0, 10, -1)])]))
         frames.append(fetch_request(version, cid + 4, [(ONE, [(0, 1, 1 << 20, -1)])], session_id=5, session_epoch=2))
-        cid += 5
+        frames += [fetch_request(version, cid + 5 + i, [(ROLLED, [(0, offset, rng.choice([100, 1 << 20]), -1)])])
+                   for i, offset in enumerate(offsets()[:3])]  # older segments (Python's) and the active one
+        cid += 8
     # long polls: min_bytes unmet parks (Python's), met answers at once
     frames.append(fetch_request(11, cid, [(ONE, [(0, 0, 1 << 20, -1)])], max_wait_ms=20, min_bytes=1 << 30))
     frames.append(fetch_request(11, cid + 1, [(ONE, [(0, 0, 1 << 20, -1)])], max_wait_ms=20, min_bytes=100))
@@ -142,7 +152,7 @@ def compiled_count(broker) -> float:
 
 
 def test_captured_consumer_fetches_get_the_same_answers(brokers):
-    compiled, python = brokers
+    compiled, _ = brokers
     before = compiled_count(compiled)
     rng = random.Random(f"{SEED}-captured")
     first, second = answers_of(brokers, captured_fetch_frames(), rng)
@@ -179,7 +189,7 @@ def covered_fetches(rng, end: int) -> list[bytes]:
 
 
 def test_covered_fetches_are_the_compiled_paths_and_get_the_same_answers(brokers):
-    compiled, python = brokers
+    compiled, _ = brokers
     end = _log_end(brokers, ONE)
     rng = random.Random(f"{SEED}-covered")
     frames = covered_fetches(rng, end)
