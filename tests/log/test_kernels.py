@@ -7,6 +7,8 @@ import random
 import numpy as np
 import pytest
 from crc32c import crc32c as crc32c_package
+
+from mmlog.system import cpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,7 +56,17 @@ def test_crc32c_kernel_matches_the_crc32c_package_on_random_lengths_and_offsets(
         start = int(rng.integers(0, len(data) - length + 1))
         expected = crc32c_package(data[start : start + length].tobytes())
         assert kernels.crc32c(data, start, start + length, T) == expected
+        assert kernels.crc32c_tables(data, start, start + length, T) == expected
         assert kernels.crc32c_py(data, start, start + length, T) == expected
+
+
+@pytest.mark.skipif(not cpu.HAS_SSE42, reason="this CPU has no SSE4.2 crc32 instruction")
+def test_the_sse42_kernel_is_the_one_used_and_agrees_on_every_short_length_and_alignment():
+    assert kernels.crc32c is kernels.crc32c_sse42
+    data = np.random.default_rng(9).integers(0, 256, 64, dtype=np.uint8)
+    for start in range(9):
+        for end in range(start, 64):
+            assert kernels.crc32c_sse42(data, start, end, T) == crc32c_package(data[start:end].tobytes())
 
 
 # ---------------------------------------------------------------- index searches
