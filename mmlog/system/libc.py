@@ -34,10 +34,13 @@ pwritev = types.ExternalFunction("pwritev64", types.intp(_fd, types.intp, types.
 sendfile = types.ExternalFunction("sendfile64", types.intp(_fd, _fd, types.intp, _size))
 epoll_wait = types.ExternalFunction("epoll_wait", types.int32(_fd, types.intp, types.int32, types.int32))
 flock = types.ExternalFunction("flock", types.int32(_fd, types.int32))
+fcntl = types.ExternalFunction("fcntl", types.int32(_fd, types.int32, types.intp))  # the third argument: a pointer
 clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32, types.intp))
 _errno_location = types.ExternalFunction("__errno_location", types.intp())
 
 LOCK_EX, LOCK_UN = 2, 8
+F_OFD_SETLK, F_OFD_SETLKW = 37, 38
+F_WRLCK, F_UNLCK = 1, 2
 MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE = 0x40, 0x4000, 0x8000
 EAGAIN, EINTR = 11, 4
 EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP = 0x001, 0x004, 0x008, 0x010
@@ -86,6 +89,21 @@ def view_i32(address, n):
 @njit(cache=True, nogil=True)
 def view_u8(address, n):
     return carray(_u8_at(address), (n,))
+
+
+@njit(cache=True, nogil=True)
+def lock_byte(fd, at, exclusive):
+    """Take (exclusive) or drop an open-file-description record lock on the byte `at` of fd, waiting for it:
+    the lock log/lock.py's PartitionLock takes. 0, or -1 with errno set. struct flock on x86-64: l_type and
+    l_whence (int16 each) in the first word, l_start, l_len, then l_pid (0 for OFD locks)."""
+    arg = np.zeros(4, np.int64)
+    arg[0] = F_WRLCK if exclusive else F_UNLCK  # l_whence SEEK_SET (0) in the upper half
+    arg[1] = at
+    arg[2] = 1
+    while True:
+        r = fcntl(np.int32(fd), np.int32(F_OFD_SETLKW if exclusive else F_OFD_SETLK), arg.ctypes.data)
+        if r == 0 or errno() != EINTR:
+            return r
 
 
 @njit(cache=True, nogil=True)
