@@ -71,7 +71,7 @@ class Housekeeping(ManagerState):
             if self.dir_health.offline(self._slot_of.get(key)):
                 continue
             try:
-                self._remember_due(key, part, part.snapshot())
+                self._remember_due(key, part.config, part.snapshot())
             except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to remember
                 continue
         return done

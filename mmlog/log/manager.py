@@ -47,6 +47,7 @@ from mmlog.log.open_partitions import OpenPartitions
 from mmlog.log.partition import Partition
 from mmlog.log.partition_gauges import Gauges
 from mmlog.log.placement import Placement
+from mmlog.log.state import PartitionState, TornState
 from mmlog.log.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
         self._fragments: dict[str, tuple] = {}
         self._configs: dict[str, tuple] = {}  # topic -> (its overrides, the defaults, LogConfig of both)
         self._replicas: Counter | None = None
-        self._partitions: OrderedDict[tuple[str, int], Partition] = OrderedDict()  # least recently used first
+        self._partitions: OrderedDict[tuple[str, int], Partition] = OrderedDict()  # each one's `used`: when last looked up
+        self._uses = 0  # the look-up counter `used` takes from (open_partitions.py)
         self._known: set[tuple[str, int]] = set()  # opened with recovery (or created) by this owner
         self._closed_hw: dict[tuple[str, int], int] = {}  # HW of a closed partition when it was closed
         self._not_due: dict[tuple[str, int], tuple[int, int]] = {}  # closed: (no roll, no flush) before these ms
@@ -124,6 +126,9 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
         self.loaded = self.recovered = 0
         for name, info in self._topics.items():
             for p in info.hosted(self.broker_id):
+                if self._adopt_clean((name, p), info):  # closed cleanly: left closed, opened on first use
+                    self.loaded += 1
+                    continue
                 try:
                     part = self.partition(name, p)
                 except KafkaStorageError as exc:  # a log dir that fails at start is offline from the start
@@ -146,6 +151,18 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
             if m and (m["topic"] not in self._topics or not self._hosts(m["topic"], int(m["partition"]))):
                 shutil.rmtree(entry.path, ignore_errors=True)  # a deletion (or a reassignment away) cut short
 
+    def _clean_hw(self, key: tuple[str, int]) -> int | None:
+        """A closed partition's HW if its state page is marked clean (read, not mapped), else None."""
+        slot = self._slot_of.get(key)
+        directory = self.log_dirs[slot] / f"{key[0]}-{key[1]}" if slot is not None else self._find(*key)
+        if directory is None:
+            return None
+        try:
+            s = PartitionState.copied(directory).snapshot()
+        except (OSError, ValueError, TornState):
+            return None
+        return s.high_watermark if s.clean and not s.pending_op and not s.deleted else None
+
     def close(self, clean: bool | None = None) -> None:
         """Close every partition. The owner's clean close (at the broker's stop, after the processors)
         flushes and marks every hosted partition clean, opening closed ones again one at a time."""
@@ -159,6 +176,10 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
                             part.close(clean=False)  # a dead disk: recovered at the next start, if it is back
                         continue
                     if part is None:
+                        hw = self._clean_hw(key)
+                        if hw is not None:  # nothing written since its clean close: nothing to write now
+                            hws[key] = hw
+                            continue
                         try:
                             part = self._open(*key, self._topics[key[0]])
                         except (UnknownTopicOrPartition, KafkaStorageError, OSError):

@@ -30,6 +30,7 @@ class ManagerState:
     _configs: dict[str, tuple]
     _replicas: Counter | None
     _partitions: OrderedDict[tuple[str, int], Partition]
+    _uses: int
     _lock: threading.RLock
     _write_lock: threading.Lock
     _catalogue_stamp: tuple[int, int, int] | None
