@@ -41,7 +41,7 @@ from mmlog.errors import KafkaStorageError, UnknownTopicOrPartition
 from mmlog.log import kernels
 from mmlog.log.catalogue import Catalogue
 from mmlog.log.topic_info import TopicInfo
-from mmlog.log.housekeeping import Housekeeping
+from mmlog.log.housekeeping import PASSES, Housekeeping
 from mmlog.log.log_dirs import LogDirHealth, is_dir_failure, is_disk_full
 from mmlog.log.open_partitions import OpenPartitions
 from mmlog.log.partition import Partition
@@ -85,7 +85,17 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
         self._uses = 0  # the look-up counter `used` takes from (open_partitions.py)
         self._known: set[tuple[str, int]] = set()  # opened with recovery (or created) by this owner
         self._closed_hw: dict[tuple[str, int], int] = {}  # HW of a closed partition when it was closed
-        self._not_due: dict[tuple[str, int], tuple[int, int]] = {}  # closed: (no roll, no flush) before these ms
+        self._not_due: dict[tuple[str, int], tuple[int, int]] = {}  # (no roll, no flush) before these ms
+        # The timers' view of what changed and what is due (housekeeping.py): deadlines in heaps of (ms, key),
+        # the partitions each pass has still to look at, the log dirs' board slots of the hosted partitions.
+        self._due_heaps: tuple[list, list] = ([], [])  # rolls', flushes'
+        self._retention_heap: list = []
+        self._retention_due: dict[tuple[str, int], int] = {}
+        self._pending: dict[str, set] = {name: set() for name in PASSES}
+        self._board_keys: dict[int, list] | None = None
+        self._board_seen: set | None = None
+        self._board_version = -1
+        self.looked_at = 0  # partitions the timers' passes looked at (read the state of), in all
         # closed partitions' segments as the metrics scrape last listed them: (topic, partition, topic id) ->
         # (generation, bases, bytes of all but the active segment); listed again when the generation moves
         self._segments_seen: dict[tuple[str, int, str], tuple[int, list[int], int]] = {}

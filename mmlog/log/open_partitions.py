@@ -35,9 +35,9 @@ be due (housekeeping.py).
 
 from __future__ import annotations
 
+import heapq
 import os
 import resource
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -47,6 +47,7 @@ from mmlog.log.log_dirs import is_dir_failure
 from mmlog.log.partition import Partition
 from mmlog.log.leader_epochs import FILE_NAME as EPOCHS_FILE
 from mmlog.log.log_recovery import clean_files_ok
+from mmlog.log.housekeeping import NEVER
 from mmlog.log.state import TXN_LAYOUT_V1, PartitionState, Role, TornState
 from mmlog.log.manager_state import ManagerState
 
@@ -223,9 +224,14 @@ class OpenPartitions(ManagerState):
     def _remember_due(self, key: tuple[str, int], config, snap) -> None:
         """The earliest times a roll and a flush of the partition can be due: rolled_at_ms and
         flushed_at_ms only move forward, and an empty active segment gets its first batch from now on."""
-        now = int(time.time() * 1000)
-        no_roll = (snap.rolled_at_ms if snap.active_size else now) + config.segment_ms
-        self._not_due[key] = (no_roll, snap.flushed_at_ms + config.flush_ms)
+        # an empty active segment and nothing unflushed: nothing is due before a change, which the boards
+        # show the timers (touched.py)
+        no_roll = snap.rolled_at_ms + config.segment_ms if snap.active_size else NEVER
+        no_flush = snap.flushed_at_ms + config.flush_ms if snap.unflushed else NEVER
+        self._not_due[key] = bounds = (min(no_roll, NEVER), min(no_flush, NEVER))
+        for heap, at in zip(self._due_heaps, bounds):
+            if at < NEVER:
+                heapq.heappush(heap, (at, key))
 
     def open_count(self) -> int:
         """Partitions open in this process now."""
