@@ -57,15 +57,16 @@ DESCRIPTORS_PER_PARTITION = 1
 MAPPINGS_PER_PARTITION = 3
 MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
 # Kept for the rest: connections, older segments being read, sockets, numba's and the heap's mappings.
-RESERVED_DESCRIPTORS = 1024
+RESERVED_DESCRIPTORS = 256
 RESERVED_MAPPINGS = 8192
 
 
 def open_partition_budget(configured: int = 0) -> int:
     """Partitions a process keeps open at once: `configured` (log.max.open.partitions), or when 0 what the
-    descriptor limit holds past an eighth of it (at least RESERVED_DESCRIPTORS) kept for connections and older
+    descriptor limit holds past a quarter of it (at least RESERVED_DESCRIPTORS) kept for connections and older
     segments, one descriptor a partition, and what vm.max_map_count holds past RESERVED_MAPPINGS at three
-    mappings a partition. Under a 20,000-descriptor limit and the default 65,530 mappings: 17,500."""
+    mappings a partition. Under a 20,000-descriptor limit and the default 65,530 mappings: 15,000; under
+    1,024 descriptors, 768."""
     if configured:
         return configured
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -75,7 +76,7 @@ def open_partition_budget(configured: int = 0) -> int:
         maps = int(MAX_MAP_COUNT.read_text())
     except (OSError, ValueError):
         maps = 65530  # the kernel's default
-    by_descriptors = (soft - max(RESERVED_DESCRIPTORS, soft // 8)) // DESCRIPTORS_PER_PARTITION
+    by_descriptors = (soft - max(RESERVED_DESCRIPTORS, soft // 4)) // DESCRIPTORS_PER_PARTITION
     by_mappings = (maps - RESERVED_MAPPINGS) // MAPPINGS_PER_PARTITION
     return max(8, min(by_descriptors, by_mappings))
 
