@@ -9,6 +9,11 @@ and the transaction layer rebuilds its indexes (`_recover_transactions`,
 transaction_state.py). A clean close's state is trusted only if the files still agree
 with it (`_clean_files_ok`), cutting an active `.log` longer than its committed size.
 
+The clean mark means "nothing written since the flushed clean close": the first writer
+after it, in any process, clears it (msynced) before changing anything (segment_view.py,
+`_begin_write`), so the owner's start may also leave a clean partition closed without
+opening it (`clean_files_ok` is then its whole check: open_partitions.py, `_adopt_clean`).
+
 Runs under the lock: when the owner opens the partition (`Partition(recover=True)`),
 and when a writer finds that its predecessor died mid-operation (PENDING_OP set, or the
 seqlock odd: `_begin_write`).

@@ -17,12 +17,15 @@ They are classes LogManager inherits, sharing the state `__init__` sets.
 
 Start-up (`load`, owner only): directories of deletions, creations and reassignments
 cut short are removed (what the catalogue does not name here), then every hosted
-partition is opened with recovery; a log dir that fails meanwhile is offline from the
-start. Shutdown (`close(clean=True)` at the broker's stop, after the processors):
-only then are partitions marked clean, each flushed and closed, closed ones opened
-again one at a time, then the HW checkpoint written. A crash at any point before
-leaves partitions not marked clean, which the next start recovers; a crash after some
-were marked leaves those trusted as they are (their files were flushed first).
+partition not closed cleanly is opened with recovery; one closed cleanly (standalone:
+its role needs no reset) is only checked (state page, file list and sizes) and left
+closed until used; a log dir that fails meanwhile is offline from the start. Shutdown
+(`close(clean=True)` at the broker's stop, after the processors): only then are
+partitions marked clean, each flushed and closed, closed ones opened again one at a
+time if written since their last clean close (their state page says: the first write
+clears the mark), then the HW checkpoint written. A crash at any point before leaves
+partitions not marked clean, which the next start recovers; a crash after some were
+marked leaves those trusted as they are (their files were flushed first).
 """
 
 from __future__ import annotations
@@ -120,7 +123,7 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
         self.reload()
 
     def load(self) -> list[str]:
-        """Owner start-up: open (recovering as needed) every partition of the catalogue.
+        """Owner start-up: open (recovering as needed) every partition of the catalogue not closed cleanly.
 
         Returns the recovery notes. Directories of deleted topics are removed.
         """
@@ -175,7 +178,8 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
 
     def close(self, clean: bool | None = None) -> None:
         """Close every partition. The owner's clean close (at the broker's stop, after the processors)
-        flushes and marks every hosted partition clean, opening closed ones again one at a time."""
+        flushes and marks every hosted partition clean, opening again, one at a time, the closed ones
+        written since their last clean close."""
         with self._lock:
             if self.owner and (clean or clean is None):
                 hws = {}
