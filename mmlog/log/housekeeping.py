@@ -1,11 +1,13 @@
 """A log manager's housekeeping: retention, time-based rolls and flushes, the high watermark checkpoint.
 
-The owner's timers call these over every hosted partition, open or closed. A
-partition is skipped, open or closed, while nothing can be due (a roll or flush not
-before the time recorded when it last looked, `_not_due`), so a pass over thousands of
-partitions looks at the few whose time has come and never opens a closed one before.
-A failing disk met on the way takes the partition's log dir offline and the round goes
-on.
+The owner's timers call these over the hosted partitions, open or closed, but a pass
+looks only at the partitions whose state changed since the pass before (the log dirs'
+boards, touched.py: every process stamps a partition there when it publishes its
+state) and those whose time has come (a roll or flush or retention deadline recorded
+when it last looked, kept in a heap): an idle partition costs a pass nothing, opens
+nothing, reads no state page. After a start, or when the catalogue changes, the
+partitions the pass has not seen yet are looked at once. A failing disk met on the way
+takes the partition's log dir offline and the round goes on.
 
 On disk: each log dir's `replication-offset-checkpoint` (offset_checkpoint.py): the HW
 of every partition in it, open ones' as they are, closed ones' as they were at close
@@ -20,21 +22,48 @@ partition has that partition's crash points.
 
 from __future__ import annotations
 
+import heapq
 import time
 from pathlib import Path
 
 from mmlog.errors import UnknownTopicOrPartition
-from mmlog.log import offset_checkpoint
+from mmlog.log import offset_checkpoint, touched
 from mmlog.log.log_dirs import is_dir_failure
 from mmlog.log.partition import Partition
 from mmlog.log.manager_state import ManagerState
+
+
+NEVER = 1 << 62  # no deadline: only a change to the partition can make the work due
+PASSES = ("roll", "flush", "retention", "gauges")  # the passes that each take every sweep's changed partitions
 
 
 class Housekeeping(ManagerState):
     """The timers' work over a LogManager's partitions (a part of LogManager)."""
 
     def apply_retention(self, keys=None) -> int:
-        return sum(self._housekeep(part, Partition.apply_retention) for _, _, part in self.partitions(keys))
+        """Delete expired segments: of `keys`, or (the timer) of the partitions changed since the last pass
+        or whose oldest segment's time has come."""
+        if keys is not None:
+            return sum(self._housekeep(part, Partition.apply_retention) for _, _, part in self.partitions(keys))
+        now = int(time.time() * 1000)
+        candidates = self._changed("retention") | self._deadlines_passed(self._retention_heap, self._retention_due.get,
+                                                                           now)
+        done = 0
+        for topic, p, part in self.partitions(sorted(candidates)):
+            key = (topic, p)
+            self.looked_at += 1
+            try:
+                count, due = part.retention_pass(now)
+            except OSError as exc:
+                self._failed(part.directory, exc)
+                if not is_dir_failure(exc):
+                    raise
+                continue
+            except Exception:  # noqa: BLE001 - deleted meanwhile
+                continue
+            done += count
+            self._set_deadline(self._retention_heap, self._retention_due, key, NEVER if due is None else due)
+        return done
 
     def _housekeep(self, part: Partition, work) -> int:
         """work(part); a failing disk takes the partition's log dir offline and the round goes on."""
@@ -55,26 +84,79 @@ class Housekeeping(ManagerState):
         return self._due(0, keys, Partition.maybe_roll)
 
     def _due(self, which: int, keys, work) -> int:
-        """Run work (a roll: which=0, a flush: 1) on the partitions where it may be due, and remember
-        for each one the earliest time it can next be due: a timer pass over thousands of partitions
-        then looks at the few whose time has come, and never opens a closed one before."""
+        """Run work (a roll: which=0, a flush: 1) on the partitions where it may be due, and remember for
+        each one the earliest time it can next be due without a change: a pass over thousands of
+        partitions then looks at the few that changed or whose time has come."""
         now = int(time.time() * 1000)
-        candidates = []
-        for key in self.hosted() if keys is None else keys:
-            bounds = self._not_due.get(key)
-            if bounds is None or bounds[which] <= now:
-                candidates.append(key)
+        if keys is None:
+            heap = self._due_heaps[which]
+            candidates = self._changed(("roll", "flush")[which]) | self._deadlines_passed(
+                heap, lambda key: (b := self._not_due.get(key)) and b[which], now)
+        else:
+            candidates = [k for k in keys if (b := self._not_due.get(k)) is None or b[which] <= now]
         done = 0
-        for key, part in ((k, p) for *k, p in self.partitions(candidates)):
+        for key, part in ((k, p) for *k, p in self.partitions(sorted(candidates))):
             key = tuple(key)
+            self.looked_at += 1
             done += self._housekeep(part, work)
             if self.dir_health.offline(self._slot_of.get(key)):
                 continue
             try:
-                self._remember_due(key, part, part.snapshot())
+                self._remember_due(key, part.config, part.snapshot())
             except Exception:  # noqa: BLE001 - deleted meanwhile: nothing to remember
                 continue
         return done
+
+    # ------------------------------------------------------------ what changed, what is due
+
+    def _changed(self, pass_name: str) -> set:
+        """The hosted partitions changed since `pass_name` last asked (and, once, those it never saw)."""
+        self._sweep_boards()
+        changed, self._pending[pass_name] = self._pending[pass_name], set()
+        return changed
+
+    def _sweep_boards(self) -> None:
+        """Move every log dir's board on and hand the partitions stamped since to every pass."""
+        if self._board_version != self._version or self._board_keys is None:
+            keys = set(self.hosted())
+            new = keys - (self._board_seen or set())
+            self._board_seen = keys
+            self._board_keys = {}
+            for key in keys:
+                self._board_keys.setdefault(touched.slot_of(f"{key[0]}-{key[1]}"), []).append(key)
+            self._board_version = self._version
+            for pending in self._pending.values():
+                pending |= new
+        changed: set = set()
+        for slot, d in enumerate(self.log_dirs):
+            if self.dir_health.offline(slot):
+                continue
+            try:
+                stamped = touched.board_for(d).sweep()
+            except OSError:
+                continue  # its partitions' own operations meet the failure
+            for s in stamped.tolist():
+                changed.update(self._board_keys.get(s, ()))
+        if changed:
+            for pending in self._pending.values():
+                pending |= changed
+
+    @staticmethod
+    def _deadlines_passed(heap: list, deadline_of, now: int) -> set:
+        """Keys whose deadline in `heap` has passed (entries a newer deadline replaced are dropped:
+        `deadline_of(key)` is the one in force)."""
+        out = set()
+        while heap and heap[0][0] <= now:
+            at, key = heapq.heappop(heap)
+            if deadline_of(key) == at:
+                out.add(key)
+        return out
+
+    @staticmethod
+    def _set_deadline(heap: list, due: dict, key, at: int) -> None:
+        due[key] = at
+        if at < NEVER:
+            heapq.heappush(heap, (at, key))
 
     # ------------------------------------------------------------ high watermark checkpoint
 

@@ -9,6 +9,11 @@ and the transaction layer rebuilds its indexes (`_recover_transactions`,
 transaction_state.py). A clean close's state is trusted only if the files still agree
 with it (`_clean_files_ok`), cutting an active `.log` longer than its committed size.
 
+The clean mark means "nothing written since the flushed clean close": the first writer
+after it, in any process, clears it (msynced) before changing anything (segment_view.py,
+`_begin_write`), so the owner's start may also leave a clean partition closed without
+opening it (`clean_files_ok` is then its whole check: open_partitions.py, `_adopt_clean`).
+
 Runs under the lock: when the owner opens the partition (`Partition(recover=True)`),
 and when a writer finds that its predecessor died mid-operation (PENDING_OP set, or the
 seqlock odd: `_begin_write`).
@@ -62,20 +67,7 @@ class LogRecovery(SegmentView):
 
     def _clean_files_ok(self, s: Snapshot) -> bool:
         """After a clean close the state is the truth, if the files still agree with it."""
-        names = set(os.listdir(self.directory))
-        bases = segment_bases(self.directory, names)
-        if not bases or bases[-1] != s.active_base:
-            return False
-        if any(segment_file(self.directory, b, suffix).name not in names
-               for b in bases for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
-            return False
-        active_log = segment_file(self.directory, s.active_base, LOG_SUFFIX)
-        size = os.stat(active_log).st_size
-        if size < s.active_size:
-            return False
-        if size > s.active_size:
-            os.truncate(active_log, s.active_size)
-        return True
+        return clean_files_ok(self.directory, s)
 
     def _recover(self, full: bool = False, sync: bool = True) -> None:
         """Run recovery (caller holds the lock) and publish its result as the new state."""
@@ -124,3 +116,23 @@ class LogRecovery(SegmentView):
         self._recover_transactions(found.scanned_from, sync)
         if sync:
             self.state.flush()
+
+
+def clean_files_ok(directory, s: Snapshot, names: set | None = None) -> bool:
+    """Whether a partition's files agree with its clean state (`s`): every segment has both indexes, the
+    last is the active one, and its .log holds at least the committed size (a longer one is cut to it).
+    `names`: the directory's entries, if the caller listed it already."""
+    names = set(os.listdir(directory)) if names is None else names
+    bases = segment_bases(directory, names)
+    if not bases or bases[-1] != s.active_base:
+        return False
+    if any(segment_file(directory, b, suffix).name not in names
+           for b in bases for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
+        return False
+    active_log = segment_file(directory, s.active_base, LOG_SUFFIX)
+    size = os.stat(active_log).st_size
+    if size < s.active_size:
+        return False
+    if size > s.active_size:
+        os.truncate(active_log, s.active_size)
+    return True

@@ -17,12 +17,15 @@ They are classes LogManager inherits, sharing the state `__init__` sets.
 
 Start-up (`load`, owner only): directories of deletions, creations and reassignments
 cut short are removed (what the catalogue does not name here), then every hosted
-partition is opened with recovery; a log dir that fails meanwhile is offline from the
-start. Shutdown (`close(clean=True)` at the broker's stop, after the processors):
-only then are partitions marked clean, each flushed and closed, closed ones opened
-again one at a time, then the HW checkpoint written. A crash at any point before
-leaves partitions not marked clean, which the next start recovers; a crash after some
-were marked leaves those trusted as they are (their files were flushed first).
+partition not closed cleanly is opened with recovery; one closed cleanly (standalone:
+its role needs no reset) is only checked (state page, file list and sizes) and left
+closed until used; a log dir that fails meanwhile is offline from the start. Shutdown
+(`close(clean=True)` at the broker's stop, after the processors): only then are
+partitions marked clean, each flushed and closed, closed ones opened again one at a
+time if written since their last clean close (their state page says: the first write
+clears the mark), then the HW checkpoint written. A crash at any point before leaves
+partitions not marked clean, which the next start recovers; a crash after some were
+marked leaves those trusted as they are (their files were flushed first).
 """
 
 from __future__ import annotations
@@ -41,12 +44,13 @@ from mmlog.errors import KafkaStorageError, UnknownTopicOrPartition
 from mmlog.log import kernels
 from mmlog.log.catalogue import Catalogue
 from mmlog.log.topic_info import TopicInfo
-from mmlog.log.housekeeping import Housekeeping
+from mmlog.log.housekeeping import PASSES, Housekeeping
 from mmlog.log.log_dirs import LogDirHealth, is_dir_failure, is_disk_full
 from mmlog.log.open_partitions import OpenPartitions
 from mmlog.log.partition import Partition
 from mmlog.log.partition_gauges import Gauges
 from mmlog.log.placement import Placement
+from mmlog.log.state import PartitionState, TornState
 from mmlog.log.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
@@ -80,10 +84,21 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
         self._fragments: dict[str, tuple] = {}
         self._configs: dict[str, tuple] = {}  # topic -> (its overrides, the defaults, LogConfig of both)
         self._replicas: Counter | None = None
-        self._partitions: OrderedDict[tuple[str, int], Partition] = OrderedDict()  # least recently used first
+        self._partitions: OrderedDict[tuple[str, int], Partition] = OrderedDict()  # each one's `used`: when last looked up
+        self._uses = 0  # the look-up counter `used` takes from (open_partitions.py)
         self._known: set[tuple[str, int]] = set()  # opened with recovery (or created) by this owner
         self._closed_hw: dict[tuple[str, int], int] = {}  # HW of a closed partition when it was closed
-        self._not_due: dict[tuple[str, int], tuple[int, int]] = {}  # closed: (no roll, no flush) before these ms
+        self._not_due: dict[tuple[str, int], tuple[int, int]] = {}  # (no roll, no flush) before these ms
+        # The timers' view of what changed and what is due (housekeeping.py): deadlines in heaps of (ms, key),
+        # the partitions each pass has still to look at, the log dirs' board slots of the hosted partitions.
+        self._due_heaps: tuple[list, list] = ([], [])  # rolls', flushes'
+        self._retention_heap: list = []
+        self._retention_due: dict[tuple[str, int], int] = {}
+        self._pending: dict[str, set] = {name: set() for name in PASSES}
+        self._board_keys: dict[int, list] | None = None
+        self._board_seen: set | None = None
+        self._board_version = -1
+        self.looked_at = 0  # partitions the timers' passes looked at (read the state of), in all
         # closed partitions' segments as the metrics scrape last listed them: (topic, partition, topic id) ->
         # (generation, bases, bytes of all but the active segment); listed again when the generation moves
         self._segments_seen: dict[tuple[str, int, str], tuple[int, list[int], int]] = {}
@@ -108,7 +123,7 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
         self.reload()
 
     def load(self) -> list[str]:
-        """Owner start-up: open (recovering as needed) every partition of the catalogue.
+        """Owner start-up: open (recovering as needed) every partition of the catalogue not closed cleanly.
 
         Returns the recovery notes. Directories of deleted topics are removed.
         """
@@ -124,6 +139,9 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
         self.loaded = self.recovered = 0
         for name, info in self._topics.items():
             for p in info.hosted(self.broker_id):
+                if self._adopt_clean((name, p), info):  # closed cleanly: left closed, opened on first use
+                    self.loaded += 1
+                    continue
                 try:
                     part = self.partition(name, p)
                 except KafkaStorageError as exc:  # a log dir that fails at start is offline from the start
@@ -146,9 +164,22 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
             if m and (m["topic"] not in self._topics or not self._hosts(m["topic"], int(m["partition"]))):
                 shutil.rmtree(entry.path, ignore_errors=True)  # a deletion (or a reassignment away) cut short
 
+    def _clean_hw(self, key: tuple[str, int]) -> int | None:
+        """A closed partition's HW if its state page is marked clean (read, not mapped), else None."""
+        slot = self._slot_of.get(key)
+        directory = self.log_dirs[slot] / f"{key[0]}-{key[1]}" if slot is not None else self._find(*key)
+        if directory is None:
+            return None
+        try:
+            s = PartitionState.copied(directory).snapshot()
+        except (OSError, ValueError, TornState):
+            return None
+        return s.high_watermark if s.clean and not s.pending_op and not s.deleted else None
+
     def close(self, clean: bool | None = None) -> None:
         """Close every partition. The owner's clean close (at the broker's stop, after the processors)
-        flushes and marks every hosted partition clean, opening closed ones again one at a time."""
+        flushes and marks every hosted partition clean, opening again, one at a time, the closed ones
+        written since their last clean close."""
         with self._lock:
             if self.owner and (clean or clean is None):
                 hws = {}
@@ -159,6 +190,10 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
                             part.close(clean=False)  # a dead disk: recovered at the next start, if it is back
                         continue
                     if part is None:
+                        hw = self._clean_hw(key)
+                        if hw is not None:  # nothing written since its clean close: nothing to write now
+                            hws[key] = hw
+                            continue
                         try:
                             part = self._open(*key, self._topics[key[0]])
                         except (UnknownTopicOrPartition, KafkaStorageError, OSError):

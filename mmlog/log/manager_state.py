@@ -30,6 +30,7 @@ class ManagerState:
     _configs: dict[str, tuple]
     _replicas: Counter | None
     _partitions: OrderedDict[tuple[str, int], Partition]
+    _uses: int
     _lock: threading.RLock
     _write_lock: threading.Lock
     _catalogue_stamp: tuple[int, int, int] | None
@@ -43,5 +44,13 @@ class ManagerState:
     _known: set[tuple[str, int]]
     _closed_hw: dict[tuple[str, int], int]
     _not_due: dict[tuple[str, int], tuple[int, int]]
+    _due_heaps: tuple[list, list]
+    _retention_heap: list
+    _retention_due: dict[tuple[str, int], int]
+    _pending: dict[str, set]
+    _board_keys: dict[int, list] | None
+    _board_seen: set | None
+    _board_version: int
+    looked_at: int
     _slot_of: dict[tuple[str, int], int]
     _segments_seen: dict[tuple[str, int, str], tuple[int, list[int], int]]

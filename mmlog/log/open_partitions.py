@@ -9,14 +9,17 @@ applies its partition state. The owner opens a partition with recovery the first
 time, attached (no recovery, no role reset) after that; other processes always
 attach.
 
-Descriptors and mappings: an open partition holds eight descriptors (state page,
-lock, and its active segment's log and both indexes, each mmap holding a duplicate)
-and three memory mappings, and five descriptors and two mappings more while it has
-an older segment open (one at most: segment_view.py, "Open files"), so every process
-keeps at most `max_open` partitions open, least recently used first out
-(`open_partition_budget`: half the descriptor limit, and a third of vm.max_map_count,
-at a one-segment partition's cost). After `load()` the owner needs a partition only
-for housekeeping and role changes; a processor needs the ones its clients use. A
+Descriptors and mappings: an open partition holds one descriptor (its active
+segment's log: the state page and both indexes are mapped without one, mapping.py,
+and the lock is a record lock in the log dir's one locks file, lock.py) and three
+memory mappings, and one descriptor and two mappings more while it has an older
+segment open (one at most: segment_view.py, "Open files"). Every process keeps at
+most `max_open` partitions open, least recently used first out
+(`open_partition_budget`: from the descriptor limit, which the broker raises to its
+hard limit at start, and vm.max_map_count, past a reserve for connections, older
+segments and the rest of the process). A look-up marks the partition used (a counter,
+no lock); only an eviction sorts by it. After `load()` the owner needs a partition
+only for housekeeping and role changes; a processor needs the ones its clients use. A
 request parked on a partition (acks=all, DeleteRecords) names it rather than holding
 the open log, so closing it under the request is safe, and a FileSlice being sent
 keeps its own file open.
@@ -32,8 +35,9 @@ be due (housekeeping.py).
 
 from __future__ import annotations
 
+import heapq
+import os
 import resource
-import time
 from pathlib import Path
 from typing import Iterator
 
@@ -41,21 +45,28 @@ from mmlog.errors import KafkaStorageError, NotLeaderOrFollower, UnknownTopicOrP
 from mmlog.log.topic_info import TopicInfo
 from mmlog.log.log_dirs import is_dir_failure
 from mmlog.log.partition import Partition
-from mmlog.log.state import Role
+from mmlog.log.leader_epochs import FILE_NAME as EPOCHS_FILE
+from mmlog.log.log_recovery import clean_files_ok
+from mmlog.log.housekeeping import NEVER
+from mmlog.log.state import TXN_LAYOUT_V1, PartitionState, Role, TornState
 from mmlog.log.manager_state import ManagerState
 
-# What an open one-segment partition holds in any process: partition.state and both indexes
-# are mmap-ed (Python's mmap keeps a duplicate of the descriptor), so 8 descriptors with the
-# lock and the log (measured: docs/robustness.md, "Descriptors"), and 3 mappings.
-DESCRIPTORS_PER_PARTITION = 8
+# What an open one-segment partition holds in any process: its active log's descriptor, and the mappings of
+# partition.state and both indexes (tools/measure_descriptors.py measures it; docs/operations.md).
+DESCRIPTORS_PER_PARTITION = 1
 MAPPINGS_PER_PARTITION = 3
 MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
+# Kept for the rest: connections, older segments being read, sockets, numba's and the heap's mappings.
+RESERVED_DESCRIPTORS = 256
+RESERVED_MAPPINGS = 8192
 
 
 def open_partition_budget(configured: int = 0) -> int:
-    """Partitions a process keeps open at once: `configured` (log.max.open.partitions), or when 0 half
-    the descriptor limit over 8 (the other half is for connections and an older segment each) and at
-    most a third of vm.max_map_count over 3 (numba, the heap and older segments map too)."""
+    """Partitions a process keeps open at once: `configured` (log.max.open.partitions), or when 0 what the
+    descriptor limit holds past a quarter of it (at least RESERVED_DESCRIPTORS) kept for connections and older
+    segments, one descriptor a partition, and what vm.max_map_count holds past RESERVED_MAPPINGS at three
+    mappings a partition. Under a 20,000-descriptor limit and the default 65,530 mappings: 15,000; under
+    1,024 descriptors, 768."""
     if configured:
         return configured
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -65,7 +76,9 @@ def open_partition_budget(configured: int = 0) -> int:
         maps = int(MAX_MAP_COUNT.read_text())
     except (OSError, ValueError):
         maps = 65530  # the kernel's default
-    return max(8, min(soft // 2 // DESCRIPTORS_PER_PARTITION, maps // 3 // MAPPINGS_PER_PARTITION))
+    by_descriptors = (soft - max(RESERVED_DESCRIPTORS, soft // 4)) // DESCRIPTORS_PER_PARTITION
+    by_mappings = (maps - RESERVED_MAPPINGS) // MAPPINGS_PER_PARTITION
+    return max(8, min(by_descriptors, by_mappings))
 
 
 class OpenPartitions(ManagerState):
@@ -78,10 +91,8 @@ class OpenPartitions(ManagerState):
         if part is not None:
             if self.dir_health.any_offline[0]:
                 self._check_online(key)
-            if self.max_open is not None:
-                with self._lock:
-                    if key in self._partitions:
-                        self._partitions.move_to_end(key)
+            self._uses += 1
+            part.used = self._uses  # least recently used first out (_evict): no lock, no reordering
             return part
         info = self.topic(topic)
         if partition >= info.partitions and not self.owner:  # grown since we read the catalogue?
@@ -93,6 +104,8 @@ class OpenPartitions(ManagerState):
             raise NotLeaderOrFollower(f"{topic}-{partition} lives on brokers {replicas}")
         with self._lock:
             part = self._partitions.get(key) or self._open(topic, partition, info)
+            self._uses += 1
+            part.used = self._uses
             self._partitions[key] = part
             self._evict()
             return part
@@ -111,7 +124,7 @@ class OpenPartitions(ManagerState):
             self._lead_alone(part)
         else:
             part.stop_serving(assignment[p])
-        self._remember_due((name, p), part, part.snapshot())
+        self._remember_due((name, p), part.config, part.snapshot())
         self._evict()
 
     def _open(self, topic: str, partition: int, info: TopicInfo) -> Partition:
@@ -156,9 +169,15 @@ class OpenPartitions(ManagerState):
         may still be appending). Caller holds the lock."""
         if self.max_open is None:
             return
+        excess = len(self._partitions) - self.max_open
+        if excess <= 0:
+            return
+        # A tenth more than needed at once: the sort below then runs once per max_open/10 openings, not each one.
+        excess = min(len(self._partitions) - 1, excess + self.max_open // 10)
+        order = sorted(self._partitions.items(), key=lambda kv: kv[1].used)
         closed = 0
-        while len(self._partitions) > self.max_open:
-            key, part = self._partitions.popitem(last=False)
+        for key, part in order[:excess]:
+            del self._partitions[key]
             if self.owner:
                 self._note_closed(key, part)
             part.close(clean=False)
@@ -173,14 +192,47 @@ class OpenPartitions(ManagerState):
         except Exception:  # noqa: BLE001 - deleted or torn: housekeeping opens it next time
             return
         self._closed_hw[key] = snap.high_watermark
-        self._remember_due(key, part, snap)
+        self._remember_due(key, part.config, snap)
 
-    def _remember_due(self, key: tuple[str, int], part: Partition, snap) -> None:
+    def _adopt_clean(self, key: tuple[str, int], info: TopicInfo) -> bool:
+        """At the owner's start: take a standalone partition closed cleanly, led here alone, as known and
+        closed, without opening it (its state page read, its directory listed: what a clean open checks).
+        Its clean mark stays until the first write, in any process, clears it (segment_view.py), so a crash
+        from now on finds it clean only if nothing was written, and recovers it otherwise. False: open it."""
+        if info.assignment is not None:
+            return False  # a replica's role must be reset at every start (_open_in): opened
+        directory = self._find(*key)
+        if directory is None:
+            return False
+        try:
+            state = PartitionState.copied(directory)
+            s, rep = state.snapshot(), state.replication()
+            me = (self.broker_id or 0,)
+            if not (s.clean and not s.pending_op and not s.deleted and s.txn_layout == TXN_LAYOUT_V1
+                    and (rep.role, rep.leader_epoch, rep.replicas, rep.isr) == (Role.LEADER, 0, me, me)
+                    and s.high_watermark == s.log_end):
+                return False
+            names = set(os.listdir(directory))
+            if EPOCHS_FILE not in names or not clean_files_ok(directory, s, names):
+                return False
+        except (OSError, ValueError, TornState):
+            return False  # the open says what is wrong (or takes the log dir offline)
+        self._known.add(key)
+        self._closed_hw[key] = s.high_watermark
+        self._remember_due(key, self.config_for(key[0]), s)
+        return True
+
+    def _remember_due(self, key: tuple[str, int], config, snap) -> None:
         """The earliest times a roll and a flush of the partition can be due: rolled_at_ms and
         flushed_at_ms only move forward, and an empty active segment gets its first batch from now on."""
-        now = int(time.time() * 1000)
-        no_roll = (snap.rolled_at_ms if snap.active_size else now) + part.config.segment_ms
-        self._not_due[key] = (no_roll, snap.flushed_at_ms + part.config.flush_ms)
+        # an empty active segment and nothing unflushed: nothing is due before a change, which the boards
+        # show the timers (touched.py)
+        no_roll = snap.rolled_at_ms + config.segment_ms if snap.active_size else NEVER
+        no_flush = snap.flushed_at_ms + config.flush_ms if snap.unflushed else NEVER
+        self._not_due[key] = bounds = (min(no_roll, NEVER), min(no_flush, NEVER))
+        for heap, at in zip(self._due_heaps, bounds):
+            if at < NEVER:
+                heapq.heappush(heap, (at, key))
 
     def open_count(self) -> int:
         """Partitions open in this process now."""

@@ -89,6 +89,8 @@ _TXN_BITS = records.TRANSACTIONAL_BIT | records.CONTROL_BIT  # batches that open
 class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
     """One partition's log, open in this process."""
 
+    used = 0  # when a LogManager last looked it up (its counter): the least recently used close first
+
     def __init__(self, directory: Path, config: LogConfig | None = None, *, recover: bool = True,
                  checkpoint_hw: int | None = None, broker_id: int = 0) -> None:
         """Open a partition directory (creating it if recover is true).
@@ -445,7 +447,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         Only the process that opened with recovery may mark the partition clean: it
         closes last, after every attached process has stopped appending.
         """
-        if self._owner if clean is None else clean:
+        if (self._owner if clean is None else clean) and not self._still_clean():
             try:
                 with self._writing() as s:
                     if s.unflushed or s.recovery_point != s.log_end:  # else the files hold nothing unsynced
@@ -460,6 +462,14 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         self._close_segments()
         self.state.close()
         self.lock.close()
+
+    def _still_clean(self) -> bool:
+        """Whether the state page is marked clean (nothing written since the last clean close: closing it
+        clean again would write nothing new)."""
+        try:
+            return bool(self.state.snapshot().clean)
+        except Exception:  # noqa: BLE001 - torn or gone: the clean close's own path repairs or skips it
+            return False
 
     def delete(self) -> None:
         """Delete the partition: mark it deleted for every process, then remove its directory."""

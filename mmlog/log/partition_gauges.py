@@ -52,24 +52,39 @@ class Gauges(ManagerState):
     def gauges(self) -> Iterator["PartitionGauges"]:
         """Every hosted partition's offsets, replication and size (the owner's metrics scrape), without
         opening a closed partition's log: its state page is copied, and its segments are listed only when
-        their generation moved. Reopening them in turn evicted the partitions housekeeping had open, for a
-        scrape every few seconds (docs/benchmarks.md, "metrics-scrape")."""
+        their generation moved; and only for the partitions whose state changed since the last scrape (the
+        log dirs' boards, touched.py): an idle one's gauges are the ones it had. Reopening them in turn
+        evicted the partitions housekeeping had open, for a scrape every few seconds (docs/benchmarks.md,
+        "metrics-scrape")."""
         for key in [k for k in self._segments_seen if k[0] not in self._topics]:
             del self._segments_seen[key]  # deleted topics
+        cache = self.__dict__.setdefault("_gauges_cache", {})
+        changed = self._changed("gauges")
+        for key in [k for k in cache if k[0] not in self._topics]:
+            del cache[key]
         for topic, p in self.hosted():
             key = (topic, p)
+            if key not in changed and (known := cache.get(key)) is not None:
+                if not (self.dir_health.any_offline[0] and self.dir_health.offline(self._slot_of.get(key, -1))):
+                    yield known
+                continue
+            cache.pop(key, None)
+            self.looked_at += 1
             try:
                 part = self._partitions.get(key)
                 if part is not None:
-                    yield PartitionGauges(topic, p, part.snapshot(), part.replication(), part.size_bytes(),
-                                          len(part.segment_bases()))
-                    continue
-                slot = self._slot_of.get(key)
-                if self.dir_health.offline(slot if slot is not None else -1):
-                    continue
-                # where it lives is known after load(): no stat first (a missing directory fails the read)
-                directory = self.log_dirs[slot] / f"{topic}-{p}" if slot is not None else self._find(topic, p)
-                if directory is not None:
-                    yield _closed_gauges(topic, p, directory, self._segments_seen, self._topics[topic].topic_id)
+                    g = PartitionGauges(topic, p, part.snapshot(), part.replication(), part.size_bytes(),
+                                        len(part.segment_bases()))
+                else:
+                    slot = self._slot_of.get(key)
+                    if self.dir_health.offline(slot if slot is not None else -1):
+                        continue
+                    # where it lives is known after load(): no stat first (a missing directory fails the read)
+                    directory = self.log_dirs[slot] / f"{topic}-{p}" if slot is not None else self._find(topic, p)
+                    if directory is None:
+                        continue
+                    g = _closed_gauges(topic, p, directory, self._segments_seen, self._topics[topic].topic_id)
             except (OSError, ValueError, KafkaError, TornState):
                 continue  # deleted, torn or failing meanwhile: not shown this time
+            cache[key] = g
+            yield g

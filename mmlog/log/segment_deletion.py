@@ -48,6 +48,19 @@ class SegmentDeletion(SegmentView):
                 self._delete_prefix(s, count)
             return count
 
+    def retention_pass(self, now: int | None = None) -> tuple[int, int | None]:
+        """`apply_retention`, and the earliest time it can delete anything again without a change to the
+        partition (None: not before one). A partition of one segment is looked at without the lock (an
+        idle partition stays marked clean): retention never deletes the active segment."""
+        now = now_ms() if now is None else now
+        self.snapshot()
+        count = self.apply_retention(now) if len(self._bases) > 1 else 0
+        config = self.config
+        if len(self._bases) <= 1 or not config.delete or config.retention_ms < 0:
+            return count, None  # by size: only an append can push it over
+        s = self.snapshot()
+        return count, self._max_timestamp(s, self._bases[0]) + config.retention_ms + 1
+
     def _delete_prefix(self, s: Snapshot, count: int) -> None:
         """Move the log start past `count` leading segments, then unlink them."""
         doomed = self._bases[:count]

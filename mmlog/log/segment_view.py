@@ -239,6 +239,13 @@ class SegmentView:
             snap = self.state.snapshot()
             if snap.deleted:
                 raise UnknownTopicOrPartition(f"{self.directory.name} was deleted")
+            if snap.clean:
+                # The first write since the clean close, in whichever process: unmarked (durably) before
+                # anything changes, so "clean" on disk always means "nothing written since the clean close",
+                # which lets the owner's start leave such partitions closed, unchecked (manager.py, load).
+                self.state.update(clean=0)
+                self.state.flush()
+                snap = self.state.snapshot()
             if snap.generation != self._generation:
                 self._sync(snap)
             sized = (snap.generation, snap.active_base, self.config.segment_index_bytes)

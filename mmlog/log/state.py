@@ -93,6 +93,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmlog.log import touched
 from mmlog.log.files import MappedFile
 
 STATE_FILE = "partition.state"
@@ -221,7 +222,10 @@ class PartitionState:
     """The shared state page of one partition."""
 
     def __init__(self, directory: Path) -> None:
-        self.file = MappedFile(Path(directory) / STATE_FILE, np.int64, STATE_SIZE)
+        directory = Path(directory)
+        self.file = MappedFile(directory / STATE_FILE, np.int64, STATE_SIZE)
+        # every publish stamps the partition on its log dir's board, for the owner's timers (touched.py)
+        self._board, self._board_slot = touched.board_for(directory.parent), touched.slot_of(directory.name)
         # Blocks before the first access (files.py: disk blocks); on tmpfs even reading a hole
         # faults a page in. A no-op for a page that has its block.
         try:
@@ -342,6 +346,7 @@ class PartitionState:
         region += list(isr) + [-1] * (MAX_REPLICAS - len(isr))
         slots[ROLE:REPLICATION_END] = region
         slots[SEQ] = seq + 2 & ~1
+        self._board.stamp(self._board_slot)
 
     def follower(self, i: int) -> FollowerProgress:
         row = PROGRESS + PROGRESS_WIDTH * i
@@ -383,6 +388,7 @@ class PartitionState:
             slots[FIRST_UNSTABLE] = self._first_unstable(int(slots[HIGH_WATERMARK]), int(slots[FIRST_UNDECIDED]),
                                                          int(slots[LOG_START]))
         slots[SEQ] = seq + 2 & ~1
+        self._board.stamp(self._board_slot)
 
     def publish_append(self, log_end: int, high_watermark: int, active_size: int, index_entries: int,
                        time_entries: int, max_timestamp: int, offset_of_max_ts: int, since_index: int,
@@ -407,6 +413,7 @@ class PartitionState:
                                 time_entries, max_timestamp, offset_of_max_ts, since_index, rolled_at_ms,
                                 unflushed, 0, unstable, undecided, aborted)
         slots[SEQ] = seq + 2 & ~1
+        self._board.stamp(self._board_slot)
 
     # ------------------------------------------------------------ transactions (writers only)
 
@@ -427,6 +434,7 @@ class PartitionState:
         slots[TXN_LAYOUT] = TXN_LAYOUT_V1
         slots[FIRST_UNSTABLE] = self._first_unstable(int(slots[HIGH_WATERMARK]), first_undecided, int(slots[LOG_START]))
         slots[SEQ] = seq + 2 & ~1
+        self._board.stamp(self._board_slot)
 
     def _add_unreplicated(self, pairs) -> None:
         current = self.unreplicated() + [tuple(p) for p in pairs]

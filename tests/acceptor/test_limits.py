@@ -160,7 +160,7 @@ def test_a_creation_that_runs_out_of_descriptors_leaves_nothing_and_the_next_one
     # The budget is set far above what the limit allows, so that creating runs out of descriptors.
     with LimitedBroker(tmp_path / "data", processors=1, nofile=1024,
                        config={"log.max.open.partitions": 100_000}) as broker, connect(broker) as conn:
-        code, message = create(conn, ("wide", 400))["wide"]
+        code, message = create(conn, ("wide", 1500))["wide"]  # a descriptor each: more than 1,024
         assert code == KAFKA_STORAGE_ERROR
         assert "Too many open files" in message and "nothing was created" in message
         assert not [d for d in partition_dirs(broker) if d.startswith("wide-")]
@@ -172,10 +172,10 @@ def test_a_creation_that_runs_out_of_descriptors_leaves_nothing_and_the_next_one
 
 def test_the_main_process_keeps_few_partitions_open_so_large_creations_fit_a_small_descriptor_limit(tmp_path):
     with LimitedBroker(tmp_path / "data", processors=1, nofile=1024) as broker, connect(broker) as conn:
-        assert any("max_open=64" in line for line in broker.log_lines)  # 1024 / 2 / 8
+        assert any("max_open=768" in line for line in broker.log_lines)  # 1024 less a quarter, one each
         assert create(conn, ("wide", 1000))["wide"][0] == NONE
         assert create(conn, ("wider", 2000))["wider"][0] == NONE
-        assert descriptors(broker.pid) < 1024 // 2 + 100
+        assert descriptors(broker.pid) < 768 + 100
         assert len([d for d in partition_dirs(broker) if d.startswith("wide")]) == 3000
         assert create(conn, ("narrow", 1))["narrow"][0] == NONE
     # Stopped cleanly: every partition, closed or open, was marked clean, so no recovery now.
@@ -248,17 +248,18 @@ def test_two_thousand_auto_created_topics_do_not_stall_heartbeats(tmp_path):
 
 
 def test_a_processor_serves_more_partitions_than_its_descriptor_limit_could_hold_open(tmp_path):
-    # 300 one-segment partitions need 2,400 descriptors open at once; under a limit of 1,024 each
-    # processor keeps 64 open (1024 / 2 / 8) and reopens the others as they are used.
-    n = 300
+    # 900 one-segment partitions need 900 descriptors open at once; under a limit of 1,024 each processor
+    # keeps 768 open (1024 less a quarter, one each) and reopens the others as they are used (a Fetch of
+    # all of them holds a file each for its slices: more than ~1,000 at once would not fit the limit).
+    n = 900
     with LimitedBroker(tmp_path / "data", processors=1, nofile=1024) as broker, connect(broker) as conn:
         assert create(conn, ("wide", n))["wide"][0] == NONE
         (processor,) = broker.processor_pids()
         for rounds in range(2):  # the second round reopens every partition the first one let go of
             assert produce_to_each(conn, "wide", n, lambda p: b"%d" % p) == [(p, NONE, rounds) for p in range(n)]
-            assert descriptors(processor) < 1024 // 2 + 100
+            assert descriptors(processor) < 768 + 100
         assert fetch_from_each(conn, "wide", n, 0) == {p: (NONE, [b"%d" % p] * 2) for p in range(n)}
-        assert descriptors(processor) < 1024 // 2 + 100
+        assert descriptors(processor) < 768 + 100
 
 
 def test_partitions_of_many_segments_fit_the_same_descriptor_budget(tmp_path):

@@ -84,7 +84,7 @@ def test_retention_by_time_deletes_old_segments_and_advances_the_log_start(open_
     assert p.segment_bases() == bases[3:]
     assert p.log_start_offset == bases[3]
     assert sorted(os.listdir(p.directory)) == sorted(
-        [".lock", "partition.state"] + [segment_file(p.directory, b, s).name for b in bases[3:]
+        ["partition.state"] + [segment_file(p.directory, b, s).name for b in bases[3:]
                                        for s in (".log", ".index", ".timeindex")]
         # producer state snapshots of each roll; of those before the log start only the newest stays
         + [segment_file(p.directory, b, ".snapshot").name for b in bases[2:]]
