@@ -17,13 +17,14 @@ clients, is not compacted, keeps plain batches (compression.type producer or unc
 with acks 0 or 1, or -1 where the ISR is this broker alone and min.insync.replicas <= 1. A group
 (n > 1) into an empty active segment falls back (the Python path appends it one buffer at a time).
 
-Every check reads only buf, the row and the state page; the state page under the partition's flock
-(the lock fd of the row), where a torn state, a deleted partition, or a generation or active base other
+Every check reads only buf, the row and the state page; the state page under the partition's lock (the
+record lock log/lock.py takes: the byte LOCK_INODE of the locks file the row's LOCK_FD is this process's
+description of), where a torn state, a partition marked clean since the row was filled, a deleted partition, or a generation or active base other
 than the row's falls back before any index is touched (the row's index addresses are valid only for
 them; another process's roll or truncation changes the generation). The first store is PENDING_OP.
 
-One thread per process appends through a row: the flock belongs to the lock fd's open file description,
-which the Python path's PartitionLock shares (its thread lock is not the kernel's), so another thread of
+One thread per process appends through a row: the record lock belongs to the locks file's open file
+description, which the Python path's PartitionLock shares (its thread lock is not the kernel's), so another thread of
 the process appending through the same Partition would not be kept out. The rows are the filling
 process's (addresses of its mappings): a table is filled after the fork, in the process that calls.
 
@@ -43,6 +44,7 @@ from mmlog.log.kernels import CRC_TABLES, crc32c
 from mmlog.log.state import (
     ACTIVE_BASE,
     ACTIVE_SIZE,
+    CLEAN,
     DELETED,
     FIRST_UNDECIDED,
     FIRST_UNSTABLE,
@@ -69,7 +71,7 @@ from mmlog.log.state import (
 )
 from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32
 from mmlog.system import libc
-from mmlog.system.libc import EINTR, IOV_MAX, LOCK_EX, LOCK_UN
+from mmlog.system.libc import EINTR, IOV_MAX
 
 OK, FALLBACK = 0, 1
 
@@ -77,7 +79,7 @@ OK, FALLBACK = 0, 1
 (NONE, NOT_IN_TABLE, BAD_SPANS, CORRUPT, NOT_PLAIN, TOO_LARGE, ACKS, LOCK_FAILED, TORN, DELETED_LOG, STALE_ROW,
  NOT_SERVING, ISR, TRANSACTIONS, ROLL_DUE, FLUSH_DUE, INDEX_BLOCKS, WRITE_FAILED, GROUP_INTO_EMPTY) = range(19)
 REASONS = ("", "not in the table", "bad spans", "corrupt batch", "not a plain batch", "too large", "acks",
-           "flock failed", "torn state", "deleted", "stale row", "not serving clients", "ISR",
+           "lock failed", "torn state", "deleted", "stale row", "not serving clients", "ISR",
            "transactions", "roll due", "flush due", "index blocks", "write failed", "group into an empty segment")
 
 _SLOTS = STATE_SIZE // 8
@@ -192,13 +194,12 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
     reason = NONE
     failed = 0
     while locked < k:
-        fd = np.int32(rows[ids[order[locked]], t.LOCK_FD])
-        if libc.flock(fd, LOCK_EX) == 0:
-            locked += 1
-        elif libc.errno() != EINTR:
+        r = rows[ids[order[locked]]]
+        if libc.lock_byte(r[t.LOCK_FD], r[t.LOCK_INODE], True) != 0:
             reason = LOCK_FAILED
             failed = order[locked]
             break
+        locked += 1
     if reason == NONE:
         for i in range(k):
             reason = _check_locked(rows[ids[i]], n, now_ms, acks, pending[i])
@@ -220,7 +221,8 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
         for i in range(written):  # nothing of theirs was published: their bytes past the log end are ignored
             libc.view_i64(rows[ids[i], t.STATE_ADDR], _SLOTS)[PENDING_OP] = _IDLE
     for i in range(locked):
-        libc.flock(np.int32(rows[ids[order[i]], t.LOCK_FD]), LOCK_UN)
+        r = rows[ids[order[i]]]
+        libc.lock_byte(r[t.LOCK_FD], r[t.LOCK_INODE], False)
     if reason != NONE:
         return _fell_back(rows[ids[failed]], reason)
     for i in range(k):
@@ -264,14 +266,15 @@ def _check_spans(r, buf, spans, n, acks, pending):
 
 @njit(cache=True, nogil=True)
 def _check_locked(r, n, now_ms, acks, pending):
-    """`_begin_write`'s checks, `_should_roll` and the flush rule (caller holds the flock)."""
+    """`_begin_write`'s checks, `_should_roll` and the flush rule (caller holds the lock)."""
     nbytes, nbatches, noffsets, nrecords = pending[P_BYTES], pending[P_BATCHES], pending[P_OFFSETS], pending[P_RECORDS]
     page = libc.view_i64(r[t.STATE_ADDR], _SLOTS)
     if page[SEQ] & 1 or page[PENDING_OP] != 0:
         return TORN  # a writer died mid-update: the Python path repairs
     if page[DELETED] != 0:
         return DELETED_LOG
-    if page[GENERATION] != r[t.GENERATION] or page[ACTIVE_BASE] != r[t.ACTIVE_BASE]:
+    if page[GENERATION] != r[t.GENERATION] or page[ACTIVE_BASE] != r[t.ACTIVE_BASE] or page[CLEAN] != 0:
+        # CLEAN: marked cleanly closed since the fill; `_begin_write` unmarks it (durably) before a write
         return STALE_ROW  # before any index access: the row's index addresses may be gone
     role = page[ROLE]
     if not (role == _LEADER or (role == 0 and page[N_REPLICAS] == 0)):

@@ -23,8 +23,6 @@ The arrays are replaced when the table grows (`version` counts that): compiled c
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from numba import njit
 
@@ -41,7 +39,8 @@ EMPTY, GONE = -1, -2  # slots: never used (a probe stops), forgotten (a probe go
 ROW_FIELDS = 32
 # PLAIN_BATCHES: compression.type keeps uncompressed batches as they are (producer, uncompressed).
 # STALE: the kernel met a state the row no longer describes (another generation, index blocks used up).
-# LOCK_INODE: the lock file's inode, the order every process takes several partitions' locks in.
+# LOCK_FD, LOCK_INODE: this process's descriptor of the log dir's locks file and the byte of it the partition's
+# lock is (its directory's inode, log/lock.py): also the order every process takes several partitions' locks in.
 # FALLBACK_REASON: why the last call fell back (append_kernel.REASONS); APPENDS, FALLBACKS: counts.
 
 
@@ -142,7 +141,7 @@ class PartitionTable:
             config = part.config
             values = {
                 STATE_ADDR: part.state._slots.ctypes.data, LOCK_FD: part.lock._fd,
-                LOCK_INODE: os.fstat(part.lock._fd).st_ino,
+                LOCK_INODE: part.lock._inode,
                 LOG_FD: active.file.fileno(), GENERATION: snap.generation, ACTIVE_BASE: snap.active_base,
                 OFFSET_INDEX_ADDR: oi.address, OFFSET_INDEX_CAPACITY: oi.capacity,
                 OFFSET_INDEX_RESERVED: oi.reserved_entries, TIME_INDEX_ADDR: ti.address,
