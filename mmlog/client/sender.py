@@ -77,11 +77,13 @@ from mmlog.client.idempotence import Idempotence
 from mmlog.client.notifier import Notifier
 from mmlog.client.produce_outcomes import ProduceOutcomes
 from mmlog.client.produce_requests import ProduceRequests
+from mmlog.client.wake_timer import WakeTimer
 from mmlog.errors import KafkaError, RequestTimedOut
 
 log = logging.getLogger("mmlog.producer")
 
 INF = float("inf")
+_TIMER = object()  # the selector key data of the wake timer
 EXPIRE_EVERY = 0.1  # seconds between scans for queued batches past their delivery timeout
 RECONNECT_BACKOFF_MAX = 1.0
 
@@ -109,6 +111,10 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
         self.selector = selectors.DefaultSelector()
         self._waker = Notifier()  # wake(): interrupts the I/O thread's select
         self.selector.register(self._waker.sock, selectors.EVENT_READ, None)
+        self._timer = WakeTimer.create()  # wakes the I/O thread for a batch send() left (see defer)
+        if self._timer is not None:
+            self.selector.register(self._timer.fd, selectors.EVENT_READ, _TIMER)
+        self.deferred_for = -1.0  # the next_kick of the step a send() left its batch for (see defer)
         self.channels: dict[int, Channel] = {}
         self._registered: dict[Channel, int] = {}
         self._backoff: dict[int, tuple[float, float]] = {}  # node -> (retry at, current backoff)
@@ -169,6 +175,11 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
         if channel is None:  # the waker
             self._waker.on_readable()
             return
+        if channel is _TIMER:
+            self._timer.clear()
+            if self.deferred_for == self.next_kick:  # no send() has stepped since it left the batch
+                self.last_kick = 0.0  # the application went quiet: the I/O thread drives, from this turn
+            return
         if channel.closed:
             return
         if mask & selectors.EVENT_READ:
@@ -212,6 +223,23 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
     def wake(self) -> None:
         """Interrupt the I/O thread's sleep."""
         self._waker.notify()
+
+    def defer(self, at: float) -> None:
+        """A send() left its batch for the next step (it stepped less than KICK_INTERVAL ago, with requests
+        in flight): if no send() steps before `at`, the I/O thread takes over then and sends it. Once per
+        interval: the wake timer is armed, which wakes nobody now (see wake_timer.py); without one, the
+        batch waits for the next send() or the I/O thread's next look (DRIVE_WINDOW at most)."""
+        self.deferred_for = self.next_kick
+        if self._timer is not None:
+            self._timer.arm(at)
+
+    def in_flight(self) -> bool:
+        """Some connection has a request that has not been answered (as far as was read). Called by send()
+        without the I/O lock: it walks a copy, which the I/O thread may not change under it."""
+        for channel in list(self.channels.values()):
+            if channel.in_flight:
+                return True
+        return False
 
     # ------------------------------------------------------------ phases
 
@@ -466,3 +494,5 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
             self._forget(node, channel)
         self.selector.close()
         self._waker.close()
+        if self._timer is not None:
+            self._timer.close()
