@@ -40,9 +40,11 @@ class ProducerIO:
         now = _monotonic()
         if now < sender.next_kick and (not self.acks or sender.in_flight()):
             # The batch goes with the next step's others, soon, in the same sendmsg: the next send()
-            # after next_kick steps, or else the I/O thread, woken by the timer armed here once an interval.
+            # after next_kick steps, or else the I/O thread, woken by the timer armed here once an interval
+            # (if nothing was appended since: a producer busy appending will step again itself).
+            sender.quiet_mark = self._acc.appended
             if sender.deferred_for != sender.next_kick:
-                sender.defer(sender.next_kick + KICK_LATE)
+                sender.defer(sender.next_kick + KICK_LATE, KICK_INTERVAL)
             return
         if not self._io_lock.acquire(False):
             # The I/O thread has it. Mid-step, back from a syscall, it may be waiting for the GIL

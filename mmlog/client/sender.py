@@ -115,6 +115,8 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
         if self._timer is not None:
             self.selector.register(self._timer.fd, selectors.EVENT_READ, _TIMER)
         self.deferred_for = -1.0  # the next_kick of the step a send() left its batch for (see defer)
+        self.quiet_mark = -1  # acc.appended when a send() last left its batch
+        self.kick_interval = 0.0  # send()'s pace of steps (producer_io.KICK_INTERVAL)
         self.channels: dict[int, Channel] = {}
         self._registered: dict[Channel, int] = {}
         self._backoff: dict[int, tuple[float, float]] = {}  # node -> (retry at, current backoff)
@@ -177,8 +179,17 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
             return
         if channel is _TIMER:
             self._timer.clear()
-            if self.deferred_for == self.next_kick:  # no send() has stepped since it left the batch
-                self.last_kick = 0.0  # the application went quiet: the I/O thread drives, from this turn
+            if self.deferred_for == self.next_kick and self.acc.appended == self.quiet_mark:
+                # No send() has stepped since one left its batch, nor appended since the last one did:
+                # the application went quiet. This thread takes the step send() would have taken, and
+                # leaves the sockets to send() as before (a paced producer's next record steps itself).
+                # While they stay parked and requests are in flight, it looks again an interval later,
+                # for their answers (else read at the end of DRIVE_WINDOW).
+                self.next_kick = time.monotonic() + self.kick_interval
+                self.step(io_thread=False)
+                if self.parked and self.in_flight():
+                    self.deferred_for = self.next_kick
+                    self._timer.arm(self.next_kick + self.kick_interval)
             return
         if channel.closed:
             return
@@ -224,12 +235,13 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
         """Interrupt the I/O thread's sleep."""
         self._waker.notify()
 
-    def defer(self, at: float) -> None:
+    def defer(self, at: float, interval: float) -> None:
         """A send() left its batch for the next step (it stepped less than KICK_INTERVAL ago, with requests
-        in flight): if no send() steps before `at`, the I/O thread takes over then and sends it. Once per
+        in flight): if no send() steps or appends before `at`, the I/O thread takes that step then. Once per
         interval: the wake timer is armed, which wakes nobody now (see wake_timer.py); without one, the
         batch waits for the next send() or the I/O thread's next look (DRIVE_WINDOW at most)."""
         self.deferred_for = self.next_kick
+        self.kick_interval = interval
         if self._timer is not None:
             self._timer.arm(at)
 
