@@ -2,10 +2,12 @@
 
     python tools/bench_decode.py [--records 1000000] [--size 200] [--batch-records 500] [--rounds 7]
     python tools/bench_decode.py --record        # and writes its section of docs/benchmarks.md
+    python tools/bench_decode.py --chunk-bytes 4194304   # as fetched: 4 MiB chunks (the Spark source's)
 
 The same fetched bytes for every row: `--records` records of `--size`-byte values (no keys, no
 headers) in uncompressed v2 batches of `--batch-records` records, back to back as a Fetch answer
-carries them. Rows, each the best of `--rounds` (the machine is shared):
+carries them: one chunk of them all, or (`--chunk-bytes`) chunks of whole batches of at most that
+size, each decoded by its own call as a consumer decodes each fetch. Rows, each the best of `--rounds` (the machine is shared):
 
   * floor: a numba kernel that walks every record's varint fields (length, attributes, timestamp
     and offset deltas, key, value, header count) twice over, writing nothing: what any decoder that
@@ -111,26 +113,37 @@ def main(argv=None) -> int:
     ap.add_argument("--size", type=int, default=200, help="value bytes per record")
     ap.add_argument("--batch-records", type=int, default=500, help="records per v2 batch")
     ap.add_argument("--rounds", type=int, default=7, help="timings per row; the best is shown")
+    ap.add_argument("--chunk-bytes", type=int, default=0, help="decode chunks of at most this many bytes "
+                                                               "(default: one chunk of every record)")
     ap.add_argument("--record", action="store_true", help="write the section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     command = " ".join(["python tools/bench_decode.py", *(sys.argv[1:] if argv is None else argv)])
     data = chunk(args.records, args.size, args.batch_records)
-    buf = np.frombuffer(data, np.uint8)
-    scan = bulk.scan_chunk(data, 0)
-    assert scan.status == bulk.OK and scan.end == len(data) and scan.capacity == args.records, scan
+    batch_bytes = len(chunk(args.batch_records, args.size, args.batch_records))
+    per = max(1, args.chunk_bytes // batch_bytes) * batch_bytes if args.chunk_bytes else len(data)
+    chunks = [data[i:i + per] for i in range(0, len(data), per)]
+    bufs = [np.frombuffer(c, np.uint8) for c in chunks]
+    scans = [bulk.scan_chunk(c, 0) for c in chunks]
+    assert all(s.status == bulk.OK and s.end == len(c) for s, c in zip(scans, chunks))
+    assert sum(s.capacity for s in scans) == args.records
     skip = np.empty(0, np.int64)
     bulk.warm()
-    floor_kernel(buf, len(buf))
-    arrays = bulk.decode_chunk(data, 0, check_crcs=False)
-    assert len(arrays) == args.records and int(arrays.offsets[-1]) == args.records - 1
-    assert int(arrays.value_lengths.min()) == args.size
+    arrays = [bulk.decode_chunk(c, 0, check_crcs=False) for c in chunks]
+    assert sum(map(len, arrays)) == args.records and int(arrays[-1].offsets[-1]) == args.records - 1
+    assert min(int(a.value_lengths.min()) for a in arrays) == args.size
+    del arrays
+
+    def each(fn):
+        return lambda: [fn(i) for i in range(len(chunks))]
+
     rows = [
-        ("floor: varint headers walked twice", lambda: floor_kernel(buf, len(buf))),
+        ("floor: varint headers walked twice", each(lambda i: floor_kernel(bufs[i], len(bufs[i])))),
         ("decode kernel (`bulk._decode`, its columns made)",
-         lambda: bulk._decode(buf, 0, len(buf), 0, skip, *bulk.columns(scan.capacity))),
-        ("decode_chunk (scan, kernel, RecordArrays)", lambda: bulk.decode_chunk(data, 0)),
-        ("decode_chunk with CRCs", lambda: bulk.decode_chunk(data, 0, check_crcs=True)),
+         each(lambda i: bulk._decode(bufs[i], 0, len(bufs[i]), 0, skip, *bulk.columns(scans[i].capacity)))),
+        ("decode_chunk (scan, kernel, RecordArrays)", each(lambda i: bulk.decode_chunk(chunks[i], 0))),
+        ("decode_chunk with CRCs", each(lambda i: bulk.decode_chunk(chunks[i], 0, check_crcs=True))),
     ]
+    floor_kernel(bufs[0], len(bufs[0]))
     times = {}
     for r in range(args.rounds):  # interleaved rounds: a busy moment hits every row alike
         for name, fn in rows:
@@ -141,7 +154,8 @@ def main(argv=None) -> int:
         "## The consumer's decode kernel against its floor", "",
         f"`{command}` ({time.strftime('%Y-%m-%d %H:%M %Z')}, load average at end {load}): "
         f"{args.records:,} records of {args.size} bytes in uncompressed v2 batches of {args.batch_records:,} "
-        f"({len(data) / 1e6:,.1f} MB), the same bytes for every row; best of {args.rounds} interleaved rounds.", "",
+        f"({len(data) / 1e6:,.1f} MB) in {len(chunks):,} chunk(s) of up to {per / 1e6:,.1f} MB, the same bytes "
+        f"for every row; best of {args.rounds} interleaved rounds.", "",
         "| row | ms | ns / record | M records/s | / floor |",
         "| --- | ---: | ---: | ---: | ---: |"]
     for name, _ in rows:
