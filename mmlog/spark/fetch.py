@@ -73,15 +73,16 @@ class ReceiveBuffers:
 
     def _buffer(self, size: int) -> np.ndarray:
         buffers = self._buffers
-        for i, buf in enumerate(buffers):
-            if sys.getrefcount(buf) == 3 and len(buf) >= size:  # the list, `buf`, and getrefcount's argument
-                return buf
+        free = None
+        for buf in buffers:  # (no enumerate: its reused result tuple would hold one more reference)
+            if sys.getrefcount(buf) == 3:  # the list, `buf`, and getrefcount's argument: nothing else
+                if len(buf) >= size:
+                    return buf
+                free = buf
+        if free is not None:
+            buffers[:] = [b for b in buffers if b is not free]  # too small: room for a bigger one (not by ==)
         # np.empty, not bytearray: no zero-fill (the socket's bytes overwrite it); 4 MiB and more on huge pages
         buf = np.empty(max(size, 1 << 16), np.uint8)
-        if len(buffers) >= self.KEEP:
-            free = [i for i, b in enumerate(buffers) if sys.getrefcount(b) == 3]
-            if free:
-                buffers.pop(free[0])
         if len(buffers) < self.KEEP:
             buffers.append(buf)
         return buf
