@@ -32,6 +32,10 @@ the channels out of its selector (`park`): were it woken by every answer, it wou
 take the GIL from the thread calling send() and wait up to the switch interval for
 it back at each of its own syscalls, holding the I/O lock, and the pipeline would
 stall. A thread about to block (flush, get, a full buffer) hands the channels back.
+A send() that leaves its batch for the next step arms a timer (`defer`, wake_timer.py: a timerfd in
+the selector, which wakes nobody when armed): if no send() has stepped or appended by the end of
+the interval, the application went quiet (a paced producer between bursts), and the I/O thread takes
+that step itself, and once more FOLLOW_UP later for the answers.
 
 Cost per step, not per batch. The batches a step sends are encoded together (one
 `encode.build_runs` call), a request with one batch is framed from a per-partition
@@ -86,6 +90,7 @@ INF = float("inf")
 _TIMER = object()  # the selector key data of the wake timer
 EXPIRE_EVERY = 0.1  # seconds between scans for queued batches past their delivery timeout
 RECONNECT_BACKOFF_MAX = 1.0
+FOLLOW_UP = 0.0005  # after the wake timer's step, one more look for the answers this much later
 
 
 class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
@@ -117,6 +122,7 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
         self.deferred_for = -1.0  # the next_kick of the step a send() left its batch for (see defer)
         self.quiet_mark = -1  # acc.appended when a send() last left its batch
         self.kick_interval = 0.0  # send()'s pace of steps (producer_io.KICK_INTERVAL)
+        self._follow_up = False  # the timer is armed for the one look at answers after its step
         self.channels: dict[int, Channel] = {}
         self._registered: dict[Channel, int] = {}
         self._backoff: dict[int, tuple[float, float]] = {}  # node -> (retry at, current backoff)
@@ -183,13 +189,15 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
                 # No send() has stepped since one left its batch, nor appended since the last one did:
                 # the application went quiet. This thread takes the step send() would have taken, and
                 # leaves the sockets to send() as before (a paced producer's next record steps itself).
-                # While they stay parked and requests are in flight, it looks again an interval later,
-                # for their answers (else read at the end of DRIVE_WINDOW).
+                # With requests in flight it looks once more, FOLLOW_UP later, for their answers (a
+                # quiet producer's acknowledgements; later ones wait for DRIVE_WINDOW as before).
                 self.next_kick = time.monotonic() + self.kick_interval
+                follow_up, self._follow_up = not self._follow_up, False
                 self.step(io_thread=False)
-                if self.parked and self.in_flight():
+                if follow_up and self.parked and self.in_flight():
                     self.deferred_for = self.next_kick
-                    self._timer.arm(self.next_kick + self.kick_interval)
+                    self._follow_up = True
+                    self._timer.arm(self.next_kick + FOLLOW_UP)
             return
         if channel.closed:
             return
@@ -242,6 +250,7 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
         batch waits for the next send() or the I/O thread's next look (DRIVE_WINDOW at most)."""
         self.deferred_for = self.next_kick
         self.kick_interval = interval
+        self._follow_up = False
         if self._timer is not None:
             self._timer.arm(at)
 
