@@ -73,19 +73,27 @@ class ReceiveBuffers:
 
     def _buffer(self, size: int) -> np.ndarray:
         buffers = self._buffers
-        free = None
-        for buf in buffers:  # (no enumerate: its reused result tuple would hold one more reference)
-            if sys.getrefcount(buf) == 3:  # the list, `buf`, and getrefcount's argument: nothing else
-                if len(buf) >= size:
-                    return buf
-                free = buf
-        if free is not None:
-            buffers[:] = [b for b in buffers if b is not free]  # too small: room for a bigger one (not by ==)
+        free = -1
+        for i in range(len(buffers)):
+            if _refs(buffers, i) == _FREE:  # nothing but this list holds it
+                if len(buffers[i]) >= size:
+                    return buffers[i]
+                free = i
+        if free >= 0:
+            del buffers[free]  # too small: room for a bigger one
         # np.empty, not bytearray: no zero-fill (the socket's bytes overwrite it); 4 MiB and more on huge pages
         buf = np.empty(max(size, 1 << 16), np.uint8)
         if len(buffers) < self.KEEP:
             buffers.append(buf)
         return buf
+
+
+def _refs(items: list, i: int) -> int:
+    """References to items[i], counted the same way for every item and for the calibration below."""
+    return sys.getrefcount(items[i])
+
+
+_FREE = _refs([object()], 0)  # what _refs says of an object that only its list holds (on this interpreter)
 
 
 def _fill(sock, view: memoryview) -> None:
