@@ -52,8 +52,7 @@ def latency_child(rate: float, seconds: float) -> list[float]:
     count = int(rate * seconds)
     ctx = ClientProcess._ctx
     created, ready, go = ctx.Event(), ctx.Event(), ctx.Event()
-    with tempfile.TemporaryDirectory(prefix="bench-paced-") as data, \
-            mmlog_driver.server(Path(data), processors=2) as broker:
+    with tempfile.TemporaryDirectory(prefix="bench-paced-") as data, _broker(data, 1000) as broker:
         args = (broker.bootstrap, "latency")
         producer = ClientProcess(mmlog_driver.latency_producer, *args, rate, count, created, go)
         producer.wait_for(created, 120, "first message sent")
@@ -65,12 +64,19 @@ def latency_child(rate: float, seconds: float) -> list[float]:
     return [round(float(x), 4) for x in ms]
 
 
+def _broker(data: str, flush_ms: int | None):
+    """tools/bench/mmlog_driver.server's broker, given long to start (a fresh tree compiles its kernels)."""
+    from mmlog.testing import EmbeddedBroker
+
+    return EmbeddedBroker(Path(data) / "mmlog", processors=2, ready_timeout=900,
+                          config={} if flush_ms is None else {"log.flush.interval.ms": flush_ms})
+
+
 def perf_child(args: str) -> float:
     """In the process of one code tree: `mmlog perf produce ARGS` against a fresh broker; its msg/s."""
     with tempfile.TemporaryDirectory(prefix="bench-paced-perf-") as data:
-        from tools.bench import mmlog_driver
 
-        with mmlog_driver.server(Path(data), processors=2, flush_ms=None) as broker:
+        with _broker(data, None) as broker:
             out = subprocess.run([sys.executable, "-m", "mmlog", "perf", "produce", "--topic", "t", "--quiet",
                                   "--bootstrap", broker.bootstrap, *args.split()], capture_output=True, text=True,
                                  env=os.environ, timeout=900)
