@@ -4,14 +4,16 @@ baseline's code, alternating in one run.
     python tools/bench_paced.py --baseline REF                  # 3 rounds; prints the tables
     python tools/bench_paced.py --baseline REF --record         # and writes its section of docs/benchmarks.md
     python tools/bench_paced.py --baseline REF --no-perf        # the latency rows only
+    python tools/bench_paced.py --baseline-tree DIR             # the code before from a checkout as it is
 
 Latency: the paper benchmark's end-to-end test (tools/bench/latency.py with mmlog's driver): a producer
 process sends `--rate` records a second (linger 0, acks=1, each stamped with its send time; woken every
 millisecond, it sends what is due: 5 records a tick at 5,000/s), a consumer process long-polls and measures
 send -> receipt; one broker (EmbeddedBroker, 2 processors) per case. Throughput: the `mmlog perf produce`
 rows of docs/benchmarks.md, each against a fresh broker. Each case runs in a fresh interpreter on the code of
-`--baseline` (`git archive`) and of this tree (tools/bench/trees.py), alternating for `--rounds`; latency
-percentiles over each code's rounds together, throughput the median of its rounds.
+`--baseline` (`git archive`, or a checkout: `--baseline-tree`) and of this tree (tools/bench/trees.py),
+alternating for `--rounds` after a short uncounted round each; latency percentiles over each code's rounds
+together, throughput the median of its rounds.
 """
 
 from __future__ import annotations
@@ -74,12 +76,10 @@ def _broker(data: str, flush_ms: int | None):
 
 def perf_child(args: str) -> float:
     """In the process of one code tree: `mmlog perf produce ARGS` against a fresh broker; its msg/s."""
-    with tempfile.TemporaryDirectory(prefix="bench-paced-perf-") as data:
-
-        with _broker(data, None) as broker:
-            out = subprocess.run([sys.executable, "-m", "mmlog", "perf", "produce", "--topic", "t", "--quiet",
-                                  "--bootstrap", broker.bootstrap, *args.split()], capture_output=True, text=True,
-                                 env=os.environ, timeout=900)
+    with tempfile.TemporaryDirectory(prefix="bench-paced-perf-") as data, _broker(data, None) as broker:
+        out = subprocess.run([sys.executable, "-m", "mmlog", "perf", "produce", "--topic", "t", "--quiet",
+                              "--bootstrap", broker.bootstrap, *args.split()], capture_output=True, text=True,
+                             env=os.environ, timeout=900)
     if out.returncode:
         raise RuntimeError(f"mmlog perf produce {args} failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     line = next(line for line in out.stdout.splitlines() if line.strip().endswith("MB/s"))
@@ -91,6 +91,8 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--baseline", help="git ref of the code before (none: this tree alone)")
+    ap.add_argument("--baseline-tree", type=Path,
+                    help="a checkout of the code before, used as it is (its compiled kernels cached already)")
     ap.add_argument("--rate", type=float, default=5000, help="paced records a second (default 5,000)")
     ap.add_argument("--seconds", type=float, default=10, help="paced seconds a round (default 10)")
     ap.add_argument("--rounds", type=int, default=3, help="alternations of the baseline's code and this tree's")
@@ -104,9 +106,16 @@ def main(argv=None) -> int:
     base_commit = None
     with tempfile.TemporaryDirectory(prefix="bench-paced-tree-") as scratch:
         cases = [("after", None)]
-        if args.baseline:
+        if args.baseline_tree:
+            base_tree = args.baseline_tree.resolve()
+            base_commit = subprocess.run(["git", "-C", str(base_tree), "rev-parse", "--short", "HEAD"],
+                                         capture_output=True, text=True, check=True).stdout.strip()
+            cases.insert(0, ("before", base_tree))
+        elif args.baseline:
             base_tree, base_commit = export_tree(args.baseline, Path(scratch))
             cases.insert(0, ("before", base_tree))
+        for case, tree in cases:  # a short round each, not counted: kernels compiled or loaded, files cached
+            run_in(tree, "tools.bench_paced", f"latency_child({args.rate}, 1.0)")
         for r in range(args.rounds):
             for case, tree in cases:
                 got = run_in(tree, "tools.bench_paced", f"latency_child({args.rate}, {args.seconds})")
