@@ -40,8 +40,13 @@ Consumers that want millions of records a second work on the columns
 object per record. `RecordArrays.iter_records()` / `records()` build
 `ConsumerRecord` tuples from the columns with C-level iterators (map/zip over
 the columns' lists, about 0.45 µs a record here, against about 3 µs for
-`decode_records`); the consumer's iterator and `poll()` are built on them. The
-kernel itself decodes about 30 million 200-byte records a second.
+`decode_records`); the consumer's iterator and `poll()` are built on them.
+
+The kernel makes one pass over the records. Its loop carries one dependent load a record
+(the record's length: the next record starts where this one ends), not one per field; the
+fields are read off that chain, one- and two-byte varints inline. Its nine columns are carved
+out of one numpy block (`columns`). `tools/bench_decode.py` times it against walking every
+record's varints twice (docs/benchmarks.md: about half that).
 
 Compressed batches (gzip always; snappy, lz4, zstd if their modules are
 installed) are decompressed in Python first: the chunk is rewritten with each
@@ -111,6 +116,13 @@ _TRANSACTIONAL = rec.TRANSACTIONAL_BIT
 _LOG_APPEND_TIME = rec.TIMESTAMP_TYPE_BIT
 _CODEC = rec.COMPRESSION_MASK
 _I32 = struct.Struct(">i")
+# The columns' types in RecordArrays order, and the order they lie in their one block (widest first).
+_TYPES = tuple(np.dtype(t) for t in (np.int64, np.int64, np.int8, np.int64, np.int32, np.int64, np.int32, np.int64,
+                                     np.int32))
+_COLUMN_TYPES = tuple(sorted(_TYPES, key=lambda t: -t.itemsize))
+_BLOCK_ORDER = sorted(range(len(_TYPES)), key=lambda i: -_TYPES[i].itemsize)  # stable: ties keep their order
+_COLUMN_ORDER = [_BLOCK_ORDER.index(i) for i in range(len(_TYPES))]
+_ROW_BYTES = sum(t.itemsize for t in _TYPES)
 
 
 class Scan(NamedTuple):
@@ -194,6 +206,21 @@ def scan_chunk_py(data, fetch_offset: int) -> Scan:
 # ---------------------------------------------------------------- decode
 
 
+@njit(cache=True, inline="always")
+def _varint(b, p, end):
+    """`wire_kernels.varint` with the two-byte case inline too: a record's length, a value's length and an
+    offset delta of a few hundred take two bytes, and the general loop costs several times more."""
+    if p + 1 < end:
+        x = np.int64(b[p])
+        if x < 0x80:
+            return (x >> 1) ^ -(x & 1), p + 1
+        y = np.int64(b[p + 1])
+        if y < 0x80:
+            v = (x & 0x7F) | (y << 7)
+            return (v >> 1) ^ -(v & 1), p + 2
+    return varint(b, p, end)
+
+
 @njit(cache=True, nogil=True)
 def aborted_batches(buf, end, pids, firsts):
     """Positions of the batches in buf[:end] that belong to aborted transactions (Kafka's consumer rule).
@@ -268,23 +295,31 @@ def _skips(buf, end: int, aborted) -> np.ndarray:
     return aborted_batches(buf, end, pids, firsts)
 
 
-@njit(cache=True, nogil=True)
-def _decode(buf, start, end, fetch_offset, capacity, skip):
-    """Decode the records of the whole batches in buf[start:end]; see the module docstring for the columns.
-    Batches at the positions in `skip` (ascending: aborted transactions' batches) are left out.
+def columns(capacity: int) -> list[np.ndarray]:
+    """The nine empty columns of `capacity` records, in `RecordArrays` order, carved out of one numpy block:
+    one allocation (a block of 4 MB or more is backed by huge pages, so a large chunk's columns cost a
+    few page faults, not one every 4 KiB), the 8-byte columns first so that every column is aligned."""
+    block = np.empty(capacity * _ROW_BYTES, np.uint8)
+    out = []
+    at = 0
+    for dtype in _COLUMN_TYPES:
+        size = capacity * dtype.itemsize
+        out.append(block[at:at + size].view(dtype))
+        at += size
+    return [out[i] for i in _COLUMN_ORDER]
 
-    Returns (status, position, n, columns...): on a status other than OK,
-    position is the batch at fault and the first n entries are valid.
+
+@njit(cache=True, nogil=True)
+def _decode(buf, start, end, fetch_offset, skip, offsets, timestamps, ts_types, key_starts, key_lengths,
+            value_starts, value_lengths, header_starts, header_counts):
+    """Decode the records of the whole batches in buf[start:end] into the columns (see the module docstring),
+    which have room for every record (`columns(capacity)`). Batches at the positions in `skip` (ascending:
+    aborted transactions' batches) are left out.
+
+    Returns (status, position, n): on a status other than OK, position is the batch at fault and the
+    first n entries are valid.
     """
-    offsets = np.empty(capacity, np.int64)
-    timestamps = np.empty(capacity, np.int64)
-    ts_types = np.empty(capacity, np.int8)
-    key_starts = np.empty(capacity, np.int64)
-    key_lengths = np.empty(capacity, np.int32)
-    value_starts = np.empty(capacity, np.int64)
-    value_lengths = np.empty(capacity, np.int32)
-    header_starts = np.empty(capacity, np.int64)
-    header_counts = np.empty(capacity, np.int32)
+    capacity = len(offsets)
     n = 0
     status = OK
     p = start
@@ -309,7 +344,7 @@ def _decode(buf, start, end, fetch_offset, capacity, skip):
         count = be_i32(buf, p + 57)
         q = p + _HEADER
         for _ in range(count):
-            rlen, q = varint(buf, q, stop)
+            rlen, q = _varint(buf, q, stop)
             if q < 0 or rlen < 1:
                 status = BAD_RECORD
                 break
@@ -317,47 +352,51 @@ def _decode(buf, start, end, fetch_offset, capacity, skip):
             if rend > stop:
                 status = BAD_RECORD
                 break
-            ts_delta, q = varint(buf, q + 1, rend)  # + 1: the record's attributes byte
-            if q < 0:
+            # The fields are read at f; the next record starts at rend, known from the length alone, so
+            # the loop carries one dependent load a record (its length), not one per field: the walk
+            # through this record's fields overlaps the next record's.
+            ts_delta, f = _varint(buf, q + 1, rend)  # + 1: the record's attributes byte
+            if f < 0:
                 status = BAD_RECORD
                 break
-            off_delta, q = varint(buf, q, rend)
-            if q < 0:
+            off_delta, f = _varint(buf, f, rend)
+            if f < 0:
                 status = BAD_RECORD
                 break
-            klen, q = varint(buf, q, rend)
-            if q < 0 or klen < -1:
+            klen, f = _varint(buf, f, rend)
+            if f < 0 or klen < -1:
                 status = BAD_RECORD
                 break
-            kstart = q
+            kstart = f
             if klen > 0:
-                q += klen
-            vlen, q = varint(buf, q, rend)
-            if q < 0 or vlen < -1:
+                f += klen
+            vlen, f = _varint(buf, f, rend)
+            if f < 0 or vlen < -1:
                 status = BAD_RECORD
                 break
-            vstart = q
+            vstart = f
             if vlen > 0:
-                q += vlen
-            hcount, q = varint(buf, q, rend)
-            if q < 0 or hcount < 0:
+                f += vlen
+            hcount, f = _varint(buf, f, rend)
+            if f < 0 or hcount < 0:
                 status = BAD_RECORD
                 break
-            hstart = q
+            hstart = f
             for _h in range(hcount):
-                hk, q = varint(buf, q, rend)
-                if q < 0 or hk < -1:
+                hk, f = _varint(buf, f, rend)
+                if f < 0 or hk < -1:
                     break
                 if hk > 0:
-                    q += hk
-                hv, q = varint(buf, q, rend)
-                if q < 0 or hv < -1:
+                    f += hk
+                hv, f = _varint(buf, f, rend)
+                if f < 0 or hv < -1:
                     break
                 if hv > 0:
-                    q += hv
-            if q != rend:
+                    f += hv
+            if f != rend:
                 status = BAD_RECORD
                 break
+            q = rend
             offset = base + off_delta
             if offset < fetch_offset:
                 continue
@@ -381,8 +420,7 @@ def _decode(buf, start, end, fetch_offset, capacity, skip):
         if status != OK:
             break
         p = stop
-    return (status, p, n, offsets, timestamps, ts_types, key_starts, key_lengths, value_starts, value_lengths,
-            header_starts, header_counts)
+    return status, p, n
 
 
 def decode_chunk(data, fetch_offset: int, *, topic: str = "", partition: int = -1, check_crcs: bool = False,
@@ -409,12 +447,13 @@ def decode_chunk(data, fetch_offset: int, *, topic: str = "", partition: int = -
         buf = np.frombuffer(data, dtype=np.uint8)
         end = len(buf)
         capacity = Scan(*_scan(buf, 0, end, fetch_offset)).capacity
-    status, at, n, *columns = _decode(buf, 0, end, fetch_offset, capacity, _skips(buf, end, aborted))
+    cols = columns(capacity)
+    status, at, n = _decode(buf, 0, end, fetch_offset, _skips(buf, end, aborted), *cols)
     if status != OK:
         raise CorruptMessage(f"{_where(topic, partition)}batch at byte {at}: {STATUS_TEXT[status]}")
     if n < capacity:
-        columns = [c[:n] for c in columns]
-    return RecordArrays(topic, partition, data, next_offset, columns)
+        cols = [c[:n] for c in cols]
+    return RecordArrays(topic, partition, data, next_offset, cols)
 
 
 def _where(topic: str, partition: int) -> str:

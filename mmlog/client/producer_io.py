@@ -18,7 +18,9 @@ _monotonic = time.monotonic
 # A send() that closes a batch does the I/O itself at most this often while requests are in
 # flight: one step then writes every batch closed meanwhile with one sendmsg and reads every
 # answer with one recv, instead of a step, a recv and a send per batch (a batch of one record
-# closes every 2 µs).
+# closes every 2 µs). With nothing in flight it steps at once. A batch left for the next step is
+# sent by the I/O thread if no send() has stepped or appended by shortly after the interval's end
+# (a paced producer's last record of a burst: sender.KICK_LATE), so it waits about KICK_INTERVAL more.
 KICK_INTERVAL = 0.0001
 # While send() has done a step within this long, the I/O thread leaves the sockets to it (see
 # Sender.park); a thread that blocks (flush, get, a full buffer) hands them back at once.
@@ -30,12 +32,19 @@ class ProducerIO:
     """Runs the sender: from the I/O thread, and from a send() that closed a batch."""
 
     def _kick(self) -> None:
-        """A batch closed: send it from this thread if the I/O lock is free (see sender.py: the GIL),
-        unless requests are in flight and this thread did the I/O less than KICK_INTERVAL ago."""
+        """A batch closed (or, with linger 0, a record joined the open one): send it from this thread if
+        the I/O lock is free (see sender.py: the GIL), unless requests are in flight (or acks=0) and this
+        thread did the I/O less than KICK_INTERVAL ago; then the next step takes it (see Sender.defer)."""
         sender = self._sender
         now = _monotonic()
-        if now < sender.next_kick:
-            return  # the batch goes with the next step's others, soon, in the same sendmsg
+        if now < sender.next_kick and (not self.acks or sender.in_flight()):
+            # The batch goes with the next step's others, soon, in the same sendmsg: the next send()
+            # after next_kick steps, or else the I/O thread, woken by the timer armed here once an interval
+            # (if nothing was appended since: a producer busy appending will step again itself).
+            sender.quiet_mark = self._acc.appended
+            if sender.deferred_for != sender.next_kick:
+                sender.defer(KICK_INTERVAL)
+            return
         if not self._io_lock.acquire(False):
             # The I/O thread has it. Mid-step, back from a syscall, it may be waiting for the GIL
             # this thread holds: it would get it only at the 5 ms switch interval, while this thread

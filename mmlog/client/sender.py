@@ -32,6 +32,10 @@ the channels out of its selector (`park`): were it woken by every answer, it wou
 take the GIL from the thread calling send() and wait up to the switch interval for
 it back at each of its own syscalls, holding the I/O lock, and the pipeline would
 stall. A thread about to block (flush, get, a full buffer) hands the channels back.
+A send() that leaves its batch for the next step arms a timer (`defer`, wake_timer.py: a timerfd in
+the selector, which wakes nobody when armed): if no send() has stepped or appended by the end of
+the interval, the application went quiet (a paced producer between bursts), and the I/O thread takes
+that step itself, and once more FOLLOW_UP later for the answers.
 
 Cost per step, not per batch. The batches a step sends are encoded together (one
 `encode.build_runs` call), a request with one batch is framed from a per-partition
@@ -77,13 +81,21 @@ from mmlog.client.idempotence import Idempotence
 from mmlog.client.notifier import Notifier
 from mmlog.client.produce_outcomes import ProduceOutcomes
 from mmlog.client.produce_requests import ProduceRequests
+from mmlog.client.wake_timer import WakeTimer
 from mmlog.errors import KafkaError, RequestTimedOut
 
 log = logging.getLogger("mmlog.producer")
 
 INF = float("inf")
+_TIMER = object()  # the selector key data of the wake timer
 EXPIRE_EVERY = 0.1  # seconds between scans for queued batches past their delivery timeout
 RECONNECT_BACKOFF_MAX = 1.0
+FOLLOW_UP = 0.0005  # after the wake timer's step, one more look for the answers this much later
+# How long after the end of send()'s interval the wake timer fires (see defer): KICK_LATE while it finds the
+# application quiet when it fires; doubled, up to LATE_MAX, each time it finds it busy appending (a busy
+# producer's next batch steps by itself, and each wake-up takes the GIL from its thread for a moment).
+KICK_LATE = 0.000025
+LATE_MAX = 0.002
 
 
 class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
@@ -109,6 +121,14 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
         self.selector = selectors.DefaultSelector()
         self._waker = Notifier()  # wake(): interrupts the I/O thread's select
         self.selector.register(self._waker.sock, selectors.EVENT_READ, None)
+        self._timer = WakeTimer.create()  # wakes the I/O thread for a batch send() left (see defer)
+        if self._timer is not None:
+            self.selector.register(self._timer.fd, selectors.EVENT_READ, _TIMER)
+        self.deferred_for = -1.0  # the next_kick of the step a send() left its batch for (see defer)
+        self.quiet_mark = -1  # acc.appended when a send() last left its batch
+        self.kick_interval = 0.0  # send()'s pace of steps (producer_io.KICK_INTERVAL)
+        self._follow_up = False  # the timer is armed for the one look at answers after its step
+        self.late = KICK_LATE  # the wake timer fires this long after the end of send()'s interval
         self.channels: dict[int, Channel] = {}
         self._registered: dict[Channel, int] = {}
         self._backoff: dict[int, tuple[float, float]] = {}  # node -> (retry at, current backoff)
@@ -169,6 +189,27 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
         if channel is None:  # the waker
             self._waker.on_readable()
             return
+        if channel is _TIMER:
+            self._timer.clear()
+            if self.deferred_for != self.next_kick:
+                return  # a send() stepped since: the left batch went with it
+            if self.acc.appended != self.quiet_mark:
+                self.late = min(self.late * 2, LATE_MAX)  # busy appending: it will step by itself
+                return
+            # No send() has stepped since one left its batch, nor appended since the last one did: the
+            # application went quiet. This thread takes the step send() would have taken, and leaves the
+            # sockets to send() as before (a paced producer's next record steps itself). With requests
+            # in flight it looks once more, FOLLOW_UP later, for their answers (a quiet producer's
+            # acknowledgements; later ones wait for DRIVE_WINDOW as before).
+            self.late = KICK_LATE
+            self.next_kick = time.monotonic() + self.kick_interval
+            follow_up, self._follow_up = not self._follow_up, False
+            self.step(io_thread=False)
+            if follow_up and self.parked and self.in_flight():
+                self.deferred_for = self.next_kick
+                self._follow_up = True
+                self._timer.arm(self.next_kick + FOLLOW_UP)
+            return
         if channel.closed:
             return
         if mask & selectors.EVENT_READ:
@@ -212,6 +253,26 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
     def wake(self) -> None:
         """Interrupt the I/O thread's sleep."""
         self._waker.notify()
+
+    def defer(self, interval: float) -> None:
+        """A send() left its batch for the next step (it stepped less than KICK_INTERVAL ago, with requests
+        in flight): if no send() steps or appends before the interval's end (and `late`), the I/O thread
+        takes that step then. Once per
+        interval: the wake timer is armed, which wakes nobody now (see wake_timer.py); without one, the
+        batch waits for the next send() or the I/O thread's next look (DRIVE_WINDOW at most)."""
+        self.deferred_for = self.next_kick
+        self.kick_interval = interval
+        self._follow_up = False
+        if self._timer is not None:
+            self._timer.arm(self.next_kick + self.late)
+
+    def in_flight(self) -> bool:
+        """Some connection has a request that has not been answered (as far as was read). Called by send()
+        without the I/O lock: it walks a copy, which the I/O thread may not change under it."""
+        for channel in list(self.channels.values()):
+            if channel.in_flight:
+                return True
+        return False
 
     # ------------------------------------------------------------ phases
 
@@ -466,3 +527,5 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
             self._forget(node, channel)
         self.selector.close()
         self._waker.close()
+        if self._timer is not None:
+            self._timer.close()

@@ -15,6 +15,11 @@ seconds. Records the range names that are gone (retention deleted them:
 OFFSET_OUT_OF_RANGE; or the log now ends before `end`) raise `DataLoss` with
 failOnDataLoss, Spark's default, and are skipped without it.
 
+Answers are read into buffers the fetcher keeps (`ReceiveBuffers`): a fetched chunk of several MiB
+in a fresh buffer cost a zero-fill and a page fault every 4 KiB before the socket's bytes were even
+copied in. A buffer is used again once nothing refers to it any more (the chunk's RecordArrays
+and the Fetch answer dropped: the Arrow batches Spark gets are copies, see arrow.py).
+
 Committed data only, by default (the `isolation_level` option): Fetch asks for
 isolation level 1, so the broker stops at the last stable offset (the driver planned
 `end` at or below it), and the aborted transactions each response names are dropped
@@ -23,6 +28,8 @@ by the bulk decoder, whole batches at a time.
 
 from __future__ import annotations
 
+import socket
+import sys
 import time
 from typing import Iterator
 
@@ -35,9 +42,67 @@ from mmlog.client.fetcher import FETCH_VERSION, REFRESH_CODES
 from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
 from mmlog.security.client import ClientSecurity
 from mmlog.errors import CorruptMessage, KafkaError, OffsetOutOfRange, RequestTimedOut, error_for_code
+from mmlog.protocol import decode_response
 from mmlog.protocol.messages import fetch
 
 MAX_WAIT_MS = 500  # a range ends at or below the high watermark it was planned with: fetches rarely wait
+MAX_FRAME = 1 << 30
+
+
+class ReceiveBuffers:
+    """Answer frames read from a socket into a few kept buffers, each used again once nothing refers to it.
+
+    A frame's memoryview (and every view or array made from it) holds a reference to its buffer, so a
+    buffer whose only references are this pool's is free: no copy of the bytes it lent is alive."""
+
+    KEEP = 3  # the answer being decoded, the next one arriving, and one spare
+
+    def __init__(self) -> None:
+        self._buffers: list[np.ndarray] = []
+        self._head = bytearray(4)
+
+    def read(self, sock) -> memoryview:
+        """The next frame's body (without its size prefix), from a blocking socket (its timeout applies)."""
+        _fill(sock, memoryview(self._head))
+        size = int.from_bytes(self._head, "big", signed=True)
+        if not 0 <= size <= MAX_FRAME:
+            raise ConnectionClosed(f"bad frame size {size}")
+        view = memoryview(self._buffer(size))[:size]
+        _fill(sock, view)
+        return view
+
+    def _buffer(self, size: int) -> np.ndarray:
+        buffers = self._buffers
+        free = -1
+        for i in range(len(buffers)):
+            if _refs(buffers, i) == _FREE:  # nothing but this list holds it
+                if len(buffers[i]) >= size:
+                    return buffers[i]
+                free = i
+        if free >= 0:
+            del buffers[free]  # too small: room for a bigger one
+        # np.empty, not bytearray: no zero-fill (the socket's bytes overwrite it); 4 MiB and more on huge pages
+        buf = np.empty(max(size, 1 << 16), np.uint8)
+        if len(buffers) < self.KEEP:
+            buffers.append(buf)
+        return buf
+
+
+def _refs(items: list, i: int) -> int:
+    """References to items[i], counted the same way for every item and for the calibration below."""
+    return sys.getrefcount(items[i])
+
+
+_FREE = _refs([object()], 0)  # what _refs says of an object that only its list holds (on this interpreter)
+
+
+def _fill(sock, view: memoryview) -> None:
+    got, want = 0, len(view)
+    while got < want:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise ConnectionClosed("the broker closed the connection")
+        got += n
 
 
 class DataLoss(KafkaError):
@@ -61,6 +126,8 @@ class RangeFetcher:
         self.fail_on_data_loss = fail_on_data_loss
         self.timeout = timeout
         self._conn: BrokerConnection | None = None
+        self._buffers = ReceiveBuffers()
+        self._sent: list[int] = []  # correlation ids of the Fetches in flight on the connection
         self._failing_since: float | None = None
         self._backoff = 0.05
 
@@ -118,16 +185,26 @@ class RangeFetcher:
             host, port = parse_bootstrap(self.leader)[0]
             self._conn = BrokerConnection(host, port, client_id="mmlog-spark", timeout=min(self.timeout, 30.0),
                                           connect_timeout=min(self.timeout, 10.0), security=self.security)
-        self._conn.send(fetch.API_KEY, FETCH_VERSION, fetch.REQUEST(
+        correlation_id = self._conn.send(fetch.API_KEY, FETCH_VERSION, expect_response=False, body=fetch.REQUEST(
             replica_id=-1, max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=size,
             isolation_level=int(self.read_committed),
             session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
             topics=[{"topic": self.topic, "partitions": [{
                 "partition": self.partition, "current_leader_epoch": -1, "fetch_offset": offset,
                 "log_start_offset": -1, "partition_max_bytes": size}]}]))
+        self._sent.append(correlation_id)
 
     def _receive(self):
-        body = self._conn.receive()
+        expected = self._sent.pop(0)
+        try:
+            frame = self._buffers.read(self._conn.sock)
+        except socket.timeout as exc:
+            raise RequestTimedOut(f"{self._where(-1)}: no fetch answer from {self.leader}") from exc
+        except OSError as exc:
+            raise ConnectionClosed(f"{self._where(-1)}: {self.leader}: {exc}") from exc
+        got, body = decode_response(fetch.API_KEY, FETCH_VERSION, frame)
+        if got != expected:
+            raise ConnectionClosed(f"{self._where(-1)}: correlation id {got}, expected {expected}")
         if body.error_code:
             raise error_for_code(body.error_code, f"{self._where(-1)}: fetch")
         [topic] = body.responses
@@ -135,6 +212,7 @@ class RangeFetcher:
         return part
 
     def _close(self) -> None:
+        self._sent.clear()
         if self._conn is not None:
             self._conn.close()
             self._conn = None
