@@ -165,6 +165,9 @@ class Housekeeping(ManagerState):
 
     @staticmethod
     def _set_deadline(heap: list, due: dict, key, at: int) -> None:
+        """Record key's deadline, in the heap once per deadline (not again while it stays the same)."""
+        if due.get(key) == at:
+            return
         due[key] = at
         if at < NEVER:
             heapq.heappush(heap, (at, key))

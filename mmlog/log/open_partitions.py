@@ -234,9 +234,11 @@ class OpenPartitions(ManagerState):
         # show the timers (touched.py)
         no_roll = snap.rolled_at_ms + config.segment_ms if snap.active_size else NEVER
         no_flush = snap.flushed_at_ms + config.flush_ms if snap.unflushed else NEVER
+        old = self._not_due.get(key)
         self._not_due[key] = bounds = (min(no_roll, NEVER), min(no_flush, NEVER))
-        for heap, at in zip(self._due_heaps, bounds):
-            if at < NEVER:
+        for which, (heap, at) in enumerate(zip(self._due_heaps, bounds)):
+            # once per deadline: a partition written every pass keeps its roll deadline for segment.ms
+            if at < NEVER and (old is None or old[which] != at):
                 heapq.heappush(heap, (at, key))
 
     def open_count(self) -> int:
