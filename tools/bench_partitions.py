@@ -1,7 +1,9 @@
 """Produce throughput against the partition count, and a many-partition broker's start and stop, before and after.
 
     python tools/bench_partitions.py --baseline /path/to/other/tree             # 1, 1,000, 4,000, 10,000
+    python tools/bench_partitions.py --baseline REF --tmpfs --flush-ms none     # the broker's CPU alone
     python tools/bench_partitions.py --baseline REF --partitions 1,1000 --seconds 5 --restart 0
+    python tools/bench_partitions.py --baseline REF --partitions ""            # the restart case alone
 
 Each case runs in a fresh interpreter on one tree's mmlog (`--baseline`: a checkout or
 a git ref, unpacked; and this tree), the two alternating case by case in one run, so

@@ -115,11 +115,22 @@ class Housekeeping(ManagerState):
         changed, self._pending[pass_name] = self._pending[pass_name], set()
         return changed
 
+    def _seen_at_load(self, opened: list) -> None:
+        """After the owner's start: the timers have seen every hosted partition but those `opened` (recovered or
+        reset: looked at by the first passes); the ones left closed have their deadlines from their state
+        pages (open_partitions.py, `_adopt_clean`)."""
+        self._board_version = -1
+        self._board_seen = set(self.hosted())
+        self._board_keys = None
+        self._sweep_boards()  # builds the slots' keys; the start's own stamps go to every pass once
+        for pending in self._pending.values():
+            pending |= set(opened)
+
     def _sweep_boards(self) -> None:
         """Move every log dir's board on and hand the partitions stamped since to every pass."""
         if self._board_version != self._version or self._board_keys is None:
             keys = set(self.hosted())
-            new = keys - (self._board_seen or set())
+            new = keys - self._board_seen if self._board_seen is not None else keys
             self._board_seen = keys
             self._board_keys = {}
             for key in keys:
@@ -154,6 +165,9 @@ class Housekeeping(ManagerState):
 
     @staticmethod
     def _set_deadline(heap: list, due: dict, key, at: int) -> None:
+        """Record key's deadline, in the heap once per deadline (not again while it stays the same)."""
+        if due.get(key) == at:
+            return
         due[key] = at
         if at < NEVER:
             heapq.heappush(heap, (at, key))

@@ -121,15 +121,17 @@ class LogRecovery(SegmentView):
 def clean_files_ok(directory, s: Snapshot, names: set | None = None) -> bool:
     """Whether a partition's files agree with its clean state (`s`): every segment has both indexes, the
     last is the active one, and its .log holds at least the committed size (a longer one is cut to it).
-    `names`: the directory's entries, if the caller listed it already."""
+    `names`: the directory's entries, if the caller listed it already. (Names as strings, no Path: the
+    owner's start runs this for every partition closed cleanly.)"""
     names = set(os.listdir(directory)) if names is None else names
     bases = segment_bases(directory, names)
     if not bases or bases[-1] != s.active_base:
         return False
-    if any(segment_file(directory, b, suffix).name not in names
-           for b in bases for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX)):
-        return False
-    active_log = segment_file(directory, s.active_base, LOG_SUFFIX)
+    for b in bases:
+        stem = f"{b:020d}"
+        if stem + INDEX_SUFFIX not in names or stem + TIMEINDEX_SUFFIX not in names:
+            return False
+    active_log = os.path.join(directory, f"{s.active_base:020d}{LOG_SUFFIX}")
     size = os.stat(active_log).st_size
     if size < s.active_size:
         return False

@@ -43,6 +43,7 @@ from typing import Iterator
 
 from mmlog.errors import KafkaStorageError, NotLeaderOrFollower, UnknownTopicOrPartition
 from mmlog.log.topic_info import TopicInfo
+from mmlog.log.files import segment_bases
 from mmlog.log.log_dirs import is_dir_failure
 from mmlog.log.partition import Partition
 from mmlog.log.leader_epochs import FILE_NAME as EPOCHS_FILE
@@ -117,6 +118,8 @@ class OpenPartitions(ManagerState):
         directory = self._place(name, p, counts)
         made.append(directory)
         part = Partition(directory, log_config, broker_id=self.broker_id or 0)
+        self._uses += 1
+        part.used = self._uses  # the newest: not the one the eviction below closes
         self._partitions[(name, p)] = part
         self._slot_of[(name, p)] = self.dir_health.slot_of(directory)
         self._known.add((name, p))
@@ -220,6 +223,8 @@ class OpenPartitions(ManagerState):
         self._known.add(key)
         self._closed_hw[key] = s.high_watermark
         self._remember_due(key, self.config_for(key[0]), s)
+        if len(segment_bases(directory, names)) > 1:  # older segments: the first retention pass looks at it
+            self._pending["retention"].add(key)
         return True
 
     def _remember_due(self, key: tuple[str, int], config, snap) -> None:
@@ -229,9 +234,11 @@ class OpenPartitions(ManagerState):
         # show the timers (touched.py)
         no_roll = snap.rolled_at_ms + config.segment_ms if snap.active_size else NEVER
         no_flush = snap.flushed_at_ms + config.flush_ms if snap.unflushed else NEVER
+        old = self._not_due.get(key)
         self._not_due[key] = bounds = (min(no_roll, NEVER), min(no_flush, NEVER))
-        for heap, at in zip(self._due_heaps, bounds):
-            if at < NEVER:
+        for which, (heap, at) in enumerate(zip(self._due_heaps, bounds)):
+            # once per deadline: a partition written every pass keeps its roll deadline for segment.ms
+            if at < NEVER and (old is None or old[which] != at):
                 heapq.heappush(heap, (at, key))
 
     def open_count(self) -> int:

@@ -96,3 +96,18 @@ def test_every_process_stamps_the_same_board_and_a_sweep_takes_the_stamps_of_the
     child.start()
     child.join(10)
     assert slot in board.sweep().tolist()
+
+
+def test_a_partition_written_every_pass_keeps_one_entry_per_deadline(tmp_path):
+    """A roll deadline stays the same for segment.ms while appends come: it is queued once, not once a pass."""
+    m = LogManager(tmp_path, LogConfig(flush_ms=60_000))
+    try:
+        m.create_topic("busy", 2)
+        for i in range(50):
+            m.partition("busy", 0).append(tagged_batch(f"b{i}"))
+            m.flush_due()
+            m.roll_due()
+            m.apply_retention()
+        assert len(m._due_heaps[0]) <= 2 and len(m._due_heaps[1]) <= 2 and len(m._retention_heap) <= 2
+    finally:
+        m.close(clean=False)
