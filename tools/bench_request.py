@@ -62,12 +62,9 @@ def produce_frame(topic: str, correlation_id: int) -> bytearray:
     return encode_request(RequestHeader(produce.API_KEY, 8, correlation_id, "bench-request"), body)
 
 
-def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
-    """Client process: `messages` pre-encoded one-record requests, each answered before the next is sent."""
-    host, port = bootstrap.rsplit(":", 1)
-    conn = BrokerConnection(host, int(port))
-    frame = produce_frame(topic, 1)
-    error_at = 4 + 4 + 2 + len(topic.encode()) + 4 + 4  # v8 response: the partition's error code
+def _exchanges(conn, frame, messages: int, failed, ready, go) -> dict:
+    """`frame` sent `messages` times on conn, each answer read before the next send; failed(answer) says why an
+    answer is wrong (None: it is right). WARM exchanges first, then ready/go, then the timed ones."""
     send, receive = conn.send_raw, conn.receive_frame
     for _ in range(WARM):
         send(frame)
@@ -77,13 +74,29 @@ def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
     meter, cpu = Meter(), time.process_time()
     for i in range(messages):
         send(frame)
-        answer = receive()
-        if answer[error_at] or answer[error_at + 1]:
-            raise RuntimeError(f"produce failed: error code {int.from_bytes(answer[error_at:error_at + 2], 'big')}")
+        why = failed(receive())
+        if why is not None:
+            raise RuntimeError(why)
         if i % 1000 == 999:
             meter.tick(i + 1)
     conn.close()
     return {**meter.result(messages), "cpu": time.process_time() - cpu}
+
+
+def _connect(bootstrap: str) -> BrokerConnection:
+    host, port = bootstrap.rsplit(":", 1)
+    return BrokerConnection(host, int(port))
+
+
+def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
+    """Client process: `messages` pre-encoded one-record requests, each answered before the next is sent."""
+    error_at = 4 + 4 + 2 + len(topic.encode()) + 4 + 4  # v8 response: the partition's error code
+
+    def failed(answer):
+        code = int.from_bytes(answer[error_at:error_at + 2], "big")
+        return f"produce failed: error code {code}" if code else None
+
+    return _exchanges(_connect(bootstrap), produce_frame(topic, 1), messages, failed, ready, go)
 
 
 def fetch_frame(topic: str, correlation_id: int) -> bytearray:
@@ -97,32 +110,23 @@ def fetch_frame(topic: str, correlation_id: int) -> bytearray:
 
 def awaited_fetch(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
     """Client process: one record produced, then `messages` Fetches of it, each answered before the next."""
-    host, port = bootstrap.rsplit(":", 1)
-    conn = BrokerConnection(host, int(port))
-    send, receive = conn.send_raw, conn.receive_frame
-    send(produce_frame(topic, 1))
-    receive()
+    conn = _connect(bootstrap)
+    conn.send_raw(produce_frame(topic, 1))
+    conn.receive_frame()
     frame = fetch_frame(topic, 2)
     # v11 response: correlation id, throttle, error, session, topic count, topic, partition count, index
     error_at = 4 + 4 + 2 + 4 + 4 + 2 + len(topic.encode()) + 4 + 4
     records_at = error_at + 2 + 8 + 8 + 8 + 4 + 4  # error, HW, LSO, log start, aborted (null), preferred replica
-    send(frame)
-    size = len(receive())
-    for _ in range(WARM):
-        send(frame)
-        receive()
-    ready.set()
-    go.wait()
-    meter, cpu = Meter(), time.process_time()
-    for i in range(messages):
-        send(frame)
-        answer = receive()
-        if answer[error_at] or answer[error_at + 1] or len(answer) != size or answer[records_at:records_at + 4] == b"\0\0\0\0":
-            raise RuntimeError(f"fetch failed: {bytes(answer)!r}")
-        if i % 1000 == 999:
-            meter.tick(i + 1)
-    conn.close()
-    return {**meter.result(messages), "cpu": time.process_time() - cpu}
+    conn.send_raw(frame)
+    size = len(conn.receive_frame())
+
+    def failed(answer):
+        empty = answer[records_at:records_at + 4] == bytes(4)
+        if answer[error_at] or answer[error_at + 1] or len(answer) != size or empty:
+            return f"fetch failed: {bytes(answer)!r}"
+        return None
+
+    return _exchanges(conn, frame, messages, failed, ready, go)
 
 
 def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go) -> dict:
@@ -414,7 +418,8 @@ def section(args, rows: list[Row], stage_us: dict, whole_us: float) -> str:
 
     command = "python tools/bench_request.py " + " ".join(sys.argv[1:])
     lines = ["## The cost of one request", "",
-             f"`{command.strip()}`: two brokers (compiled request path on, and off: Python) with {args.processors} processor(s), {MESSAGE_SIZE}-byte records, "
+             f"`{command.strip()}`: two brokers (compiled request path on, and off: Python) "
+             f"with {args.processors} processor(s), {MESSAGE_SIZE}-byte records, "
              f"acks=1, one partition; medians of {args.rounds} round(s) with the rounds' range. Broker CPU is "
              "utime+stime of the broker's processes (from /proc) over the client's run; the client's is its "
              "process time (librdkafka's threads included), on the same two cores.", "",

@@ -69,7 +69,7 @@ from mmlog.log.state import (
     UNFLUSHED,
     UNREPLICATED,
 )
-from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32
+from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32, put_i32, put_i64
 from mmlog.system import libc
 from mmlog.system.libc import EINTR, IOV_MAX
 
@@ -89,22 +89,6 @@ _MIN_LENGTH = 49  # batchLength of a header without records
 _NO_PRODUCER = -1
 _TXN_OR_CONTROL = 0x30
 _COMPRESSION = 0x07
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _put_be_i64(b, p, value):
-    u = np.uint64(value)
-    for i in range(8):
-        b[p + 7 - i] = np.uint8(u & np.uint64(0xFF))
-        u >>= np.uint64(8)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _put_be_i32(b, p, value):
-    u = np.uint32(value & 0xFFFFFFFF)
-    for i in range(4):
-        b[p + 3 - i] = np.uint8(u & np.uint32(0xFF))
-        u >>= np.uint32(8)
 
 
 @njit(cache=True, nogil=True)
@@ -337,9 +321,9 @@ def _write_locked(r, buf, spans, n, out, pending):
         batches = records = 0
         while p < end:
             size = be_i32(buf, p + 8) + 12
-            _put_be_i64(buf, p, next_offset)
+            put_i64(buf, p, next_offset)
             if stamp:
-                _put_be_i32(buf, p + 12, epoch)
+                put_i32(buf, p + 12, epoch)
             last = next_offset + be_i32(buf, p + 23)
             batch_max_ts = be_i64(buf, p + 35)
             if batch_max_ts > max_ts:

@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from .messages import produce as schema
-from .wire_kernels import be_i16, be_i32, put_i16, put_i32, put_i64, read_string
+from .wire_kernels import be_i16, be_i32, put_i16, put_i32, put_i64, put_topic, read_string
 
 MIN_VERSION, MAX_VERSION = schema.REQUEST.versions
 assert not any(schema.REQUEST.is_flexible(v) for v in range(MIN_VERSION, MAX_VERSION + 1)), \
@@ -193,12 +193,7 @@ def encode_produce_response(out, pos, version, correlation_id, throttle_ms, buf,
             if topics:
                 put_i32(out, count_at, count)
             topics += 1
-            name, name_len = parts[i, NAME_START], parts[i, NAME_LEN]
-            p = put_i16(out, p, name_len)
-            out[p:p + name_len] = buf[name:name + name_len]
-            p += name_len
-            count_at = p
-            p += 4
+            p, count_at = put_topic(out, p, buf, parts[i, NAME_START], parts[i, NAME_LEN])
             count = 0
         count += 1
         p = put_i32(out, p, parts[i, PARTITION])

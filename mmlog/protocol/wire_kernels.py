@@ -73,6 +73,16 @@ def put_i64(out, p, v):
 
 
 @njit(cache=True, inline="always")
+def put_topic(out, p, buf, name, name_len):
+    """A response's topic entry head at out[p:]: its name (int16 length, then buf[name:name+name_len]) and
+    room for its partition count; (the next position, where the count goes)."""
+    p = put_i16(out, p, name_len)
+    out[p:p + name_len] = buf[name:name + name_len]
+    p += name_len
+    return p + 4, p
+
+
+@njit(cache=True, inline="always")
 def varint(b, p, end):
     """Zigzag varint at p, not reading at or past end: (value, next p); next p = -1 if it runs out."""
     if p < end:

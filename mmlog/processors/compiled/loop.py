@@ -4,9 +4,9 @@
 processor's own epoll set and, for each ready connection the Python side marked FAST (idle:
 nothing buffered, nothing queued to send, nothing in flight), reads what the socket has into the
 processor's receive buffer, cuts the frames, serves those the compiled path covers (Produce:
-`produce_path.serve_frame`; a consumer's Fetch: `fetch_path.serve_fetch`), and sends their responses. It returns to Python as
-soon as anything needs it, and at the latest when `timeout_ms` has passed (the Python loop's
-timers, heartbeats and catalogue checks run between calls).
+`produce_path.serve_frame`; a consumer's Fetch: `fetch_path.serve_fetch`), and sends their
+responses. It returns to Python as soon as anything needs it, and at the latest when `timeout_ms`
+has passed (the Python loop's timers, heartbeats and catalogue checks run between calls).
 
 What goes back to Python, one row of `out` each (OUT_FIELDS columns):
   EVENT    an fd the compiled path does not serve (the handoff socket, the control channel,
@@ -55,6 +55,7 @@ from mmlog.processors.compiled.fetch_path import GAP, PLAN_FD, PLAN_LEN, PLAN_OF
 from mmlog.protocol.produce_kernels import peek_api
 from mmlog.protocol.wire_kernels import be_i32
 from mmlog.system import libc
+from mmlog.system.cpu import load_u64
 
 # conns: int64 [fd capacity, CONN_FIELDS], indexed by fd
 FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN = range(5)  # CARRY: its carry slot + 1 (0: none)
@@ -84,12 +85,10 @@ _MORE_FLAGS = _SEND_FLAGS | libc.MSG_MORE
 @njit(cache=True, nogil=True)
 def _event_at(events, i):
     """(mask, fd) of the i-th struct epoll_event (packed: uint32 events, then the data word whose low
-    32 bits are the fd, as Python's select.epoll registers it), little-endian."""
-    p = i * libc.EPOLL_EVENT_SIZE
-    mask = np.int64(events[p]) | (np.int64(events[p + 1]) << 8) | (np.int64(events[p + 2]) << 16) | (
-        np.int64(events[p + 3]) << 24)
-    fd = np.int64(events[p + 4]) | (np.int64(events[p + 5]) << 8) | (np.int64(events[p + 6]) << 16) | (
-        np.int64(events[p + 7]) << 24)
+    32 bits are the fd, as Python's select.epoll registers it): one little-endian 8-byte load."""
+    word = load_u64(events, i * libc.EPOLL_EVENT_SIZE)
+    mask = np.int64(word & np.uint64(0xFFFFFFFF))
+    fd = np.int64(word >> np.uint64(32))
     return mask, fd
 
 
