@@ -15,7 +15,7 @@ ROOT = Path(mmlog.__file__).parent
 # after. Packages in one tuple are side by side and may not import each other.
 LAYERS = [
     ("mmlog.system", "mmlog.errors", "mmlog.config"),  # the operating system's services; errors; settings
-    ("mmlog.protocol",),  # the Kafka wire format, sans-IO
+    ("mmlog.protocol", "mmlog.schemas"),  # the Kafka wire format; the registry's schema types; both sans-IO
     ("mmlog.security",),  # TLS, SASL/SCRAM, ACLs and users
     ("mmlog.log",),  # the storage engine: partitions, segments, indexes, recovery, the cleaner
     ("mmlog.ipc",),  # what the broker's processes share: channels, shared memory, the cluster view
@@ -26,9 +26,10 @@ LAYERS = [
     ("mmlog.acceptor",),  # the main process: accept loop, supervision, control plane, boot
 ]
 # Beside the broker: the client speaks the protocol; Spark sits on the client.
-SIDE = {"mmlog.client": ("mmlog.system", "mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol"),
+SIDE = {"mmlog.client": ("mmlog.system", "mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol",
+                         "mmlog.schemas"),
         "mmlog.spark": ("mmlog.system", "mmlog.errors", "mmlog.config", "mmlog.security", "mmlog.protocol",
-                        "mmlog.client")}
+                        "mmlog.schemas", "mmlog.client")}
 # On top, each over everything before it: a test broker and cluster; the CLI's commands; `python -m mmlog`.
 TOP = ["mmlog.testing", "mmlog.cli", "mmlog.__main__"]
 
