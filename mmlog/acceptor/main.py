@@ -79,6 +79,14 @@ def check_tls(config: BrokerConfig) -> None:
             tls.server_context(config, lst)
         except tls.TlsConfigError as exc:
             raise ConfigError(f"listener {lst.name}: ssl.keystore.location / ssl.truststore.location: {exc}") from exc
+    if any(scheme == "https" for scheme, _, _ in config.registry_listeners):
+        from mmlog.web.server import tls_context
+
+        try:
+            tls_context(config)
+        except tls.TlsConfigError as exc:
+            raise ConfigError(f"schema.registry.listeners: ssl.keystore.location / ssl.truststore.location: "
+                              f"{exc}") from exc
     if secured:
         log.info("TLS listeners: kernel TLS %s", "may be used (OpenSSL 3, the tls module loaded)"
                  if os.path.isdir("/sys/module/tls") else "unavailable (no tls kernel module): fetches over TLS "
@@ -145,6 +153,42 @@ def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: Control
     return server
 
 
+def bind_web(config: BrokerConfig) -> tuple[BrokerConfig, list]:
+    """The HTTP listeners (schema.registry.listeners), bound now like the Kafka ones; the config with
+    their bound ports."""
+    if not config.registry_listeners:
+        return config, []
+    from mmlog.web import server as web  # aiohttp: only for a broker that serves HTTP
+
+    bound = web.bind_all(config.registry_listeners)
+    return config.with_registry_ports([lst.sock.getsockname()[1] for lst in bound]), bound
+
+
+def start_web(config: BrokerConfig, bound: list, supervisor: Supervisor, control: ControlPlane):
+    """The broker's HTTP server with the schema registry mounted (None without HTTP listeners)."""
+    if not bound:
+        return None
+    from mmlog.registry.api import mount
+    from mmlog.web import server as web
+
+    context = web.tls_context(config) if any(lst.scheme == "https" for lst in bound) else None
+    server = web.WebServer(bound, context)
+    supervisor.close_in_children.extend(server.sockets)
+    service = mount(server, config)
+    server.start()
+    control.liveness.thread("web", server.thread)
+    control.liveness.thread("registry-reader", service.reader.thread)
+    log.info("schema registry listeners=%s", ",".join(server.urls))
+    return server
+
+
+def stop_web(server, control: ControlPlane) -> None:
+    if server is not None:
+        control.liveness.forget("web")
+        control.liveness.forget("registry-reader")
+        server.stop()
+
+
 def _run(config: BrokerConfig, store: MetadataStore) -> int:
     max_open = open_partition_budget(config["log.max.open.partitions"])
     manager = LogManager(config.log_dirs, config.log_config(), broker_id=config["broker.id"], max_open=max_open)
@@ -160,6 +204,12 @@ def _run(config: BrokerConfig, store: MetadataStore) -> int:
                     "raise LimitNOFILE and vm.max_map_count", manager.loaded, max_open)
     sockets = [listener.bind(lst.host, lst.port) for lst in config.listeners]
     config = config.with_ports([sock.getsockname()[1] for sock in sockets])
+    try:
+        config, http_sockets = bind_web(config)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
     liveness = Liveness(config["broker.stall.timeout.ms"] / 1000)
     threading.excepthook = liveness.excepthook  # any thread of ours that dies stops the broker (liveness.py)
     control = ControlPlane(config, manager, store, liveness)
@@ -173,6 +223,7 @@ def _run(config: BrokerConfig, store: MetadataStore) -> int:
     # its pages untouched. Only what exists now: freezing later would keep cyclic garbage forever.
     gc.freeze()
     control.start(Endpoint.of(config))
+    http = start_web(config, http_sockets, supervisor, control)
 
     def ready() -> None:
         first = config.listeners[0]
@@ -196,6 +247,7 @@ def _run(config: BrokerConfig, store: MetadataStore) -> int:
         if metrics is not None:
             control.liveness.forget("metrics")
             metrics.stop()
+        stop_web(http, control)
         if code == 0:
             control.controlled_shutdown(config["controlled.shutdown.timeout.ms"] / 1000)
         control.begin_shutdown()  # parked JoinGroup/SyncGroup answered, or processors would wait for them

@@ -72,14 +72,19 @@ def offline_replicas(node_id: int) -> str:
     return f"{OFFLINE_REPLICAS}/{node_id}"
 
 
-def registration(host: str, port: int, rack: str | None, listeners=(), protocols: dict | None = None) -> bytes:
-    """Kafka's broker registration: host and port of the first listener, and every (name, host, port)."""
+def registration(host: str, port: int, rack: str | None, listeners=(), protocols: dict | None = None,
+                 registry=()) -> bytes:
+    """Kafka's broker registration: host and port of the first listener, and every (name, host, port); with
+    a schema registry, its URLs (a field of mmlog's own, which Kafka's readers of the node ignore)."""
     listeners = listeners or (("PLAINTEXT", host, port),)
-    return dump({
+    doc = {
         "version": 4, "host": host, "port": port, "rack": rack, "jmx_port": -1,
         "endpoints": [f"{name}://{h}:{p}" for name, h, p in listeners],
         "listener_security_protocol_map": protocols or {"PLAINTEXT": "PLAINTEXT"}, "timestamp": str(now_ms()),
-    })
+    }
+    if registry:
+        doc["schema_registry_urls"] = list(registry)
+    return dump(doc)
 
 
 def registration_listeners(doc: dict) -> tuple:

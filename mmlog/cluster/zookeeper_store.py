@@ -199,7 +199,8 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
     def _register(self) -> None:
         """Create our ephemeral registration, waiting out the session of a previous run of ours."""
         path, data = paths.broker(self.broker_id), paths.registration(self.me.host, self.me.port, self.me.rack,
-                                                                 self.me.listeners, self.config.protocol_map)
+                                                                 self.me.listeners, self.config.protocol_map,
+                                                                 self.me.registry)
         deadline = time.monotonic() + self.session_ms / 1000 + 5
         while True:
             try:
@@ -309,7 +310,7 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
             except NoNodeError:
                 continue
             brokers[node] = Endpoint(node, doc["host"], doc["port"], doc.get("rack"),
-                                     paths.registration_listeners(doc))
+                                     paths.registration_listeners(doc), doc.get("schema_registry_urls", ()))
         controller = self._controller_id()
         if (brokers, controller) != (self.view.brokers, self.view.controller_id):
             log.info("cluster: live brokers %s, controller %d", sorted(brokers), controller)

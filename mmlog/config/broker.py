@@ -85,6 +85,23 @@ def parse_metrics_listen(value: str) -> tuple[str, int] | None:
 _metrics_listen_ok = _parses(parse_metrics_listen)
 
 
+def parse_registry_listeners(value: str) -> list[tuple[str, str, int]]:
+    """schema.registry.listeners: 'http://HOST:PORT,https://HOST:PORT' -> [(scheme, host, port), ...]
+    (IPv6 hosts in [brackets]; an empty host listens on every address); '' -> [] (off)."""
+    out = []
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        scheme, sep, rest = item.partition("://")
+        host, colon, port = rest.rpartition(":")
+        if sep != "://" or scheme.lower() not in ("http", "https") or not colon or not port.isdigit() \
+                or not 0 <= int(port) <= 65535:
+            raise ValueError(f"bad schema registry listener {item!r}: want http://HOST:PORT or https://HOST:PORT")
+        out.append((scheme.lower(), host.strip("[]") or "0.0.0.0", int(port)))
+    return out
+
+
+_registry_listeners_ok = _parses(parse_registry_listeners)
+
+
 BROKER_SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in [
@@ -185,6 +202,12 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("metrics.listen", str, "", "Serve Prometheus metrics over HTTP at [HOST:]PORT/metrics (a bare "
                 "port: 127.0.0.1 only); empty: off.", _metrics_listen_ok, "[HOST:]PORT",
                 flag="--metrics-listen"),
+        Setting("schema.registry.listeners", str, "", "Serve the schema registry (Confluent Schema Registry's "
+                "REST API) on these URLs: http://HOST:PORT or https://HOST:PORT (TLS from the ssl.* settings), "
+                "comma-separated; empty: off.", _registry_listeners_ok, "http[s]://HOST:PORT list"),
+        Setting("schema.registry.timeout.ms", int, 10_000, "How long a schema registry write waits for its record "
+                "in _schemas to be acknowledged by every in-sync replica and read back.", lambda v: v >= 100,
+                ">= 100"),
         Setting("broker.rack", str, "", "This broker's rack, as Metadata reports it (empty: none)."),
         Setting("cluster.id", str, "", "Cluster id (generated and kept in the data dir when empty)."),
         Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members before the first rebalance.",
@@ -402,6 +425,8 @@ def _check_security(config: "BrokerConfig") -> None:
         if lst.tls and not config.for_listener(lst.name, "ssl.keystore.location"):
             raise ConfigError(f"listener {lst.name} ({lst.protocol}) needs ssl.keystore.location (PEM: certificate "
                               "chain and key)")
+    if any(scheme == "https" for scheme, _, _ in config.registry_listeners) and not config["ssl.keystore.location"]:
+        raise ConfigError("schema.registry.listeners: an https listener needs ssl.keystore.location")
     if config.inter_broker_listener.sasl and not config["sasl.jaas.config"]:
         raise ConfigError("a SASL inter.broker.listener.name needs sasl.jaas.config (the broker's own login)")
     del advertised
@@ -503,5 +528,20 @@ class BrokerConfig:
             a.url() if a.name in told and a.port else a.url(port=port) for a, port in zip(advertised, ports))
         return BrokerConfig(values)
 
+    @cached_property
+    def registry_listeners(self) -> list[tuple[str, str, int]]:
+        return parse_registry_listeners(self["schema.registry.listeners"])
+
+    def with_registry_ports(self, ports: list[int]) -> "BrokerConfig":
+        """The same config with the schema registry listening on the actually bound ports."""
+        values = dict(self.values)
+        values["schema.registry.listeners"] = ",".join(
+            f"{scheme}://{_bracket(host)}:{port}" for (scheme, host, _), port in zip(self.registry_listeners, ports))
+        return BrokerConfig(values)
+
     def with_port(self, port: int) -> "BrokerConfig":
         return self.with_ports([port] + [lst.port for lst in self.listeners[1:]])
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -39,15 +39,21 @@ class Endpoint:
     port: int
     rack: str | None = None
     listeners: tuple = ()  # ((name, host, port), ...)
+    registry: tuple = ()  # the URLs its schema registry listens on (schema.registry.listeners)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "listeners", tuple(tuple(x) for x in self.listeners))
+        object.__setattr__(self, "registry", tuple(self.registry or ()))
 
     @classmethod
     def of(cls, config) -> "Endpoint":
-        """This broker as a BrokerConfig describes it: every advertised listener."""
+        """This broker as a BrokerConfig describes it: every advertised listener, its registry's URLs (a
+        wildcard host as the first listener's advertised host)."""
+        host = config.advertised[0]
+        registry = tuple(f"{scheme}://{h if h not in ('0.0.0.0', '::', '') else host}:{port}"
+                         for scheme, h, port in config.registry_listeners)
         return cls(config["broker.id"], *config.advertised, config["broker.rack"] or None,
-                   tuple((a.name, a.host, a.port) for a in config.advertised_listeners))
+                   tuple((a.name, a.host, a.port) for a in config.advertised_listeners), registry)
 
     def address(self, listener: str | None) -> tuple[str, int]:
         """(host, port) on the named listener; the first listener's for a broker that has no such name."""
@@ -94,7 +100,7 @@ class ClusterView:
     def to_json(self) -> bytes:
         return json.dumps({
             "controller": self.controller_id, "partitions": self.partitions,
-            "brokers": [[b.node_id, b.host, b.port, b.rack, b.listeners]
+            "brokers": [[b.node_id, b.host, b.port, b.rack, b.listeners, b.registry]
                         for b in sorted(self.brokers.values(), key=lambda b: b.node_id)],
         }).encode()
 

@@ -40,6 +40,7 @@ from typing import Self
 
 _READY = re.compile(r"msg=ready listening=(?P<host>\S+):(?P<port>\d+)")
 _LISTENERS = re.compile(r" listeners=(?P<listeners>\S+)")
+_REGISTRY = re.compile(r"msg=schema registry listeners=(?P<urls>\S+)")
 
 
 class BrokerFailed(RuntimeError):
@@ -95,6 +96,7 @@ class EmbeddedBroker(_ScratchProcess):
         self.proc: subprocess.Popen | None = None
         self.log_lines: list[str] = []
         self.listener_ports: dict[str, int] = {}
+        self.registry_urls: list[str] = []  # where its schema registry listens (schema.registry.listeners)
         self._ready = threading.Event()
 
     @property
@@ -147,6 +149,9 @@ class EmbeddedBroker(_ScratchProcess):
         for line in proc.stderr:
             line = line.rstrip("\n")
             self.log_lines.append(line)
+            registry = _REGISTRY.search(line)
+            if registry:
+                self.registry_urls = registry["urls"].split(",")
             m = _READY.search(line)
             if m:
                 self.port = int(m["port"])

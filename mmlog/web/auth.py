@@ -1,0 +1,86 @@
+"""Who is calling, and may they: HTTP basic authentication against the broker's SASL users, ACL decisions.
+
+Authentication is asked for whenever a Kafka listener requires SASL: a user is the same as on the Kafka
+side (PLAIN or SCRAM, one credential store, security/credentials.py; the password is checked as SASL
+PLAIN checks it), and the principal is `User:<name>`. Otherwise every caller is `User:ANONYMOUS`, as
+on a PLAINTEXT listener. Authorisation is the broker's ACL authoriser (security/authorizer.py) asked
+with that principal and the caller's address; with no authoriser configured everything is allowed.
+Refusals are the JSON errors Confluent Schema Registry answers: 401 (error_code 401) without valid
+credentials, 403 (error_code 40301) for an operation the ACLs refuse.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from aiohttp import web
+
+from mmlog.security import acls, credentials, sasl
+from mmlog.security.authorizer import Authorizer
+from mmlog.web.responses import HttpError
+
+ANONYMOUS = "User:ANONYMOUS"
+REALM = 'Basic realm="mmlog"'
+
+
+class Caller:
+    """One request's principal and address, shaped as the authoriser's connection (its decision cache too)."""
+
+    __slots__ = ("principal", "peer", "acl_cache")
+
+    def __init__(self, principal: str, peer) -> None:
+        self.principal = principal
+        self.peer = peer
+        self.acl_cache = None
+
+
+class Guard:
+    """The broker's users and ACLs as an HTTP service asks them."""
+
+    def __init__(self, config) -> None:
+        directory = config.log_dirs[0]
+        self.required = any(lst.sasl for lst in config.listeners)
+        self.credentials = credentials.CredentialReader(credentials.path_in(directory))
+        self.authorizer = Authorizer.from_config(config, directory)
+
+    def caller(self, request: web.Request) -> Caller:
+        """The authenticated caller (HttpError 401 when credentials are wanted and missing or wrong)."""
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        if not self.required:
+            return Caller(ANONYMOUS, peer)
+        user, password = _basic(request.headers.get("Authorization", ""))
+        server = sasl.PlainServer(self.credentials)
+        try:
+            server.step(b"\0" + user.encode() + b"\0" + password.encode())
+        except sasl.AuthenticationFailed:
+            raise unauthorized() from None
+        return Caller(f"User:{user}", peer)
+
+    def check(self, caller: Caller, operation: int, resource_type: int, name: str) -> None:
+        """HttpError 403 unless the ACLs allow the caller `operation` on the resource."""
+        self.authorizer.refresh()
+        if not self.authorizer.allowed(caller, operation, resource_type, name):
+            what = acls.RESOURCE_NAMES[resource_type]
+            raise HttpError(403, 40301, f"User {caller.principal} is denied operation "
+                            f"{acls.OPERATION_NAMES[operation]} on {what}:{name}")
+
+    def check_cluster(self, caller: Caller, operation: int) -> None:
+        self.check(caller, operation, acls.CLUSTER, acls.CLUSTER_NAME)
+
+
+def unauthorized() -> HttpError:
+    return HttpError(401, 401, "Unauthorized", headers={"WWW-Authenticate": REALM})
+
+
+def _basic(header: str) -> tuple[str, str]:
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "basic" or not token:
+        raise unauthorized()
+    try:
+        user, colon, password = base64.b64decode(token.strip(), validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        raise unauthorized() from None
+    if not colon or not user:
+        raise unauthorized()
+    return user, password

@@ -1,0 +1,173 @@
+"""The broker's HTTP server: one aiohttp application on an asyncio loop of its own thread in the main process.
+
+Services mount on it (`mount`: the schema registry now; /metrics and a web console may join later) before
+`start`. Its listening sockets are bound by `bind_all` at start-up with the Kafka listeners, so a port in
+use stops the broker with one line; the supervisor closes them in every forked child. An https listener
+takes the broker's TLS settings (`ssl.keystore.location`, `ssl.truststore.location`, `ssl.client.auth`, ...).
+
+Handlers run on the loop and must not block it: what waits (a write acknowledged by the cluster) runs in
+the loop's executor threads (`blocking`). No handler takes the control plane's locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from mmlog.security import tls
+
+log = logging.getLogger("mmlog.broker")
+
+STOP_S = 5.0  # how long a stop waits for requests in progress
+WORKERS = 8  # executor threads for the blocking part of handlers (writes waiting for the cluster)
+
+
+@dataclass(frozen=True)
+class HttpListener:
+    """A bound listening socket and the scheme it serves."""
+
+    scheme: str
+    sock: socket.socket
+
+    @property
+    def url(self) -> str:
+        host, port = self.sock.getsockname()[:2]
+        return f"{self.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def bind(scheme: str, host: str, port: int, backlog: int = 128) -> HttpListener:
+    """A listening socket for host:port (OSError when the port is taken)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return HttpListener(scheme, sock)
+
+
+def bind_all(addresses) -> list[HttpListener]:
+    """Every (scheme, host, port), or none: an OSError names the address that failed."""
+    bound: list[HttpListener] = []
+    try:
+        for scheme, host, port in addresses:
+            try:
+                bound.append(bind(scheme, host, port))
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot listen on {scheme}://{host}:{port}: {exc.strerror}") from exc
+    except BaseException:
+        for listener in bound:
+            listener.sock.close()
+        raise
+    return bound
+
+
+def tls_context(config) -> ssl.SSLContext:
+    """The broker's TLS settings as an https listener's context (no kernel TLS: aiohttp writes through SSL)."""
+    return tls.server_context(config, _HttpsListener(), ktls=False)
+
+
+@dataclass(frozen=True)
+class _HttpsListener:
+    """What tls.server_context asks of a listener: the web listeners take the broker-wide ssl.* settings."""
+
+    name: str = "HTTPS"
+    sasl: bool = False
+
+
+class WebServer:
+    """The application, its listeners and the thread running its loop."""
+
+    def __init__(self, listeners: list[HttpListener], context: ssl.SSLContext | None = None,
+                 max_body: int = 16 * 1024 * 1024) -> None:
+        self.listeners = listeners
+        self.context = context
+        self.app = web.Application(client_max_size=max_body)
+        self.loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping: list = []  # what `stop` calls first (services ending their own threads)
+
+    @property
+    def sockets(self) -> list[socket.socket]:
+        return [listener.sock for listener in self.listeners]
+
+    @property
+    def urls(self) -> list[str]:
+        return [listener.url for listener in self.listeners]
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def mount(self, routes, middlewares=(), on_stop=None) -> None:
+        """Add a service's routes (and the middlewares its routes need) before `start`."""
+        self.app.add_routes(routes)
+        self.app.middlewares.extend(middlewares)
+        if on_stop is not None:
+            self._stopping.append(on_stop)
+
+    def start(self) -> None:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, args=(ready, failure), name="web", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            raise failure[0]
+
+    def _run(self, ready: threading.Event, failure: list) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.set_default_executor(_executor())
+        try:
+            self.loop.run_until_complete(self._serve())
+        except BaseException as exc:  # noqa: BLE001 - handed to start(), which raises it in the main thread
+            failure.append(exc)
+            ready.set()
+            return
+        ready.set()
+        self.loop.run_forever()
+        self.loop.run_until_complete(self._cleanup())
+        self.loop.close()
+
+    async def _serve(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=STOP_S)
+        await self._runner.setup()
+        for listener in self.listeners:
+            context = self.context if listener.scheme == "https" else None
+            await web.SockSite(self._runner, listener.sock, ssl_context=context).start()
+
+    async def _cleanup(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def stop(self) -> None:
+        """Answer what is in progress (up to STOP_S), close the listeners, end the thread."""
+        for on_stop in self._stopping:
+            on_stop()
+        if self._thread is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(STOP_S * 2)
+        for listener in self.listeners:
+            listener.sock.close()
+
+
+def _executor():
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(WORKERS, thread_name_prefix="web-worker")
+
+
+async def blocking(fn, *args):
+    """fn(*args) on an executor thread, awaited (a handler's part that waits for the cluster)."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
