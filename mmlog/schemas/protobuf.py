@@ -20,7 +20,7 @@ import re
 from google.protobuf import descriptor_pb2 as pb
 from google.protobuf.message import DecodeError
 
-from mmlog.schemas import InvalidSchema
+from mmlog.schemas.errors import InvalidSchema
 from mmlog.schemas.protobuf_compat import COMPATIBLE, World, differences
 from mmlog.schemas.protobuf_files import Pool
 from mmlog.schemas.protobuf_print import print_file

@@ -14,7 +14,7 @@ import re
 from google.protobuf import descriptor_pb2 as pb
 from google.protobuf import descriptor_pool
 
-from mmlog.schemas import InvalidSchema
+from mmlog.schemas.errors import InvalidSchema
 
 WELL_KNOWN = re.compile(r"google/(protobuf|type)/([a-z_]+)\.proto")
 CONFLUENT = {  # shipped with confluent-kafka's registry client, when it is installed

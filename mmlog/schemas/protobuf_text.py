@@ -15,7 +15,7 @@ from google.protobuf import descriptor_pb2 as pb
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-from mmlog.schemas import InvalidSchema
+from mmlog.schemas.errors import InvalidSchema
 
 F = pb.FieldDescriptorProto
 SCALARS = {
