@@ -15,6 +15,7 @@ from google.protobuf import descriptor_pb2 as pb
 from google.protobuf import descriptor_pool
 
 from mmlog.schemas.errors import InvalidSchema
+from mmlog.schemas.protobuf_print import json_name
 
 WELL_KNOWN = re.compile(r"google/(protobuf|type)/([a-z_]+)\.proto")
 CONFLUENT = {  # shipped with confluent-kafka's registry client, when it is installed
@@ -36,6 +37,15 @@ def well_known(name: str) -> pb.FileDescriptorProto | None:
     file = pb.FileDescriptorProto()
     file.ParseFromString(module.DESCRIPTOR.serialized_pb)
     return file if file.name == name else None
+
+
+def _drop_implied_json_names(fields, messages) -> None:
+    """protoc writes every field's JSON name into a descriptor; one that says what the name implies is noise."""
+    for f in fields:
+        if f.HasField("json_name") and f.json_name == json_name(f.name):
+            f.ClearField("json_name")
+    for msg in messages:
+        _drop_implied_json_names([*msg.field, *msg.extension], msg.nested_type)
 
 
 class Pool:
@@ -65,6 +75,7 @@ class Pool:
             raise InvalidSchema(reason or type(e).__name__) from None
         resolved = pb.FileDescriptorProto()
         added.CopyToProto(resolved)
+        _drop_implied_json_names(resolved.extension, resolved.message_type)
         self.files[file.name] = resolved
         return resolved
 

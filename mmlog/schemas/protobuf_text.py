@@ -12,6 +12,7 @@ import re
 
 from antlr4.error.ErrorListener import ErrorListener
 from google.protobuf import descriptor_pb2 as pb
+from google.protobuf import text_format
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
@@ -273,6 +274,17 @@ def default_value(type_: str, value) -> str:
 def set_option(options, opt: ast.Option) -> None:
     """A standard option onto its field of `options`; a custom `(name)` one as an uninterpreted option."""
     desc = options.DESCRIPTOR.fields_by_name.get(opt.name)
+    if desc is not None and desc.message_type is not None and isinstance(opt.value, ast.MessageLiteral):
+        into = getattr(options, opt.name)
+        value = into.add() if desc.is_repeated else into
+        try:
+            text_format.Parse(aggregate(opt.value)[1:-1], value)
+            return
+        except text_format.ParseError:  # kept as written, uninterpreted, like a custom option
+            if desc.is_repeated:
+                del into[-1]
+            else:
+                options.ClearField(opt.name)
     if desc is None or desc.message_type is not None:
         uninterpreted(options.uninterpreted_option.add(), opt)
         return
@@ -289,7 +301,10 @@ def set_option(options, opt: ast.Option) -> None:
             value = float(scalar_text(value))
         elif isinstance(value, str):
             value = int(value, 0)
-        setattr(options, opt.name, value)
+        if desc.is_repeated:
+            getattr(options, opt.name).append(value)
+        else:
+            setattr(options, opt.name, value)
     except (KeyError, ValueError, TypeError):
         raise InvalidSchema(f"option {opt.name}: bad value {scalar_text(opt.value)!r}") from None
 

@@ -4,7 +4,8 @@ import base64
 
 import pytest
 from confluent_kafka.schema_registry.protobuf import _init_pool, _schema_to_str, _str_to_proto
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2, timestamp_pb2, type_pb2
+from google.type import date_pb2
 
 from mmlog.schemas import InvalidSchema, parse
 from mmlog.schemas.protobuf import ProtobufSchema
@@ -154,6 +155,16 @@ def test_serialized_to_text_to_serialized_keeps_the_descriptor():
     first = protobuf(protobuf(PROTO2).formatted("serialized"))
     second = protobuf(first.formatted(""))
     assert second.formatted("serialized") == first.formatted("serialized")
+
+
+@pytest.mark.parametrize("module", [descriptor_pb2, struct_pb2, type_pb2, timestamp_pb2, date_pb2])
+def test_a_generated_files_descriptor_survives_text_and_back(module):
+    # proto2 and proto3, defaults, options of every kind, nested enums, oneofs, reserved ranges
+    serialized = base64.b64encode(module.DESCRIPTOR.serialized_pb).decode()
+    schema = protobuf(serialized)
+    again = protobuf(schema.text)
+    assert again.identity == schema.identity
+    assert again.formatted("serialized") == schema.formatted("serialized")
 
 
 def test_an_unknown_format_gets_the_text():
