@@ -13,6 +13,7 @@ connects to this broker's inter-broker listener with the broker's own credential
 from __future__ import annotations
 
 import logging
+import time
 
 from mmlog import schemas
 from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
@@ -26,6 +27,7 @@ from mmlog.web.responses import HttpError
 log = logging.getLogger("mmlog.registry")
 
 TOPIC = "_schemas"
+RETRY_S = 0.2  # between attempts at a change the cluster failed
 
 
 def client_options(config) -> dict:
@@ -69,13 +71,7 @@ class RegistryService:
 
     def leader_url(self) -> str | None:
         """The registry URL of the broker that makes changes; None when it is this one."""
-        with self.writer.lock:
-            try:
-                self.writer.ensure_topic()
-                leader = self.writer.leader()
-            except Exception as exc:  # noqa: BLE001 - the cluster unreachable or moving: the client may retry
-                self.writer.reset()
-                raise errors.forwarding(f"no leader for {TOPIC}: {exc}") from None
+        leader = self._retried(self._leader, lambda exc: errors.forwarding(f"no leader for {TOPIC}: {exc}"))
         if leader == self.broker_id:
             return None
         endpoint = self.cluster.current().brokers.get(leader)
@@ -84,29 +80,52 @@ class RegistryService:
             raise errors.forwarding(f"broker {leader} leads {TOPIC} but publishes no schema registry URL")
         return urls[0]
 
-    def change(self, decide) -> tuple[object, int]:
-        """Run decide(view, writer) -> Change on a caught-up view, append its records, wait until this
-        view applied them; (the answer, the offset after the change)."""
+    def _leader(self) -> int:
         with self.writer.lock:
+            self.writer.ensure_topic()
+            leader = self.writer.leader()
+        if leader < 0:
+            raise LookupError(f"{TOPIC}-0 has no leader yet")
+        return leader
+
+    def _retried(self, attempt, failure):
+        """attempt() again after a failure of the cluster's (a leader moving, a topic just made) until the
+        registry's timeout; then failure(the last exception) is raised. HttpErrors are answers: not retried."""
+        deadline = time.monotonic() + self.timeout
+        while True:
             try:
-                self.writer.ensure_topic()
-                self.writer.catch_up()
-                with self.view.changed:
-                    change = decide(self.view, self.writer)
-                if not change.records:
-                    return change.answer, self.view.applied
-                offset = self.writer.append(change.records)
+                return attempt()
             except HttpError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - the store failed: nothing answered as done
-                self.writer.reset()
-                log.info("registry write failed: %s: %s", exc.__class__.__name__, exc)
-                raise errors.store_error(f"{exc.__class__.__name__}: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - retried, then answered as the registry's error
+                with self.writer.lock:
+                    self.writer.reset()
+                log.info("registry: %s: %s", exc.__class__.__name__, exc)
+                if time.monotonic() + RETRY_S > deadline:
+                    raise failure(exc) from None
+                time.sleep(RETRY_S)
+
+    def change(self, decide) -> tuple[object, int]:
+        """Run decide(view, writer) -> Change on a caught-up view, append its records, wait until this
+        view applied them; (the answer, the offset after the change). A failed append is decided again
+        from the caught-up view: a record that landed after all is found there, not written twice."""
+        change, offset = self._retried(lambda: self._change(decide), lambda exc: errors.store_error(
+            f"{exc.__class__.__name__}: {exc}"))
         self.wait_applied(offset)
         if change.check is not None:
             with self.view.changed:
                 change.check(self.view)
         return change.answer, offset
+
+    def _change(self, decide):
+        with self.writer.lock:
+            self.writer.ensure_topic()
+            self.writer.catch_up()
+            with self.view.changed:
+                change = decide(self.view, self.writer)
+            if not change.records:
+                return change, self.view.applied
+            return change, self.writer.append(change.records)
 
     def wait_applied(self, offset: int) -> None:
         if not self.view.wait_applied(offset, self.timeout):
