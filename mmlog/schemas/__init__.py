@@ -18,11 +18,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from mmlog.schemas.errors import InvalidSchema
+
 TYPES = ("AVRO", "JSON", "PROTOBUF")  # the order /schemas/types answers with is the registry's concern
-
-
-class InvalidSchema(ValueError):
-    """A schema that does not parse, or names a reference it was not given."""
 
 
 class ParsedSchema(Protocol):
