@@ -61,8 +61,11 @@ class _Checker:
         """A named type's definition for a name; anything else as it is."""
         if isinstance(schema, str) and schema not in PRIMITIVES:
             return self.named[side][schema]
-        if isinstance(schema, dict) and schema["type"] in self.named[side] and "name" not in schema:
-            return self.named[side][schema["type"]]  # {"type": "a.Named"}
+        if isinstance(schema, dict):
+            if schema.get("name") in self.named[side]:
+                return self.named[side][schema["name"]]  # one object per named type, so recursion is seen
+            if schema["type"] in self.named[side]:
+                return self.named[side][schema["type"]]  # {"type": "a.Named"}
         return schema
 
     def compare(self, reader, writer) -> list:
