@@ -4,14 +4,15 @@ The draft is the one `$schema` names, draft-07 when it names none (what confluen
 sends). A schema's references are the documents its `$ref`s name: each is registered under the name the
 schema uses and under that name resolved against the schema's `$id`, so relative and absolute `$ref`s both
 find it; a `$ref` that finds nothing makes the schema invalid. The text served is the document as written,
-compact, its keys in their order, as Confluent Schema Registry serves it; registrations are compared by it,
-so whitespace does not matter.
+compact, its keys in their order and its decimals as written, as Confluent Schema Registry serves it;
+registrations are compared by it, so whitespace does not matter.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from decimal import Decimal
 from urllib.parse import urljoin
 
 import jsonschema
@@ -82,8 +83,7 @@ def parse_json_schema(text: str, references=()) -> JsonSchema:
     registry = registry.with_resource(base, root)
     resolver = registry.resolver(base_uri=base)
     _check_refs(document, resolver, specification)
-    text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-    return JsonSchema(text, document, specification, resolver)
+    return JsonSchema(_compact(json.loads(text, parse_float=Decimal)), document, specification, resolver)
 
 
 def _loads(text: str, what: str):
@@ -91,6 +91,17 @@ def _loads(text: str, what: str):
         return json.loads(text)
     except (TypeError, ValueError) as e:
         raise InvalidSchema(f"Invalid {what}: not JSON: {e}") from None
+
+
+def _compact(value) -> str:
+    """JSON without spaces, keys in their order, decimals as written (1.50 stays 1.50, 1e10 is 1E+10)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_compact(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(map(_compact, value)) + "]"
+    if isinstance(value, Decimal):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _specification(document, default):

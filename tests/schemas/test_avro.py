@@ -71,6 +71,16 @@ def test_a_dotted_name_is_served_as_name_and_namespace_and_nested_types_drop_the
         '{"name":"hash","type":{"type":"fixed","name":"Hash","namespace":"other","size":16}}]}')
 
 
+def test_the_text_served_parses_back_to_itself():
+    schema = avro({"type": "record", "name": "R", "namespace": "a", "fields": [
+        {"name": "b", "type": {"type": "record", "name": "x.B", "fields": [
+            {"name": "c", "type": {"type": "enum", "name": "C", "namespace": "a", "symbols": ["X"]}},
+            {"name": "d", "type": "a.C"}]}},
+        {"name": "b2", "type": "x.B"}, {"name": "c2", "type": "a.C"}]})
+    assert '{"name":"d","type":"a.C"}' in schema.text and '{"name":"c2","type":"C"}' in schema.text
+    assert avro(schema.text).text == schema.text
+
+
 # -- references --------------------------------------------------------------------------------------------
 
 ADDRESS = {"type": "record", "name": "Address", "namespace": "com.example",

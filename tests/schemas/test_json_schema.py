@@ -31,8 +31,10 @@ def test_the_text_is_the_document_compact_in_the_order_written():
     assert js(spaced).identity == js(json.loads(spaced)).identity
 
 
-def test_non_ascii_text_is_served_as_written():
+def test_non_ascii_text_and_decimals_are_served_as_written():
     assert js({"description": "café"}).text == '{"description":"café"}'
+    assert js('{"type": "number", "multipleOf": 0.50, "maximum": 1e10, "minimum": -3}').text == \
+        '{"type":"number","multipleOf":0.50,"maximum":1E+10,"minimum":-3}'
 
 
 def test_the_drafts_the_serializers_send_are_accepted():
