@@ -218,8 +218,8 @@ def _unevaluated(differ, original: Node, update: Node, keyword: str, kind: str) 
 def _items(node: Node) -> tuple:
     """(the schema of every item, the schemas of the first items in order, what may follow those)."""
     items = node.get("items")
-    if node.get("prefixItems") is not None:
-        return None, node.get("prefixItems"), items
+    if node.get("prefixItems") is not None or (node.model.siblings and isinstance(items, bool)):
+        return None, node.get("prefixItems") or [], items  # from 2020-12, items says what may follow
     if isinstance(items, list):
         return None, items, node.get("additionalItems")
     return items, [], node.get("additionalItems")
