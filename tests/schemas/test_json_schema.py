@@ -194,6 +194,53 @@ def test_a_recursive_schema_is_compared_without_end():
     assert kinds(tree({"type": "integer"}), tree({"type": "number"})) == ["TYPE_NARROWED"]
 
 
+@pytest.mark.parametrize("writer, reader, found", [
+    ({"type": "object", "dependencies": {"a": ["b", "c"]}}, {"type": "object", "dependencies": {"a": ["b"]}}, []),
+    ({"type": "object", "dependencies": {"a": ["b"]}}, {"type": "object", "dependencies": {"a": ["b", "c"]}},
+     ["DEPENDENCY_ARRAY_EXTENDED"]),
+    ({"type": "object"}, {"type": "object", "dependencies": {"a": {"required": ["b"]}}}, ["DEPENDENCY_SCHEMA_ADDED"]),
+    ({"not": {"type": "string"}}, {"not": {"type": ["string", "null"]}}, ["NOT_TYPE_EXTENDED"]),
+    ({"not": {"type": ["string", "null"]}}, {"not": {"type": "string"}}, []),
+    ({"type": "object", "patternProperties": {"^x-": {"type": "string"}}},
+     {"type": "object", "properties": {"x-id": {"type": "string"}}, "patternProperties": {"^x-": {"type": "string"}}},
+     []),
+    ({"type": "object", "patternProperties": {"^x-": {"type": "string"}}},
+     {"type": "object", "properties": {"x-id": {"type": "integer"}}, "patternProperties": {"^x-": {"type": "string"}}},
+     ["TYPE_CHANGED", "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"]),
+    ({"type": "object"}, {"type": "object", "additionalProperties": False}, ["ADDITIONAL_PROPERTIES_REMOVED"]),
+    ({"type": "object", "additionalProperties": False}, {"type": "object"}, []),
+    ({"type": "object"}, {"type": "object", "additionalProperties": {"type": "string"}},
+     ["ADDITIONAL_PROPERTIES_NARROWED"]),
+    ({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "array",
+      "prefixItems": [{"type": "string"}], "items": False},
+     {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "array",
+      "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False}, []),
+    ({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "array", "prefixItems": [{"type": "string"}]},
+     {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "array",
+      "prefixItems": [{"type": "string"}, {"type": "integer"}]}, ["ITEM_ADDED_TO_OPEN_CONTENT_MODEL"]),
+    ({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+      "properties": {"a": {"type": "string"}}},
+     {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+      "properties": {"a": {"type": "string"}}, "unevaluatedProperties": False}, ["UNEVALUATED_PROPERTIES_REMOVED"]),
+])
+def test_dependencies_not_and_content_models_follow_confluents_rules(writer, reader, found):
+    assert kinds(js(reader), js(writer)) == found
+
+
+def test_schemas_whose_branches_refer_back_to_them_compare_in_reasonable_time():
+    def catalogue(tag):
+        defs = {"Id": {"type": "object", "properties": {"id": {"type": "string"}}},
+                "ItemOrId": {"oneOf": [{"$ref": "#/$defs/Id"}, {"$ref": "#/$defs/Item"}]},
+                "Item": {"oneOf": [{"$ref": f"#/$defs/Kind{k}"} for k in range(10)]}}
+        for k in range(10):
+            links = {f"link{n}": {"$ref": "#/$defs/ItemOrId"} for n in range(4)}
+            defs[f"Kind{k}"] = {"type": "object", "properties": {**links, "tag": {"const": f"{tag}{k}"}}}
+        return js({"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": defs,
+                   "$ref": "#/$defs/Item"})
+    assert catalogue("kind").reader_problems(catalogue("kind")) == []
+    assert kinds(catalogue("sort"), catalogue("kind")) == ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"]
+
+
 def test_a_changed_condition_is_taken_as_incompatible():
     def conditional(then):
         return js({"if": {"properties": {"kind": {"const": "a"}}}, "then": then})
