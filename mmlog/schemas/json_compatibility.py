@@ -12,8 +12,9 @@ schema is empty, a property removed from a closed one, a required property added
 tightened constraints, changed types. allOf/anyOf/oneOf are compared subschema by subschema, matched as
 Confluent matches them; `$ref`s are followed, and a recursive pair met again is taken as compatible.
 
-Treated conservatively (reported incompatible where Confluent may not): any change to if/then/else, and
-the rarer keywords it does not compare at all (contains, propertyNames, format) are left unchecked.
+Where this differs from Confluent: any change to if/then/else is reported incompatible (conservatively;
+Confluent does not compare them), and like Confluent, `contains`, `propertyNames` and `format` are not
+compared. Types, kinds and locations are Confluent's; the order of the reasons may differ.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from mmlog.schemas import json_objects
 from mmlog.schemas.json_model import Model, Node, canonical
 from mmlog.schemas.json_rules import COMPATIBLE, bound, compatible, describe, multiple_of, under
+
 
 def reader_problems(reader, writer) -> list[str]:
     """Confluent's verbose reasons why `reader` (a JsonSchema) cannot read data valid under `writer`."""
@@ -45,7 +47,7 @@ class _Differ:
             return [("SCHEMA_ADDED", ())]
         if update is None:
             return [("SCHEMA_REMOVED", ())]
-        original, update = self.writer.follow(original), self.reader.follow(update)
+        original, update = original.model.follow(original), update.model.follow(update)
         key = (id(original), id(update))
         if key in self.done:
             return self.done[key]
