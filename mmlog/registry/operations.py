@@ -145,24 +145,22 @@ def _check_compatible(view: RegistryView, subject: str, parsed) -> None:
     level = view.level(subject)
     if level == "NONE":
         return
-    existing = []
+    existing, numbers = [], []
     for v in view.versions(subject).values():
         try:
             existing.append(parsed_from(view, v.schema_type, v.schema, v.references))
+            numbers.append(v.version)
         except Exception:  # noqa: BLE001 - a stored schema this broker cannot parse is not compared
             continue
-    if existing and existing[-1].schema_type != parsed.schema_type:
-        raise errors.incompatible([f"the schema type {parsed.schema_type} is not the subject's "
-                                   f"{existing[-1].schema_type}"])
-    problems = compatibility_problems(level, parsed, existing)
+    problems = compatibility_problems(level, parsed, existing, numbers)
     if problems:
         raise errors.incompatible(problems)
 
 
-def compatibility_problems(level: str, parsed, existing: list) -> list[str]:
+def compatibility_problems(level: str, parsed, existing: list, versions: list[int] | None = None) -> list[str]:
     from mmlog.schemas import compatibility
 
-    return list(compatibility.check(level, parsed, existing)) if existing else []
+    return list(compatibility.check(level, parsed, existing, versions)) if existing else []
 
 
 def _check_id(view: RegistryView, schema_id: int, key: tuple) -> None:

@@ -149,7 +149,8 @@ class Reads:
                 against = [pick_version(self.view, subject, which)]
             existing = [parsed_from(self.view, v.schema_type, v.schema, v.references) for v in against]
         problems = [] if level == "NONE" else compatibility_problems(
-            level if which is None else level.replace("_TRANSITIVE", ""), parsed, existing)
+            level if which is None else level.replace("_TRANSITIVE", ""), parsed, existing,
+            [v.version for v in against])
         doc = {"is_compatible": not problems}
         if flag(request, "verbose"):
             doc["messages"] = problems

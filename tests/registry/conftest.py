@@ -41,3 +41,8 @@ def call(url: str, method: str, path: str, body=None, headers: dict | None = Non
         return status, json.loads(text)
     except ValueError:
         return status, text.decode()
+
+
+def compact(doc) -> str:
+    """A schema's JSON as the registry stores an Avro schema: compact (so what is sent reads back equal)."""
+    return json.dumps(doc, separators=(",", ":"))

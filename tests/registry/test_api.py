@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
-from tests.registry.conftest import call
+from tests.registry.conftest import call, compact
 
 RECORD = {"type": "record", "name": "R", "namespace": "api", "fields": [{"name": "a", "type": "int"}]}
 
 
 def avro(doc=RECORD, **more) -> dict:
-    return {"schema": json.dumps(doc), **more}
+    return {"schema": compact(doc), **more}
 
 
 def with_field(name: str, default=True) -> dict:
@@ -32,11 +31,11 @@ def test_a_registered_version_reads_back_in_every_form(url):
     schema_id = body["id"]
     assert call(url, "GET", "/subjects/forms-value/versions") == (200, [1])
     assert call(url, "GET", "/subjects/forms-value/versions/1") == (200, {
-        "subject": "forms-value", "version": 1, "id": schema_id, "schema": json.dumps(RECORD)})
+        "subject": "forms-value", "version": 1, "id": schema_id, "schema": compact(RECORD)})
     assert call(url, "GET", "/subjects/forms-value/versions/latest")[1]["version"] == 1
     assert call(url, "GET", "/subjects/forms-value/versions/-1")[1]["version"] == 1
     assert call(url, "GET", "/subjects/forms-value/versions/1/schema") == (200, RECORD)
-    assert call(url, "GET", f"/schemas/ids/{schema_id}") == (200, {"schema": json.dumps(RECORD)})
+    assert call(url, "GET", f"/schemas/ids/{schema_id}") == (200, {"schema": compact(RECORD)})
     assert call(url, "GET", f"/schemas/ids/{schema_id}/schema") == (200, RECORD)
     assert call(url, "GET", f"/schemas/ids/{schema_id}/subjects")[1] == ["forms-value"]
     assert call(url, "GET", f"/schemas/ids/{schema_id}/versions")[1] == [{"subject": "forms-value", "version": 1}]
@@ -68,7 +67,7 @@ def test_versions_and_lookups_that_do_not_exist(url):
 
 
 def test_an_invalid_schema_is_a_422_and_writes_nothing(url):
-    for request in ({"schema": "{not json"}, {"schema": json.dumps({"type": "nosuchtype"})},
+    for request in ({"schema": "{not json"}, {"schema": compact({"type": "nosuchtype"})},
                     {"schema": "x", "schemaType": "XML"}, {}):
         status, body = call(url, "POST", "/subjects/invalid-value/versions", request)
         assert (status, body["error_code"]) == (422, 42201), request

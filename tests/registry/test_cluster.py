@@ -3,21 +3,20 @@ broker serving reads from its own view, writes sent to a follower forwarded to t
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
 
 from mmlog.testing.cluster import REPLICATION, leader_of, three_brokers
 from mmlog.testing.wait import wait_for
-from tests.registry.conftest import call
+from tests.registry.conftest import call, compact
 
 CLUSTER_REGISTRY = {"schema.registry.listeners": "http://127.0.0.1:0", "default.replication.factor": 3,
                     "min.insync.replicas": 2, "schema.registry.timeout.ms": 5000, **REPLICATION}
 
 
 def record(name: str) -> dict:
-    return {"schema": json.dumps({"type": "record", "name": name, "fields": [{"name": "a", "type": "int"}]})}
+    return {"schema": compact({"type": "record", "name": name, "fields": [{"name": "a", "type": "int"}]})}
 
 
 @pytest.fixture(scope="module")

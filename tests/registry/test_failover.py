@@ -3,13 +3,12 @@ was given stays, on every surviving broker, with its schema; none is given twice
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
 from mmlog.testing.cluster import leader_of, three_brokers
 from mmlog.testing.wait import wait_for
-from tests.registry.conftest import call
+from tests.registry.conftest import call, compact
 from tests.registry.test_cluster import CLUSTER_REGISTRY
 
 COUNT = 40
@@ -17,7 +16,7 @@ KILL_AFTER = 10
 
 
 def schema(i: int) -> str:
-    return json.dumps({"type": "record", "name": f"Kill{i}", "fields": [{"name": "a", "type": "int"}]})
+    return compact({"type": "record", "name": f"Kill{i}", "fields": [{"name": "a", "type": "int"}]})
 
 
 def register_all(urls: list[str], acknowledged: dict, stop: threading.Event) -> None:

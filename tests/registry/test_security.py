@@ -4,7 +4,6 @@ against its SASL users, the broker's ACLs deciding who may read, register, confi
 from __future__ import annotations
 
 import base64
-import json
 import shutil
 import ssl
 
@@ -16,7 +15,7 @@ from mmlog.security import acls
 from mmlog.security.acls import ALLOW, CLUSTER, CLUSTER_NAME, DESCRIBE, LITERAL, TOPIC, WRITE, Binding
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.security import USERS, add_users, make_pki
-from tests.registry.conftest import call
+from tests.registry.conftest import call, compact
 
 BOB = ("bob", "bob-secret")
 ACLS = [Binding(TOPIC, "orders", LITERAL, "User:alice", "*", WRITE, ALLOW),
@@ -25,7 +24,7 @@ ACLS = [Binding(TOPIC, "orders", LITERAL, "User:alice", "*", WRITE, ALLOW),
 
 
 def schema(name: str) -> dict:
-    return {"schema": json.dumps({"type": "record", "name": name, "fields": [{"name": "a", "type": "int"}]})}
+    return {"schema": compact({"type": "record", "name": name, "fields": [{"name": "a", "type": "int"}]})}
 
 
 @pytest.fixture(scope="module")

@@ -3,16 +3,17 @@ broker's registry, records produced and consumed through the same broker."""
 
 from __future__ import annotations
 
-import json
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-USER = json.dumps({"type": "record", "name": "User", "namespace": "test", "fields": [
+from tests.registry.conftest import compact
+
+USER = compact({"type": "record", "name": "User", "namespace": "test", "fields": [
     {"name": "name", "type": "string"}, {"name": "age", "type": "int"}]})
-USER_V2 = json.dumps({"type": "record", "name": "User", "namespace": "test", "fields": [
+USER_V2 = compact({"type": "record", "name": "User", "namespace": "test", "fields": [
     {"name": "name", "type": "string"}, {"name": "age", "type": "int"},
     {"name": "email", "type": ["null", "string"], "default": None}]})
 
