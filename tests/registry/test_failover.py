@@ -40,7 +40,7 @@ def register_all(urls: list[str], acknowledged: dict, stop: threading.Event) -> 
 def test_no_acknowledged_id_is_lost_or_given_twice_when_the_writer_dies(zk_connect, tmp_path):
     with three_brokers(tmp_path, zk_connect, **CLUSTER_REGISTRY) as brokers:
         assert call(brokers[0].registry_urls[0], "POST", "/subjects/first-value/versions",
-                    {"schema": schema(-1)})[0] == 200
+                    {"schema": schema(COUNT)})[0] == 200
         leader = leader_of(brokers, "_schemas")
         survivors = [b for b in brokers if b is not leader]
         acknowledged: dict[int, int] = {}
