@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 
 import pytest
 
@@ -185,3 +186,12 @@ def test_bodies_that_are_not_json_or_too_large(url):
 def test_unknown_paths_answer_json_404(url):
     status, body = call(url, "GET", "/nothing/here")
     assert status == 404 and body["error_code"] == 404
+
+
+def test_whitespace_and_the_normalize_flag_do_not_make_a_new_version(url):
+    first = call(url, "POST", "/subjects/spaces-value/versions", avro())[1]["id"]
+    spaced = {"schema": json.dumps(RECORD, indent=4)}
+    assert call(url, "POST", "/subjects/spaces-value/versions", spaced) == (200, {"id": first})
+    assert call(url, "POST", "/subjects/spaces-value/versions?normalize=true", spaced) == (200, {"id": first})
+    assert call(url, "POST", "/subjects/spaces-value?normalize=true", spaced)[1]["version"] == 1
+    assert call(url, "GET", "/subjects/spaces-value/versions")[1] == [1]
