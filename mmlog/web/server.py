@@ -152,14 +152,14 @@ class WebServer:
             await self._runner.cleanup()
 
     def stop(self) -> None:
-        """Answer what is in progress (up to STOP_S), close the listeners, end the thread."""
-        for on_stop in self._stopping:
-            on_stop()
+        """Stop accepting, answer what is in progress (up to STOP_S), end the thread; then the services."""
         if self._thread is not None and self._thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(STOP_S * 2)
         for listener in self.listeners:
             listener.sock.close()
+        for on_stop in self._stopping:
+            on_stop()
 
 
 def _executor():
