@@ -25,6 +25,7 @@ from mmlog.security import tls
 log = logging.getLogger("mmlog.broker")
 
 STOP_S = 5.0  # how long a stop waits for requests in progress
+TICK_S = 0.5
 WORKERS = 8  # executor threads for the blocking part of handlers (writes waiting for the cluster)
 
 
@@ -96,7 +97,8 @@ class WebServer:
         self.loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
-        self._stopping: list = []  # what `stop` calls first (services ending their own threads)
+        self._stopping: list = []
+        self._tick: asyncio.Task | None = None  # what `stop` calls first (services ending their own threads)
 
     @property
     def sockets(self) -> list[socket.socket]:
@@ -141,6 +143,7 @@ class WebServer:
         self.loop.close()
 
     async def _serve(self) -> None:
+        self._tick = asyncio.get_running_loop().create_task(_tick())
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=STOP_S)
         await self._runner.setup()
         for listener in self.listeners:
@@ -148,6 +151,7 @@ class WebServer:
             await web.SockSite(self._runner, listener.sock, ssl_context=context).start()
 
     async def _cleanup(self) -> None:
+        self._tick.cancel()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -160,6 +164,13 @@ class WebServer:
             listener.sock.close()
         for on_stop in self._stopping:
             on_stop()
+
+
+async def _tick() -> None:
+    """The loop wakes every TICK_S even when idle, so that what is raised in its thread (a test's injected
+    fault) ends it promptly and the liveness watch sees it."""
+    while True:
+        await asyncio.sleep(TICK_S)
 
 
 def _executor():
