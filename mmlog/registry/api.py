@@ -11,7 +11,7 @@ from mmlog.registry.service import RegistryService
 from mmlog.registry.writes import Writes
 from mmlog.security import tls
 from mmlog.web.auth import Caller, Guard
-from mmlog.web.responses import json_errors
+from mmlog.web.server import blocking
 
 CALLER = "mmlog.caller"
 
@@ -43,6 +43,18 @@ class RegistryApi(Reads, Writes):
         operation, kind, name = access.for_subject(subject, action)
         self.guard.authorizer.refresh()
         return self.guard.authorizer.allowed(caller, operation, kind, name)
+
+    def gated(self, handler):
+        """The handler, held until this broker's view has caught up at start (50002 if it does not within
+        the registry's timeout)."""
+        ready, timeout = self.view.ready, self.service.timeout
+
+        async def gate(request: web.Request) -> web.StreamResponse:
+            if not ready.is_set() and not await blocking(ready.wait, timeout):
+                raise errors.timeout("the registry is still reading _schemas")
+            return await handler(request)
+
+        return gate
 
     def routes(self) -> list:
         s, v = "/subjects/{subject}", "/subjects/{subject}/versions/{version}"
@@ -84,6 +96,6 @@ def mount(server, config) -> RegistryService:
     client_tls = tls.peer_context(config) if any(scheme == "https" for scheme, _, _ in config.registry_listeners) \
         else None
     api = RegistryApi(service, Guard(config), client_tls)
-    server.mount(api.routes(), middlewares=[json_errors], on_stop=service.stop)
+    server.mount(api.routes(), wrap=api.gated, on_stop=service.stop)
     service.start()
     return service

@@ -124,7 +124,7 @@ class Reads:
         schema_type, text, refs = schema_request(await json_body(request))
         deleted = flag(request, "deleted")
         with self.view.changed:
-            if not self.view.versions(subject, deleted=True):
+            if not self.view.versions(subject, deleted=deleted):
                 raise errors.subject_not_found(subject)
             parsed = parsed_from(self.view, schema_type, text, refs)
             normalize = flag(request, "normalize") or self.view.normalize(subject)

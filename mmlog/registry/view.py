@@ -35,6 +35,7 @@ class RegistryView:
         self.max_id = 0
         self.applied = 0  # the offset of the next record to apply
         self.changed = threading.Condition()
+        self.ready = threading.Event()  # the reader caught up with the topic as it was at start (reader.py)
 
     # ------------------------------------------------------------ applying the topic
 

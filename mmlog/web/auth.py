@@ -2,8 +2,9 @@
 
 Authentication is asked for whenever a Kafka listener requires SASL: a user is the same as on the Kafka
 side (PLAIN or SCRAM, one credential store, security/credentials.py; the password is checked as SASL
-PLAIN checks it), and the principal is `User:<name>`. Otherwise every caller is `User:ANONYMOUS`, as
-on a PLAINTEXT listener. Authorisation is the broker's ACL authoriser (security/authorizer.py) asked
+PLAIN checks it), and the principal is `User:<name>`. Otherwise a caller that presented a client
+certificate over HTTPS is its distinguished name (`User:CN=...`, as on an SSL listener), any other
+`User:ANONYMOUS`, as on a PLAINTEXT listener. Authorisation is the broker's ACL authoriser (security/authorizer.py) asked
 with that principal and the caller's address; with no authoriser configured everything is allowed.
 Refusals are the JSON errors Confluent Schema Registry answers: 401 (error_code 401) without valid
 credentials, 403 (error_code 40301) for an operation the ACLs refuse.
@@ -16,7 +17,7 @@ import binascii
 
 from aiohttp import web
 
-from mmlog.security import acls, credentials, sasl
+from mmlog.security import acls, credentials, sasl, tls
 from mmlog.security.authorizer import Authorizer
 from mmlog.web.responses import HttpError
 
@@ -48,7 +49,9 @@ class Guard:
         """The authenticated caller (HttpError 401 when credentials are wanted and missing or wrong)."""
         peer = request.transport.get_extra_info("peername") if request.transport else None
         if not self.required:
-            return Caller(ANONYMOUS, peer)
+            cert = request.transport.get_extra_info("peercert") if request.transport else None
+            name = tls.principal_of(cert)
+            return Caller(f"User:{name}" if name else ANONYMOUS, peer)
         user, password = _basic(request.headers.get("Authorization", ""))
         server = sasl.PlainServer(self.credentials)
         try:

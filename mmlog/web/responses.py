@@ -34,8 +34,9 @@ def answer(body, status: int = 200, headers: dict | None = None) -> web.Response
 
 @web.middleware
 async def json_errors(request: web.Request, handler):
-    """Every error as a JSON body: ours (HttpError), aiohttp's own (404 route, 405, 413 body too large), and
-    a handler's bug (500, logged)."""
+    """Every error as a JSON body, for every service on the server (Confluent's form; a service answering
+    HTML would catch its own): ours (HttpError), aiohttp's (404 path, 405, 413 body too large), and a
+    handler's bug (500, logged)."""
     try:
         return await handler(request)
     except HttpError as exc:

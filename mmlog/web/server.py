@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from mmlog.security import tls
+from mmlog.web.responses import json_errors
 
 log = logging.getLogger("mmlog.broker")
 
@@ -93,7 +94,7 @@ class WebServer:
                  max_body: int = 16 * 1024 * 1024) -> None:
         self.listeners = listeners
         self.context = context
-        self.app = web.Application(client_max_size=max_body)
+        self.app = web.Application(client_max_size=max_body, middlewares=[json_errors])
         self.loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -112,10 +113,12 @@ class WebServer:
     def thread(self) -> threading.Thread | None:
         return self._thread
 
-    def mount(self, routes, middlewares=(), on_stop=None) -> None:
-        """Add a service's routes (and the middlewares its routes need) before `start`."""
+    def mount(self, routes, wrap=None, on_stop=None) -> None:
+        """Add a service's routes before `start`; `wrap(handler)` wraps each of its handlers (what only its
+        own requests need: its errors' form, a gate), so that services do not see each other's."""
+        if wrap is not None:
+            routes = [web.route(r.method, r.path, wrap(r.handler), **r.kwargs) for r in routes]
         self.app.add_routes(routes)
-        self.app.middlewares.extend(middlewares)
         if on_stop is not None:
             self._stopping.append(on_stop)
 
