@@ -27,20 +27,21 @@ def test_the_root_and_the_schema_types(url):
 
 
 def test_a_registered_version_reads_back_in_every_form(url):
-    status, body = call(url, "POST", "/subjects/forms-value/versions", avro())
+    forms = {**RECORD, "name": "Forms"}
+    status, body = call(url, "POST", "/subjects/forms-value/versions", avro(forms))
     assert status == 200
     schema_id = body["id"]
     assert call(url, "GET", "/subjects/forms-value/versions") == (200, [1])
     assert call(url, "GET", "/subjects/forms-value/versions/1") == (200, {
-        "subject": "forms-value", "version": 1, "id": schema_id, "schema": compact(RECORD)})
+        "subject": "forms-value", "version": 1, "id": schema_id, "schema": compact(forms)})
     assert call(url, "GET", "/subjects/forms-value/versions/latest")[1]["version"] == 1
     assert call(url, "GET", "/subjects/forms-value/versions/-1")[1]["version"] == 1
-    assert call(url, "GET", "/subjects/forms-value/versions/1/schema") == (200, RECORD)
-    assert call(url, "GET", f"/schemas/ids/{schema_id}") == (200, {"schema": compact(RECORD)})
-    assert call(url, "GET", f"/schemas/ids/{schema_id}/schema") == (200, RECORD)
+    assert call(url, "GET", "/subjects/forms-value/versions/1/schema") == (200, forms)
+    assert call(url, "GET", f"/schemas/ids/{schema_id}") == (200, {"schema": compact(forms)})
+    assert call(url, "GET", f"/schemas/ids/{schema_id}/schema") == (200, forms)
     assert call(url, "GET", f"/schemas/ids/{schema_id}/subjects")[1] == ["forms-value"]
     assert call(url, "GET", f"/schemas/ids/{schema_id}/versions")[1] == [{"subject": "forms-value", "version": 1}]
-    assert call(url, "POST", "/subjects/forms-value", avro())[1]["id"] == schema_id
+    assert call(url, "POST", "/subjects/forms-value", avro(forms))[1]["id"] == schema_id
     assert "forms-value" in call(url, "GET", "/subjects")[1]
     assert call(url, "GET", "/subjects?subjectPrefix=forms")[1] == ["forms-value"]
 

@@ -41,7 +41,7 @@ def test_avro_records_round_trip_through_the_broker(broker, url):
     finally:
         consumer.close()
     assert got == people
-    assert client.get_subjects() == ["people-value"]
+    assert "people-value" in client.get_subjects()
     assert client.get_latest_version("people-value").schema.schema_str == USER
 
 
