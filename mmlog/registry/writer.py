@@ -64,10 +64,11 @@ class Writer:
     def reset(self) -> None:
         """After a failure: new connections for the next change (a leader may have moved)."""
         admin, producer, self._admin, self._producer = self._admin, self._producer, None, None
-        for client in (admin, producer):
-            if client is not None:
+        self._topic_known = False
+        for close in (admin and admin.close, producer and (lambda: producer.close(0))):
+            if close:
                 try:
-                    client.close(0) if client is producer else client.close()
+                    close()
                 except Exception:  # noqa: BLE001 - dropped all the same
                     pass
 
