@@ -237,13 +237,18 @@ def _writable(view: RegistryView, subject: str | None) -> None:
 
 
 def set_config(view: RegistryView, subject: str | None, body: dict) -> Change:
+    """A level and/or the normalize flag; what the body leaves out stays as it was."""
+    doc = dict(view.configs.get(subject) or {})
     level = body.get("compatibility", body.get("compatibilityLevel"))
-    if not isinstance(level, str) or level.upper() not in levels():
-        raise errors.invalid_level(level)
-    doc = {"compatibilityLevel": level.upper()}
-    answer = {"compatibility": level.upper()}
+    if level is not None or "normalize" not in body:
+        if not isinstance(level, str) or level.upper() not in levels():
+            raise errors.invalid_level(level)
+        doc["compatibilityLevel"] = level.upper()
     if "normalize" in body:
-        doc["normalize"] = answer["normalize"] = bool(body["normalize"])
+        doc["normalize"] = bool(body["normalize"])
+    doc.setdefault("compatibilityLevel", view.level(subject))
+    answer = {"compatibility": doc["compatibilityLevel"], **({"normalize": doc["normalize"]} if "normalize" in doc
+                                                           else {})}
     return Change(answer, [(Key(CONFIG, subject).encode(), encode(doc))])
 
 
