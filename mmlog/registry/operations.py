@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from mmlog import schemas
 from mmlog.registry import errors
-from mmlog.registry.records import CONFIG, MODE, SCHEMA, Key, SchemaValue, encode
+from mmlog.registry.records import CONFIG, DELETE_SUBJECT, MODE, SCHEMA, Key, SchemaValue, encode
 from mmlog.registry.view import RegistryView
 
 MODES = ("READWRITE", "READONLY", "IMPORT")
@@ -120,7 +120,8 @@ def register(view: RegistryView, writer, subject: str, body: dict, normalize: bo
         return Change({"id": existing.id})
     if mode == "IMPORT" and given_id not in (None, -1, 0):
         return _imported(view, subject, schema_type, text, refs, key, int(given_id), given_version)
-    _check_compatible(view, subject, parsed)
+    if mode != "IMPORT":  # an import takes what it is given, as Confluent's does
+        _check_compatible(view, subject, parsed)
     schema_id = view.identities.get(key) or writer.next_id()
     versions = view.subjects.get(subject, {})
     number = max(versions, default=0) + 1
@@ -183,13 +184,17 @@ def delete_subject(view: RegistryView, subject: str, permanent: bool) -> Change:
         if not live:
             raise errors.subject_soft_deleted(subject)
         _not_referenced(view, subject, live)
-        return Change(sorted(live), [_soft(v) for v in live.values()])
+        mark = {"subject": subject, "version": max(live)}  # every version up to it deleted, as Confluent writes it
+        return Change(sorted(live), [(Key(DELETE_SUBJECT, subject).encode(), encode(mark))])
     if live:
         raise errors.subject_not_soft_deleted(subject)
-    out = [(Key(SCHEMA, subject, n).encode(), None) for n in every]
-    out += [(Key(kind, subject).encode(), None) for kind, table in ((CONFIG, view.configs), (MODE, view.modes))
+    out = [(Key(SCHEMA, subject, n).encode(), None) for n in sorted(every, reverse=True)]
+    return Change(sorted(every), out + _subject_settings_removed(view, subject))
+
+
+def _subject_settings_removed(view: RegistryView, subject: str) -> list:
+    return [(Key(kind, subject).encode(), None) for kind, table in ((CONFIG, view.configs), (MODE, view.modes))
             if subject in table]
-    return Change(sorted(every), out)
 
 
 def delete_version(view: RegistryView, subject: str, text, permanent: bool) -> Change:
@@ -213,7 +218,10 @@ def delete_version(view: RegistryView, subject: str, text, permanent: bool) -> C
         return Change(number, [_soft(v)])
     if not v.deleted:
         raise errors.version_not_soft_deleted(subject, number)
-    return Change(number, [(Key(SCHEMA, subject, number).encode(), None)])
+    out = [(Key(SCHEMA, subject, number).encode(), None)]
+    if len(every) == 1:  # the subject's last version: its config and mode go with it, as Confluent does
+        out += _subject_settings_removed(view, subject)
+    return Change(number, out)
 
 
 def _soft(v: SchemaValue) -> tuple[bytes, bytes]:

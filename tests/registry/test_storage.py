@@ -48,9 +48,8 @@ def test_the_records_read_like_confluents_and_survive_a_restart(tmp_path):
             ({"keytype": "SCHEMA", "subject": "dropped-value", "version": 1, "magic": 1},
              {"subject": "dropped-value", "version": 1, "id": first + 1, "schema": schema("Dropped"),
               "deleted": False}),
-            ({"keytype": "SCHEMA", "subject": "dropped-value", "version": 1, "magic": 1},
-             {"subject": "dropped-value", "version": 1, "id": first + 1, "schema": schema("Dropped"),
-              "deleted": True}),
+            ({"keytype": "DELETE_SUBJECT", "subject": "dropped-value", "magic": 0},
+             {"subject": "dropped-value", "version": 1}),
             ({"keytype": "CONFIG", "subject": "kept-value", "magic": 0}, {"compatibilityLevel": "FULL"}),
             ({"keytype": "MODE", "subject": "kept-value", "magic": 0}, {"mode": "READONLY"}),
         ]
