@@ -45,9 +45,9 @@ def mode_not_set(subject: str) -> HttpError:
     return HttpError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
 
 
-def incompatible(messages: list[str]) -> HttpError:
-    return HttpError(409, 409, "Schema being registered is incompatible with an earlier schema for subject; "
-                     + "; ".join(messages) if messages else "Schema being registered is incompatible")
+def incompatible(subject: str, messages: list[str]) -> HttpError:
+    return HttpError(409, 409, f'Schema being registered is incompatible with an earlier schema for subject '
+                     f'"{subject}", details: [{", ".join(messages)}]')
 
 
 def invalid_schema(reason: str) -> HttpError:

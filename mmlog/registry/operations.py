@@ -155,7 +155,7 @@ def _check_compatible(view: RegistryView, subject: str, parsed) -> None:
             continue
     problems = compatibility_problems(level, parsed, existing, numbers)
     if problems:
-        raise errors.incompatible(problems)
+        raise errors.incompatible(subject, problems)
 
 
 def compatibility_problems(level: str, parsed, existing: list, versions: list[int] | None = None) -> list[str]:
