@@ -38,3 +38,19 @@ def test_a_reader_sees_each_new_view_and_falls_back_until_one_is_written(tmp_pat
     for ids in [(0, 1, 2), (0, 2), (0, 1, 2)]:  # rewritten quickly: each one is seen
         view(*ids).write(tmp_path)
         assert reader.current() == view(*ids)
+
+
+def test_a_brokers_schema_registry_urls_travel_with_it():
+    from mmlog.cluster import paths
+    from mmlog.config.broker import BrokerConfig
+
+    config = BrokerConfig.load(overrides={"listeners": "PLAINTEXT://0.0.0.0:9092", "advertised.listeners":
+                                          "PLAINTEXT://broker1:9092",
+                                          "schema.registry.listeners": "http://0.0.0.0:8081,https://10.0.0.1:8443",
+                                          "ssl.keystore.location": "/unread.pem"})
+    me = Endpoint.of(config)
+    assert me.registry == ("http://broker1:8081", "https://10.0.0.1:8443")  # a wildcard as the advertised host
+    assert ClusterView.from_json(ClusterView.standalone(me).to_json()).brokers[0] == me
+    doc = paths.load(paths.registration(me.host, me.port, me.rack, me.listeners, None, me.registry))
+    assert doc["schema_registry_urls"] == list(me.registry)
+    assert "schema_registry_urls" not in paths.load(paths.registration(me.host, me.port, me.rack, me.listeners))
