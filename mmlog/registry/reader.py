@@ -78,9 +78,9 @@ class Reader:
 
 
 def _close(consumer) -> None:
+    """Close a consumer if there is one; None, the consumer the caller holds from now on."""
     if consumer is not None:
         try:
             consumer.close()
-        except Exception:  # noqa: BLE001 - a consumer that fails to close is dropped all the same
+        except Exception:  # noqa: BLE001, S110 - a consumer that fails to close is dropped all the same
             pass
-    return None

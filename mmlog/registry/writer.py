@@ -69,7 +69,7 @@ class Writer:
             if close:
                 try:
                     close()
-                except Exception:  # noqa: BLE001 - dropped all the same
+                except Exception:  # noqa: BLE001, S110 - dropped all the same
                     pass
 
     # ------------------------------------------------------------ changes

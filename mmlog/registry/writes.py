@@ -10,6 +10,7 @@ from aiohttp import web
 
 from mmlog.registry import access, errors, operations
 from mmlog.registry.reads import flag
+from mmlog.web.auth import ON_BEHALF
 from mmlog.web.responses import answer, json_body
 from mmlog.web.server import blocking
 
@@ -75,17 +76,18 @@ class Writes:
         return answer(result, headers={OFFSET: str(offset)})
 
     async def _forward(self, request: web.Request, url: str, body) -> web.Response:
-        headers = {FORWARDED: "1", "Content-Type": "application/vnd.schemaregistry.v1+json"}
+        headers = {FORWARDED: "1", ON_BEHALF: self.caller(request).principal,
+                   "Content-Type": "application/vnd.schemaregistry.v1+json"}
         if "Authorization" in request.headers:
             headers["Authorization"] = request.headers["Authorization"]
         timeout = aiohttp.ClientTimeout(total=self.service.timeout * 2)
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session:
-                async with session.request(request.method, url.rstrip("/") + request.rel_url.path_qs,
-                                           json=body, headers=headers, ssl=self.client_tls) as reply:
-                    payload = await reply.read()
-                    offset = reply.headers.get(OFFSET)
-                    status = reply.status
+            async with aiohttp.ClientSession(timeout=timeout) as session, session.request(
+                    request.method, url.rstrip("/") + request.rel_url.path_qs, json=body, headers=headers,
+                    ssl=self.client_tls or True) as reply:
+                payload = await reply.read()
+                offset = reply.headers.get(OFFSET)
+                status = reply.status
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise errors.forwarding(f"{url}: {exc.__class__.__name__}: {exc}") from None
         if status < 300 and offset is not None:

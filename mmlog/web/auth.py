@@ -4,8 +4,11 @@ Authentication is asked for whenever a Kafka listener requires SASL: a user is t
 side (PLAIN or SCRAM, one credential store, security/credentials.py; the password is checked as SASL
 PLAIN checks it), and the principal is `User:<name>`. Otherwise a caller that presented a client
 certificate over HTTPS is its distinguished name (`User:CN=...`, as on an SSL listener), any other
-`User:ANONYMOUS`, as on a PLAINTEXT listener. Authorisation is the broker's ACL authoriser (security/authorizer.py) asked
-with that principal and the caller's address; with no authoriser configured everything is allowed.
+`User:ANONYMOUS`, as on a PLAINTEXT listener. Authorisation is the broker's ACL authoriser
+(security/authorizer.py) asked with that principal and the caller's address; with no authoriser
+configured everything is allowed.
+A broker that forwards a request names the caller in a header, believed only from a super user (the
+broker's own certificate principal over HTTPS), so the writer decides for the caller, not the broker.
 Refusals are the JSON errors Confluent Schema Registry answers: 401 (error_code 401) without valid
 credentials, 403 (error_code 40301) for an operation the ACLs refuse.
 """
@@ -22,13 +25,14 @@ from mmlog.security.authorizer import Authorizer
 from mmlog.web.responses import HttpError
 
 ANONYMOUS = "User:ANONYMOUS"
+ON_BEHALF = "X-Mmlog-On-Behalf-Of"  # the principal a broker forwards a request for; believed from super users only
 REALM = 'Basic realm="mmlog"'
 
 
 class Caller:
     """One request's principal and address, shaped as the authoriser's connection (its decision cache too)."""
 
-    __slots__ = ("principal", "peer", "acl_cache")
+    __slots__ = ("acl_cache", "peer", "principal")
 
     def __init__(self, principal: str, peer) -> None:
         self.principal = principal
@@ -51,14 +55,21 @@ class Guard:
         if not self.required:
             cert = request.transport.get_extra_info("peercert") if request.transport else None
             name = tls.principal_of(cert)
-            return Caller(f"User:{name}" if name else ANONYMOUS, peer)
+            return self._on_behalf(request, Caller(f"User:{name}" if name else ANONYMOUS, peer))
         user, password = _basic(request.headers.get("Authorization", ""))
         server = sasl.PlainServer(self.credentials)
         try:
             server.step(b"\0" + user.encode() + b"\0" + password.encode())
         except sasl.AuthenticationFailed:
             raise unauthorized() from None
-        return Caller(f"User:{user}", peer)
+        return self._on_behalf(request, Caller(f"User:{user}", peer))
+
+    def _on_behalf(self, request: web.Request, caller: Caller) -> Caller:
+        """A peer broker (a super user) forwarding a request it authorised names whom it acts for."""
+        behalf = request.headers.get(ON_BEHALF)
+        if behalf and self.authorizer.enabled and caller.principal in self.authorizer.super_users:
+            return Caller(behalf, caller.peer)
+        return caller
 
     def check(self, caller: Caller, operation: int, resource_type: int, name: str) -> None:
         """HttpError 403 unless the ACLs allow the caller `operation` on the resource."""

@@ -32,7 +32,7 @@ def test_registered_through_one_broker_read_from_every_other(cluster):
     assert status == 200
     for broker in others:
         url = broker.registry_urls[0]
-        wait_for(lambda: call(url, "GET", "/subjects/spread-value/versions/1")[0] == 200,
+        wait_for(lambda url=url: call(url, "GET", "/subjects/spread-value/versions/1")[0] == 200,
                  what=f"broker {broker.broker_id} serving the new version")
         assert call(url, "GET", f"/schemas/ids/{body['id']}") == (200, {"schema": record("Spread")["schema"]})
 

@@ -60,7 +60,7 @@ def test_no_acknowledged_id_is_lost_or_given_twice_when_the_writer_dies(zk_conne
         for broker in survivors:
             url = broker.registry_urls[0]
             for i, schema_id in acknowledged.items():
-                wait_for(lambda: call(url, "GET", f"/subjects/kill{i}-value/versions/1")[0] == 200,
+                wait_for(lambda url=url, i=i: call(url, "GET", f"/subjects/kill{i}-value/versions/1")[0] == 200,
                          what=f"kill{i}-value on broker {broker.broker_id}")
                 assert call(url, "GET", f"/subjects/kill{i}-value/versions/1")[1]["id"] == schema_id
                 assert call(url, "GET", f"/schemas/ids/{schema_id}") == (200, {"schema": schema(i)})

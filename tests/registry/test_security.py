@@ -9,12 +9,21 @@ import ssl
 
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from mmlog.security import acls
-from mmlog.security.acls import ALLOW, CLUSTER, CLUSTER_NAME, DESCRIBE, LITERAL, TOPIC, WRITE, Binding
+from mmlog.security.acls import (
+    ALLOW,
+    CLUSTER,
+    CLUSTER_NAME,
+    DESCRIBE,
+    LITERAL,
+    TOPIC,
+    WRITE,
+    Binding,
+)
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.security import USERS, add_users, make_pki
+from mmlog.web.auth import ON_BEHALF
 from tests.registry.conftest import call, compact
 
 BOB = ("bob", "bob-secret")
@@ -123,3 +132,12 @@ def test_schemas_by_id_are_any_authenticated_users(plain):
     assert status == 200
     assert call(plain, "GET", f"/schemas/ids/{body['id']}", headers=ALICE)[0] == 200
     assert call(plain, "GET", f"/schemas/ids/{body['id']}")[0] == 401
+
+
+def test_only_a_super_user_may_act_on_behalf_of_another(plain):
+    as_admin = {ON_BEHALF: "User:admin"}
+    status, body = call(plain, "POST", "/subjects/behalf/versions", schema("Behalf"), headers={**ALICE, **as_admin})
+    assert (status, body["error_code"]) == (403, 40301)  # alice naming admin is still alice
+    as_bob = {ON_BEHALF: "User:bob"}
+    status, body = call(plain, "POST", "/subjects/behalf/versions", schema("Behalf"), headers={**ADMIN, **as_bob})
+    assert (status, body["error_code"]) == (403, 40301)  # a super user forwarding for bob: decided for bob

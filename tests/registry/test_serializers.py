@@ -3,7 +3,6 @@ broker's registry, records produced and consumed through the same broker."""
 
 from __future__ import annotations
 
-
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
