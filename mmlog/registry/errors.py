@@ -83,6 +83,10 @@ def invalid_subject(subject: str) -> HttpError:
     return HttpError(422, 42208, f"Invalid subject {subject!r}")
 
 
+def schema_too_large(why: str) -> HttpError:
+    return HttpError(422, 42209, f"Schema too large for _schemas ({why})")
+
+
 def store_error(why: str) -> HttpError:
     return HttpError(500, 50001, f"Error in the backend data store: {why}")
 

@@ -14,7 +14,7 @@ import threading
 from mmlog.client.admin import Admin
 from mmlog.client.admin_offsets import LATEST
 from mmlog.client.producer import Producer
-from mmlog.errors import TopicAlreadyExists
+from mmlog.errors import MessageTooLarge, RecordListTooLarge, TopicAlreadyExists
 from mmlog.registry import errors
 
 log = logging.getLogger("mmlog.registry")
@@ -92,9 +92,13 @@ class Writer:
                 self.bootstrap, client_id="mmlog-registry", acks="all", linger_ms=60_000, batch_size=MAX_REQUEST,
                 max_request_size=MAX_REQUEST, request_timeout_ms=self.timeout * 1000,
                 delivery_timeout_ms=self.timeout * 1000, max_block_ms=self.timeout * 1000, **self.security)
-        futures = [producer.send(self.topic, value=value, key=key, partition=0) for key, value in pairs]
-        producer.flush(self.timeout)  # one batch: flush closes the batch every record went into
-        return futures[-1].get(0).offset + 1
+        try:
+            futures = [producer.send(self.topic, value=value, key=key, partition=0) for key, value in pairs]
+            producer.flush(self.timeout)  # one batch: flush closes the batch every record went into
+            return futures[-1].get(0).offset + 1
+        except (MessageTooLarge, RecordListTooLarge) as exc:  # an answer, not a failure to retry
+            self.reset()  # the producer's sequences start afresh
+            raise errors.schema_too_large(f"{sum(len(v or b'') for _, v in pairs)} bytes: {exc}") from None
 
     def close(self) -> None:
         self.reset()

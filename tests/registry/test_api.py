@@ -195,3 +195,11 @@ def test_whitespace_and_the_normalize_flag_do_not_make_a_new_version(url):
     assert call(url, "POST", "/subjects/spaces-value/versions?normalize=true", spaced) == (200, {"id": first})
     assert call(url, "POST", "/subjects/spaces-value?normalize=true", spaced)[1]["version"] == 1
     assert call(url, "GET", "/subjects/spaces-value/versions")[1] == [1]
+
+
+def test_a_schema_larger_than_the_topic_takes_is_refused_at_once(url):
+    doc = {**RECORD, "name": "Huge", "doc": "x" * (2 * 1024 * 1024)}
+    status, body = call(url, "POST", "/subjects/huge-value/versions", avro(doc))
+    assert (status, body["error_code"]) == (422, 42209)
+    assert call(url, "GET", "/subjects/huge-value/versions")[1]["error_code"] == 40401
+    assert call(url, "POST", "/subjects/huge-value/versions", avro({**RECORD, "name": "Small"}))[0] == 200
