@@ -62,3 +62,20 @@ def test_the_store_is_one_compacted_partition_replicated_as_the_cluster_defaults
         config, _ = admin.topic_config("_schemas")
     assert len(described.partitions) == 1 and len(described.partitions[0].replicas) == 3
     assert config["cleanup.policy"] == "compact" and config["min.insync.replicas"] == "2"
+
+
+def test_concurrent_registrations_through_every_broker_get_distinct_ids(cluster):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def register(n: int) -> tuple[int, int, int]:
+        url = cluster[n % 3].registry_urls[0]
+        fresh = call(url, "POST", f"/subjects/many{n}-value/versions", record(f"Many{n}"))
+        shared = call(url, "POST", f"/subjects/shared{n}-value/versions", record("Shared"))
+        assert fresh[0] == shared[0] == 200, (fresh, shared)
+        return n, fresh[1]["id"], shared[1]["id"]
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(register, range(18)))
+    assert len({fresh for _, fresh, _ in results}) == 18  # a new schema, a new id each
+    assert len({shared for _, _, shared in results}) == 1  # one schema, one id, under every subject
+    assert not {fresh for _, fresh, _ in results} & {results[0][2]}
