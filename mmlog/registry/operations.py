@@ -139,8 +139,7 @@ def register(view: RegistryView, writer, subject: str, body: dict, normalize: bo
 
 
 def _imported(view, subject, schema_type, text, refs, key, schema_id, given_version) -> Change:
-    held = view.ids.get(schema_id)
-    if held is not None and view.identity_key(held.schema_type, held.schema, held.references) != key:
+    if view.id_keys.get(schema_id, key) != key:
         raise errors.id_in_use(schema_id)
     number = parse_version(given_version, allow_latest=False) if given_version not in (None, -1) \
         else max(view.subjects.get(subject, {}), default=0) + 1
@@ -174,8 +173,7 @@ def compatibility_problems(level: str, parsed, existing: list, versions: list[in
 
 def _check_id(view: RegistryView, schema_id: int, key: tuple) -> None:
     """The id answered holds this schema in the applied topic (not a write of a former leader's)."""
-    held = view.ids.get(schema_id)
-    if held is None or view.identity_key(held.schema_type, held.schema, held.references) != key:
+    if view.id_keys.get(schema_id) != key:
         raise errors.store_error(f"id {schema_id} was taken meanwhile; register again")
 
 

@@ -30,6 +30,7 @@ class RegistryView:
         self.subjects: dict[str, dict[int, SchemaValue]] = {}
         self.ids: dict[int, SchemaValue] = {}  # id -> one version holding it (the schema, its type, references)
         self.identities: dict[tuple, int] = {}  # (type, identity, references) -> id
+        self.id_keys: dict[int, tuple] = {}  # id -> its (type, identity, references)
         self.configs: dict[str | None, dict] = {}
         self.modes: dict[str | None, str] = {}
         self.max_id = 0
@@ -87,17 +88,29 @@ class RegistryView:
                 self._forget_id(gone.id)
             return
         value = SchemaValue.decode(doc)
-        versions[value.version] = value
         self.max_id = max(self.max_id, value.id)
-        if value.id not in self.ids:
+        identity = self.identity_key(value.schema_type, value.schema, value.references)
+        held = self.id_keys.get(value.id)
+        if held is not None and held != identity:
+            # Two writers at once (a leader change) gave one id to two schemas: the first in the topic keeps
+            # it, every broker alike; the other was never acknowledged (operations._check_id).
+            log.warning("_schemas: %s version %d names id %d, which holds another schema: not applied",
+                        value.subject, value.version, value.id)
+            if not versions:
+                del self.subjects[key.subject]
+            return
+        versions[value.version] = value
+        if held is None:
             self.ids[value.id] = value
-            self.identities.setdefault(self.identity_key(value.schema_type, value.schema, value.references), value.id)
+            self.id_keys[value.id] = identity
+            self.identities.setdefault(identity, value.id)
 
     def _forget_id(self, schema_id: int) -> None:
         """A permanent delete: the id stays served while another version still holds it."""
         if any(v.id == schema_id for vs in self.subjects.values() for v in vs.values()):
             return
         gone = self.ids.pop(schema_id, None)
+        self.id_keys.pop(schema_id, None)
         if gone is not None:
             self.identities = {k: i for k, i in self.identities.items() if i != schema_id}
 
