@@ -11,16 +11,7 @@ other subject and the global settings are the cluster's.
 
 from __future__ import annotations
 
-from mmlog.security.acls import (
-    ALTER,
-    ALTER_CONFIGS,
-    CLUSTER,
-    CLUSTER_NAME,
-    DELETE,
-    DESCRIBE,
-    TOPIC,
-    WRITE,
-)
+from mmlog.security.acls import ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, TOPIC, WRITE
 
 READ, REGISTER, CONFIGURE, REMOVE = "read", "register", "configure", "remove"
 _TOPIC_OPERATION = {READ: DESCRIBE, REGISTER: WRITE, CONFIGURE: ALTER_CONFIGS, REMOVE: DELETE}

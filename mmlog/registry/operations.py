@@ -11,15 +11,7 @@ from dataclasses import dataclass, field
 
 from mmlog import schemas
 from mmlog.registry import errors
-from mmlog.registry.records import (
-    CONFIG,
-    DELETE_SUBJECT,
-    MODE,
-    SCHEMA,
-    Key,
-    SchemaValue,
-    encode,
-)
+from mmlog.registry.records import CONFIG, DELETE_SUBJECT, MODE, SCHEMA, Key, SchemaValue, encode
 from mmlog.registry.view import RegistryView
 
 MODES = ("READWRITE", "READONLY", "IMPORT")

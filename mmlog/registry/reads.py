@@ -6,15 +6,8 @@ from aiohttp import web
 
 from mmlog import schemas
 from mmlog.registry import access, errors
-from mmlog.registry.operations import (
-    compatibility_problems,
-    find_in_subject,
-    parse_version,
-    parsed_from,
-    pick_version,
-    schema_request,
-    stored_text,
-)
+from mmlog.registry.operations import (compatibility_problems, find_in_subject, parse_version, parsed_from,
+                                       pick_version, schema_request, stored_text)
 from mmlog.registry.records import SchemaValue
 from mmlog.web.responses import answer, json_body
 

@@ -4,12 +4,7 @@ the shape the client reads."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.schema_registry import (
-    ConfigCompatibilityLevel,
-    Schema,
-    SchemaReference,
-    SchemaRegistryClient,
-)
+from confluent_kafka.schema_registry import ConfigCompatibilityLevel, Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from tests.registry.conftest import compact

@@ -11,16 +11,7 @@ import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
 from mmlog.security import acls
-from mmlog.security.acls import (
-    ALLOW,
-    CLUSTER,
-    CLUSTER_NAME,
-    DESCRIBE,
-    LITERAL,
-    TOPIC,
-    WRITE,
-    Binding,
-)
+from mmlog.security.acls import ALLOW, CLUSTER, CLUSTER_NAME, DESCRIBE, LITERAL, TOPIC, WRITE, Binding
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.security import USERS, add_users, make_pki
 from mmlog.web.auth import ON_BEHALF
