@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import base64
 
-from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import FieldDescriptor
 
 from mmlog.client.serde import wire
 from mmlog.client.serde.base import Deserializer, Serializer
@@ -73,7 +74,7 @@ class ProtobufSerializer(Serializer):
 
 class ProtobufDeserializer(Deserializer):
     """Framed Protobuf to messages of `message_class`, or of the writer's own classes when none is given
-    (`as_dict=True` answers dicts, as json_format.MessageToDict writes them)."""
+    (`as_dict=True` answers dicts: `message_dict`)."""
 
     def __init__(self, registry: SchemaRegistry, message_class=None, *, as_dict: bool = False) -> None:
         super().__init__(registry)
@@ -94,7 +95,7 @@ class ProtobufDeserializer(Deserializer):
                 cls = classes.get(tuple(path)) or classes.setdefault(tuple(path), _class_at(file_proto, path))
             message = cls()
             message.ParseFromString(bytes(body))
-            return json_format.MessageToDict(message, preserving_proto_field_name=True) if self.as_dict else message
+            return message_dict(message) if self.as_dict else message
 
         return decode
 
@@ -118,6 +119,27 @@ class ProtobufDeserializer(Deserializer):
             return proto
 
         return pool, add(self.registry.schema(schema_id, fmt="serialized"))
+
+
+def message_dict(message) -> dict:
+    """Every field of a message by name (unset ones at their defaults), integers as integers and enums by
+    name: the shape a typed column wants (json_format writes 64-bit integers as strings)."""
+    out = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            if field.label == FieldDescriptor.LABEL_REPEATED:
+                value = [message_dict(v) for v in value]
+            else:
+                value = message_dict(value) if message.HasField(field.name) else None
+        elif field.type == FieldDescriptor.TYPE_ENUM:
+            names = field.enum_type.values_by_number
+            value = [names[v].name if v in names else v for v in value] if field.label == FieldDescriptor.LABEL_REPEATED \
+                else (names[value].name if value in names else value)
+        elif field.label == FieldDescriptor.LABEL_REPEATED:
+            value = list(value)
+        out[field.name] = value
+    return out
 
 
 def _class_at(loaded, path: list[int]) -> type:
