@@ -36,7 +36,9 @@ Values typed by the schema registry (read; mmlog/spark/values.py):
     valueSchemaVersion      its version (default latest); or valueSchemaId, a schema id
     schemaRegistryUser, schemaRegistryPassword   basic authentication
 
-Write: bootstrap, topic (overrides a topic column, as in Spark), requestTimeoutMs.
+Write: bootstrap, topic (overrides a topic column, as in Spark), requestTimeoutMs; with valueFormat avro
+or json a struct value column is encoded by the registry's schema (mmlog/spark/value_encoder.py):
+schemaRegistry, valueSubject, valueSchema (the schema's text), schemaRegistryUser/Password.
 
 Security (read and write), as Spark's Kafka source takes them:
 
@@ -142,6 +144,26 @@ def _security(opts: Options) -> tuple:
     except (ValueError, OSError) as exc:
         raise ValueError(f"mmlog security options: {exc}") from None
     return tuple(sorted(keywords.items()))
+
+
+def _value_encoding(opts: Options) -> tuple | None:
+    fmt = (opts.text("valueFormat") or "binary").lower()
+    names = ("schemaRegistry", "valueSubject", "valueSchema", "schemaRegistryUser", "schemaRegistryPassword")
+    if fmt == "binary":
+        for name in names:
+            opts.forbid(name, "only with valueFormat avro or json")
+        return None
+    if fmt not in ("avro", "json"):
+        raise ValueError(f"mmlog option valueFormat: a write takes binary, avro or json, not {fmt!r}")
+    schema = opts.take("valueSchema")
+    if schema is not None:
+        import json
+        try:
+            json.loads(schema)
+        except ValueError as exc:
+            raise ValueError(f"mmlog option valueSchema: not JSON ({exc})") from None
+    return (fmt, opts.text("schemaRegistry", "schema.registry.url", required=True), opts.text("valueSubject"),
+            schema, opts.text("schemaRegistryUser"), opts.text("schemaRegistryPassword"))
 
 
 def typed_value(given: Mapping[str, str]) -> tuple[bool, object]:
@@ -276,6 +298,7 @@ class WriteOptions:
     exactly_once: bool = True
     transactional_id_prefix: str | None = None
     security: tuple = ()  # (client keyword, value) pairs
+    value_encoding: tuple | None = None  # (format, registry, subject, schema text, user, password)
 
     @classmethod
     def parse(cls, given: Mapping[str, str], *, streaming: bool = False) -> "WriteOptions":
@@ -285,6 +308,8 @@ class WriteOptions:
         write = cls(bootstrap=_bootstrap(opts), topic=opts.text("topic"),
                     request_timeout_ms=opts.integer("requestTimeoutMs", 30_000, 1),
                     exactly_once=opts.boolean("exactlyOnce", True),
-                    transactional_id_prefix=opts.text("transactionalIdPrefix"), security=_security(opts))
-        opts.finish("bootstrap, topic, requestTimeoutMs, exactlyOnce, transactionalIdPrefix")
+                    transactional_id_prefix=opts.text("transactionalIdPrefix"), security=_security(opts),
+                    value_encoding=_value_encoding(opts))
+        opts.finish("bootstrap, topic, requestTimeoutMs, exactlyOnce, transactionalIdPrefix, valueFormat, "
+                    "schemaRegistry, valueSubject, valueSchema, schemaRegistryUser, schemaRegistryPassword")
         return write
