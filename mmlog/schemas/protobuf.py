@@ -94,11 +94,19 @@ def parse_protobuf(text: str, references=()) -> ProtobufSchema:
     name = MAIN_NAME
     while name in pool.files:
         name = "_" + name
-    return ProtobufSchema(_add(pool, text, name, ""), pool, parsed)
+    return _guarded(lambda: ProtobufSchema(pool.add(read_file(text, name)), pool, parsed), "")
 
 
 def _add(pool: Pool, text: str, name: str, context: str) -> pb.FileDescriptorProto:
+    return _guarded(lambda: pool.add(read_file(text, name)), context)
+
+
+def _guarded(make, context: str):
+    """`make()`, its failures as InvalidSchema: a descriptor from outside may be malformed in ways the
+    pool lets through (a string field that is not UTF-8, say), and that is the schema's fault."""
     try:
-        return pool.add(read_file(text, name))
+        return make()
     except InvalidSchema as e:
         raise InvalidSchema(context + str(e)) from None
+    except (TypeError, ValueError, KeyError, IndexError, StopIteration, AttributeError) as e:
+        raise InvalidSchema(f"{context}not a usable .proto file: {e}") from None

@@ -122,6 +122,13 @@ def test_invalid_schemas_are_refused_with_a_reason(text, reason):
         protobuf(text)
 
 
+def test_a_malformed_descriptor_is_refused_not_crashed_on():
+    file = descriptor_pb2.FileDescriptorProto(name="x.proto", dependency=["google/protobuf/@.proto"])
+    not_utf8 = file.SerializeToString().replace(b"@", b"\xff")  # a string field a pool does not check
+    with pytest.raises(InvalidSchema):
+        protobuf(base64.b64encode(not_utf8).decode())
+
+
 def test_identity_ignores_whitespace_and_comments():
     spaced = PROTO3.replace("\n", "\n\n   ").replace("message Transfer { bytes iban = 1; }",
                                                       "/* paid by\n bank */ message Transfer {\n bytes iban=1 ;}")
