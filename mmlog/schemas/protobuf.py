@@ -34,7 +34,7 @@ FORMATS = ("", "default", "serialized")
 class ProtobufSchema:
     schema_type = "PROTOBUF"
 
-    def __init__(self, file: pb.FileDescriptorProto, pool: Pool, references: dict[str, "ProtobufSchema"]):
+    def __init__(self, file: pb.FileDescriptorProto, pool: Pool, references: dict[str, ProtobufSchema]):
         self.file = file
         self.references = references
         self.text = print_file(file)
@@ -52,7 +52,7 @@ class ProtobufSchema:
             return base64.standard_b64encode(self.file.SerializeToString(deterministic=True)).decode("ascii")
         return self.text
 
-    def differences(self, writer: "ProtobufSchema") -> list[tuple[str, str]]:
+    def differences(self, writer: ProtobufSchema) -> list[tuple[str, str]]:
         """Every difference from `writer` to this schema, (type, path), compatible ones included."""
         return differences(writer.world, self.world)
 

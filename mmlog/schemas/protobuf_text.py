@@ -313,7 +313,7 @@ def uninterpreted(out: pb.UninterpretedOption, opt: ast.Option) -> None:
     for part, is_ext in name_parts(opt.name):
         out.name.add(name_part=part, is_extension=is_ext)
     value = opt.value
-    if isinstance(value, bool) or isinstance(value, ast.Identifier):
+    if isinstance(value, (bool, ast.Identifier)):
         out.identifier_value = scalar_text(value)
     elif isinstance(value, int):
         if value >= 0:

@@ -3,8 +3,19 @@
 import base64
 
 import pytest
-from confluent_kafka.schema_registry.protobuf import _init_pool, _schema_to_str, _str_to_proto
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2, timestamp_pb2, type_pb2
+from confluent_kafka.schema_registry.protobuf import (
+    _init_pool,
+    _schema_to_str,
+    _str_to_proto,
+)
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+    struct_pb2,
+    timestamp_pb2,
+    type_pb2,
+)
 from google.type import date_pb2
 
 from mmlog.schemas import InvalidSchema, parse
