@@ -28,10 +28,11 @@ from mmlog.schemas.protobuf_text import compile_text
 
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 MAIN_NAME = "default"  # the schema's own file name in its pool, as confluent-kafka names it when it reads one
-FORMATS = ("", "default", "serialized")
 
 
 class ProtobufSchema:
+    """One parsed `.proto` file: its resolved descriptor, its canonical text, the types it can see."""
+
     schema_type = "PROTOBUF"
 
     def __init__(self, file: pb.FileDescriptorProto, pool: Pool, references: dict[str, ProtobufSchema]):
@@ -67,15 +68,18 @@ class ProtobufSchema:
 
 def read_file(text: str, name: str) -> pb.FileDescriptorProto:
     """`.proto` text or a base64 FileDescriptorProto -> the descriptor, named `name`, types unresolved."""
-    if text.strip() and BASE64.fullmatch(text):
-        try:
-            file = pb.FileDescriptorProto()
-            file.ParseFromString(base64.b64decode("".join(text.split()), validate=True))
-        except (binascii.Error, ValueError, DecodeError):
-            raise InvalidSchema("neither .proto text nor a base64 serialized FileDescriptorProto") from None
-        file.name = name
-        return file
-    return compile_text(text, name)
+    if not BASE64.fullmatch(text):
+        return compile_text(text, name)
+    try:
+        file = pb.FileDescriptorProto()
+        file.ParseFromString(base64.b64decode("".join(text.split()), validate=True))
+    except (binascii.Error, ValueError, DecodeError):
+        try:  # text of base64's letters may still be .proto text: "// nothing yet", say
+            return compile_text(text, name)
+        except InvalidSchema as e:
+            raise InvalidSchema(f"neither a base64 serialized FileDescriptorProto nor .proto text ({e})") from None
+    file.name = name
+    return file
 
 
 def parse_protobuf(text: str, references=()) -> ProtobufSchema:

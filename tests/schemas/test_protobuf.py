@@ -113,6 +113,10 @@ def test_proto2_text_with_labels_defaults_groups_and_extensions_parses():
     assert protobuf(schema.text).identity == schema.identity
 
 
+def test_text_of_base64_letters_is_still_read_as_text():
+    assert protobuf("// nothing here yet\n").text == 'syntax = "proto2";\n'
+
+
 def test_text_without_a_syntax_line_is_proto2():
     assert 'syntax = "proto2";' in protobuf("message A { optional int32 x = 1; }").text
 
@@ -125,7 +129,7 @@ def test_text_without_a_syntax_line_is_proto2():
     ('syntax = "proto3"; message A { required int32 x = 1; }', "required"),
     ('syntax = "proto4"; message A {}', "proto4"),
     ('syntax = "proto3"; import "elsewhere.proto";', "elsewhere.proto"),
-    ("bm90IGEgZGVzY3JpcHRvcg==", "neither .proto text nor a base64"),  # base64 of no FileDescriptorProto
+    ("bm90IGEgZGVzY3JpcHRvcg==", "neither a base64 serialized FileDescriptorProto nor .proto text"),
     ("", "empty"),
 ])
 def test_invalid_schemas_are_refused_with_a_reason(text, reason):
