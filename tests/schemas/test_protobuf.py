@@ -3,19 +3,9 @@
 import base64
 
 import pytest
-from confluent_kafka.schema_registry.protobuf import (
-    _init_pool,
-    _schema_to_str,
-    _str_to_proto,
-)
-from google.protobuf import (
-    descriptor_pb2,
-    descriptor_pool,
-    message_factory,
-    struct_pb2,
-    timestamp_pb2,
-    type_pb2,
-)
+# confluent-kafka's own helpers: what its serializer registers, how its deserializer loads what it is served
+from confluent_kafka.schema_registry.protobuf import _create_index_array, _init_pool, _schema_to_str, _str_to_proto
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2, timestamp_pb2, type_pb2
 from google.type import date_pb2
 
 from mmlog.schemas import InvalidSchema, parse
@@ -289,6 +279,29 @@ def test_confluent_kafkas_deserializer_reads_with_the_serialized_form():
     reader_class = message_factory.GetMessageClass(file.message_types_by_name["Order"])
     data = order_class(order_id="o-1", amount_cents=1250).SerializeToString()
     assert reader_class.FromString(data).amount_cents == 1250
+
+
+def test_a_nested_message_keeps_its_index_through_the_stored_text():
+    # The serializer frames each record with the message's index path, nested types counted in the
+    # descriptor's order, map entries included: served from the stored text, the order must be the same.
+    file = descriptor_pb2.FileDescriptorProto(name="nest.proto", package="n", syntax="proto3")
+    outer = file.message_type.add(name="Outer")
+    F = descriptor_pb2.FieldDescriptorProto
+    entry = outer.nested_type.add(name="CountsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
+    entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_INT32)
+    outer.field.add(name="counts", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE,
+                    type_name=".n.Outer.CountsEntry")
+    outer.nested_type.add(name="Inner").field.add(name="x", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_INT32)
+    pool = descriptor_pool.DescriptorPool()
+    inner = pool.Add(file).message_types_by_name["Outer"].nested_types_by_name["Inner"]
+    index = _create_index_array(inner)
+
+    stored = protobuf(_schema_to_str(inner.file)).text
+    served = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(protobuf(stored).formatted("serialized")))
+    assert index == [0, 1]
+    assert served.message_type[index[0]].nested_type[index[1]].name == "Inner"
 
 
 def test_confluent_kafkas_deserializer_resolves_references_by_their_names():
