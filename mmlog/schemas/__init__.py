@@ -18,11 +18,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+# raised by every type's module, so defined in one of its own: importing this package back would be a cycle
+from mmlog.schemas.errors import InvalidSchema
+
 TYPES = ("AVRO", "JSON", "PROTOBUF")  # the order /schemas/types answers with is the registry's concern
-
-
-class InvalidSchema(ValueError):
-    """A schema that does not parse, or names a reference it was not given."""
 
 
 class ParsedSchema(Protocol):
