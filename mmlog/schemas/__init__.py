@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+# Raised by every schema type, from a module of its own so that they need not import this one.
 from mmlog.schemas.errors import InvalidSchema
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")  # the order /schemas/types answers with is the registry's concern
