@@ -10,7 +10,8 @@ between their users: the broker's real share of RAM).
 
 1. baseline: the broker with no client;
 2. idle: N connections that each sent one ApiVersions request, then nothing;
-   reported per connection;
+   reported per connection (the average, and the slope over the second half, which
+   leaves out one-time costs), with the compiled request path on and off;
 3. hostile: N more sockets that each declare a frame of MIB mebibytes and send
    KIB kibibytes of it, then nothing (before the pool, each made a processor
    allocate the declared size at once);
@@ -135,16 +136,25 @@ def main() -> None:
     args = parser.parse_args()
 
     # A fresh broker for each measurement: memory freed by one stays in the processes' heaps for the next.
-    with EmbeddedBroker(processors=2) as broker:
-        base_rss, base_pss = settle(broker)
-        print(f"baseline                   RSS {base_rss / MiB:7.1f} MiB   PSS {base_pss / MiB:7.1f} MiB")
-        idle = open_idle(broker, args.idle)
-        rss, pss = settle(broker)
-        print(f"{args.idle} idle connections     RSS {rss / MiB:7.1f} MiB   PSS {pss / MiB:7.1f} MiB   "
-              f"per connection: RSS {(rss - base_rss) / args.idle / 1024:5.1f} KiB, "
-              f"PSS {(pss - base_pss) / args.idle / 1024:5.1f} KiB")
-        for sock in idle:
-            sock.close()
+    # Idle connections with the compiled request path on (the default) and off, one after the other.
+    for compiled in ("true", "false"):
+        with EmbeddedBroker(processors=2, config={"compiled.request.path.enable": compiled}) as broker:
+            base_rss, base_pss = settle(broker)
+            print(f"compiled path {compiled:5}: baseline   RSS {base_rss / MiB:7.1f} MiB   PSS {base_pss / MiB:7.1f} MiB")
+            # The slope between N/2 and N connections: what one more costs, without the one-time costs
+            # the first connections bring (pages of code and caches touched once).
+            half = args.idle // 2
+            idle = open_idle(broker, half)
+            rss1, pss1 = settle(broker)
+            idle += open_idle(broker, args.idle - half)
+            rss, pss = settle(broker)
+            more = args.idle - half
+            print(f"compiled path {compiled:5}: {args.idle} idle connections   RSS {rss / MiB:7.1f} MiB   "
+                  f"PSS {pss / MiB:7.1f} MiB   per connection: RSS {(rss - base_rss) / args.idle / 1024:5.1f} KiB, "
+                  f"PSS {(pss - base_pss) / args.idle / 1024:5.1f} KiB; the last {more}: "
+                  f"RSS {(rss - rss1) / more / 1024:5.1f} KiB, PSS {(pss - pss1) / more / 1024:5.1f} KiB each")
+            for sock in idle:
+                sock.close()
     with EmbeddedBroker(processors=2) as broker:
         base_rss, base_pss = settle(broker)
         hostile = open_hostile(broker, args.hostile, args.declare * MiB, args.send * 1024)

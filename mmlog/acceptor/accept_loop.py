@@ -4,8 +4,12 @@ The accept path never touches disk or ZooKeeper: it checks max.connections and
 max.connections.per.ip (`connection_limits.py`), closing a connection over either at once
 (and saying so in the log, a line a second at most), and hands the others off round-robin
 to the live processors (`handoff.py`): one that is backed up or gone is skipped for the
-next, and a connection no processor takes is closed. The supervisor's loop (supervisor.py)
-calls `accept` whenever a listener is readable.
+next. When every processor is backed up (a burst of thousands of connects), the connection
+waits in the acceptor's `waiting` queue and accepting stops, so the rest wait in the kernel's
+listen backlog, as Kafka's acceptor blocks on a full processor queue; the supervisor's loop
+retries within milliseconds (`retry`). Only a connection no processor has taken for
+HANDOFF_WAIT_S is closed. The supervisor's loop (supervisor.py) calls `accept` whenever a
+listener is readable.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ import errno
 import logging
 import socket
 import time
+from collections import deque
 from typing import Callable, Iterable, Protocol
 
 from mmlog.acceptor.connection_limits import ConnectionLimits
 from mmlog.acceptor.handoff import hand_off
 
 log = logging.getLogger("mmlog.broker")
+
+HANDOFF_WAIT_S = 10.0  # how long an accepted connection may wait for a processor to take it
 
 
 class Processor(Protocol):
@@ -38,10 +45,11 @@ class AcceptLoop:
         self.processors = processors
         self._next = 0
         self._next_refusal_log = 0.0
+        self.waiting: deque = deque()  # (conn, ticket, listener index, deadline): accepted, no processor took it
 
     def accept(self, listener: socket.socket, index: int = 0) -> None:
         """Accept every pending connection; close those over a limit, hand the others to the next processor."""
-        while True:
+        while not self.retry():
             try:
                 conn, address = listener.accept()
             except BlockingIOError:
@@ -56,10 +64,25 @@ class AcceptLoop:
                 conn.close()
                 self._log_refusal(address[0])
                 continue
-            self._hand_to_processor(conn, ticket, index)
+            if not self._hand_to_processor(conn, ticket, index):
+                self.waiting.append((conn, ticket, index, time.monotonic() + HANDOFF_WAIT_S))
 
-    def _hand_to_processor(self, conn: socket.socket, ticket: int, index: int = 0) -> None:
-        """`index`: the listener's place in the broker's listeners, which tells the processor its name."""
+    def retry(self) -> bool:
+        """Hand off the connections waiting, oldest first; True while some still wait (accept no more)."""
+        while self.waiting:
+            conn, ticket, index, deadline = self.waiting[0]
+            if not self._hand_to_processor(conn, ticket, index):
+                if time.monotonic() < deadline:
+                    return True
+                log.warning("no processor took a connection for %.0f s: closed", HANDOFF_WAIT_S)
+                conn.close()
+                self.limits.forget(ticket)
+            self.waiting.popleft()
+        return False
+
+    def _hand_to_processor(self, conn: socket.socket, ticket: int, index: int = 0) -> bool:
+        """`index`: the listener's place in the broker's listeners, which tells the processor its name.
+        False when every processor is backed up or gone (conn stays open, ours)."""
         workers = sorted(self.processors(), key=lambda w: w.slot)
         for _ in range(len(workers)):
             worker = workers[self._next % len(workers)]
@@ -69,9 +92,15 @@ class AcceptLoop:
             except OSError:
                 continue  # that processor is backed up or gone: try the next
             self.limits.handed(ticket, worker.slot)
-            return
-        conn.close()
-        self.limits.forget(ticket)
+            return True
+        return False
+
+    def close_waiting(self) -> None:
+        """At shutdown: the connections no processor took."""
+        while self.waiting:
+            conn, ticket, _, _ = self.waiting.popleft()
+            conn.close()
+            self.limits.forget(ticket)
 
     def _log_refusal(self, ip: str) -> None:
         """One line a second at most: a client hammering a limit must not flood the log."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 
 
-def bind(host: str, port: int, backlog: int = 1024) -> socket.socket:
+def bind(host: str, port: int, backlog: int = 4096) -> socket.socket:
     """A non-blocking listening TCP socket on host:port (IPv6 if host has a colon)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -240,6 +240,9 @@ class Supervisor:
         timeout = 1.0
         if self._restarts:
             timeout = min(timeout, max(0.0, min(self._restarts.values()) - time.monotonic()))
+        if self.acceptor.waiting:  # connections no processor could take yet: try again soon
+            timeout = min(timeout, 0.002)
+            self.acceptor.retry()
         for key, _ in self.sel.select(timeout):
             if isinstance(key.data, int):
                 self.acceptor.accept(key.fileobj, key.data)
@@ -468,6 +471,8 @@ class Supervisor:
             for w in self.workers.values():
                 w.handoff.close()
                 w.control.close()
+            for conn, *_ in self.acceptor.waiting:  # the processor it hands them to gets them by hand-off
+                conn.close()
             code = body()
         finally:
             os._exit(code)
@@ -502,6 +507,7 @@ class Supervisor:
             timeout = self.config["controlled.shutdown.timeout.ms"] / 1000 + 5
         for sock in self.listeners:
             sock.close()
+        self.acceptor.close_waiting()
         for worker in self.workers.values():
             try:
                 os.kill(worker.pid, signal.SIGTERM)

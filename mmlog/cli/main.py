@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dump-log": ("mmlog.cli.dump_log", "print and check the batches of segment files or partition directories"),
     "users": ("mmlog.cli.users", "set, describe and delete SCRAM users (through a broker, or its store directly)"),
     "acls": ("mmlog.cli.acls", "add, list and remove ACLs (kafka-acls.sh's options)"),
+    "schemas": ("mmlog.cli.schemas", "register, list, get, check and delete schemas; set compatibility"),
 }
 
 USAGE_ERROR = 2

@@ -54,6 +54,7 @@ from mmlog.log.partition_gauges import Gauges
 from mmlog.log.placement import Placement
 from mmlog.log.state import PartitionState, TornState
 from mmlog.log.topic_admin import TopicAdmin
+from mmlog.system import syncfs
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,52 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
             return None
         return s.high_watermark if s.clean and not s.pending_op and not s.deleted else None
 
+    def _close_clean_synced(self, todo: list, hws: dict) -> bool:
+        """Close `todo` clean with two syncfs calls per file system instead of seven syncs a partition
+        (mmlog/system/syncfs.py): every partition's snapshot and recovery point written, one sync that makes
+        them and the logs durable, every state page marked clean, one sync for the marks. A crash before
+        the second sync leaves some partitions unmarked: recovered at the next start, nothing lost. False
+        (nothing done) when a log dir's file system is not one syncfs is trusted on."""
+        dirs = [d for slot, d in enumerate(self.log_dirs) if not self.dir_health.offline(slot)]
+        if not todo or not syncfs.supported(dirs):
+            return False
+        prepared = []
+        for key, part in todo:
+            if part is None:
+                try:
+                    part = self._open(*key, self._topics[key[0]])
+                except (UnknownTopicOrPartition, KafkaStorageError, OSError):
+                    continue  # gone, or cannot be opened: recovered at the next start instead
+            try:
+                hw = part.high_watermark
+                marked = part.prepare_clean_close()
+            except UnknownTopicOrPartition:
+                part.close(clean=False)
+                continue
+            except OSError as exc:  # the disk failed at the last moment: recovery will do
+                self._failed(part.directory, exc)
+                part.close(clean=False)
+                continue
+            prepared.append((key, part, hw, marked))
+        try:
+            syncfs.sync(dirs)
+        except OSError as exc:  # a write-back error: nothing is marked clean, the next start recovers all
+            log.error("shutdown: syncing the log dirs failed (%s): every partition is recovered at the next "
+                      "start", exc)
+            for _, part, _, _ in prepared:
+                part.close(clean=False)
+            return True
+        for key, part, hw, marked in prepared:
+            if marked:
+                part.mark_clean_and_close()
+            else:
+                part.close(clean=False)
+            if hw is not None:
+                hws[key] = hw
+        with contextlib.suppress(OSError):  # unsynced marks: those partitions are recovered, nothing else
+            syncfs.sync(dirs)
+        return True
+
     def _close_clean(self, item: tuple) -> tuple[tuple[str, int], int | None]:
         """Flush and mark one partition clean (opened again if closed); (key, its HW or None)."""
         key, part = item
@@ -226,12 +273,13 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
                         part.close(clean=False)
                         continue
                     todo.append((key, part))
-                # Each clean close waits on its fsyncs (log, indexes, producer snapshot, state page): in threads,
-                # so the disk takes them together (a journal commits many at once) rather than one by one.
-                with ThreadPoolExecutor(CLOSE_THREADS, thread_name_prefix="clean-close") as pool:
-                    for key, hw in pool.map(self._close_clean, todo):
-                        if hw is not None:
-                            hws[key] = hw
+                if not self._close_clean_synced(todo, hws):
+                    # Each clean close waits on its fsyncs (log, indexes, producer snapshot, state page): in
+                    # threads, so the disk takes them together (a journal commits many at once).
+                    with ThreadPoolExecutor(CLOSE_THREADS, thread_name_prefix="clean-close") as pool:
+                        for key, hw in pool.map(self._close_clean, todo):
+                            if hw is not None:
+                                hws[key] = hw
                 for part in self._partitions.values():  # not hosted (none expected): closed as they are
                     part.close(clean=False)
                 self._partitions.clear()

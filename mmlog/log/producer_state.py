@@ -311,10 +311,11 @@ class ProducerState:
         self.upto = log_start
         return log_start
 
-    def write_snapshot(self, offset: int, now_ms: int, expiration_ms: int) -> None:
-        """Keep the state as of `offset` (this state must be caught up to it)."""
+    def write_snapshot(self, offset: int, now_ms: int, expiration_ms: int, sync: bool = True) -> None:
+        """Keep the state as of `offset` (this state must be caught up to it); `sync=False`: the caller
+        syncs the file system before relying on it."""
         self._expire(now_ms, expiration_ms)
-        atomic_write(snapshot_path(self.directory, offset), _encode(self.producers))
+        atomic_write(snapshot_path(self.directory, offset), _encode(self.producers), sync=sync)
 
     def _expire(self, now_ms: int, expiration_ms: int) -> None:
         for pid in [p for p, e in self.producers.items()

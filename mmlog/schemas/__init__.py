@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from mmlog.schemas.errors import InvalidSchema  # raised by every type's module; defined there to spare a cycle
+# raised by every type's module, so defined in one of its own: importing this package back would be a cycle
+from mmlog.schemas.errors import InvalidSchema
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")  # the order /schemas/types answers with is the registry's concern
 

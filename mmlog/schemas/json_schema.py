@@ -17,6 +17,7 @@ from urllib.parse import urljoin
 
 import jsonschema
 import referencing.jsonschema
+from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 
@@ -71,7 +72,7 @@ def parse_json_schema(text: str, references=()) -> JsonSchema:
     specification = _specification(document, referencing.jsonschema.DRAFT7)
     root = specification.create_resource(document)
     base = root.id() or ""
-    registry = Registry()
+    registry: Registry = METASCHEMAS  # a schema may refer to its draft's metaschema
     for name, schema_type, ref_text in references:
         if schema_type != "JSON":
             raise InvalidSchema(f"reference {name!r} is a {schema_type} schema; a JSON Schema can only "
@@ -80,7 +81,7 @@ def parse_json_schema(text: str, references=()) -> JsonSchema:
         resource = _specification(ref_document, specification).create_resource(ref_document)
         uris = {name, urljoin(base, name)} | ({resource.id()} if resource.id() else set())
         registry = registry.with_resources((uri, resource) for uri in uris)
-    registry = registry.with_resource(base, root)
+    registry = registry.with_resource(base, root).crawl()  # subschemas with an `$id` of their own
     resolver = registry.resolver(base_uri=base)
     _check_refs(document, resolver, specification)
     return JsonSchema(_compact(json.loads(text, parse_float=Decimal)), document, specification, resolver)

@@ -28,13 +28,14 @@ from mmlog.schemas.protobuf_text import compile_text
 
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
 MAIN_NAME = "default"  # the schema's own file name in its pool, as confluent-kafka names it when it reads one
-FORMATS = ("", "default", "serialized")
 
 
 class ProtobufSchema:
+    """One parsed `.proto` file: its resolved descriptor, its canonical text, the types it can see."""
+
     schema_type = "PROTOBUF"
 
-    def __init__(self, file: pb.FileDescriptorProto, pool: Pool, references: dict[str, "ProtobufSchema"]):
+    def __init__(self, file: pb.FileDescriptorProto, pool: Pool, references: dict[str, ProtobufSchema]):
         self.file = file
         self.references = references
         self.text = print_file(file)
@@ -52,7 +53,7 @@ class ProtobufSchema:
             return base64.standard_b64encode(self.file.SerializeToString(deterministic=True)).decode("ascii")
         return self.text
 
-    def differences(self, writer: "ProtobufSchema") -> list[tuple[str, str]]:
+    def differences(self, writer: ProtobufSchema) -> list[tuple[str, str]]:
         """Every difference from `writer` to this schema, (type, path), compatible ones included."""
         return differences(writer.world, self.world)
 
@@ -67,15 +68,18 @@ class ProtobufSchema:
 
 def read_file(text: str, name: str) -> pb.FileDescriptorProto:
     """`.proto` text or a base64 FileDescriptorProto -> the descriptor, named `name`, types unresolved."""
-    if text.strip() and BASE64.fullmatch(text):
-        try:
-            file = pb.FileDescriptorProto()
-            file.ParseFromString(base64.b64decode("".join(text.split()), validate=True))
-        except (binascii.Error, ValueError, DecodeError):
-            raise InvalidSchema("neither .proto text nor a base64 serialized FileDescriptorProto") from None
-        file.name = name
-        return file
-    return compile_text(text, name)
+    if not BASE64.fullmatch(text):
+        return compile_text(text, name)
+    try:
+        file = pb.FileDescriptorProto()
+        file.ParseFromString(base64.b64decode("".join(text.split()), validate=True))
+    except (binascii.Error, ValueError, DecodeError):
+        try:  # text of base64's letters may still be .proto text: "// nothing yet", say
+            return compile_text(text, name)
+        except InvalidSchema as e:
+            raise InvalidSchema(f"neither a base64 serialized FileDescriptorProto nor .proto text ({e})") from None
+    file.name = name
+    return file
 
 
 def parse_protobuf(text: str, references=()) -> ProtobufSchema:
@@ -94,11 +98,19 @@ def parse_protobuf(text: str, references=()) -> ProtobufSchema:
     name = MAIN_NAME
     while name in pool.files:
         name = "_" + name
-    return ProtobufSchema(_add(pool, text, name, ""), pool, parsed)
+    return _guarded(lambda: ProtobufSchema(pool.add(read_file(text, name)), pool, parsed), "")
 
 
 def _add(pool: Pool, text: str, name: str, context: str) -> pb.FileDescriptorProto:
+    return _guarded(lambda: pool.add(read_file(text, name)), context)
+
+
+def _guarded(make, context: str):
+    """`make()`, its failures as InvalidSchema: a descriptor from outside may be malformed in ways the
+    pool lets through (a string field that is not UTF-8, say), and that is the schema's fault."""
     try:
-        return pool.add(read_file(text, name))
+        return make()
     except InvalidSchema as e:
         raise InvalidSchema(context + str(e)) from None
+    except (TypeError, ValueError, KeyError, IndexError, StopIteration, AttributeError) as e:
+        raise InvalidSchema(f"{context}not a usable .proto file: {e}") from None

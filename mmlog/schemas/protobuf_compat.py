@@ -63,7 +63,7 @@ class World:
 
     @classmethod
     def of(cls, file: pb.FileDescriptorProto, others: dict[str, pb.FileDescriptorProto],
-           identities: dict[str, str]) -> "World":
+           identities: dict[str, str]) -> World:
         types: dict[str, TypeInfo] = {}
         for name, other in others.items():
             _collect(types, other, identities.get(name, name))

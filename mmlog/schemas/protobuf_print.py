@@ -63,28 +63,48 @@ class _Printer:
         return name
 
     def message(self, msg: pb.DescriptorProto, scope: tuple) -> list[str]:
+        """A message; nested messages go between the fields where that keeps the descriptor's order of
+        nested types, as map entries and groups take their place at their field (message indexes count them)."""
         body = option_lines(msg.options)
         entries = {n.name: n for n in msg.nested_type if n.options.map_entry}
-        groups = {f.type_name.rsplit(".", 1)[-1] for f in msg.field if f.type == F.TYPE_GROUP}
+        made = {f.number: generated(f, entries) for f in msg.field}
+        queue = [n for n in msg.nested_type]
+        inner = (*scope, msg.name)
+
+        def nested_until(name: str | None, rest: bool = False) -> list[str]:
+            """The nested messages declared before the one a map or group field makes (`rest`: all left)."""
+            if not rest and (name is None or all(n.name != name for n in queue)):
+                return []
+            out = []
+            while queue:
+                n = queue.pop(0)
+                if n.name == name:
+                    break
+                if n.name not in entries and n.name not in made.values():
+                    out += self.message(n, inner)
+            return out
+
         printed_oneofs = set()
         for f in msg.field:
             if f.HasField("oneof_index") and not f.proto3_optional:
                 if f.oneof_index not in printed_oneofs:
                     printed_oneofs.add(f.oneof_index)
+                    for member in msg.field:
+                        if member.HasField("oneof_index") and member.oneof_index == f.oneof_index:
+                            body += nested_until(made[member.number])
                     body += self.oneof(msg, f.oneof_index, scope)
                 continue
+            body += nested_until(made[f.number])
             body += self.field(msg, f, entries, scope, in_oneof=False)
+        body += nested_until(None, rest=True)
         body += reserved(msg.reserved_range, msg.reserved_name, FIELD_MAX + 1, exclusive=True)
         for r in msg.extension_range:
             body.append(f"extensions {span(r.start, r.end - 1, FIELD_MAX)}{compact(r.options)};")
-        for nested in msg.nested_type:
-            if nested.name not in entries and nested.name not in groups:
-                body += self.message(nested, (*scope, msg.name))
         for en in msg.enum_type:
             body += enum(en)
-        for block in self.extends(msg.extension, (*scope, msg.name)):
+        for block in self.extends(msg.extension, inner):
             body += block
-        return [f"message {msg.name} {{", *indent(body), "}"]
+        return [f"message {msg.name} {{", *indent(body), "}"] if body else [f"message {msg.name} {{}}"]
 
     def oneof(self, msg: pb.DescriptorProto, index: int, scope: tuple) -> list[str]:
         decl = msg.oneof_decl[index]
@@ -133,6 +153,14 @@ class _Printer:
             opts = option_lines(m.options)
             body += [head + ";"] if not opts else [head + " {", *indent(opts), "}"]
         return [f"service {svc.name} {{", *indent(body), "}"]
+
+
+def generated(f: pb.FieldDescriptorProto, entries: dict) -> str | None:
+    """The nested message a field makes by being declared (a map's entry, a group), or None."""
+    local = f.type_name.rsplit(".", 1)[-1]
+    if f.type == F.TYPE_GROUP or (f.label == F.LABEL_REPEATED and local in entries):
+        return local
+    return None
 
 
 def enum(en: pb.EnumDescriptorProto) -> list[str]:

@@ -81,7 +81,7 @@ class _File:
                     self.out.public_dependency.append(len(self.out.dependency))
                 if el.weak:
                     self.out.weak_dependency.append(len(self.out.dependency))
-                self.out.dependency.append(el.name)
+                self.out.dependency.append(unescape(el.name))
             elif isinstance(el, ast.Option):
                 set_option(self.out.options, el)
             elif isinstance(el, ast.Message):
@@ -117,7 +117,7 @@ class _File:
             elif isinstance(el, ast.Reserved):
                 for start, end in ranges(el.ranges, FIELD_MAX):
                     msg.reserved_range.add(start=start, end=end + 1)
-                msg.reserved_name.extend(el.names)
+                msg.reserved_name.extend(unescape(n) for n in el.names)
             elif isinstance(el, ast.Message):
                 self.message(msg.nested_type.add(name=el.name), el.elements)
             elif isinstance(el, ast.Enum):
@@ -193,7 +193,7 @@ def enum(out: pb.EnumDescriptorProto, elements) -> None:
         elif isinstance(el, ast.EnumReserved):
             for start, end in ranges(el.ranges, ENUM_MAX):
                 out.reserved_range.add(start=start, end=end)
-            out.reserved_name.extend(el.names)
+            out.reserved_name.extend(unescape(n) for n in el.names)
 
 
 def service(out: pb.ServiceDescriptorProto, elements) -> None:
@@ -313,7 +313,7 @@ def uninterpreted(out: pb.UninterpretedOption, opt: ast.Option) -> None:
     for part, is_ext in name_parts(opt.name):
         out.name.add(name_part=part, is_extension=is_ext)
     value = opt.value
-    if isinstance(value, bool) or isinstance(value, ast.Identifier):
+    if isinstance(value, (bool, ast.Identifier)):
         out.identifier_value = scalar_text(value)
     elif isinstance(value, int):
         if value >= 0:

@@ -82,19 +82,23 @@ def _fixed(array: np.ndarray, type: pa.DataType) -> pa.Array:
     return pa.Array.from_buffers(type, len(array), [None, pa.py_buffer(array)])
 
 
-def record_batch(arrays: RecordArrays, schema: pa.Schema) -> pa.RecordBatch:
-    """The records of a decoded chunk as a batch of the source's schema."""
+def record_batch(arrays: RecordArrays, schema: pa.Schema, values=None) -> pa.RecordBatch:
+    """The records of a decoded chunk as a batch of the source's schema (`values`: a values.ValueDecoder
+    for typed values)."""
     n = len(arrays)
     buf = np.frombuffer(arrays.buffer, np.uint8)  # bytes, bytearray or memoryview: a view, no copy
     columns = {
         "key": binary_array(buf, arrays.key_starts, arrays.key_lengths, schema.field("key").type),
-        "value": binary_array(buf, arrays.value_starts, arrays.value_lengths, schema.field("value").type),
         "topic": pa.repeat(pa.scalar(arrays.topic, schema.field("topic").type), n),
         "partition": _fixed(np.full(n, arrays.partition, np.int32), schema.field("partition").type),
         "offset": _fixed(arrays.offsets, schema.field("offset").type),
         "timestamp": _fixed(arrays.timestamps * 1000, schema.field("timestamp").type),
         "timestampType": _fixed(arrays.timestamp_types.astype(np.int32), schema.field("timestampType").type),
     }
+    if values is None:
+        columns["value"] = binary_array(buf, arrays.value_starts, arrays.value_lengths, schema.field("value").type)
+    else:
+        columns["value"], columns["valueSchemaId"] = values.columns(arrays, buf)
     if "headers" in schema.names:
         columns["headers"] = _headers(arrays, buf, schema.field("headers").type)
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)

@@ -27,7 +27,18 @@ Batch only:  endingOffsets (latest | JSON, default latest), minPartitions,
              maxRecordsPerPartition (default 1,000,000: larger ranges are split).
 Streaming only:  maxOffsetsPerTrigger (records per micro-batch over all partitions).
 
-Write: bootstrap, topic (overrides a topic column, as in Spark), requestTimeoutMs.
+Values typed by the schema registry (read; mmlog/spark/values.py):
+
+    valueFormat             binary (default) | avro | json | protobuf: the value column becomes a struct
+                            of the schema's fields, and a valueSchemaId column is added
+    schemaRegistry          the registry's URL(s); alias schema.registry.url
+    valueSubject            the reader schema's subject (default <topic>-value of the one topic)
+    valueSchemaVersion      its version (default latest); or valueSchemaId, a schema id
+    schemaRegistryUser, schemaRegistryPassword   basic authentication
+
+Write: bootstrap, topic (overrides a topic column, as in Spark), requestTimeoutMs; with valueFormat avro
+or json a struct value column is encoded by the registry's schema (mmlog/spark/value_encoder.py):
+schemaRegistry, valueSubject, valueSchema (the schema's text), schemaRegistryUser/Password.
 
 Security (read and write), as Spark's Kafka source takes them:
 
@@ -135,6 +146,58 @@ def _security(opts: Options) -> tuple:
     return tuple(sorted(keywords.items()))
 
 
+def _value_encoding(opts: Options) -> tuple | None:
+    fmt = (opts.text("valueFormat") or "binary").lower()
+    names = ("schemaRegistry", "valueSubject", "valueSchema", "schemaRegistryUser", "schemaRegistryPassword")
+    if fmt == "binary":
+        for name in names:
+            opts.forbid(name, "only with valueFormat avro or json")
+        return None
+    if fmt not in ("avro", "json"):
+        raise ValueError(f"mmlog option valueFormat: a write takes binary, avro or json, not {fmt!r}")
+    schema = opts.take("valueSchema")
+    if schema is not None:
+        import json
+        try:
+            json.loads(schema)
+        except ValueError as exc:
+            raise ValueError(f"mmlog option valueSchema: not JSON ({exc})") from None
+    return (fmt, opts.text("schemaRegistry", "schema.registry.url", required=True), opts.text("valueSubject"),
+            schema, opts.text("schemaRegistryUser"), opts.text("schemaRegistryPassword"))
+
+
+def typed_value(given: Mapping[str, str]) -> tuple[bool, object]:
+    """(includeHeaders, the value format) alone, for the source's schema: batch or streaming alike."""
+    opts = Options(given)
+    subscribe = opts.text("subscribe")
+    topics = None if subscribe is None else tuple(t.strip() for t in subscribe.split(",") if t.strip())
+    return opts.boolean("includeHeaders", False), value_format(opts, topics)
+
+
+def value_format(opts: Options, topics):
+    """The registry's reader schema for valueFormat avro/json/protobuf (asked on the driver), or None."""
+    from mmlog.client.serde.registry import RegistryError
+    from mmlog.spark import values
+
+    fmt = (opts.text("valueFormat") or "binary").lower()
+    if fmt not in values.FORMATS:
+        raise ValueError(f"mmlog option valueFormat: want one of {', '.join(values.FORMATS)}, not {fmt!r}")
+    names = ("schemaRegistry", "valueSubject", "valueSchemaVersion", "valueSchemaId", "schemaRegistryUser",
+             "schemaRegistryPassword")
+    if fmt == "binary":
+        for name in names:
+            opts.forbid(name, "only with valueFormat avro, json or protobuf")
+        return None
+    registry = opts.text("schemaRegistry", "schema.registry.url", required=True)
+    schema_id = opts.integer("valueSchemaId", None, 0)
+    try:
+        return values.resolve(fmt, registry, topics, opts.text("valueSubject"),
+                              opts.text("valueSchemaVersion") or "latest", schema_id,
+                              opts.text("schemaRegistryUser"), opts.text("schemaRegistryPassword"))
+    except (OSError, RegistryError) as exc:
+        raise ValueError(f"mmlog: the schema registry at {registry}: {exc}") from None
+
+
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
@@ -171,6 +234,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None
     read_committed: bool = True
     security: tuple = ()  # (client keyword, value) pairs: TLS and SASL (see the module docstring)
+    value_format: object = None  # values.ValueFormat: the registry's reader schema, when valueFormat is set
 
     @classmethod
     def parse(cls, given: Mapping[str, str], *, streaming: bool) -> "ReadOptions":
@@ -213,9 +277,12 @@ class ReadOptions:
                                          aliases=("kafka.max.partition.fetch.bytes",)),
             poll_timeout_ms=opts.integer("pollTimeoutMs", 120_000, 1, aliases=("kafkaConsumer.pollTimeoutMs",)),
             min_partitions=min_partitions, max_records_per_partition=max_records,
-            max_offsets_per_trigger=max_per_trigger, read_committed=_read_committed(opts), security=_security(opts))
+            max_offsets_per_trigger=max_per_trigger, read_committed=_read_committed(opts), security=_security(opts),
+            value_format=value_format(opts, topics))
         opts.finish("bootstrap, subscribe, subscribePattern, startingOffsets, includeHeaders, failOnDataLoss, "
-                    "fetchMaxBytes, pollTimeoutMs, isolation_level, readCommitted, " + ("maxOffsetsPerTrigger" if streaming else
+                    "fetchMaxBytes, pollTimeoutMs, isolation_level, readCommitted, valueFormat, schemaRegistry, "
+                    "valueSubject, valueSchemaVersion, valueSchemaId, schemaRegistryUser, schemaRegistryPassword, "
+                    + ("maxOffsetsPerTrigger" if streaming else
                                                         "endingOffsets, minPartitions, maxRecordsPerPartition"))
         return read
 
@@ -231,6 +298,7 @@ class WriteOptions:
     exactly_once: bool = True
     transactional_id_prefix: str | None = None
     security: tuple = ()  # (client keyword, value) pairs
+    value_encoding: tuple | None = None  # (format, registry, subject, schema text, user, password)
 
     @classmethod
     def parse(cls, given: Mapping[str, str], *, streaming: bool = False) -> "WriteOptions":
@@ -240,6 +308,8 @@ class WriteOptions:
         write = cls(bootstrap=_bootstrap(opts), topic=opts.text("topic"),
                     request_timeout_ms=opts.integer("requestTimeoutMs", 30_000, 1),
                     exactly_once=opts.boolean("exactlyOnce", True),
-                    transactional_id_prefix=opts.text("transactionalIdPrefix"), security=_security(opts))
-        opts.finish("bootstrap, topic, requestTimeoutMs, exactlyOnce, transactionalIdPrefix")
+                    transactional_id_prefix=opts.text("transactionalIdPrefix"), security=_security(opts),
+                    value_encoding=_value_encoding(opts))
+        opts.finish("bootstrap, topic, requestTimeoutMs, exactlyOnce, transactionalIdPrefix, valueFormat, "
+                    "schemaRegistry, valueSubject, valueSchema, schemaRegistryUser, schemaRegistryPassword")
         return write

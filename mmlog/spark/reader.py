@@ -26,6 +26,7 @@ from mmlog.spark.lookup import BrokerLookup
 from mmlog.spark.offsets import OffsetRange, pick, spec_partitions, split_ranges
 from mmlog.spark.options import ReadOptions
 from mmlog.spark.schema import record_schema
+from mmlog.spark.values import ValueDecoder, spark_type
 
 
 @dataclass
@@ -41,13 +42,15 @@ class RangePartition(InputPartition):
 
 def read_range(part: RangePartition, options: ReadOptions) -> Iterator[pa.RecordBatch]:
     """The range's records as Arrow batches of the source's schema, one per fetched chunk."""
-    schema = to_arrow_schema(record_schema(options.include_headers), timezone="UTC")
+    value_type = None if options.value_format is None else spark_type(options.value_format)
+    schema = to_arrow_schema(record_schema(options.include_headers, value_type), timezone="UTC")
+    values = None if value_type is None else ValueDecoder(options.value_format, schema.field("value").type)
     fetcher = RangeFetcher(part.topic, part.partition, part.leader, options.bootstrap,
                            max_bytes=options.fetch_max_bytes, fail_on_data_loss=options.fail_on_data_loss,
                            timeout=options.poll_timeout_ms / 1000, read_committed=options.read_committed,
                            security=options.security)
     for arrays in fetcher.chunks(part.start, part.end):
-        yield record_batch(arrays, schema)
+        yield record_batch(arrays, schema, values)
 
 
 def range_partitions(lookup: BrokerLookup, ranges: list[OffsetRange]) -> list[RangePartition]:

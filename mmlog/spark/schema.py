@@ -3,14 +3,16 @@
     key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
     timestampType int[, headers array<struct<key string, value binary>>]
 
-`headers` is there only with the option includeHeaders=true, as in Spark. Built from
+`headers` is there only with the option includeHeaders=true, as in Spark. With valueFormat
+(mmlog/spark/values.py) `value` is a struct of the schema's fields and `valueSchemaId int` follows
+the columns. Built from
 type objects (not DDL) because parsing DDL needs a running session, and the
 executors build their Arrow schema from the same objects.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
+from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
 HEADERS = StructField("headers", ArrayType(StructType([StructField("key", StringType()),
@@ -26,14 +28,19 @@ RECORD = StructType([
 ])
 
 
-def record_schema(include_headers: bool) -> StructType:
-    """The source's schema, with or without the headers column."""
-    return StructType(RECORD.fields + [HEADERS]) if include_headers else RECORD
+def record_schema(include_headers: bool, value_type: DataType | None = None) -> StructType:
+    """The source's schema, with or without the headers column, with a typed value when one is given."""
+    fields = list(RECORD.fields)
+    if value_type is not None:
+        fields[1] = StructField("value", value_type)
+    fields += [HEADERS] if include_headers else []
+    fields += [StructField("valueSchemaId", IntegerType())] if value_type is not None else []
+    return StructType(fields)
 
 
-def check_schema(given: StructType, include_headers: bool) -> None:
+def check_schema(given: StructType, include_headers: bool, value_type: DataType | None = None) -> None:
     """A schema set with `.schema(...)` must be the source's own (the columns are fixed)."""
-    expected = record_schema(include_headers)
+    expected = record_schema(include_headers, value_type)
     if given is not None and given != expected:
         raise ValueError(f"mmlog: the schema is fixed ({expected.simpleString()}); got {given.simpleString()}"
                          + ("" if include_headers else " (set includeHeaders=true for the headers column)"))

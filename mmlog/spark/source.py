@@ -10,11 +10,16 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from mmlog.spark.options import ReadOptions, WriteOptions
+from mmlog.spark.options import ReadOptions, WriteOptions, typed_value
 from mmlog.spark.reader import BatchReader
 from mmlog.spark.schema import check_schema, record_schema
 from mmlog.spark.stream import StreamReader
+from mmlog.spark.values import spark_type
 from mmlog.spark.writer import BatchWriter, StreamWriter
+
+
+def _value_type(options: ReadOptions):
+    return None if options.value_format is None else spark_type(options.value_format)
 
 
 class MmlogDataSource(DataSource):
@@ -25,19 +30,17 @@ class MmlogDataSource(DataSource):
         return "mmlog"
 
     def schema(self) -> StructType:
-        return record_schema(self._include_headers())
-
-    def _include_headers(self) -> bool:
-        return {k.lower(): v for k, v in self.options.items()}.get("includeheaders", "").strip().lower() == "true"
+        include_headers, fmt = typed_value(self.options)
+        return record_schema(include_headers, None if fmt is None else spark_type(fmt))
 
     def reader(self, schema: StructType) -> BatchReader:
         options = ReadOptions.parse(self.options, streaming=False)
-        check_schema(schema, options.include_headers)
+        check_schema(schema, options.include_headers, _value_type(options))
         return BatchReader(options, schema)
 
     def streamReader(self, schema: StructType) -> StreamReader:
         options = ReadOptions.parse(self.options, streaming=True)
-        check_schema(schema, options.include_headers)
+        check_schema(schema, options.include_headers, _value_type(options))
         return StreamReader(options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:

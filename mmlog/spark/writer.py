@@ -59,6 +59,7 @@ from mmlog.client.futures import BulkMetadata
 from mmlog.client.producer import Producer
 from mmlog.spark.options import WriteOptions
 from mmlog.spark.schema import HEADERS
+from mmlog.spark.value_encoder import ValueEncoder
 
 log = logging.getLogger("mmlog.spark")
 
@@ -80,6 +81,11 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> None:
     types = {f.name: f.dataType for f in schema.fields}
     if "value" not in types:
         raise ValueError("mmlog write: the DataFrame needs a value column")
+    if options.value_encoding is not None:
+        if not isinstance(types["value"], StructType):
+            raise ValueError(f"mmlog write: valueFormat {options.value_encoding[0]} encodes a struct value column, "
+                             f"not {types['value'].simpleString()}")
+        types = {k: v for k, v in types.items() if k != "value"}
     if "topic" not in types and options.topic is None:
         raise ValueError("mmlog write: no topic column and no topic option")
     for name, (accepted, what) in _COLUMNS.items():
@@ -135,6 +141,7 @@ class BatchWriter(DataSourceArrowWriter):
         self.options = options
         # The job's tasks share this prefix (Spark pickles this object to them); another job, another prefix.
         self.prefix = options.transactional_id_prefix or f"mmlog-spark-{uuid.uuid4().hex[:16]}"
+        self.encoder: ValueEncoder | None = None  # a task's, made in _write (it holds a registry connection)
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> WriteReport:
         return self._write(batches, self.prefix, 0)
@@ -162,6 +169,7 @@ class BatchWriter(DataSourceArrowWriter):
                             delivery_timeout_ms=max(120.0, 4 * timeout) * 1000, transactional_id=txn_id,
                             **dict(self.options.security))
         report = WriteReport()
+        self.encoder = None if self.options.value_encoding is None else ValueEncoder(*self.options.value_encoding)
         try:
             if txn_id is None:
                 self._send_all(producer, batches, report, timeout)
@@ -178,6 +186,8 @@ class BatchWriter(DataSourceArrowWriter):
             return report
         finally:
             producer.close(timeout)
+            if self.encoder is not None:
+                self.encoder.close()
 
     def _send_all(self, producer: Producer, batches, report: WriteReport, timeout: float) -> None:
         """Send every batch, flush, and note each record's partition and offset (raises a record's error)."""
@@ -217,6 +227,9 @@ class BatchWriter(DataSourceArrowWriter):
             run = batch.slice(a, b - a)
             code = int(kind[a])
             topic = topics[code // _TOPIC]
+            if self.encoder is not None:
+                run = run.set_column(run.schema.get_field_index("value"), "value",
+                                     self.encoder.encode(topic, run.column("value")))
             partition = None if code & _NO_PARTITION or "partition" not in names else \
                 run.column("partition").to_numpy().astype(np.int32)
             if code & _HEADERS:

@@ -15,7 +15,7 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o666, tmp: Path | None = None) -> None:
+def atomic_write(path: Path, data: bytes, mode: int = 0o666, tmp: Path | None = None, sync: bool = True) -> None:
     """Write a small file so that any crash, a power loss included, leaves either the old or the new
     content, and the new content once this returns.
 
@@ -24,16 +24,20 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o666, tmp: Path | None = 
     or the rename itself can be lost. Every checkpoint of the log is written here, so none needs a
     reader that tolerates a half-written file (they tolerate one anyway: files from older versions).
     `mode`: the new file's permissions (before the umask); `tmp`: the name written first (default
-    `<name>.tmp`; files several processes replace take one per process).
+    `<name>.tmp`; files several processes replace take one per process). `sync=False` leaves both
+    fsyncs to a syncfs of the whole file system that the caller makes before relying on the file
+    (mmlog/system/syncfs.py).
     """
     path = Path(path)
     tmp = tmp or path.with_name(path.name + ".tmp")
     with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
         f.write(data)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def file_stamp(path: Path) -> tuple[int, int, int] | None:

@@ -103,3 +103,27 @@ def test_a_per_ip_limit_set_dynamically_applies_to_the_next_accept(tmp_path, con
             assert refused(broker)
             admin.alter_broker_config(0, delete=["max.connections.per.ip"])
             conns.append(talk(broker))
+
+
+def test_a_burst_of_connects_larger_than_the_processors_can_take_at_once_is_served_whole(tmp_path):
+    """3,000 connects at once, each with a request already sent: when every processor's hand-off queue is full
+    the acceptor waits for room (the rest wait in the listen backlog) instead of closing connections."""
+    import socket
+
+    from mmlog.protocol import RequestHeader, encode_request
+
+    frame = bytes(encode_request(RequestHeader(api_versions.API_KEY, 3, 1, "burst"),
+                                 api_versions.REQUEST(client_software_name="t", client_software_version="1")))
+    with EmbeddedBroker(tmp_path) as broker:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        socks = []
+        try:
+            for _ in range(3000):
+                sock = socket.create_connection((host, int(port)), timeout=30)
+                sock.sendall(frame)
+                socks.append(sock)
+            answered = sum(1 for sock in socks if len(sock.recv(4)) == 4)
+        finally:
+            for sock in socks:
+                sock.close()
+        assert answered == 3000

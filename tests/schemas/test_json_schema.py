@@ -61,6 +61,15 @@ def test_a_relative_ref_resolves_against_the_schemas_id():
     assert order.reader_problems(order) == []
 
 
+def test_a_ref_may_name_a_drafts_metaschema_or_a_subschema_by_its_own_id():
+    assert js({"properties": {"schema": {"$ref": "http://json-schema.org/draft-07/schema#"}}}).schema_type == "JSON"
+    tree = js({"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "https://example.com/tree",
+               "type": "object", "properties": {"nodes": {"type": "array", "items": {"$ref": "node"}}},
+               "$defs": {"node": {"$id": "https://example.com/node", "type": "object",
+                                  "properties": {"subtree": {"$ref": "tree"}}}}})
+    assert tree.reader_problems(tree) == []
+
+
 def test_a_ref_to_nothing_given_is_invalid():
     with pytest.raises(InvalidSchema, match="customer.json"):
         js({"type": "object", "properties": {"customer": {"$ref": "customer.json"}}})

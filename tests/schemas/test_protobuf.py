@@ -3,7 +3,8 @@
 import base64
 
 import pytest
-from confluent_kafka.schema_registry.protobuf import _init_pool, _schema_to_str, _str_to_proto
+# confluent-kafka's own helpers: what its serializer registers, how its deserializer loads what it is served
+from confluent_kafka.schema_registry.protobuf import _create_index_array, _init_pool, _schema_to_str, _str_to_proto
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, struct_pb2, timestamp_pb2, type_pb2
 from google.type import date_pb2
 
@@ -102,6 +103,10 @@ def test_proto2_text_with_labels_defaults_groups_and_extensions_parses():
     assert protobuf(schema.text).identity == schema.identity
 
 
+def test_text_of_base64_letters_is_still_read_as_text():
+    assert protobuf("// nothing here yet\n").text == 'syntax = "proto2";\n'
+
+
 def test_text_without_a_syntax_line_is_proto2():
     assert 'syntax = "proto2";' in protobuf("message A { optional int32 x = 1; }").text
 
@@ -114,12 +119,19 @@ def test_text_without_a_syntax_line_is_proto2():
     ('syntax = "proto3"; message A { required int32 x = 1; }', "required"),
     ('syntax = "proto4"; message A {}', "proto4"),
     ('syntax = "proto3"; import "elsewhere.proto";', "elsewhere.proto"),
-    ("bm90IGEgZGVzY3JpcHRvcg==", "neither .proto text nor a base64"),  # base64 of no FileDescriptorProto
+    ("bm90IGEgZGVzY3JpcHRvcg==", "neither a base64 serialized FileDescriptorProto nor .proto text"),
     ("", "empty"),
 ])
 def test_invalid_schemas_are_refused_with_a_reason(text, reason):
     with pytest.raises(InvalidSchema, match=reason):
         protobuf(text)
+
+
+def test_a_malformed_descriptor_is_refused_not_crashed_on():
+    file = descriptor_pb2.FileDescriptorProto(name="x.proto", dependency=["google/protobuf/@.proto"])
+    not_utf8 = file.SerializeToString().replace(b"@", b"\xff")  # a string field a pool does not check
+    with pytest.raises(InvalidSchema):
+        protobuf(base64.b64encode(not_utf8).decode())
 
 
 def test_identity_ignores_whitespace_and_comments():
@@ -267,6 +279,29 @@ def test_confluent_kafkas_deserializer_reads_with_the_serialized_form():
     reader_class = message_factory.GetMessageClass(file.message_types_by_name["Order"])
     data = order_class(order_id="o-1", amount_cents=1250).SerializeToString()
     assert reader_class.FromString(data).amount_cents == 1250
+
+
+def test_a_nested_message_keeps_its_index_through_the_stored_text():
+    # The serializer frames each record with the message's index path, nested types counted in the
+    # descriptor's order, map entries included: served from the stored text, the order must be the same.
+    file = descriptor_pb2.FileDescriptorProto(name="nest.proto", package="n", syntax="proto3")
+    outer = file.message_type.add(name="Outer")
+    F = descriptor_pb2.FieldDescriptorProto
+    entry = outer.nested_type.add(name="CountsEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
+    entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_INT32)
+    outer.field.add(name="counts", number=1, label=F.LABEL_REPEATED, type=F.TYPE_MESSAGE,
+                    type_name=".n.Outer.CountsEntry")
+    outer.nested_type.add(name="Inner").field.add(name="x", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_INT32)
+    pool = descriptor_pool.DescriptorPool()
+    inner = pool.Add(file).message_types_by_name["Outer"].nested_types_by_name["Inner"]
+    index = _create_index_array(inner)
+
+    stored = protobuf(_schema_to_str(inner.file)).text
+    served = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(protobuf(stored).formatted("serialized")))
+    assert index == [0, 1]
+    assert served.message_type[index[0]].nested_type[index[1]].name == "Inner"
 
 
 def test_confluent_kafkas_deserializer_resolves_references_by_their_names():
