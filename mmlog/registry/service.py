@@ -71,6 +71,8 @@ class RegistryService:
 
     def leader_url(self) -> str | None:
         """The registry URL of the broker that makes changes; None when it is this one."""
+        if not self.config["zookeeper.connect"]:
+            return None  # a broker alone leads every partition
         leader = self._retried(self._leader, lambda exc: errors.forwarding(f"no leader for {TOPIC}: {exc}"))
         if leader == self.broker_id:
             return None
