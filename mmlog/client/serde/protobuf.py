@@ -128,15 +128,15 @@ def message_dict(message) -> dict:
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
         if field.type == FieldDescriptor.TYPE_MESSAGE:
-            if field.label == FieldDescriptor.LABEL_REPEATED:
+            if field.is_repeated:
                 value = [message_dict(v) for v in value]
             else:
                 value = message_dict(value) if message.HasField(field.name) else None
         elif field.type == FieldDescriptor.TYPE_ENUM:
             names = field.enum_type.values_by_number
-            value = [names[v].name if v in names else v for v in value] if field.label == FieldDescriptor.LABEL_REPEATED \
+            value = [names[v].name if v in names else v for v in value] if field.is_repeated \
                 else (names[value].name if value in names else value)
-        elif field.label == FieldDescriptor.LABEL_REPEATED:
+        elif field.is_repeated:
             value = list(value)
         out[field.name] = value
     return out
