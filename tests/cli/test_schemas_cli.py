@@ -72,3 +72,10 @@ def test_an_unreachable_registry_is_one_line(capsys):
     status = cli.main(["schemas", "list", "--registry", "http://127.0.0.1:9"])
     err = capsys.readouterr().err
     assert status == 1 and "schema registry unreachable at http://127.0.0.1:9" in err
+
+
+def test_the_demo_round_trips_avro_records_through_its_registry(capsys):
+    assert cli.main(["demo", "--schemas", "--records", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "Avro schema id 1 under demo-payments-value; 10000 Avro records produced" in out
+    assert "a changed schema checked against it: incompatible" in out and "broker stopped cleanly" in out

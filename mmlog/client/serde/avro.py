@@ -52,13 +52,25 @@ class AvroSerializer(Serializer):
         self.parsed = parsed(registry, self.schema)
         self.record = self.parsed.get("name") if isinstance(self.parsed, dict) else None
 
+    def __call__(self, topic: str, obj) -> bytes | None:
+        if obj is None:
+            return None
+        header = self._headers.get(topic) or self.header(topic)
+        out = io.BytesIO()  # the header, then the value written after it: one buffer, no concatenation
+        out.write(header)
+        self._write(out, obj)
+        return out.getvalue()
+
     def encode(self, obj) -> bytes:
         out = io.BytesIO()
+        self._write(out, obj)
+        return out.getvalue()
+
+    def _write(self, out: io.BytesIO, obj) -> None:
         try:
             fastavro.schemaless_writer(out, self.parsed, obj)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise wire.SerializationError(f"value does not match the Avro schema: {exc}") from exc
-        return out.getvalue()
 
 
 class AvroDeserializer(Deserializer):
