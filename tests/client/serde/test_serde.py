@@ -143,3 +143,28 @@ def test_protobuf_messages_round_trip_without_generated_code_on_the_reading_side
     ck = SchemaRegistryClient({"url": broker.registry_urls[0]})
     ck_value = CkProtobufDeserializer(shipment, {"use.deprecated.format": False}, schema_registry_client=ck)
     assert ck_value(value, SerializationContext("ships", MessageField.VALUE)).id == 9
+
+
+def test_a_chunk_of_flat_records_decodes_into_the_columns_its_records_give(registry, broker):
+    import numpy as np
+
+    from mmlog.client.serde.avro import records_to_columns
+    from mmlog.client.serde.avro import parsed as parsed_schema
+
+    serialize = AvroSerializer(registry, PAYMENT)
+    with Producer(broker.bootstrap) as producer:
+        for i in range(300):
+            producer.send("columns", value=None if i == 17 else serialize("columns", {
+                "id": i, "amount": i / 8, "note": None if i % 4 else "é" * (i % 9)}))
+    chunks: list = []
+    consume_all(broker, "columns", 300, lambda chunk: chunks.append(chunk) or [None] * len(chunk))
+    deserialize = AvroDeserializer(registry)
+    for chunk in chunks:
+        fast = deserialize.columns(chunk)  # one numba pass
+        reference = records_to_columns(deserialize.decode_arrays(chunk), parsed_schema(registry, serialize.schema))
+        assert fast.keys() == reference.keys() == {"id", "amount", "note"}
+        for name in fast:
+            a, b = np.ma.asarray(fast[name]), np.ma.asarray(reference[name])
+            assert a.dtype == b.dtype and (np.ma.getmaskarray(a) == np.ma.getmaskarray(b)).all(), name
+            assert a.compressed().tolist() == b.compressed().tolist(), name
+    assert fast["id"].dtype == np.int64 and fast["amount"].dtype == np.float64
