@@ -110,3 +110,15 @@ def test_a_bad_value_format_or_a_missing_registry_fails_on_the_driver(spark, bro
     with pytest.raises(Exception, match="schemaRegistry is required"):
         spark.read.format("mmlog").option("bootstrap", broker.bootstrap).option("subscribe", topic) \
             .option("valueFormat", "avro").load().schema
+
+
+def test_the_sink_encodes_protobuf_rows_by_the_subjects_latest_version(spark, broker, topic, registry):
+    shipment, box = shipment_classes()
+    ProtobufSerializer(registry, shipment).schema_id(topic)  # registers the subject's version 1
+    df = spark.createDataFrame([(i, ["a"] * i, (i * 5,)) for i in range(1, 6)],
+                               "id long, tags array<string>, box struct<grams: int>")
+    (df.selectExpr("struct(*) AS value").write.format("mmlog").option("bootstrap", broker.bootstrap)
+     .option("topic", topic).option("valueFormat", "protobuf").option("schemaRegistry", broker.registry_urls[0])
+     .mode("append").save())
+    rows = read(spark, broker, topic, "protobuf").select("value.*").collect()
+    assert sorted((r.id, r.tags, r.box.grams) for r in rows) == [(i, ["a"] * i, i * 5) for i in range(1, 6)]
