@@ -52,7 +52,7 @@ from mmlog.log.open_partitions import OpenPartitions
 from mmlog.log.partition import Partition
 from mmlog.log.partition_gauges import Gauges
 from mmlog.log.placement import Placement
-from mmlog.log.state import PartitionState, TornState
+from mmlog.log.state import PartitionState, TornState, mark_clean
 from mmlog.log.topic_admin import TopicAdmin
 from mmlog.system import syncfs
 
@@ -192,8 +192,8 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
         dirs = [d for slot, d in enumerate(self.log_dirs) if not self.dir_health.offline(slot)]
         if not todo or not syncfs.supported(dirs):
             return False
-        prepared = []
-        for key, part in todo:
+        prepared = []  # (key, directory, HW, whether to mark it): each closed at once, so the descriptors
+        for key, part in todo:  # in use stay one partition's, however many there are
             if part is None:
                 try:
                     part = self._open(*key, self._topics[key[0]])
@@ -201,28 +201,23 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
                     continue  # gone, or cannot be opened: recovered at the next start instead
             try:
                 hw = part.high_watermark
-                marked = part.prepare_clean_close()
+                prepared.append((key, part.directory, hw, part.prepare_clean_close()))
             except UnknownTopicOrPartition:
-                part.close(clean=False)
-                continue
+                pass
             except OSError as exc:  # the disk failed at the last moment: recovery will do
                 self._failed(part.directory, exc)
+            finally:
                 part.close(clean=False)
-                continue
-            prepared.append((key, part, hw, marked))
         try:
             syncfs.sync(dirs)
         except OSError as exc:  # a write-back error: nothing is marked clean, the next start recovers all
             log.error("shutdown: syncing the log dirs failed (%s): every partition is recovered at the next "
                       "start", exc)
-            for _, part, _, _ in prepared:
-                part.close(clean=False)
             return True
-        for key, part, hw, marked in prepared:
+        for key, directory, hw, marked in prepared:
             if marked:
-                part.mark_clean_and_close()
-            else:
-                part.close(clean=False)
+                with contextlib.suppress(OSError, ValueError):  # unmarked: recovered at the next start
+                    mark_clean(directory)
             if hw is not None:
                 hws[key] = hw
         with contextlib.suppress(OSError):  # unsynced marks: those partitions are recovered, nothing else

@@ -467,7 +467,8 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         """The first half of a clean close whose fsyncs one syncfs of the log dir's file system replaces
         (the manager's stop, mmlog/system/syncfs.py): the producer snapshot written and the recovery point
         moved to the log end, nothing synced. False when the state page is already marked clean (the
-        second half has nothing to mark). The caller syncs, then calls `mark_clean_and_close`."""
+        second half has nothing to mark). The caller closes this view unclean, syncs, and then marks the
+        state page clean (`state.mark_clean`)."""
         if self._still_clean():
             return False
         with self._writing() as s:
@@ -476,18 +477,6 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
                 self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS, sync=False)
             self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
         return True
-
-    def mark_clean_and_close(self) -> None:
-        """The second half: everything the state page points at is durable (the caller synced), so mark
-        it clean (durable at the caller's next sync) and close."""
-        try:
-            with self._writing():
-                self.state.update(clean=1)
-        except UnknownTopicOrPartition:
-            pass
-        self._close_segments()
-        self.state.close()
-        self.lock.close()
 
     def _still_clean(self) -> bool:
         """Whether the state page is marked clean (nothing written since the last clean close: closing it

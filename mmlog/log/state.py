@@ -480,3 +480,14 @@ class PartitionState:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+
+def mark_clean(directory: Path) -> None:
+    """Mark a closed partition's state page clean: the last step of the owner's synced stop, once
+    everything the page points at is durable; every other process has exited, so no writer races it.
+    Durable at the caller's next sync."""
+    state = PartitionState(directory)
+    try:
+        state.update(clean=1)
+    finally:
+        state.close()
