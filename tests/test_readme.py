@@ -24,16 +24,16 @@ def is_spark(block: str) -> bool:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    config = {"group.initial.rebalance.delay.ms": 100}
+    config = {"group.initial.rebalance.delay.ms": 100, "schema.registry.listeners": "http://127.0.0.1:0"}
     with EmbeddedBroker(tmp_path_factory.mktemp("readme"), processors=2, config=config) as b:
         yield b
 
 
-def run_blocks(page: Path, blocks: list[str], bootstrap: str) -> dict:
-    """Run a page's examples in order in one namespace, the README's address made the test broker's."""
+def run_blocks(page: Path, blocks: list[str], bootstrap: str, registry: str = "") -> dict:
+    """Run a page's examples in order in one namespace, the README's addresses made the test broker's."""
     namespace: dict = {}
     for i, block in enumerate(blocks):
-        code = block.replace("127.0.0.1:9092", bootstrap)
+        code = block.replace("127.0.0.1:9092", bootstrap).replace("http://127.0.0.1:8081", registry)
         exec(compile(code, f"{page.name} python block {i + 1}", "exec"), namespace)
     return namespace
 
@@ -41,8 +41,9 @@ def run_blocks(page: Path, blocks: list[str], bootstrap: str) -> dict:
 def test_the_readme_and_clients_page_python_examples_run(broker, capsys):
     blocks = python_blocks(README.read_text())
     assert [b for b in blocks if is_spark(b)] and len(blocks) >= 4
-    readme = run_blocks(README, [b for b in blocks if not is_spark(b)], broker.bootstrap)
+    readme = run_blocks(README, [b for b in blocks if not is_spark(b)], broker.bootstrap, broker.registry_urls[0])
     assert readme["seen"] == 1001
+    assert readme["payments"] == [{"id": i, "amount": i * 2.5} for i in range(10)]
     assert readme["replayed"] and min(r.offset for r in readme["replayed"]) == 0
     out = capsys.readouterr().out
     assert "RecordMetadata(topic='clicks'" in out

@@ -22,6 +22,13 @@ The demo (no step named) produces half the windows (creating the topics), loads,
 produces the rest (with --lose, the loss), loads again (resuming), loads once
 more (nothing new), and reconciles.
 
+With a schema registry (`--registry URL`, or `--embedded`, whose broker serves one), the events
+are Avro records, as the paper's are: each carries the id of its schema, the first half of the
+windows written with `Event` version 1 and the rest with version 2 (a field added with a
+default); each audit record counts one producer's events of one schema in its window; the load
+decodes the values by their ids into columns (the source's valueFormat=avro) and keeps each
+event's schema id; reconcile compares per schema id as well.
+
 Load's crash points (the ledger, `<out>/ledger.json`, is the commit point; it is
 replaced atomically with os.replace):
   a. during the Spark job, or after it and before the ledger is written: the
@@ -56,6 +63,9 @@ from mmlog.testing import EmbeddedBroker
 from mmlog.cli import BOOTSTRAP
 
 EVENTS, AUDIT = "events", "audit"
+EVENT_V1 = {"type": "record", "name": "Event", "namespace": "audit", "fields": [
+    {"name": "producer", "type": "string"}, {"name": "window", "type": "int"}, {"name": "seq", "type": "int"}]}
+EVENT_V2 = {**EVENT_V1, "fields": EVENT_V1["fields"] + [{"name": "region", "type": "string", "default": "eu"}]}
 WINDOW_MS = 15 * 60 * 1000  # the audit window: four a hour
 HOUR_MS = 3600 * 1000
 
@@ -63,9 +73,11 @@ HOUR_MS = 3600 * 1000
 # ------------------------------------------------------------------ 1. produce
 
 def produce(bootstrap: str, *, producers: int = 3, windows: range = range(8), per_window: int = 500,
-            lose: int = 0, epoch_ms: int | None = None, events: str = EVENTS, audit: str = AUDIT) -> int:
+            lose: int = 0, epoch_ms: int | None = None, events: str = EVENTS, audit: str = AUDIT,
+            registry: str | None = None, schema: dict = EVENT_V1) -> int:
     """Each producer publishes per_window events per window and then the window's audit record; the first
-    producer's first window loses `lose` of them. Creates the topics if need be; returns the events sent."""
+    producer's first window loses `lose` of them. Creates the topics if need be; returns the events sent.
+    With `registry`: Avro events of `schema`, the audit records counting per schema id."""
     with Admin(bootstrap) as admin:
         existing = admin.list_topics()
         for name, partitions in ((events, 3), (audit, 1)):
@@ -74,6 +86,12 @@ def produce(bootstrap: str, *, producers: int = 3, windows: range = range(8), pe
     epoch_ms = _epoch() if epoch_ms is None else epoch_ms
     rng = np.random.default_rng(windows.start)
     sent = 0
+    serialize = schema_id = None
+    if registry is not None:
+        from mmlog.client.serde import AvroSerializer, SchemaRegistry
+
+        serialize = AvroSerializer(SchemaRegistry(registry), schema)
+        schema_id = serialize.schema_id(events)
     with Producer(bootstrap, acks="all", linger_ms=5) as producer:
         for w in windows:
             start = epoch_ms + w * WINDOW_MS
@@ -81,9 +99,15 @@ def produce(bootstrap: str, *, producers: int = 3, windows: range = range(8), pe
                 name = f"producer-{p}"
                 n = per_window - (lose if p == 0 and w == windows.start else 0)
                 stamps = np.sort(rng.integers(start, start + WINDOW_MS, n))
-                values = [b"%s event %d of window %d" % (name.encode(), i, w) for i in range(n)]
+                if serialize is None:
+                    values = [b"%s event %d of window %d" % (name.encode(), i, w) for i in range(n)]
+                else:
+                    values = [serialize(events, {"producer": name, "window": w, "seq": i, "region": "us"})
+                              for i in range(n)]
                 producer.send_many(events, values, keys=[name.encode()] * n, timestamps=stamps).result(timeout=60)
                 record = {"producer": name, "topic": events, "window": start, "count": per_window}
+                if schema_id is not None:
+                    record["schema_id"] = schema_id
                 producer.send(audit, json.dumps(record).encode(), key=name, timestamp=start + WINDOW_MS).get(60)
                 sent += n
     return sent
@@ -122,8 +146,10 @@ class Ledger:
         return from_json(self.loads[-1][key]) if self.loads else None
 
 
-def load(spark, bootstrap: str, out: Path, *, events: str = EVENTS, audit: str = AUDIT) -> int:
-    """Load the events since the last successful load into Parquet by hour; return how many were loaded."""
+def load(spark, bootstrap: str, out: Path, *, events: str = EVENTS, audit: str = AUDIT,
+         registry: str | None = None) -> int:
+    """Load the events since the last successful load into Parquet by hour; return how many were loaded.
+    With `registry`: the values decoded into columns by their schema ids, which are kept."""
     out.mkdir(parents=True, exist_ok=True)
     ledger = Ledger.read(out)
     _recover(out, ledger)
@@ -136,11 +162,15 @@ def load(spark, bootstrap: str, out: Path, *, events: str = EVENTS, audit: str =
         return 0
     n = len(ledger.loads) + 1
     staging = out / "staging" / f"load-{n}"
-    df = (spark.read.format("mmlog").option("bootstrap", bootstrap).option("subscribe", events)
-          .option("startingOffsets", json.dumps(to_json(start)) if start else "earliest")
-          .option("endingOffsets", json.dumps(to_json(events_until))).load()
-          .selectExpr("CAST(key AS STRING) AS producer", "value", "partition", "offset", "timestamp",
-                      "date_format(timestamp, 'yyyy-MM-dd-HH') AS hour"))
+    reader = (spark.read.format("mmlog").option("bootstrap", bootstrap).option("subscribe", events)
+              .option("startingOffsets", json.dumps(to_json(start)) if start else "earliest")
+              .option("endingOffsets", json.dumps(to_json(events_until))))
+    columns = ["CAST(key AS STRING) AS producer", "value", "partition", "offset", "timestamp",
+               "date_format(timestamp, 'yyyy-MM-dd-HH') AS hour"]
+    if registry is not None:
+        reader = reader.option("valueFormat", "avro").option("schemaRegistry", registry)
+        columns[1:2] = ["value.seq", "valueSchemaId AS schema_id"]  # the fields every version has
+    df = reader.load().selectExpr(*columns)
     df.write.mode("overwrite").partitionBy("hour").parquet(str(staging))
     rows = spark.read.parquet(str(staging)).count()
     ledger.commit({"load": n, "events_from": to_json(start), "events_until": to_json(events_until),
@@ -182,6 +212,7 @@ class Report:
     published: int
     loaded: int
     losses: list[tuple[str, int, int, int]]  # producer, window start ms, published, loaded
+    by_schema: dict[int, tuple[int, int]] = field(default_factory=dict)  # schema id: (published, loaded)
 
     @property
     def lost(self) -> int:
@@ -190,6 +221,8 @@ class Report:
     def lines(self) -> list[str]:
         out = [f"audit: {self.windows} producer windows audited, {self.published} events published, "
                f"{self.loaded} loaded"]
+        out += [f"schema {sid}: {published} events published, {loaded} loaded"
+                for sid, (published, loaded) in sorted(self.by_schema.items())]
         for producer, window, published, loaded in self.losses:
             when = time.strftime("%Y-%m-%d %H:%M", time.gmtime(window / 1000))
             kind = "LOSS" if loaded < published else "EXTRA"
@@ -204,18 +237,24 @@ def reconcile(spark, bootstrap: str, out: Path, *, audit: str = AUDIT) -> Report
     if not ledger.loads:
         raise SystemExit("reconcile: nothing loaded yet (run load first)")
     until = ledger.until("audit_until")
+    data = spark.read.parquet(str(out / "data"))
+    keys = ["producer", "window"] + (["schema_id"] if "schema_id" in data.columns else [])
     audited = (spark.read.format("mmlog").option("bootstrap", bootstrap).option("subscribe", audit)
                .option("endingOffsets", json.dumps(to_json(until))).load()
-               .selectExpr("from_json(CAST(value AS STRING), 'producer STRING, window LONG, count LONG') AS a")
-               .selectExpr("a.producer", "a.window", "a.count AS published")
-               .groupBy("producer", "window").sum("published").withColumnRenamed("sum(published)", "published"))
-    loaded = (spark.read.parquet(str(out / "data"))
-              .selectExpr("producer", f"unix_millis(timestamp) DIV {WINDOW_MS} * {WINDOW_MS} AS window")
-              .groupBy("producer", "window").count().withColumnRenamed("count", "loaded"))
-    rows = audited.join(loaded, ["producer", "window"], "left").fillna(0, ["loaded"]) \
-        .orderBy("window", "producer").collect()
+               .selectExpr("from_json(CAST(value AS STRING), "
+                           "'producer STRING, window LONG, count LONG, schema_id INT') AS a")
+               .selectExpr("a.producer", "a.window", "a.schema_id", "a.count AS published")
+               .groupBy(*keys).sum("published").withColumnRenamed("sum(published)", "published"))
+    loaded = (data.selectExpr("producer", f"unix_millis(timestamp) DIV {WINDOW_MS} * {WINDOW_MS} AS window",
+                              *keys[2:])
+              .groupBy(*keys).count().withColumnRenamed("count", "loaded"))
+    rows = audited.join(loaded, keys, "left").fillna(0, ["loaded"]).orderBy(*keys).collect()
     report = Report(len(rows), sum(r.published for r in rows), sum(r.loaded for r in rows),
                     [(r.producer, r.window, r.published, r.loaded) for r in rows if r.published != r.loaded])
+    if "schema_id" in keys:
+        for schema_id in sorted({r.schema_id for r in rows}):
+            mine = [r for r in rows if r.schema_id == schema_id]
+            report.by_schema[schema_id] = (sum(r.published for r in mine), sum(r.loaded for r in mine))
     print("\n".join(report.lines()))
     return report
 
@@ -223,16 +262,18 @@ def reconcile(spark, bootstrap: str, out: Path, *, audit: str = AUDIT) -> Report
 # ------------------------------------------------------------------ the command
 
 def demo(spark, bootstrap: str, out: Path, *, lose: int = 0, windows: int = 8, per_window: int = 500,
-         events: str = EVENTS, audit: str = AUDIT) -> Report:
-    """Half the windows, a load, the rest (with the loss), a resumed load, an idle load, reconcile."""
+         events: str = EVENTS, audit: str = AUDIT, registry: str | None = None) -> Report:
+    """Half the windows, a load, the rest (with the loss), a resumed load, an idle load, reconcile; with a
+    registry, the second half written with the second version of the events' schema."""
     topics = {"events": events, "audit": audit}
     epoch = _epoch()
     half = windows // 2
-    produce(bootstrap, windows=range(half), per_window=per_window, epoch_ms=epoch, **topics)
-    load(spark, bootstrap, out, **topics)
-    produce(bootstrap, windows=range(half, windows), per_window=per_window, lose=lose, epoch_ms=epoch, **topics)
-    load(spark, bootstrap, out, **topics)
-    load(spark, bootstrap, out, **topics)
+    produce(bootstrap, windows=range(half), per_window=per_window, epoch_ms=epoch, registry=registry, **topics)
+    load(spark, bootstrap, out, registry=registry, **topics)
+    produce(bootstrap, windows=range(half, windows), per_window=per_window, lose=lose, epoch_ms=epoch,
+            registry=registry, schema=EVENT_V2, **topics)
+    load(spark, bootstrap, out, registry=registry, **topics)
+    load(spark, bootstrap, out, registry=registry, **topics)
     return reconcile(spark, bootstrap, out, audit=audit)
 
 
@@ -245,26 +286,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lose", type=int, default=0, help="events the first producer counts but never sends")
     parser.add_argument("--windows", type=int, default=8, help=f"{WINDOW_MS // 60000}-minute windows to produce")
     parser.add_argument("--per-window", type=int, default=500, help="events per producer and window")
+    parser.add_argument("--registry", help="a schema registry's URL: Avro events with schema ids")
     args = parser.parse_args(argv)
     if args.embedded:
-        with EmbeddedBroker(args.out / "broker") as broker:
+        config = {"schema.registry.listeners": "http://127.0.0.1:0"}
+        with EmbeddedBroker(args.out / "broker", config=config) as broker:
+            args.registry = args.registry or broker.registry_urls[0]
             return _run(args, broker.bootstrap)
     return _run(args, args.bootstrap)
 
 
 def _run(args, bootstrap: str) -> int:
     if args.step == "produce":
-        print(f"produce: {produce(bootstrap, windows=range(args.windows), per_window=args.per_window, lose=args.lose)}"
-              f" events to {EVENTS}")
+        sent = produce(bootstrap, windows=range(args.windows), per_window=args.per_window, lose=args.lose,
+                       registry=args.registry)
+        print(f"produce: {sent} events to {EVENTS}")
         return 0
     spark = local_session("mmlog-audit-pipeline")
     try:
         if args.step == "load":
-            load(spark, bootstrap, args.out)
+            load(spark, bootstrap, args.out, registry=args.registry)
         elif args.step == "reconcile":
             reconcile(spark, bootstrap, args.out)
         else:
-            demo(spark, bootstrap, args.out, lose=args.lose, windows=args.windows, per_window=args.per_window)
+            demo(spark, bootstrap, args.out, lose=args.lose, windows=args.windows, per_window=args.per_window,
+                 registry=args.registry)
     finally:
         stop_session(spark)
     return 0

@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[str, list] = {}
     with EmbeddedBroker(config={"schema.registry.listeners": url}):
         registry = SchemaRegistry(url)
-        base = [registry.register("bench-lookups", Schema(json.dumps({**SCHEMA, "name": f"L{i}"}))) for i in range(20)]
+        base = [registry.register(f"bench-lookups-{i}", Schema(json.dumps({**SCHEMA, "name": f"L{i}"})))
+                for i in range(20)]
         for r in range(args.rounds):
             rows.setdefault("lookup by id, mmlog client", []).append(
                 latencies(lambda i: registry.request("GET", f"/schemas/ids/{base[i % len(base)]}"), args.lookups))

@@ -33,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segment-bytes", type=int, default=DEMO_SEGMENT_BYTES,
                         help=f"the topic's segment.bytes (default {DEMO_SEGMENT_BYTES})")
     parser.add_argument("--keep", action="store_true", help="keep the data directory and print its path")
+    parser.add_argument("--schemas", action="store_true",
+                        help="also serve the schema registry and round-trip Avro records through it")
 
 
 _PATTERN = bytes(range(ord("a"), ord("z") + 1)) * 64
@@ -59,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     data_dir = Path(tempfile.mkdtemp(prefix="mmlog-demo-"))
     # A fresh install's first broker compiles the numba kernels into their cache (about 40 s of CPU;
     # minutes on a busy machine): wait that out rather than fail the new user's first command.
-    broker = EmbeddedBroker(data_dir / "data", processors=2, ready_timeout=600)
+    config = {"schema.registry.listeners": "http://127.0.0.1:0"} if args.schemas else None
+    broker = EmbeddedBroker(data_dir / "data", processors=2, ready_timeout=600, config=config)
     try:
         started = time.perf_counter()
         broker.start()
@@ -85,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  consumed them in {_count(fetches, 'fetch', 'fetches')} of <= {FETCH_BYTES >> 20} MiB: "
               f"{fetch_s:.3f} s = {produced / MB / fetch_s:.0f} MB/s")
         print("  checked every byte, and every record's offset and value: ok")
+        if args.schemas:
+            from mmlog.cli.demo_schemas import round_trip
+            round_trip(broker.bootstrap, broker.registry_urls[0])
     finally:
         code = broker.stop()
         if args.keep:

@@ -36,8 +36,8 @@ Values typed by the schema registry (read; mmlog/spark/values.py):
     valueSchemaVersion      its version (default latest); or valueSchemaId, a schema id
     schemaRegistryUser, schemaRegistryPassword   basic authentication
 
-Write: bootstrap, topic (overrides a topic column, as in Spark), requestTimeoutMs; with valueFormat avro
-or json a struct value column is encoded by the registry's schema (mmlog/spark/value_encoder.py):
+Write: bootstrap, topic (overrides a topic column, as in Spark), requestTimeoutMs; with valueFormat avro,
+json or protobuf a struct value column is encoded by the registry's schema (mmlog/spark/value_encoder.py):
 schemaRegistry, valueSubject, valueSchema (the schema's text), schemaRegistryUser/Password.
 
 Security (read and write), as Spark's Kafka source takes them:
@@ -153,8 +153,8 @@ def _value_encoding(opts: Options) -> tuple | None:
         for name in names:
             opts.forbid(name, "only with valueFormat avro or json")
         return None
-    if fmt not in ("avro", "json"):
-        raise ValueError(f"mmlog option valueFormat: a write takes binary, avro or json, not {fmt!r}")
+    if fmt not in ("avro", "json", "protobuf"):
+        raise ValueError(f"mmlog option valueFormat: a write takes binary, avro, json or protobuf, not {fmt!r}")
     schema = opts.take("valueSchema")
     if schema is not None:
         import json

@@ -4,7 +4,8 @@ With `valueFormat` avro or json on a write, each row's `value` struct is encoded
 `valueSchema` (registered under `valueSubject`, default `<topic>-value`, on first use), or, without one,
 with the subject's latest version; for Avro with neither, a record schema is derived from the
 struct's type as Spark's `to_avro` derives it (record `topLevelRecord`, nullable fields as unions with
-null). Values are framed with the schema's id, so
+null). With `valueFormat` protobuf, the subject's latest version gives the message (the file's first):
+each row's fields fill it by name. Values are framed with the schema's id, so
 any registry-aware consumer (confluent-kafka's deserializers, mmlog's, this source) reads them.
 Encoding is per value through fastavro / json / protobuf."""
 
@@ -78,7 +79,13 @@ class ValueEncoder:
         if self.fmt == "json":
             from mmlog.client.serde.json_schema import JSONSerializer
             return JSONSerializer(self.registry, text, subject_name_strategy=strategy, use_latest_version=latest)
-        raise ValueError(f"mmlog write: valueFormat {self.fmt} is not written by the sink (avro or json)")
+        from mmlog.client.serde.protobuf import ProtobufSerializer, message_from_dict, writer_class
+
+        if self.schema_text is not None:
+            raise ValueError("mmlog write: valueFormat protobuf takes the subject's latest version, not valueSchema")
+        cls = writer_class(self.registry, found.id)
+        serializer = ProtobufSerializer(self.registry, cls, subject_name_strategy=strategy, use_latest_version=True)
+        return lambda topic_, row: None if row is None else serializer(topic_, message_from_dict(cls, row))
 
     def close(self) -> None:
         self.registry.close()

@@ -147,7 +147,7 @@ def _protobuf_type(descriptor) -> DataType:
     fields = []
     for f in descriptor.fields:
         t = _protobuf_type(f.message_type) if f.type == F.TYPE_MESSAGE else scalar[f.type]
-        fields.append(StructField(f.name, ArrayType(t) if f.label == F.LABEL_REPEATED else t))
+        fields.append(StructField(f.name, ArrayType(t) if f.is_repeated else t))
     return StructType(fields)
 
 

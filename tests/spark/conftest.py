@@ -20,8 +20,9 @@ def spark(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
-    """A broker shared by the Spark tests; each test uses topics of its own."""
-    with EmbeddedBroker(tmp_path_factory.mktemp("spark-broker"), processors=2) as b:
+    """A broker shared by the Spark tests, serving the schema registry too; each test uses topics of its own."""
+    with EmbeddedBroker(tmp_path_factory.mktemp("spark-broker"), processors=2,
+                        config={"schema.registry.listeners": "http://127.0.0.1:0"}) as b:
         yield b
 
 

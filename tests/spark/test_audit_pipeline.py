@@ -53,3 +53,15 @@ def test_a_load_resumes_after_its_crash_points(spark, broker, tmp_path):
     assert moved.exists() and not stranded.exists()
     offsets = loaded_offsets(spark, out)
     assert len(offsets) == len(set(offsets)) == 90
+
+
+def test_avro_events_are_counted_per_schema_id_through_an_evolution(spark, broker, tmp_path, capsys):
+    out = tmp_path / "audit"
+    report = pipeline.demo(spark, broker.bootstrap, out, lose=3, windows=4, per_window=20, events="typed-events",
+                           audit="typed-audit", registry=broker.registry_urls[0])
+    assert report.lost == 3
+    (v1, (pub1, got1)), (v2, (pub2, got2)) = sorted(report.by_schema.items())
+    assert v1 < v2 and (pub1, got1, pub2, got2) == (120, 120, 120, 117)  # the loss: in the later windows, v2
+    rows = spark.read.parquet(str(out / "data")).select("schema_id", "seq").collect()
+    assert {r.schema_id for r in rows} == {v1, v2} and max(r.seq for r in rows) == 19
+    assert f"schema {v2}: 120 events published, 117 loaded" in capsys.readouterr().out

@@ -40,8 +40,10 @@ class Plan(NamedTuple):
     types: tuple  # each field's non-null type as fastavro parsed it (logical types kept)
 
 
-def plan(schema) -> Plan | None:
-    """The plan of a parsed record schema (fastavro's form), or None when it is not flat."""
+def plan(schema, logical: bool = True) -> Plan | None:
+    """The plan of a parsed record schema (fastavro's form), or None when it is not flat. A field with a
+    logical type decodes as its primitive; `logical=False` answers None for such a schema instead (for a
+    caller that wants the logical values fastavro gives)."""
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
     names, kinds, nulls, symbols, types = [], [], [], {}, []
@@ -53,6 +55,8 @@ def plan(schema) -> Plan | None:
             null_branch = t.index("null")
             t = t[1 - null_branch]
         kind = _kind(t)
+        if not logical and isinstance(t, dict) and "logicalType" in t:
+            return None
         if kind is None or kind == NULL:
             return None
         if kind == ENUM:

@@ -44,6 +44,7 @@ class Serializer:
         self.normalize = normalize
         self.subject_name = subject_name_strategy
         self._ids: dict[str, int] = {}
+        self._headers: dict[str, bytes] = {}  # topic -> the wire format's header (magic, id): the hot path's
 
     def subject(self, topic: str) -> str:
         return self.subject_name(topic, self.is_key, self.record)
@@ -62,10 +63,17 @@ class Serializer:
             self._ids[subject] = found
         return found
 
+    def header(self, topic: str) -> bytes:
+        """The bytes every value for `topic` starts with (asked of the registry once per topic)."""
+        found = self._headers.get(topic)
+        if found is None:
+            found = self._headers[topic] = wire.frame(self.schema_id(topic), b"")
+        return found
+
     def __call__(self, topic: str, obj) -> bytes | None:
         if obj is None:
             return None
-        return wire.frame(self.schema_id(topic), self.encode(obj), self.indexes(obj))
+        return self.header(topic) + self.indexes(obj) + self.encode(obj)
 
     def encode(self, obj) -> bytes:
         raise NotImplementedError

@@ -128,18 +128,43 @@ def message_dict(message) -> dict:
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
         if field.type == FieldDescriptor.TYPE_MESSAGE:
-            if field.label == FieldDescriptor.LABEL_REPEATED:
+            if field.is_repeated:
                 value = [message_dict(v) for v in value]
             else:
                 value = message_dict(value) if message.HasField(field.name) else None
         elif field.type == FieldDescriptor.TYPE_ENUM:
             names = field.enum_type.values_by_number
-            value = [names[v].name if v in names else v for v in value] if field.label == FieldDescriptor.LABEL_REPEATED \
+            value = [names[v].name if v in names else v for v in value] if field.is_repeated \
                 else (names[value].name if value in names else value)
-        elif field.label == FieldDescriptor.LABEL_REPEATED:
+        elif field.is_repeated:
             value = list(value)
         out[field.name] = value
     return out
+
+
+def message_from_dict(cls, values: dict):
+    """A message of `cls` filled from a dict of the shape `message_dict` answers (None: left unset)."""
+    message = cls()
+    for field in message.DESCRIPTOR.fields:
+        value = values.get(field.name)
+        if value is None:
+            continue
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            sub = message_factory.GetMessageClass(field.message_type)
+            if field.is_repeated:
+                getattr(message, field.name).extend(message_from_dict(sub, v) for v in value)
+            else:
+                getattr(message, field.name).CopyFrom(message_from_dict(sub, value))
+        elif field.is_repeated:
+            getattr(message, field.name).extend(value)
+        else:
+            setattr(message, field.name, value)
+    return message
+
+
+def writer_class(registry: SchemaRegistry, schema_id: int, path: list[int] = (0,)):
+    """The message class at `path` of the registered schema `schema_id`, built from the registry."""
+    return _class_at(ProtobufDeserializer(registry)._load(schema_id), list(path))
 
 
 def _class_at(loaded, path: list[int]) -> type:
