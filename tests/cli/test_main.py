@@ -39,7 +39,7 @@ def test_usage_errors_are_one_line_and_non_zero(capsys, argv, status, error):
     assert run(capsys, *argv) == (status, "", [error])
 
 
-NO_BROKER = {"broker", "demo", "dump-log"}  # every other command talks to a broker
+NO_BROKER = {"broker", "demo", "dump-log", "schemas"}  # every other command talks to a broker (schemas: to a registry)
 # a value for each option a command family takes, as typed and as parsed
 VALUES = {"--bootstrap": ("10.1.2.3:9999", "10.1.2.3:9999"), "--timeout": ("3.5", 3.5),
           "--command-config": ("client.properties", "client.properties")}
