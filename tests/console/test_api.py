@@ -160,3 +160,23 @@ def test_pages_carry_a_content_security_policy_allowing_the_consoles_own_scripts
         page = reply.read().decode()
     assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "object-src 'none'" in policy
     assert "<script type=\"module\" src=\"/console/static/app.js\">" in page
+
+
+def test_browsing_goes_on_where_the_last_page_stopped(secured, alice):
+    with Producer(secured.bootstrap, **admin_options()) as producer:
+        for i in range(7):
+            producer.send("paged-records", b"r%d" % i, partition=0)
+        producer.flush(30)
+    offsets, at = [], None
+    while True:
+        where = "" if at is None else f"&from=offset&offset={at}"
+        status, body, _ = alice.call("GET", f"/messages/paged-records?limit=3{where}")
+        offsets += [r["offset"] for r in body["records"]]
+        at = body["next"]
+        if at is None:
+            break
+    assert offsets == [6, 5, 4, 3, 2, 1, 0]
+    status, body, _ = alice.call("GET", "/messages/paged-records?order=oldest&limit=4")
+    assert [r["offset"] for r in body["records"]] == [0, 1, 2, 3] and body["next"] == 4
+    status, body, _ = alice.call("GET", "/messages/paged-records?order=oldest&from=offset&offset=4&limit=4")
+    assert [r["offset"] for r in body["records"]] == [4, 5, 6] and body["next"] is None

@@ -72,6 +72,8 @@ def test_a_user_without_alter_configs_sees_their_change_refused(chromium, secure
     log_in(chromium, secured.console_urls[0], *BOB)
     chromium.get(secured.console_urls[0] + "#/topics/guarded")
     wait_until(chromium, lambda d: d.find_elements(by("ID"), "read-only"), what="the read-only note")
+    assert chromium.find_elements(by("CSS_SELECTOR"), "#rate-chart svg.chart")  # the rate, drawn as SVG
+    assert chromium.find_element(by("ID"), "partitions").text.count("\n") == 1  # a header and one partition
     field = chromium.find_element(by("CSS_SELECTOR"), 'input[data-config="retention.ms"]')
     field.clear()
     field.send_keys("1000")

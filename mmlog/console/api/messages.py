@@ -91,11 +91,9 @@ def _read(consumer, topic, partition, at, start, end, limit, newest, needle):
         else:
             kept += matching
             lo, hi = hi, min(end, hi + window)
-        if not chunk:
-            break
     kept = kept[:limit]
     if newest:
-        resume = kept[-1].offset - 1 if len(kept) == limit else (lo if lo < hi else None)
+        resume = kept[-1].offset - 1 if len(kept) == limit else (hi - 1 if lo < hi else None)
         return kept, scanned, resume if resume is None or resume >= start else None
     resume = kept[-1].offset + 1 if len(kept) == limit else (lo if lo < hi else None)
     return kept, scanned, resume if resume is None or resume < end else None

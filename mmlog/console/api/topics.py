@@ -104,7 +104,17 @@ def _may_alter(admin, name: str) -> bool:
 
 @routes.get("/topics/{topic}/rate")
 def rate(call):
-    return {"rate": rates(call.console).history(call.params["topic"])}
+    """The topic's messages in per second over time, after a sample of its high watermarks now."""
+    name = call.params["topic"]
+    admin = call.session.admin()
+    admin.cluster.refresh([name], allow_auto_create=False)
+    info = admin.cluster.topics.get(name)
+    if info is None or info.error:
+        raise error_for_code(info.error if info else 3, name)
+    latest = lookups.offsets(admin, [(name, p) for p in range(info.partitions)], lookups.LATEST)
+    if len(latest) == info.partitions:
+        rates(call.console).sample(name, sum(latest.values()))
+    return {"rate": rates(call.console).history(name)}
 
 
 @routes.put("/topics/{topic}/configs")

@@ -31,10 +31,17 @@ export async function render(root, { parts, query }, ui) {
     label("Time", fields.timestamp), label("Order", fields.order), label("Key as", fields.key_format),
     label("Value as", fields.value_format), label("Filter", fields.filter), load);
   const status = ui.el("p", { class: "muted", id: "browse-status" });
+  const more = ui.el("button", { type: "button", class: "plain", id: "more", hidden: true }, "More");
   const body = ui.el("tbody");
   const records = ui.el("table", { id: "records" }, ui.el("thead", {}, ui.el("tr", {},
     ["Offset", "Timestamp", "Key", "Value", "Headers"].map((t) => ui.el("th", {}, t)))), body);
-  root.append(form, status, records, produceForm(ui, fields.topic, fields.partition, () => show()));
+  more.addEventListener("click", () => {
+    fields.from.value = "offset";
+    fields.offset.value = more.dataset.next;
+    show();
+  });
+  root.append(form, status, records, ui.el("div", { class: "pager" }, more),
+    produceForm(ui, fields.topic, fields.partition, () => show()));
 
   async function show() {
     const name = fields.topic.value.trim();
@@ -49,6 +56,10 @@ export async function render(root, { parts, query }, ui) {
       const data = await ui.api(`/messages/${encodeURIComponent(name)}?${params}`);
       status.textContent = `${data.records.length} records (partition ${data.partition}: offsets ${data.log_start}` +
         ` to ${data.end}; ${data.scanned} read)`;
+      status.className = "muted";
+      more.hidden = data.next === null;
+      more.dataset.next = String(data.next);
+      more.textContent = fields.order.value === "newest" ? `Older, from offset ${data.next}` : `Newer, from offset ${data.next}`;
       body.replaceChildren(...data.records.map((r) => ui.el("tr", { class: "record", "data-offset": r.offset },
         ui.el("td", { class: "num" }, r.offset), ui.el("td", {}, ui.formatTime(r.timestamp)),
         ui.el("td", {}, shown(ui, r.key)), ui.el("td", { class: "value" }, shown(ui, r.value)),
@@ -56,6 +67,7 @@ export async function render(root, { parts, query }, ui) {
     } catch (error) {
       status.textContent = `${error.name}: ${error.message}`;
       status.className = "error";
+      more.hidden = true;
       body.replaceChildren();
     }
   }

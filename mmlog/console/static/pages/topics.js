@@ -23,7 +23,6 @@ async function topic(root, name, ui) {
   const timer = setInterval(async () => {
     if (!chartBox.isConnected) { clearInterval(timer); return; }
     try {
-      await ui.api(`/topics/${encodeURIComponent(name)}`);  // a sample of its offsets
       const { rate } = await ui.api(`/topics/${encodeURIComponent(name)}/rate`);
       chartBox.replaceChildren(ui.chart([{ name: "messages/s", points: rate }]));
     } catch (error) { clearInterval(timer); }
