@@ -5,6 +5,7 @@ API, lists paged and filtered on the server, and no secret in any answer."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
 
 import pytest
@@ -180,3 +181,18 @@ def test_browsing_goes_on_where_the_last_page_stopped(secured, alice):
     assert [r["offset"] for r in body["records"]] == [0, 1, 2, 3] and body["next"] == 4
     status, body, _ = alice.call("GET", "/messages/paged-records?order=oldest&from=offset&offset=4&limit=4")
     assert [r["offset"] for r in body["records"]] == [4, 5, 6] and body["next"] is None
+
+
+def test_a_topics_rate_is_measured_between_two_samples_of_its_offsets(secured, alice):
+    with Admin(secured.bootstrap, **admin_options()) as admin:
+        admin.create_topic("rated", 2)
+    assert alice.call("GET", "/topics/rated/rate")[1] == {"rate": []}  # one sample: no rate yet
+    with Producer(secured.bootstrap, **admin_options()) as producer:
+        for i in range(40):
+            producer.send("rated", b"x", partition=i % 2)
+        producer.flush(30)
+    time.sleep(1.1)
+    [[when, rate]] = alice.call("GET", "/topics/rated/rate")[1]["rate"]
+    assert when > 0 and 0 < rate <= 40 / 1.1
+    listed = alice.call("GET", "/topics?q=rated")[1]["items"]
+    assert [(t["name"], t["records"], t["partitions"]) for t in listed] == [("rated", 40, 2)]
