@@ -1,0 +1,1 @@
+"""The broker's web console (placeholder until the console's foundation is merged)."""
