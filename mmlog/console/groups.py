@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from mmlog.client.admin_offsets import LATEST
 from mmlog.client.records import TopicPartition
-from mmlog.console.paging import PAGE_SIZE, matching, page_of
 
 
 def lags(admin, groups: list[str]) -> dict[str, dict[TopicPartition, tuple[int, int | None]]]:
@@ -28,9 +27,8 @@ def total_lag(partitions: dict) -> int:
     return sum(max(0, end - done) for done, end in partitions.values() if end is not None)
 
 
-def group_page(admin, search: str = "", page: int = 1, size: int = PAGE_SIZE) -> dict:
-    """The groups whose names hold `search`, one page of them with state, members and lag."""
-    names, paging = page_of(matching(admin.list_groups(), search), page, size)
+def group_rows(admin, names: list[str]) -> list[dict]:
+    """The rows of a page of groups: state, protocol, members, topics and lag of each."""
     described = admin.describe_groups(names) if names else {}
     offsets = lags(admin, names)
     rows = []
@@ -41,7 +39,7 @@ def group_page(admin, search: str = "", page: int = 1, size: int = PAGE_SIZE) ->
                      "protocol_type": d.protocol_type if d else "", "protocol": d.protocol if d else "",
                      "members": len(d.members) if d else 0, "topics": sorted({tp.topic for tp in parts}),
                      "partitions": len(parts), "lag": total_lag(parts)})
-    return {"groups": rows, **paging}
+    return rows
 
 
 def group_detail(admin, group: str) -> dict:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import json
 
-from mmlog.console.paging import PAGE_SIZE, matching, page_of
 from mmlog.registry import access, errors, operations
 from mmlog.registry.reads import TYPES_ANSWER
 
@@ -29,19 +28,25 @@ def _check(may, subject: str, action: str) -> None:
         raise SchemaAccessDenied(f"not allowed to {action} subject {subject!r}")
 
 
-def subject_page(view, may, search: str = "", page: int = 1, size: int = PAGE_SIZE) -> dict:
-    """Subjects holding `search` that the user may read: latest version, its id and type, the level."""
+def readable_subjects(view, may) -> list[str]:
+    """The live subjects the user may read, sorted."""
     with view.changed:
-        names = [s for s in matching(view.live_subjects(), search)
-                 if may(*access.for_subject(s, access.READ))]
-        chosen, paging = page_of(names, page, size)
-        rows = []
-        for subject in chosen:
+        names = view.live_subjects()
+    return [s for s in names if may(*access.for_subject(s, access.READ))]
+
+
+def subject_rows(view, names: list[str]) -> list[dict]:
+    """A page of subjects: each one's latest version, its id and type, the subject's level."""
+    rows = []
+    with view.changed:
+        for subject in names:
             versions = view.versions(subject)
+            if not versions:
+                continue  # deleted since it was listed
             latest = versions[max(versions)]
             rows.append({"subject": subject, "versions": len(versions), "latest": latest.version,
                          "id": latest.id, "type": latest.schema_type, "compatibility": view.level(subject)})
-    return {"subjects": rows, **paging}
+    return rows
 
 
 def subject_detail(view, may, subject: str) -> dict:

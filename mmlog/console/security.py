@@ -8,7 +8,6 @@ user before asking (`NotSuperUser`, HTTP 403), as the page shows every user and 
 
 from __future__ import annotations
 
-from mmlog.console.paging import PAGE_SIZE, page_of
 from mmlog.security import acls
 
 
@@ -22,14 +21,10 @@ def require_super_user(principal: str, authorizer) -> None:
         raise NotSuperUser(f"{principal} is not a super user: the Security page is for super users only")
 
 
-def user_page(admin, search: str = "", page: int = 1, size: int = PAGE_SIZE) -> dict:
-    """One page of the SCRAM users whose names hold `search`."""
-    needle = (search or "").strip().lower()
-    users = sorted((name, mechs) for name, mechs in admin.describe_users().items() if needle in name.lower())
-    rows, paging = page_of(users, page, size)
-    return {"users": [{"name": name, "mechanisms": [{"mechanism": m, "iterations": i}
-                                                     for m, i in sorted(mechs.items())]} for name, mechs in rows],
-            **paging}
+def users(admin) -> list[dict]:
+    """Every SCRAM user: its name and each mechanism's iterations."""
+    return [{"name": name, "mechanisms": [{"mechanism": m, "iterations": i} for m, i in sorted(mechs.items())]}
+            for name, mechs in sorted(admin.describe_users().items())]
 
 
 ANY_BINDING = acls.Filter(acls.ANY, None, acls.ANY, None, None, acls.ANY, acls.ANY)
@@ -42,11 +37,8 @@ def binding_row(b: acls.Binding) -> dict:
             "permission": acls.PERMISSION_NAMES.get(b.permission, str(b.permission))}
 
 
-def acl_page(admin, search: str = "", page: int = 1, size: int = PAGE_SIZE) -> dict:
-    """One page of the ACL bindings whose principal or resource name holds `search`."""
-    needle = (search or "").strip().lower()
+def bindings(admin) -> list[dict]:
+    """Every ACL binding, its codes named, sorted by resource, principal, operation."""
     rows = [binding_row(b) for b in admin.describe_acls(ANY_BINDING)]
-    rows = sorted((r for r in rows if needle in r["principal"].lower() or needle in r["name"].lower()),
-                  key=lambda r: (r["resource_type"], r["name"], r["principal"], r["operation"], r["permission"]))
-    items, paging = page_of(rows, page, size)
-    return {"acls": items, **paging}
+    return sorted(rows, key=lambda r: (r["resource_type"], r["name"], r["principal"], r["operation"],
+                                       r["permission"], r["host"]))

@@ -1,1 +1,0 @@
-"""The broker's web console (placeholder until the console's foundation is merged)."""
