@@ -25,6 +25,7 @@ LAYERS = [
     ("mmlog.cluster",),  # the metadata stores (embedded, ZooKeeper), the controller, assignment
     ("mmlog.web",),  # the broker's HTTP server, its authentication and answers
     ("mmlog.registry",),  # the schema registry: its view of _schemas, the writer, the REST API
+    ("mmlog.console",),  # the web console: sessions, its JSON API, the pages
     ("mmlog.acceptor",),  # the main process: accept loop, supervision, control plane, boot
 ]
 # Beside the broker: the client speaks the protocol; Spark sits on the client.
@@ -34,7 +35,9 @@ SIDE = {"mmlog.client": ("mmlog.system", "mmlog.errors", "mmlog.config", "mmlog.
                         "mmlog.schemas", "mmlog.client")}
 # Beyond its layer: the registry is a client of its own cluster (it reads and writes _schemas through
 # mmlog.client, as Confluent's registry does through Kafka's client), never of the broker's internals.
-ALSO = {"mmlog.registry": ("mmlog.client",)}
+# The console is a client of its own cluster too: each session's Admin, Consumer and Producer act as the
+# logged-in user, so the broker's ACLs decide every read and action exactly as for the Kafka API.
+ALSO = {"mmlog.registry": ("mmlog.client",), "mmlog.console": ("mmlog.client",)}
 # On top, each over everything before it: a test broker and cluster; the CLI's commands; `python -m mmlog`.
 TOP = ["mmlog.testing", "mmlog.cli", "mmlog.__main__"]
 

@@ -8,7 +8,7 @@ either contained where it happens (each task, op and timer of the control thread
 runs under a net that logs it) or fatal, and this module is how it becomes fatal:
 
 - every thread the broker cannot serve without (the control thread, the topic
-  worker, the transaction marker sender, the metrics endpoint) is registered with
+  worker, the transaction marker sender, the web server) is registered with
   `thread`; one that is no longer alive while the broker runs is a failure;
 - any thread of the process that ends with an uncaught exception (ours, or a
   library's such as kazoo's) is a failure, named with its exception

@@ -34,7 +34,7 @@ from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.cluster.embedded_store import EmbeddedStore
 from mmlog.cluster.store import MetadataStore
-from mmlog.metrics.endpoint import MetricsServer, MetricsSources
+from mmlog.metrics.endpoint import MetricsSources, Scraper
 from mmlog.acceptor.parent_watch import end_now, watch_parent
 from mmlog.acceptor.supervisor import Supervisor
 from mmlog.acceptor.systemd import notify
@@ -79,14 +79,16 @@ def check_tls(config: BrokerConfig) -> None:
             tls.server_context(config, lst)
         except tls.TlsConfigError as exc:
             raise ConfigError(f"listener {lst.name}: ssl.keystore.location / ssl.truststore.location: {exc}") from exc
-    if any(scheme == "https" for scheme, _, _ in config.registry_listeners):
+    https = [name for name, addresses in (("schema.registry.listeners", config.registry_listeners),
+                                          ("console.listeners", config.console_listeners))
+             if any(scheme == "https" for scheme, _, _ in addresses)]
+    if https:
         from mmlog.web.server import tls_context
 
         try:
             tls_context(config)
         except tls.TlsConfigError as exc:
-            raise ConfigError(f"schema.registry.listeners: ssl.keystore.location / ssl.truststore.location: "
-                              f"{exc}") from exc
+            raise ConfigError(f"{https[0]}: ssl.keystore.location / ssl.truststore.location: {exc}") from exc
     if secured:
         log.info("TLS listeners: kernel TLS %s", "may be used (OpenSSL 3, the tls module loaded)"
                  if os.path.isdir("/sys/module/tls") else "unavailable (no tls kernel module): fetches over TLS "
@@ -138,48 +140,72 @@ def open_store(config: BrokerConfig) -> MetadataStore:
     return ZooKeeperStore(config, config.log_dirs[0])
 
 
-def start_metrics(config: BrokerConfig, supervisor: Supervisor, control: ControlPlane):
-    """The Prometheus endpoint, when metrics.listen is set (else None); flushes timed from here on."""
-    address = parse_metrics_listen(config["metrics.listen"])
-    if address is None:
-        return None
-    server = MetricsServer(address, MetricsSources(supervisor.metrics, supervisor.board, control),
-                           control.topic_lock)
-    supervisor.close_in_children.append(server.socket)
-    flush_timing.observer = supervisor.main_metrics.flushed
-    server.start()
-    control.liveness.thread("metrics", server.thread)
-    log.info("metrics listening=%s:%d path=/metrics", *server.address)
-    return server
+def web_services(config: BrokerConfig) -> dict[str, list[tuple[str, str, int]]]:
+    """The HTTP services this broker serves, by setting: their (scheme, host, port) addresses."""
+    services = {}
+    metrics = parse_metrics_listen(config["metrics.listen"])
+    if metrics is not None:
+        services["metrics.listen"] = [("http", *metrics)]
+    if config.registry_listeners:
+        services["schema.registry.listeners"] = config.registry_listeners
+    if config.console_listeners:
+        services["console.listeners"] = config.console_listeners
+    return services
 
 
-def bind_web(config: BrokerConfig) -> tuple[BrokerConfig, list]:
-    """The HTTP listeners (schema.registry.listeners), bound now like the Kafka ones; the config with
-    their bound ports."""
-    if not config.registry_listeners:
-        return config, []
+def bind_web(config: BrokerConfig) -> tuple[BrokerConfig, dict]:
+    """The HTTP listeners (metrics.listen, schema.registry.listeners, console.listeners), bound now like
+    the Kafka ones; the config with their bound ports, and each service's listeners."""
+    services = web_services(config)
+    if not services:
+        return config, {}
     from mmlog.web import server as web  # aiohttp: only for a broker that serves HTTP
 
-    bound = web.bind_all(config.registry_listeners)
-    return config.with_registry_ports([lst.sock.getsockname()[1] for lst in bound]), bound
+    bound = web.bind_services(services)
+    ports = {name: [lst.sock.getsockname()[1] for lst in listeners] for name, listeners in bound.items()}
+    return config.with_http_ports(ports), bound
 
 
-def start_web(config: BrokerConfig, bound: list, supervisor: Supervisor, control: ControlPlane):
-    """The broker's HTTP server with the schema registry mounted (None without HTTP listeners)."""
+def start_web(config: BrokerConfig, bound: dict, supervisor: Supervisor, control: ControlPlane):
+    """The broker's HTTP server with its services mounted (None without HTTP listeners)."""
     if not bound:
         return None
-    from mmlog.registry.api import mount
     from mmlog.web import server as web
 
-    context = web.tls_context(config) if any(lst.scheme == "https" for lst in bound) else None
-    server = web.WebServer(bound, context)
+    listeners = list({id(lst): lst for group in bound.values() for lst in group}.values())
+    context = web.tls_context(config) if any(lst.scheme == "https" for lst in listeners) else None
+    server = web.WebServer(listeners, context)
     supervisor.close_in_children.extend(server.sockets)
-    service = mount(server, config)
+    if "metrics.listen" in bound:
+        from mmlog.web import metrics
+
+        metrics.mount(server, Scraper(MetricsSources(supervisor.metrics, supervisor.board, control),
+                                      control.topic_lock), bound["metrics.listen"])
+        flush_timing.observer = supervisor.main_metrics.flushed
+    registry = None
+    if "schema.registry.listeners" in bound:
+        from mmlog.registry.api import mount
+
+        registry = mount(server, config, bound["schema.registry.listeners"])
+    if "console.listeners" in bound:
+        from mmlog.console.app import mount as mount_console
+
+        mount_console(server, config, bound["console.listeners"])
     server.start()
     control.liveness.thread("web", server.thread)
-    control.liveness.thread("registry-reader", service.reader.thread)
-    log.info("schema registry listeners=%s", ",".join(server.urls))
+    if registry is not None:
+        control.liveness.thread("registry-reader", registry.reader.thread)
+    _log_services(config, bound)
     return server
+
+
+def _log_services(config: BrokerConfig, bound: dict) -> None:
+    if "metrics.listen" in bound:
+        log.info("metrics listening=%s:%d path=/metrics", *bound["metrics.listen"][0].sock.getsockname()[:2])
+    if "schema.registry.listeners" in bound:
+        log.info("schema registry listeners=%s", ",".join(lst.url for lst in bound["schema.registry.listeners"]))
+    if "console.listeners" in bound:
+        log.info("console listeners=%s", ",".join(f"{lst.url}/console/" for lst in bound["console.listeners"]))
 
 
 def stop_web(server, control: ControlPlane) -> None:
@@ -216,7 +242,6 @@ def _run(config: BrokerConfig, store: MetadataStore) -> int:
     supervisor = Supervisor(config, sockets, control, store.cluster_id)
     manager.on_evict = lambda n: supervisor.main_metrics.add("partition_evictions", n)
     control.set_wake(lambda: supervisor.board.notify_others(-1))
-    metrics = start_metrics(config, supervisor, control)
     # What exists now (numpy, numba and the loaded partitions: a few hundred thousand objects) lives
     # as long as the broker: out of the collector's sight, a full collection no longer scans it (they
     # took 30-250 ms each in the main process while topics were created), and forked processors share
@@ -244,9 +269,6 @@ def _run(config: BrokerConfig, store: MetadataStore) -> int:
         if code != 0:
             exit_within(FAILED_STOP_S)  # a stalled thread may hold what the steps below need
         notify("STOPPING=1")
-        if metrics is not None:
-            control.liveness.forget("metrics")
-            metrics.stop()
         stop_web(http, control)
         if code == 0:
             control.controlled_shutdown(config["controlled.shutdown.timeout.ms"] / 1000)

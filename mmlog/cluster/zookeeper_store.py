@@ -310,7 +310,8 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
             except NoNodeError:
                 continue
             brokers[node] = Endpoint(node, doc["host"], doc["port"], doc.get("rack"),
-                                     paths.registration_listeners(doc), doc.get("schema_registry_urls", ()))
+                                     paths.registration_listeners(doc), doc.get("schema_registry_urls", ()),
+                                     int(doc.get("timestamp") or 0))
         controller = self._controller_id()
         if (brokers, controller) != (self.view.brokers, self.view.controller_id):
             log.info("cluster: live brokers %s, controller %d", sorted(brokers), controller)

@@ -85,21 +85,29 @@ def parse_metrics_listen(value: str) -> tuple[str, int] | None:
 _metrics_listen_ok = _parses(parse_metrics_listen)
 
 
-def parse_registry_listeners(value: str) -> list[tuple[str, str, int]]:
-    """schema.registry.listeners: 'http://HOST:PORT,https://HOST:PORT' -> [(scheme, host, port), ...]
-    (IPv6 hosts in [brackets]; an empty host listens on every address); '' -> [] (off)."""
+def parse_registry_listeners(value: str, what: str = "schema registry") -> list[tuple[str, str, int]]:
+    """schema.registry.listeners (console.listeners alike): 'http://HOST:PORT,https://HOST:PORT' ->
+    [(scheme, host, port), ...] (IPv6 hosts in [brackets]; an empty host listens on every address); '' -> []
+    (off)."""
     out = []
     for item in filter(None, (p.strip() for p in value.split(","))):
         scheme, sep, rest = item.partition("://")
         host, colon, port = rest.rpartition(":")
         if sep != "://" or scheme.lower() not in ("http", "https") or not colon or not port.isdigit() \
                 or not 0 <= int(port) <= 65535:
-            raise ValueError(f"bad schema registry listener {item!r}: want http://HOST:PORT or https://HOST:PORT")
+            raise ValueError(f"bad {what} listener {item!r}: want http://HOST:PORT or https://HOST:PORT")
         out.append((scheme.lower(), host.strip("[]") or "0.0.0.0", int(port)))
     return out
 
 
 _registry_listeners_ok = _parses(parse_registry_listeners)
+
+
+def parse_console_listeners(value: str) -> list[tuple[str, str, int]]:
+    return parse_registry_listeners(value, "console")
+
+
+_console_listeners_ok = _parses(parse_console_listeners)
 
 
 BROKER_SETTINGS: dict[str, Setting] = {
@@ -205,6 +213,13 @@ BROKER_SETTINGS: dict[str, Setting] = {
         Setting("schema.registry.listeners", str, "", "Serve the schema registry (Confluent Schema Registry's "
                 "REST API) on these URLs: http://HOST:PORT or https://HOST:PORT (TLS from the ssl.* settings), "
                 "comma-separated; empty: off.", _registry_listeners_ok, "http[s]://HOST:PORT list"),
+        Setting("console.listeners", str, "", "Serve the web console on these URLs: http://HOST:PORT or "
+                "https://HOST:PORT (TLS from the ssl.* settings), comma-separated; an address also given to "
+                "schema.registry.listeners or metrics.listen serves both from one port; empty: off.",
+                _console_listeners_ok, "http[s]://HOST:PORT list"),
+        Setting("console.session.timeout.ms", int, 3_600_000, "How long a console session lasts without a "
+                "request before it ends (its Kafka clients closed; a login is asked for again).",
+                lambda v: v >= 1000, ">= 1000"),
         Setting("schema.registry.timeout.ms", int, 10_000, "How long a schema registry write waits for its record "
                 "in _schemas to be acknowledged by every in-sync replica and read back.", lambda v: v >= 100,
                 ">= 100"),
@@ -427,6 +442,8 @@ def _check_security(config: "BrokerConfig") -> None:
                               "chain and key)")
     if any(scheme == "https" for scheme, _, _ in config.registry_listeners) and not config["ssl.keystore.location"]:
         raise ConfigError("schema.registry.listeners: an https listener needs ssl.keystore.location")
+    if any(scheme == "https" for scheme, _, _ in config.console_listeners) and not config["ssl.keystore.location"]:
+        raise ConfigError("console.listeners: an https listener needs ssl.keystore.location")
     if config.inter_broker_listener.sasl and not config["sasl.jaas.config"]:
         raise ConfigError("a SASL inter.broker.listener.name needs sasl.jaas.config (the broker's own login)")
     del advertised
@@ -532,11 +549,26 @@ class BrokerConfig:
     def registry_listeners(self) -> list[tuple[str, str, int]]:
         return parse_registry_listeners(self["schema.registry.listeners"])
 
+    @cached_property
+    def console_listeners(self) -> list[tuple[str, str, int]]:
+        return parse_console_listeners(self["console.listeners"])
+
     def with_registry_ports(self, ports: list[int]) -> "BrokerConfig":
         """The same config with the schema registry listening on the actually bound ports."""
+        return self.with_http_ports({"schema.registry.listeners": ports})
+
+    def with_http_ports(self, bound: dict[str, list[int]]) -> "BrokerConfig":
+        """The same config with its HTTP services (schema.registry.listeners, console.listeners,
+        metrics.listen) on the actually bound ports, by setting."""
         values = dict(self.values)
-        values["schema.registry.listeners"] = ",".join(
-            f"{scheme}://{_bracket(host)}:{port}" for (scheme, host, _), port in zip(self.registry_listeners, ports))
+        for name, ports in bound.items():
+            if name == "metrics.listen":
+                host, _ = parse_metrics_listen(self[name])
+                values[name] = f"{_bracket(host)}:{ports[0]}"
+                continue
+            listeners = parse_registry_listeners(self[name])
+            values[name] = ",".join(f"{scheme}://{_bracket(host)}:{port}"
+                                    for (scheme, host, _), port in zip(listeners, ports))
         return BrokerConfig(values)
 
     def with_port(self, port: int) -> "BrokerConfig":

@@ -40,6 +40,7 @@ class Endpoint:
     rack: str | None = None
     listeners: tuple = ()  # ((name, host, port), ...)
     registry: tuple = ()  # the URLs its schema registry listens on (schema.registry.listeners)
+    started: int = 0  # when it registered (ms since the epoch; its ZooKeeper registration's timestamp), 0: unknown
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "listeners", tuple(tuple(x) for x in self.listeners))
@@ -101,6 +102,7 @@ class ClusterView:
         return json.dumps({
             "controller": self.controller_id, "partitions": self.partitions,
             "brokers": [[b.node_id, b.host, b.port, b.rack, b.listeners, b.registry]
+                        + ([b.started] if b.started else [])  # absent when unknown: a standalone view's bytes
                         for b in sorted(self.brokers.values(), key=lambda b: b.node_id)],
         }).encode()
 

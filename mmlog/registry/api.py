@@ -90,12 +90,12 @@ class RegistryApi(Reads, Writes):
         ]
 
 
-def mount(server, config) -> RegistryService:
+def mount(server, config, listeners=None) -> RegistryService:
     """Start the registry of this broker and mount its API on the web server (stopped with it)."""
     service = RegistryService(config)
     client_tls = tls.peer_context(config) if any(scheme == "https" for scheme, _, _ in config.registry_listeners) \
         else None
     api = RegistryApi(service, Guard(config), client_tls)
-    server.mount(api.routes(), wrap=api.gated, on_stop=service.stop)
+    server.mount(api.routes(), wrap=api.gated, on_stop=service.stop, listeners=listeners)
     service.start()
     return service

@@ -41,6 +41,7 @@ from typing import Self
 _READY = re.compile(r"msg=ready listening=(?P<host>\S+):(?P<port>\d+)")
 _LISTENERS = re.compile(r" listeners=(?P<listeners>\S+)")
 _REGISTRY = re.compile(r"msg=schema registry listeners=(?P<urls>\S+)")
+_CONSOLE = re.compile(r"msg=console listeners=(?P<urls>\S+)")
 
 
 class BrokerFailed(RuntimeError):
@@ -97,6 +98,7 @@ class EmbeddedBroker(_ScratchProcess):
         self.log_lines: list[str] = []
         self.listener_ports: dict[str, int] = {}
         self.registry_urls: list[str] = []  # where its schema registry listens (schema.registry.listeners)
+        self.console_urls: list[str] = []  # its web console's pages (console.listeners), ending in /console/
         self._ready = threading.Event()
 
     @property
@@ -152,6 +154,9 @@ class EmbeddedBroker(_ScratchProcess):
             registry = _REGISTRY.search(line)
             if registry:
                 self.registry_urls = registry["urls"].split(",")
+            console = _CONSOLE.search(line)
+            if console:
+                self.console_urls = console["urls"].split(",")
             m = _READY.search(line)
             if m:
                 self.port = int(m["port"])

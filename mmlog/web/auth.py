@@ -57,12 +57,18 @@ class Guard:
             name = tls.principal_of(cert)
             return self._on_behalf(request, Caller(f"User:{name}" if name else ANONYMOUS, peer))
         user, password = _basic(request.headers.get("Authorization", ""))
-        server = sasl.PlainServer(self.credentials)
-        try:
-            server.step(b"\0" + user.encode() + b"\0" + password.encode())
-        except sasl.AuthenticationFailed:
-            raise unauthorized() from None
+        if not self.authenticates(user, password):
+            raise unauthorized()
         return self._on_behalf(request, Caller(f"User:{user}", peer))
+
+    def authenticates(self, user: str, password: str) -> bool:
+        """Whether the password is the user's, checked as SASL PLAIN checks it (PLAIN users, or SCRAM
+        credentials by deriving the keys from it)."""
+        try:
+            sasl.PlainServer(self.credentials).step(b"\0" + user.encode() + b"\0" + password.encode())
+        except sasl.AuthenticationFailed:
+            return False
+        return True
 
     def _on_behalf(self, request: web.Request, caller: Caller) -> Caller:
         """A peer broker (a super user) forwarding a request it authorised names whom it acts for."""

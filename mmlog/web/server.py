@@ -1,9 +1,11 @@
 """The broker's HTTP server: one aiohttp application on an asyncio loop of its own thread in the main process.
 
-Services mount on it (`mount`: the schema registry now; /metrics and a web console may join later) before
-`start`. Its listening sockets are bound by `bind_all` at start-up with the Kafka listeners, so a port in
-use stops the broker with one line; the supervisor closes them in every forked child. An https listener
-takes the broker's TLS settings (`ssl.keystore.location`, `ssl.truststore.location`, `ssl.client.auth`, ...).
+Services mount on it (`mount`: /metrics, the schema registry, the console) before `start`, each on the
+listeners its setting names: an address named by several services is one socket serving them all (port 0
+too: one port picked for them all), and a service's paths answer 404 on the others' listeners. The
+sockets are bound by `bind_services` at start-up with the Kafka listeners, so a port in use stops the
+broker with one line; the supervisor closes them in every forked child. An https listener takes the
+broker's TLS settings (`ssl.keystore.location`, `ssl.truststore.location`, `ssl.client.auth`, ...).
 
 Handlers run on the loop and must not block it: what waits (a write acknowledged by the cluster) runs in
 the loop's executor threads (`blocking`). No handler takes the control plane's locks.
@@ -20,8 +22,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from mmlog.config.settings import ConfigError
 from mmlog.security import tls
-from mmlog.web.responses import json_errors
+from mmlog.web.responses import HttpError, json_errors
 
 log = logging.getLogger("mmlog.broker")
 
@@ -74,6 +77,31 @@ def bind_all(addresses) -> list[HttpListener]:
     return bound
 
 
+def bind_services(services: dict[str, list[tuple[str, str, int]]]) -> dict[str, list[HttpListener]]:
+    """Each service's listeners: an address that several services name is one socket serving them all,
+    the n-th time a service names it the n-th socket there (a setting may list port 0 twice for two
+    ports). ConfigError when two services name one address with different schemes; OSError naming an
+    address that is taken."""
+    schemes: dict[tuple[str, int], str] = {}
+    counts: dict[tuple[str, int], int] = {}
+    for name, addresses in services.items():
+        for scheme, host, port in addresses:
+            if schemes.setdefault((host, port), scheme) != scheme:
+                raise ConfigError(f"{name}: {host}:{port} is http for one service and https for another")
+        for address in set((h, p) for _, h, p in addresses):
+            counts[address] = max(counts.get(address, 0), sum(1 for _, h, p in addresses if (h, p) == address))
+    wanted = [(address, n) for address, count in counts.items() for n in range(count)]
+    bound = dict(zip(wanted, bind_all((schemes[a], *a) for a, _ in wanted)))
+    out = {}
+    for name, addresses in services.items():
+        seen: dict[tuple[str, int], int] = {}
+        out[name] = []
+        for _, host, port in addresses:
+            n = seen[(host, port)] = seen.get((host, port), -1) + 1
+            out[name].append(bound[((host, port), n)])
+    return out
+
+
 def tls_context(config) -> ssl.SSLContext:
     """The broker's TLS settings as an https listener's context (no kernel TLS: aiohttp writes through SSL)."""
     return tls.server_context(config, _HttpsListener(), ktls=False)
@@ -113,11 +141,14 @@ class WebServer:
     def thread(self) -> threading.Thread | None:
         return self._thread
 
-    def mount(self, routes, wrap=None, on_stop=None) -> None:
+    def mount(self, routes, wrap=None, on_stop=None, listeners=None) -> None:
         """Add a service's routes before `start`; `wrap(handler)` wraps each of its handlers (what only its
-        own requests need: its errors' form, a gate), so that services do not see each other's."""
+        own requests need: its errors' form, a gate), so that services do not see each other's. With
+        `listeners` (some of the server's), its paths answer 404 on any other listener."""
         if wrap is not None:
             routes = [web.route(r.method, r.path, wrap(r.handler), **r.kwargs) for r in routes]
+        if listeners is not None and set(map(id, listeners)) != set(map(id, self.listeners)):
+            routes = [web.route(r.method, r.path, _only_on(listeners, r.handler), **r.kwargs) for r in routes]
         self.app.add_routes(routes)
         if on_stop is not None:
             self._stopping.append(on_stop)
@@ -167,6 +198,19 @@ class WebServer:
             listener.sock.close()
         for on_stop in self._stopping:
             on_stop()
+
+
+def _only_on(listeners: list[HttpListener], handler):
+    """The handler, answering 404 to a request that came in on another listener than these."""
+    bound = [lst.sock.getsockname()[:2] for lst in listeners]
+
+    async def gated(request: web.Request):
+        local = request.transport.get_extra_info("sockname") if request.transport else None
+        if not local or not any(port == local[1] and host in ("0.0.0.0", "::", local[0]) for host, port in bound):
+            raise HttpError(404, 404, "HTTP 404 Not Found")
+        return await handler(request)
+
+    return gated
 
 
 async def _tick() -> None:

@@ -54,7 +54,7 @@ def round_trip(broker: EmbeddedBroker, topic: str) -> None:
     assert [r.value for r in got] == [b"after the restart"]
 
 
-@pytest.mark.parametrize("thread", ["control-plane", "topic-worker", "txn-marker-sender", "metrics", "main"])
+@pytest.mark.parametrize("thread", ["control-plane", "topic-worker", "txn-marker-sender", "web", "main"])
 def test_a_thread_of_the_main_process_that_dies_stops_the_broker_with_one_line_and_a_restart_serves(tmp_path,
                                                                                                     thread):
     with EmbeddedBroker(tmp_path, processors=1, config=CONFIG) as broker:
