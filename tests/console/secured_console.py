@@ -63,7 +63,7 @@ class ConsoleSession:
     """The console's JSON API as one logged-in browser calls it."""
 
     def __init__(self, url: str, user: str | None = None) -> None:
-        self.url = url.rstrip("/")
+        self.url = url.rstrip("/").removesuffix("/console")
         self.cookie = ""
         self.csrf = ""
         if user is None:
