@@ -38,7 +38,7 @@ class Console:
         self.samplers = Samplers(config, totals)
         self.guard = Guard(config)
         self.target = Target.of(config)
-        self.sessions = Sessions(lambda user, password: Clients(self.target, user, password),
+        self.sessions = Sessions(lambda user, password: Clients(self.target, user, password, self.registry_urls),
                                  config["console.session.timeout.ms"] / 1000)
         self.view = ViewReader(config.log_dirs[0], ClusterView.standalone(Endpoint.of(config)))
         self.state: dict = {}  # what page areas keep between requests (samples of rates), by area

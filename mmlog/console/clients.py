@@ -29,6 +29,7 @@ class Target:
     protocol: str
     mechanism: str = "PLAIN"
     options: dict = field(default_factory=dict)  # TLS: ssl_context
+    cafile: str | None = None  # the broker's truststore: what an https schema registry is checked against
 
     @classmethod
     def of(cls, config) -> "Target":
@@ -43,7 +44,7 @@ class Target:
                 protocols=config["ssl.enabled.protocols"], ciphers=config["ssl.cipher.suites"])
         enabled = [m.strip() for m in config.for_listener(chosen.name, "sasl.enabled.mechanisms").split(",")]
         mechanism = "PLAIN" if "PLAIN" in enabled else next((m for m in enabled if m.startswith("SCRAM")), "PLAIN")
-        return cls(bootstrap, chosen.protocol, mechanism, options)
+        return cls(bootstrap, chosen.protocol, mechanism, options, config["ssl.truststore.location"] or None)
 
     def security(self, user: str | None, password: str | None) -> dict:
         """mmlog.client's security options for this user."""
@@ -57,9 +58,12 @@ class Target:
 class Clients:
     """One session's clients, made on first use; `close` ends them all."""
 
-    def __init__(self, target: Target, user: str | None, password: str | None) -> None:
+    def __init__(self, target: Target, user: str | None, password: str | None, registry_urls=lambda: ()) -> None:
         self.target = target
         self._security = target.security(user, password)  # the password stays here, in the server's memory
+        self._user, self._password = user, password  # for the schema registry's basic authentication
+        self._registry_urls = registry_urls
+        self._registry = None
         self._admin: Admin | None = None
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
@@ -84,14 +88,32 @@ class Clients:
         with self._lock:
             if self._producer is None:
                 self._producer = Producer(self.target.bootstrap, client_id=CLIENT_ID, acks="all", linger_ms=0,
+                                          max_block_ms=TIMEOUT_S * 1000,
                                           request_timeout_ms=TIMEOUT_S * 1000,
                                           delivery_timeout_ms=TIMEOUT_S * 1000 * 2, **self._security)
             return self._producer
 
+    def registry(self):
+        """A decoder by schema id, asking the schema registry (this broker's, else a peer's) as the user;
+        None when no broker of the cluster serves one."""
+        with self._lock:
+            if self._registry is None:
+                urls = self._registry_urls()
+                if not urls:
+                    return None
+                from mmlog.client.serde import SchemaRegistry
+                from mmlog.console.decoding import RegistryDecoder
+
+                self._registry = RegistryDecoder(SchemaRegistry(
+                    urls[0], username=self._user, password=self._password, timeout=TIMEOUT_S,
+                    ssl_cafile=self.target.cafile))
+            return self._registry
+
     def close(self) -> None:
         with self._lock:
-            made, self._admin, self._consumer, self._producer = (
-                [c for c in (self._admin, self._consumer, self._producer) if c is not None], None, None, None)
+            made, self._admin, self._consumer, self._producer, self._registry = (
+                [c for c in (self._admin, self._consumer, self._producer, self._registry) if c is not None],
+                None, None, None, None)
         for client in made:
             try:
                 client.close(2.0) if isinstance(client, Producer) else client.close()

@@ -43,6 +43,9 @@ class Session:
     def producer(self):
         return self.clients.producer()
 
+    def registry(self):
+        return self.clients.registry()
+
     def csrf_ok(self, token: str | None) -> bool:
         """Whether a request carries this session's token (compared in constant time)."""
         return bool(token) and hmac.compare_digest(token.encode(), self.csrf.encode())

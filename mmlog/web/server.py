@@ -78,27 +78,27 @@ def bind_all(addresses) -> list[HttpListener]:
 
 
 def bind_services(services: dict[str, list[tuple[str, str, int]]]) -> dict[str, list[HttpListener]]:
-    """Each service's listeners: an address that several services name is one socket serving them all,
-    the n-th time a service names it the n-th socket there (a setting may list port 0 twice for two
-    ports). ConfigError when two services name one address with different schemes; OSError naming an
+    """Each service's listeners: an address (scheme, host, port) that several services name is one socket
+    serving them all, the n-th time a service names it the n-th socket there (a setting may list port 0
+    twice for two ports). ConfigError when one host:port is named with two schemes; OSError naming an
     address that is taken."""
     schemes: dict[tuple[str, int], str] = {}
-    counts: dict[tuple[str, int], int] = {}
+    counts: dict[tuple[str, str, int], int] = {}
     for name, addresses in services.items():
         for scheme, host, port in addresses:
-            if schemes.setdefault((host, port), scheme) != scheme:
+            if port and schemes.setdefault((host, port), scheme) != scheme:
                 raise ConfigError(f"{name}: {host}:{port} is http for one service and https for another")
-        for address in set((h, p) for _, h, p in addresses):
-            counts[address] = max(counts.get(address, 0), sum(1 for _, h, p in addresses if (h, p) == address))
+        for address in set(addresses):
+            counts[address] = max(counts.get(address, 0), addresses.count(address))
     wanted = [(address, n) for address, count in counts.items() for n in range(count)]
-    bound = dict(zip(wanted, bind_all((schemes[a], *a) for a, _ in wanted)))
+    bound = dict(zip(wanted, bind_all(address for address, _ in wanted)))
     out = {}
     for name, addresses in services.items():
-        seen: dict[tuple[str, int], int] = {}
+        seen: dict[tuple[str, str, int], int] = {}
         out[name] = []
-        for _, host, port in addresses:
-            n = seen[(host, port)] = seen.get((host, port), -1) + 1
-            out[name].append(bound[((host, port), n)])
+        for address in addresses:
+            n = seen[address] = seen.get(address, -1) + 1
+            out[name].append(bound[(address, n)])
     return out
 
 
