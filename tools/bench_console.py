@@ -42,7 +42,7 @@ def pages(groups: list[str], topic: str) -> dict[str, list[str]]:
     """Each page and the API calls its first view makes."""
     group = groups[len(groups) // 2]
     return {"cluster": ["/cluster"], "topics": ["/topics?size=50"], "topic": [f"/topics/{topic}"],
-            "messages": [f"/topics/{topic}/messages?partition=0&limit=50"],
+            "messages": [f"/messages/{topic}?partition=0&limit=50"],
             "groups": ["/groups?size=25"], "groups (search)": ["/groups?size=25&q=7"],
             "group": [f"/groups/{group}", f"/groups/{group}/lag"],
             "schemas": ["/schemas/subjects?size=25"], "schema": ["/schemas/subjects/orders-value/compare?left=1"],
@@ -53,7 +53,7 @@ class Browser:
     """An anonymous console session: its cookie, calls timed."""
 
     def __init__(self, url: str) -> None:
-        self.url = url.rstrip("/") + "/console/api"
+        self.url = url.rstrip("/").removesuffix("/console") + "/console/api"
         with urllib.request.urlopen(self.url + "/session", timeout=60) as reply:
             self.cookie = reply.headers["Set-Cookie"].split(";", 1)[0]
 

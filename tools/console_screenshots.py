@@ -28,6 +28,7 @@ from mmlog.client.records import TopicPartition  # noqa: E402
 from mmlog.security import acls  # noqa: E402
 from mmlog.security.acls import ALLOW, DESCRIBE, GROUP, PREFIXED, READ, TOPIC, Binding  # noqa: E402
 from mmlog.testing import EmbeddedBroker  # noqa: E402
+from mmlog.testing.browser import chromium, log_in  # noqa: E402
 from mmlog.testing.security import USERS, add_users  # noqa: E402
 
 ADMIN = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "admin",
@@ -102,8 +103,6 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from tests.console.headless import chromium, log_in
-
     with tempfile.TemporaryDirectory() as scratch:
         data = Path(scratch, "data")
         add_users(data, {**USERS, "bob": "bob-secret"})

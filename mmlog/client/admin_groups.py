@@ -73,12 +73,13 @@ class GroupAdmin:
         members for a group the coordinator does not know."""
         return self.describe_groups([group])[group]
 
-    def describe_groups(self, groups: list[str]) -> dict[str, GroupDescription]:
-        """`describe_group` of several groups: one DescribeGroups per coordinator. The first group refused
-        (GroupAuthorizationFailed, ...) raises."""
+    def describe_groups(self, groups: list[str], nodes: dict[str, int] | None = None) -> dict[str, GroupDescription]:
+        """`describe_group` of several groups: one DescribeGroups per coordinator (`nodes`: theirs, from
+        `coordinators`, when the caller has them). The first group refused (GroupAuthorizationFailed, ...)
+        raises."""
         by_node: dict[int, list[str]] = {}
-        for group in groups:
-            by_node.setdefault(self._coordinator(group), []).append(group)
+        for group, node in (nodes or self.coordinators(groups)).items():
+            by_node.setdefault(node, []).append(group)
         out = {}
         for node, names in by_node.items():
             body = self._request(node, describe_groups.API_KEY, 4, describe_groups.REQUEST(
@@ -89,9 +90,14 @@ class GroupAdmin:
                 out[g.group_id] = _description(g)
         return {group: out[group] for group in groups if group in out}
 
-    def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
-        """The group's committed offset of every partition it committed one for (OffsetFetch)."""
-        body = self._request(self._coordinator(group), offset_fetch.API_KEY, 5, offset_fetch.REQUEST(
+    def coordinators(self, groups: list[str]) -> dict[str, int]:
+        """Each group's coordinator (one FindCoordinator each), for the calls that take `node`."""
+        return {group: self._coordinator(group) for group in groups}
+
+    def committed_offsets(self, group: str, node: int | None = None) -> dict[TopicPartition, int]:
+        """The group's committed offset of every partition it committed one for (OffsetFetch); `node`: its
+        coordinator, when the caller knows it."""
+        body = self._request(self._coordinator(group) if node is None else node, offset_fetch.API_KEY, 5, offset_fetch.REQUEST(
             group_id=group, topics=None))
         if body.error_code:
             raise error_for_code(body.error_code, f"OffsetFetch {group!r}")

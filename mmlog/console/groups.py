@@ -12,10 +12,11 @@ from mmlog.client.admin_offsets import LATEST
 from mmlog.client.records import TopicPartition
 
 
-def lags(admin, groups: list[str]) -> dict[str, dict[TopicPartition, tuple[int, int | None]]]:
+def lags(admin, groups: list[str], nodes: dict[str, int] | None = None) -> dict[str, dict[TopicPartition, tuple]]:
     """Per group, per committed partition: (committed offset, end offset) -- the end as a read_committed
-    consumer sees it (None for a partition offline or gone)."""
-    committed = {group: admin.committed_offsets(group) for group in groups}
+    consumer sees it (None for a partition offline or gone). `nodes`: the groups' coordinators, if known."""
+    nodes = nodes or admin.coordinators(groups)
+    committed = {group: admin.committed_offsets(group, nodes[group]) for group in groups}
     wanted = {tp for offsets in committed.values() for tp in offsets}
     ends = admin.partition_offsets(wanted, LATEST, read_committed=True) if wanted else {}
     return {group: {tp: (offset, ends.get((tp.topic, tp.partition))) for tp, offset in offsets.items()}
@@ -29,8 +30,9 @@ def total_lag(partitions: dict) -> int:
 
 def group_rows(admin, names: list[str]) -> list[dict]:
     """The rows of a page of groups: state, protocol, members, topics and lag of each."""
-    described = admin.describe_groups(names) if names else {}
-    offsets = lags(admin, names)
+    nodes = admin.coordinators(names)
+    described = admin.describe_groups(names, nodes) if names else {}
+    offsets = lags(admin, names, nodes)
     rows = []
     for name in names:
         d = described.get(name)

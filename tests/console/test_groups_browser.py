@@ -9,7 +9,7 @@ import pytest
 from mmlog.client import Consumer, Producer
 from mmlog.client.admin import Admin
 from mmlog.client.records import TopicPartition
-from tests.console.headless import chromium, log_in, missing, wait_for
+from mmlog.testing.browser import chromium, log_in, missing, wait_for
 from tests.console.secured_console import PASSWORDS, kafka_options, secured_broker
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=missing() or "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from mmlog.testing import EmbeddedBroker
 from mmlog.testing.security import USERS
 from tests.console.secured_console import BOB, ApiError, ConsoleSession, secured_broker
 
@@ -43,3 +44,10 @@ def test_anyone_but_a_super_user_is_refused(broker, path):
     with pytest.raises(ApiError) as refused:
         alice.get(path)
     assert (refused.value.status, refused.value.name) == (403, "NOT_SUPER_USER")
+
+
+def test_without_an_authoriser_the_page_lists_the_users_and_no_acls(tmp_path):
+    with EmbeddedBroker(tmp_path / "data", processors=1, config={"console.listeners": "http://127.0.0.1:0"}) as b:
+        anonymous = ConsoleSession(b.console_urls[0])
+        assert anonymous.get("/security/users")["items"] == []
+        assert anonymous.get("/security/acls") == {"items": [], "total": 0, "page": 1, "size": 50}

@@ -1,12 +1,10 @@
-"""A headless Debian chromium driven by selenium, for the console's browser tests; the tests skip, saying
-why, when selenium, chromium or chromedriver is missing."""
+"""A headless Debian chromium driven by selenium, for the console's browser tests and screenshots; the tests
+skip, saying why, when selenium, chromium or chromedriver is missing."""
 
 from __future__ import annotations
 
 import shutil
 import time
-
-import pytest
 
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 DRIVER = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
@@ -36,6 +34,8 @@ def chromium(width: int = 1280, height: int = 900):
     """A new headless chromium (the caller quits it)."""
     reason = missing()
     if reason:
+        import pytest
+
         pytest.skip(reason)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
