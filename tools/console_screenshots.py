@@ -36,6 +36,7 @@ ADMIN = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl
 ACLS = [Binding(TOPIC, "orders", PREFIXED, "User:alice", "*", READ, ALLOW),
         Binding(GROUP, "billing-", PREFIXED, "User:alice", "*", READ, ALLOW),
         Binding(TOPIC, "payments", PREFIXED, "User:bob", "*", DESCRIBE, ALLOW)]
+STEP = 15  # records a partition's commit moves on per round (about 30 a second)
 SCHEMA = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "id", "type": "string"}, {"name": "amount", "type": "double"}]}
 
@@ -67,21 +68,29 @@ def fill(broker: EmbeddedBroker) -> None:
         urllib.request.urlopen(request, timeout=60).read()
 
 
-def load(broker: EmbeddedBroker, stop: threading.Event) -> None:
-    """Produce and fetch load for the Metrics page, and a consumer catching up for the group's lag chart."""
+def load(broker: EmbeddedBroker, stop: threading.Event, burst_s: float) -> None:
+    """Produce and fetch load for the Metrics page, and a group committing at most STEP records a round per
+    partition, so that its lag grows during a burst of `burst_s` and falls after it (the group's chart)."""
     producer = Producer(broker.bootstrap, linger_ms=5, **ADMIN)
     consumer = Consumer(broker.bootstrap, group_id="billing-live", auto_offset_reset="earliest",
                         enable_auto_commit=False, **ADMIN)
     consumer.subscribe(["clicks"])
-    done = 0
+    seen: dict[tuple[str, int], int] = {}
+    done: dict[tuple[str, int], int] = {}
+    started = time.monotonic()
     while not stop.is_set():
-        for i in range(200):
+        burst = time.monotonic() - started < burst_s
+        for i in range(400 if burst else 20):
             producer.send("clicks", value=b"/load/%d" % i)
         producer.flush(30)
-        for record in consumer.poll(0.2)[:150]:
-            consumer.commit({(record.topic, record.partition): record.offset + 1}, asynchronous=True)
-            done += 1
-        time.sleep(0.2)
+        for record in consumer.poll(0.2):
+            tp = (record.topic, record.partition)
+            seen[tp] = record.offset + 1
+            done.setdefault(tp, record.offset)
+        if seen:
+            done = {tp: min(seen[tp], done[tp] + STEP) for tp in seen}
+            consumer.commit(done)
+        time.sleep(0.3)
     consumer.close()
     producer.close()
 
@@ -90,7 +99,7 @@ def shoot(driver, url: str, name: str, out: Path, wait_s: float = 2.0) -> None:
     driver.get(url)
     time.sleep(wait_s)
     height = driver.execute_script("return document.body.scrollHeight")
-    driver.set_window_size(1280, max(700, min(int(height) + 40, 2400)))
+    driver.set_window_size(1280, max(700, min(int(height) + 80, 2400)))
     time.sleep(0.5)
     driver.save_screenshot(str(out / f"{name}.png"))
     print(f"saved {out / (name + '.png')}")
@@ -99,7 +108,7 @@ def shoot(driver, url: str, name: str, out: Path, wait_s: float = 2.0) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "docs" / "console"))
-    parser.add_argument("--load-s", type=float, default=45.0, help="load before the Metrics page")
+    parser.add_argument("--load-s", type=float, default=60.0, help="load before the pages are shot")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -115,7 +124,7 @@ def main() -> None:
         with EmbeddedBroker(data, processors=2, config=config) as broker:
             fill(broker)
             stop = threading.Event()
-            worker = threading.Thread(target=load, args=(broker, stop), daemon=True)
+            worker = threading.Thread(target=load, args=(broker, stop, args.load_s / 3), daemon=True)
             worker.start()
             driver = chromium()
             try:

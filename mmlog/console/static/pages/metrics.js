@@ -2,6 +2,7 @@
 // percentiles per API over the last hour, from its own counters sampled every few seconds.
 
 const REFRESH_MS = 10000;
+const COLOURS = ["#2c5fd8", "#b54708"];  // ui.chart's first two series colours
 
 export async function render(root, params, ui) {
   const body = ui.el("div");
@@ -14,13 +15,11 @@ export async function render(root, params, ui) {
     const latest = samples.length ? samples[samples.length - 1] : null;
     body.replaceChildren(
       ui.el("p", { class: "muted" }, interval ? `A sample every ${interval} s, the last hour.` : "Not sampled."),
-      ui.el("h2", {}, "Requests per second (Produce, Fetch)"),
-      ui.chart([api("Produce", "rate"), api("Fetch", "rate")], { unit: "/s" }),
-      ui.el("h2", {}, "Bytes in and out per second"),
-      ui.chart([{ name: "bytes in", points: samples.map((s) => [at(s), s.bytes_in]) },
-        { name: "bytes out", points: samples.map((s) => [at(s), s.bytes_out]) }], { unit: " B/s" }),
-      ui.el("h2", {}, "Latency p99 (Produce, Fetch)"),
-      ui.chart([api("Produce", "p99"), api("Fetch", "p99")], { unit: " ms" }),
+      ...figure(ui, "Requests per second", [api("Produce", "rate"), api("Fetch", "rate")], "/s"),
+      ...figure(ui, "Bytes in and out per second", [
+        { name: "bytes in", points: samples.map((s) => [at(s), s.bytes_in]) },
+        { name: "bytes out", points: samples.map((s) => [at(s), s.bytes_out]) }], " B/s"),
+      ...figure(ui, "Latency, 99th percentile", [api("Produce", "p99"), api("Fetch", "p99")], " ms"),
       ui.el("h2", {}, "Request latency per API (last sample)"), latencyTable(latest, ui));
   }
   await refresh();
@@ -28,6 +27,15 @@ export async function render(root, params, ui) {
     if (!root.isConnected) { clearInterval(timer); return; }
     try { await refresh(); } catch (error) { clearInterval(timer); }
   }, REFRESH_MS);
+}
+
+function figure(ui, title, series, unit) {
+  const legend = ui.el("div", { class: "muted" }, series.map((s, i) => {
+    const swatch = ui.el("span", {}, "■ ");
+    swatch.style.color = COLOURS[i % COLOURS.length];  // through the DOM: the CSP allows no inline style
+    return ui.el("span", {}, swatch, s.name, "   ");
+  }));
+  return [ui.el("h2", {}, title), ui.chart(series, { unit }), legend];
 }
 
 function latencyTable(sample, ui) {
