@@ -155,3 +155,15 @@ def test_a_reset_needs_the_sessions_csrf_token(broker):
     with pytest.raises(ApiError) as refused:
         alice.post("/groups/shop-000/reset/apply", {"offsets": [{"topic": TOPIC, "partition": 0, "new": 0}]})
     assert refused.value.status == 403
+
+
+def test_the_broker_samples_a_viewed_groups_lag_between_views(broker, admin):
+    admin.alter_group_offsets("lag-sampled", {TopicPartition(TOPIC, 0): 10})
+    alice = console(broker, "alice")
+    assert alice.get("/groups/lag-sampled")["lag"] == RECORDS - 10  # viewed: the sampler follows it now
+    admin.alter_group_offsets("lag-sampled", {TopicPartition(TOPIC, 0): 60})
+    deadline = time.monotonic() + 20
+    while [lag for _, lag in alice.get("/groups/lag-sampled/lag")["points"]][-1] != RECORDS - 60:
+        assert time.monotonic() < deadline, "the sampler recorded no point after the commit"
+        time.sleep(0.5)
+    assert [lag for _, lag in alice.get("/groups/lag-sampled/lag")["points"]] == [RECORDS - 10, RECORDS - 60]
