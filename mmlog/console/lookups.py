@@ -5,10 +5,11 @@ Admin, so that the user's ACLs decide what answers."""
 from __future__ import annotations
 
 from mmlog.client.admin_offsets import EARLIEST, LATEST
+from mmlog.client.admin import TOPIC_RESOURCE
 from mmlog.errors import KafkaError
-from mmlog.protocol.messages import describe_log_dirs, list_offsets
+from mmlog.protocol.messages import describe_configs, describe_log_dirs, list_offsets
 
-__all__ = ["EARLIEST", "LATEST", "log_dirs", "offsets", "sizes"]
+__all__ = ["EARLIEST", "LATEST", "log_dirs", "offsets", "sizes", "topic_setting"]
 
 
 def offsets(admin, partitions, timestamp: int = LATEST, read_committed: bool = False) -> dict:
@@ -62,4 +63,19 @@ def sizes(dirs: dict) -> dict:
         for parts in by_dir.values():
             for key, size in parts.items():
                 out[key] = max(size, out.get(key, 0))
+    return out
+
+
+def topic_setting(admin, topics, name: str, default: str) -> dict[str, str]:
+    """{topic: the value of one config} for many topics in one DescribeConfigs; `default` for a topic whose
+    configs the user may not see."""
+    topics = sorted(topics)
+    if not topics:
+        return {}
+    body = admin._request(admin._controller(), describe_configs.API_KEY, 1, describe_configs.REQUEST(resources=[
+        {"resource_type": TOPIC_RESOURCE, "resource_name": t, "configuration_keys": [name]} for t in topics]))
+    out = dict.fromkeys(topics, default)
+    for result in body.results:
+        if not result.error_code:
+            out.update({result.resource_name: c.value for c in result.configs if c.name == name and c.value})
     return out

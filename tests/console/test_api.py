@@ -83,6 +83,12 @@ def test_a_change_without_the_sessions_csrf_token_is_refused(secured, alice):
     with Admin(secured.bootstrap, **admin_options()) as admin:
         config, overrides = admin.topic_config("csrf-guarded")
     assert config["retention.ms"] == "1234" and "retention.ms" in overrides
+    status, topic, _ = alice.call("GET", "/topics/csrf-guarded")
+    assert topic["can_alter"] is True
+    assert {c["name"]: (c["value"], c["source"]) for c in topic["configs"]}["retention.ms"] == ("1234", "topic")
+    assert alice.call("PUT", "/topics/csrf-guarded/configs", {"delete": ["retention.ms"]})[0] == 200
+    status, topic, _ = alice.call("GET", "/topics/csrf-guarded")
+    assert {c["name"]: c["source"] for c in topic["configs"]}["retention.ms"] != "topic"
 
 
 def test_a_user_without_alter_configs_is_refused_as_the_kafka_api_would_refuse_them(secured, browser):
@@ -94,8 +100,15 @@ def test_a_user_without_alter_configs_is_refused_as_the_kafka_api_would_refuse_t
     assert {c["name"]: c["source"] for c in topic["configs"]}["retention.ms"] != "topic"
     status, body, _ = browser.call("PUT", "/topics/bobs-view/configs", {"set": {"retention.ms": "1000"}})
     assert (status, body["error"]) == (403, "TOPIC_AUTHORIZATION_FAILED")
-    status, body, _ = browser.call("GET", "/cluster")
+    status, body, _ = browser.call("GET", "/cluster/log-dirs")
     assert status == 200 and body["log_dirs"] == []  # DescribeLogDirs wants DESCRIBE on the cluster
+
+
+def test_log_dirs_are_shown_to_a_user_who_may_describe_the_cluster(secured, alice):
+    status, body, _ = alice.call("GET", "/cluster/log-dirs")
+    [row] = body["log_dirs"]
+    assert status == 200 and row["broker"] == 0 and row["dir"] == str(secured.data_dir)
+    assert row["partitions"] >= 0 and 0 < row["free"] <= row["capacity"]
 
 
 def test_topics_are_paged_and_filtered_on_the_server(secured, alice):

@@ -1,5 +1,5 @@
 """The web server's thread and the registry's reader are essential threads of the main process: one that
-dies stops the broker with one line (exit code 1), like the metrics thread."""
+dies stops the broker with one line (exit code 1), like the control thread."""
 
 from __future__ import annotations
 

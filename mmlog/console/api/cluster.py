@@ -1,5 +1,6 @@
 """The Cluster page's API: brokers (id, address, rack, up since, controller), the partitions offline,
-under-replicated and under min ISR (counts, and a paged list of each), log dirs and their use.
+under-replicated and under min ISR (counts, and a paged list of each), log dirs and their use (asked
+apart, so that the rest shows at once).
 
 Partitions are those the user may describe (Metadata answers no others); log dirs need DESCRIBE on the
 cluster (DescribeLogDirs), and are left out for a user without it. min.insync.replicas is asked only for
@@ -14,7 +15,6 @@ from mmlog.console import lookups
 from mmlog.console.errors import ConsoleError
 from mmlog.console.paging import page
 from mmlog.console.router import Routes
-from mmlog.errors import KafkaError
 
 routes = Routes()
 STATES = ("offline", "under_replicated", "under_min_isr")
@@ -29,13 +29,9 @@ def _partitions(admin) -> list[tuple[str, int, int, tuple, tuple]]:
 
 
 def _min_isr(admin, topics) -> dict[str, int]:
-    out = {}
-    for topic in topics:
-        try:
-            out[topic] = int(admin.topic_config(topic)[0].get("min.insync.replicas", 1))
-        except (KafkaError, ValueError):
-            out[topic] = 1  # not allowed to see its configs: the broker's default
-    return out
+    """Each topic's min.insync.replicas (1 where the user may not see its configs)."""
+    return {t: int(v) if v.isdigit() else 1 for t, v in lookups.topic_setting(admin, topics, "min.insync.replicas",
+                                                                              "1").items()}
 
 
 def classify(admin) -> dict[str, list]:
@@ -63,11 +59,16 @@ def overview(call):
         brokers.append({"id": node, "address": info.address, "rack": endpoint.rack if endpoint else None,
                         "up_since": started, "controller": node == cluster.controller_id})
     return {"cluster_id": cluster.cluster_id, "controller": cluster.controller_id, "brokers": brokers,
-            "partitions": {state: len(found) for state, found in states.items()},
-            "log_dirs": _dirs(call, admin)}
+            "partitions": {state: len(found) for state, found in states.items()}}
 
 
-def _dirs(call, admin) -> list[dict]:
+@routes.get("/cluster/log-dirs")
+def log_dirs(call) -> dict:
+    """Every broker's log dirs: size and partitions (capacity and free space for this broker's own). Asked
+    apart from the rest of the page: a DescribeLogDirs of every partition of a large cluster takes a while."""
+    admin = call.session.admin()
+    if not admin.cluster.brokers:
+        admin.cluster.refresh([])
     own = set(map(str, call.console.config.log_dirs))
     out = []
     for node, dirs in sorted(lookups.log_dirs(admin).items()):
@@ -77,7 +78,7 @@ def _dirs(call, admin) -> list[dict]:
                 disk = os.statvfs(path)
                 row.update(capacity=disk.f_blocks * disk.f_frsize, free=disk.f_bavail * disk.f_frsize)
             out.append(row)
-    return out
+    return {"log_dirs": out}
 
 
 @routes.get("/cluster/partitions")

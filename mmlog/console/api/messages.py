@@ -110,7 +110,8 @@ def _range(consumer, topic: str, partition: int, lo: int, hi: int, deadline: flo
     while time.monotonic() < deadline:
         records = consumer.poll(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
         got += [r for r in records if lo <= r.offset < hi]
-        if (records and records[-1].offset >= hi - 1) or consumer.position(tp) >= hi:
+        if (records and records[-1].offset >= hi - 1) \
+                or consumer.position(tp, timeout=max(0.1, deadline - time.monotonic())) >= hi:
             break
     return got
 

@@ -17,11 +17,14 @@ export async function render(root, { parts }, ui) {
       ui.el("td", {}, b.id), ui.el("td", {}, b.address), ui.el("td", {}, b.rack || ""),
       ui.el("td", {}, ui.formatTime(b.up_since)), ui.el("td", {}, b.controller ? "yes" : ""))))));
   root.append(ui.el("h2", {}, "Log dirs"));
-  if (!data.log_dirs.length) root.append(ui.el("p", { class: "muted" }, "Not shown: DESCRIBE on the cluster is needed."));
-  else root.append(ui.el("table", { id: "log-dirs" },
+  const dirs = ui.el("div", {}, ui.el("p", { class: "muted" }, "Loading…"));
+  root.append(dirs);
+  const { log_dirs: found } = await ui.api("/cluster/log-dirs");
+  if (!found.length) dirs.replaceChildren(ui.el("p", { class: "muted" }, "Not shown: DESCRIBE on the cluster is needed."));
+  else dirs.replaceChildren(ui.el("table", { id: "log-dirs" },
     ui.el("thead", {}, ui.el("tr", {}, ["Broker", "Directory", "Partitions", "Size", "Free", "Capacity"].map((t, i) =>
       ui.el("th", { class: i > 1 ? "num" : null }, t)))),
-    ui.el("tbody", {}, data.log_dirs.map((d) => ui.el("tr", {},
+    ui.el("tbody", {}, found.map((d) => ui.el("tr", {},
       ui.el("td", {}, d.broker), ui.el("td", {}, d.dir), ui.el("td", { class: "num" }, d.partitions),
       ui.el("td", { class: "num" }, ui.formatBytes(d.size)), ui.el("td", { class: "num" }, ui.formatBytes(d.free)),
       ui.el("td", { class: "num" }, ui.formatBytes(d.capacity)))))));

@@ -53,15 +53,28 @@ function configRow(topic, config, ui) {
     disabled: config.read_only || config.sensitive });
   const save = ui.el("button", { type: "button", class: "plain", disabled: config.read_only || config.sensitive },
     "Save");
+  const reset = ui.el("button", { type: "button", class: "plain", hidden: config.source !== "topic" }, "Reset");
   const source = ui.el("td", {}, config.source);
+  const path = `/topics/${encodeURIComponent(topic)}/configs`;
   save.addEventListener("click", async () => {
     try {
-      await ui.api(`/topics/${encodeURIComponent(topic)}/configs`, { method: "PUT", body: { set: { [config.name]: input.value } } });
+      await ui.api(path, { method: "PUT", body: { set: { [config.name]: input.value } } });
       source.textContent = "topic";
+      reset.hidden = false;
       ui.toast(`${config.name} set to ${input.value}`, "info");
     } catch (error) {
       ui.toast(`${error.name}: ${error.message}`);
     }
   });
-  return ui.el("tr", {}, ui.el("td", {}, config.name), ui.el("td", {}, input), source, ui.el("td", {}, save));
+  reset.addEventListener("click", async () => {
+    try {
+      await ui.api(path, { method: "PUT", body: { delete: [config.name] } });
+      ui.toast(`${config.name} back to its default`, "info");
+      location.reload();
+    } catch (error) {
+      ui.toast(`${error.name}: ${error.message}`);
+    }
+  });
+  return ui.el("tr", {}, ui.el("td", {}, config.name), ui.el("td", {}, input), source,
+    ui.el("td", {}, save, " ", reset));
 }
