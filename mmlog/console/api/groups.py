@@ -44,8 +44,11 @@ def lag_history(call) -> dict:
 @routes.post("/groups/{group}/reset/plan")
 def reset_plan(call) -> dict:
     body = call.body
+    topics = body.get("topics") or None
+    if topics is not None and not (isinstance(topics, list) and all(isinstance(t, str) for t in topics)):
+        raise ConsoleError(400, "INVALID_REQUEST", "topics: a list of topic names")
     return _reset(lambda: group_reset.plan(call.session.admin(), call.params["group"], str(body.get("target", "")),
-                                           body.get("value"), body.get("topics") or None))
+                                           body.get("value"), topics))
 
 
 @routes.post("/groups/{group}/reset/apply")
