@@ -190,7 +190,8 @@ def start_web(config: BrokerConfig, bound: dict, supervisor: Supervisor, control
     if "console.listeners" in bound:
         from mmlog.console.app import mount as mount_console
 
-        mount_console(server, config, bound["console.listeners"])
+        mount_console(server, config, bound["console.listeners"], registry=registry,
+                      totals=supervisor.metrics.totals if supervisor.metrics is not None else None)
     server.start()
     control.liveness.thread("web", server.thread)
     if registry is not None:

@@ -143,8 +143,9 @@ class Supervisor:
         self.pool = MemoryPool(config["queued.max.request.bytes"], config["socket.request.max.bytes"], self.nprocs)
         self.limits = ConnectionLimits(config, ConnectionTable(config["max.connections"]))
         self.acceptor = AcceptLoop(self.limits, lambda: self.workers.values())
-        # With metrics.listen set: the counters every process writes (ipc/metrics_block.py).
-        self.metrics = MetricsBlock(self.nprocs) if config["metrics.listen"] else None
+        # With metrics.listen or the console (its Metrics page) on: the counters every process writes
+        # (ipc/metrics_block.py).
+        self.metrics = MetricsBlock(self.nprocs) if config["metrics.listen"] or config.console_listeners else None
         self.main_metrics = self.metrics.region(MAIN) if self.metrics else NULL_REGION
         self.close_in_children: list[socket.socket] = []  # the main process's own sockets (metrics endpoint)
         control.on_dynamic.append(self.limits.reconfigure)  # max.connections* are dynamic (config/dynamic.py)

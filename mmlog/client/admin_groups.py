@@ -71,35 +71,45 @@ class GroupAdmin:
     def describe_group(self, group: str) -> GroupDescription:
         """State, protocol and members (with their topics and partitions) of a group; state "Dead" and no
         members for a group the coordinator does not know."""
-        body = self._request(self._coordinator(group), describe_groups.API_KEY, 4, describe_groups.REQUEST(
-            groups=[group], include_authorized_operations=False))
-        [g] = body.groups
-        if g.error_code:
-            raise error_for_code(g.error_code, f"DescribeGroups {group!r}")
-        members = []
-        for m in g.members:
-            member = MemberDescription(m.member_id, m.client_id, m.client_host, m.group_instance_id)
-            if g.protocol_type == cp.PROTOCOL_TYPE:
-                try:
-                    if len(m.member_metadata):
-                        member.topics = list(cp.decode_subscription(m.member_metadata).topics)
-                    member.assignment = sorted(cp.decode_assignment(m.member_assignment).partitions)
-                except ProtocolError:
-                    pass  # a member that is not a Kafka-protocol consumer after all: show it without them
-            members.append(member)
-        return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
+        return self.describe_groups([group])[group]
+
+    def describe_groups(self, groups: list[str], nodes: dict[str, int] | None = None) -> dict[str, GroupDescription]:
+        """`describe_group` of several groups: one DescribeGroups per coordinator (`nodes`: theirs, from
+        `coordinators`, when the caller has them). The first group refused (GroupAuthorizationFailed, ...)
+        raises."""
+        by_node: dict[int, list[str]] = {}
+        for group, node in (nodes or self.coordinators(groups)).items():
+            by_node.setdefault(node, []).append(group)
+        out = {}
+        for node, names in by_node.items():
+            body = self._request(node, describe_groups.API_KEY, 4, describe_groups.REQUEST(
+                groups=names, include_authorized_operations=False))
+            for g in body.groups:
+                if g.error_code:
+                    raise error_for_code(g.error_code, f"DescribeGroups {g.group_id!r}")
+                out[g.group_id] = _description(g)
+        return {group: out[group] for group in groups if group in out}
+
+    def coordinators(self, groups: list[str]) -> dict[str, int]:
+        """Each group's coordinator (one FindCoordinator each), for the calls that take `node`."""
+        return {group: self._coordinator(group) for group in groups}
+
+    def committed_offsets(self, group: str, node: int | None = None) -> dict[TopicPartition, int]:
+        """The group's committed offset of every partition it committed one for (OffsetFetch); `node`: its
+        coordinator, when the caller knows it."""
+        body = self._request(self._coordinator(group) if node is None else node, offset_fetch.API_KEY, 5, offset_fetch.REQUEST(
+            group_id=group, topics=None))
+        if body.error_code:
+            raise error_for_code(body.error_code, f"OffsetFetch {group!r}")
+        return {TopicPartition(t.name, p.partition_index): p.committed_offset
+                for t in body.topics for p in t.partitions if p.committed_offset >= 0}
 
     def group_offsets(self, group: str,
                       description: GroupDescription | None = None) -> dict[TopicPartition, GroupOffset]:
         """Every partition the group has committed an offset for or has assigned to a member now: the
         committed offset, the partition's latest offset (its end), the lag, and the member holding it.
         `description`: the group's `describe_group`, if the caller has it already."""
-        body = self._request(self._coordinator(group), offset_fetch.API_KEY, 5, offset_fetch.REQUEST(
-            group_id=group, topics=None))
-        if body.error_code:
-            raise error_for_code(body.error_code, f"OffsetFetch {group!r}")
-        committed = {TopicPartition(t.name, p.partition_index): p.committed_offset
-                     for t in body.topics for p in t.partitions if p.committed_offset >= 0}
+        committed = self.committed_offsets(group)
         description = description or self.describe_group(group)
         owners = {tp: m.member_id for m in description.members for tp in m.assignment}
         topics = sorted({tp.topic for tp in committed} | {tp.topic for tp in owners})
@@ -166,3 +176,19 @@ class GroupAdmin:
         if body.node_id not in self.cluster.brokers:
             self.cluster.refresh([])
         return body.node_id
+
+
+def _description(g) -> GroupDescription:
+    """A DescribeGroups answer's group, its consumer members' subscriptions and assignments decoded."""
+    members = []
+    for m in g.members:
+        member = MemberDescription(m.member_id, m.client_id, m.client_host, m.group_instance_id)
+        if g.protocol_type == cp.PROTOCOL_TYPE:
+            try:
+                if len(m.member_metadata):
+                    member.topics = list(cp.decode_subscription(m.member_metadata).topics)
+                member.assignment = sorted(cp.decode_assignment(m.member_assignment).partitions)
+            except ProtocolError:
+                pass  # a member that is not a Kafka-protocol consumer after all: show it without them
+        members.append(member)
+    return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)

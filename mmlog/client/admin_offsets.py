@@ -67,6 +67,32 @@ class OffsetAdmin:
         self._raise_first(errors)
         return dict(sorted(out.items()))
 
+    def partition_offsets(self, partitions, timestamp: int = LATEST, *,
+                          read_committed: bool = False) -> dict[tuple[str, int], int | None]:
+        """`offsets` of any partitions of any topics at once: one ListOffsets per leader. None for a
+        partition without a live leader, unknown, or whose leader refused it."""
+        partitions = sorted(set(partitions))
+        topics = sorted({t for t, _ in partitions})
+        if topics:
+            self.cluster.refresh(topics, allow_auto_create=False)
+        by_leader: dict[int, dict[str, list[int]]] = {}
+        out: dict[tuple[str, int], int | None] = {}
+        for topic, p in partitions:
+            out[topic, p] = None
+            info = self.cluster.topics.get(topic)
+            leader = info.leaders[p] if info is not None and info.error == 0 and p < len(info.leaders) else -1
+            if leader in self.cluster.brokers:
+                by_leader.setdefault(leader, {}).setdefault(topic, []).append(p)
+        for leader, parts in sorted(by_leader.items()):
+            body = self._request(leader, list_offsets.API_KEY, 5, list_offsets.REQUEST(
+                replica_id=-1, isolation_level=int(read_committed), topics=[{"name": t, "partitions": [
+                    {"partition_index": p, "timestamp": timestamp} for p in ps]} for t, ps in parts.items()]))
+            for t in body.topics:
+                for part in t.partitions:
+                    if not part.error_code:
+                        out[t.name, part.partition_index] = part.offset
+        return out
+
     def earliest_offsets(self, topic: str) -> dict[int, int]:
         return self.offsets(topic, EARLIEST)
 

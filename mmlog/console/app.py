@@ -14,6 +14,7 @@ from aiohttp import web
 
 from mmlog.console import api
 from mmlog.console.clients import Clients, Target
+from mmlog.console.samplers import Samplers
 from mmlog.console.sessions import Sessions
 from mmlog.ipc.cluster_view import ClusterView, Endpoint, ViewReader
 from mmlog.web.auth import Guard
@@ -31,8 +32,10 @@ HEADERS = {
 class Console:
     """What the console's handlers share: the broker's config and users, the sessions, the cluster view."""
 
-    def __init__(self, config) -> None:
+    def __init__(self, config, registry=None, totals=None) -> None:
         self.config = config
+        self.registry = registry  # this broker's schema registry service (mmlog/registry/service.py), if any
+        self.samplers = Samplers(config, totals)
         self.guard = Guard(config)
         self.target = Target.of(config)
         self.sessions = Sessions(lambda user, password: Clients(self.target, user, password, self.registry_urls),
@@ -51,7 +54,16 @@ class Console:
             mine = [u for b in self.view.current().brokers.values() for u in b.registry]
         return sorted(mine, key=lambda u: not u.startswith("http:"))
 
+    @property
+    def lag_sampler(self):
+        return self.samplers.lag
+
+    @property
+    def metrics_history(self):
+        return self.samplers.metrics
+
     def close(self) -> None:
+        self.samplers.stop()
         self.sessions.close()
 
 
@@ -60,13 +72,16 @@ def api_modules() -> list:
     return [importlib.import_module(f"{api.__name__}.{m.name}") for m in pkgutil.iter_modules(api.__path__)]
 
 
-def mount(server, config, listeners=None) -> Console:
-    console = Console(config)
+def mount(server, config, listeners=None, registry=None, totals=None) -> Console:
+    """The console on the server; `registry`: this broker's registry service, `totals`: its metrics block's
+    summed counters (the Metrics page's samples)."""
+    console = Console(config, registry, totals)
     routes = [route for module in api_modules() for route in module.routes.aiohttp_routes(console)]
     files = _static_files()
     routes += [web.get("/console", _redirect), web.get("/console/", _file(files, "index.html")),
                web.get("/console/static/{name:.+}", _static(files))]
     server.mount(routes, wrap=_with_headers, on_stop=console.close, listeners=listeners)
+    console.samplers.start()
     return console
 
 
