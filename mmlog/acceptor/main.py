@@ -29,7 +29,6 @@ import sys
 import threading
 import time
 
-from mmlog.acceptor import listener
 from mmlog.ipc.cluster_view import Endpoint
 from mmlog.acceptor.control import ControlPlane
 from mmlog.cluster.embedded_store import EmbeddedStore
@@ -42,6 +41,7 @@ from mmlog.acceptor.liveness import Liveness
 from mmlog.config.broker import BrokerConfig, parse_metrics_listen
 from mmlog.config.settings import ConfigError
 from mmlog.security import tls
+from mmlog.system import listening
 from mmlog.log import flush_timing, kernels
 from mmlog.log.cleaner import kernels as compaction_kernels
 from mmlog.log.manager import LogManager
@@ -229,7 +229,7 @@ def _run(config: BrokerConfig, store: MetadataStore) -> int:
                     "default from the descriptor limit and vm.max_map_count): clients spread over more than that "
                     "make processors close and reopen partitions in turn (mmlog_log_partition_evictions_total); "
                     "raise LimitNOFILE and vm.max_map_count", manager.loaded, max_open)
-    sockets = [listener.bind(lst.host, lst.port) for lst in config.listeners]
+    sockets = [listening.bind(lst.host, lst.port) for lst in config.listeners]
     config = config.with_ports([sock.getsockname()[1] for sock in sockets])
     try:
         config, http_sockets = bind_web(config)

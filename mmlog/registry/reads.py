@@ -156,12 +156,17 @@ class Reads:
             doc["messages"] = problems
         return answer(doc)
 
-    async def get_config(self, request: web.Request) -> web.Response:
+    def _reading(self, request: web.Request) -> str | None:
+        """The subject a config or mode read names (None: the global one), once the caller may read it."""
         subject = request.match_info.get("subject")
         if subject is None:
             self.caller(request)
         else:
             self.subject(request, access.READ)
+        return subject
+
+    async def get_config(self, request: web.Request) -> web.Response:
+        subject = self._reading(request)
         with self.view.changed:
             found = self.view.configs.get(subject)
             if found is None and subject is not None:
@@ -175,11 +180,7 @@ class Reads:
         return answer(doc)
 
     async def get_mode(self, request: web.Request) -> web.Response:
-        subject = request.match_info.get("subject")
-        if subject is None:
-            self.caller(request)
-        else:
-            self.subject(request, access.READ)
+        subject = self._reading(request)
         with self.view.changed:
             mode = self.view.modes.get(subject)
             if mode is None and subject is not None and not flag(request, "defaultToGlobal"):

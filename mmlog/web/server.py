@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from mmlog.system import listening
 from mmlog.config.settings import ConfigError
 from mmlog.security import tls
 from mmlog.web.responses import HttpError, json_errors
@@ -48,17 +49,7 @@ class HttpListener:
 
 def bind(scheme: str, host: str, port: int, backlog: int = 128) -> HttpListener:
     """A listening socket for host:port (OSError when the port is taken)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(backlog)
-        sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
-    return HttpListener(scheme, sock)
+    return HttpListener(scheme, listening.bind(host, port, backlog))
 
 
 def bind_all(addresses) -> list[HttpListener]:

@@ -61,10 +61,7 @@ def listing(call):
 def topic(call):
     name = call.params["topic"]
     admin = call.session.admin()
-    admin.cluster.refresh([name], allow_auto_create=False)
-    info = admin.cluster.topics.get(name)
-    if info is None or info.error:
-        raise error_for_code(info.error if info else 3, name)
+    info = _topic(admin, name)
     keys = [(name, p) for p in range(info.partitions)]
     latest = lookups.offsets(admin, keys, lookups.LATEST)
     stable = lookups.offsets(admin, keys, lookups.LATEST, read_committed=True)
@@ -79,6 +76,15 @@ def topic(call):
     configs, refused = _configs(admin, name)
     return {"name": name, "partitions": partitions, "configs": configs, "configs_refused": refused,
             "can_alter": _may_alter(admin, name), "rate": rates(call.console).history(name)}
+
+
+def _topic(admin, name: str):
+    """The topic's metadata as the user's client sees it (its Kafka error when it may not, or is unknown)."""
+    admin.cluster.refresh([name], allow_auto_create=False)
+    info = admin.cluster.topics.get(name)
+    if info is None or info.error:
+        raise error_for_code(info.error if info else 3, name)  # 3: UNKNOWN_TOPIC_OR_PARTITION
+    return info
 
 
 def _configs(admin, name: str) -> tuple[list[dict], str | None]:
@@ -107,10 +113,7 @@ def rate(call):
     """The topic's messages in per second over time, after a sample of its high watermarks now."""
     name = call.params["topic"]
     admin = call.session.admin()
-    admin.cluster.refresh([name], allow_auto_create=False)
-    info = admin.cluster.topics.get(name)
-    if info is None or info.error:
-        raise error_for_code(info.error if info else 3, name)
+    info = _topic(admin, name)
     latest = lookups.offsets(admin, [(name, p) for p in range(info.partitions)], lookups.LATEST)
     if len(latest) == info.partitions:
         rates(call.console).sample(name, sum(latest.values()))

@@ -1,4 +1,5 @@
-"""Listening sockets: bound once in the main process, accepted from only there."""
+"""Listening TCP sockets, bound once in the main process: the Kafka listeners (accepted from only there)
+and the HTTP listeners (mmlog/web)."""
 
 from __future__ import annotations
 
