@@ -79,6 +79,9 @@ def test_an_acl_created_through_broker_0_is_stored_in_zookeeper_and_enforced_at_
             [f"Topic:{TOPIC}".encode()]
 
         wait_for(lambda: _topic_error(port[2], "alice") == 0, what="broker 2 allowing alice")
+        # The produce goes to the partition's leader, which may be another broker: each learns the change
+        # from ZooKeeper in its own time, so wait for all three (a loaded host may take seconds).
+        wait_for(lambda: all(_topic_error(p, "alice") == 0 for p in port.values()), what="every broker allowing alice")
 
         errors = []
         producer = ck.Producer({**_conf(port[2], "alice"), "message.timeout.ms": 10000})
