@@ -109,6 +109,12 @@ class Clients:
                     ssl_cafile=self.target.cafile))
             return self._registry
 
+    def registry_client(self):
+        """The schema registry's REST client as the user (this broker's registry, else a peer's); None when
+        no broker of the cluster serves one."""
+        decoder = self.registry()
+        return None if decoder is None else decoder.registry
+
     def close(self) -> None:
         with self._lock:
             made, self._admin, self._consumer, self._producer, self._registry = (

@@ -14,6 +14,7 @@ import json
 
 from mmlog.registry import access, errors, operations
 from mmlog.registry.reads import TYPES_ANSWER
+from mmlog.web.responses import HttpError
 
 SCHEMA_TYPES = TYPES_ANSWER
 
@@ -97,12 +98,21 @@ def compare(view, may, subject: str, left: str, right: str) -> dict:
             "diff": side_by_side(*texts), "same": texts[0] == texts[1]}
 
 
-def set_compatibility(service, may, subject: str, level: str) -> dict:
-    """Change a subject's compatibility level, as PUT /config/{subject} does (made by this broker when it
-    writes the registry's changes; a level a follower is asked for answers where to change it)."""
+def set_compatibility(service, may, subject: str, level: str, as_user=None) -> dict:
+    """Change a subject's compatibility level, as PUT /config/{subject} does: made here when this broker
+    writes the registry's changes; else sent as the user to the registry's REST API (`as_user()`: a
+    SchemaRegistry client with the session's credentials), which forwards it to the writer and answers
+    once this broker's view holds it."""
     _check(may, subject, access.CONFIGURE)
-    url = service.leader_url()
-    if url is not None:
-        raise errors.forwarding(f"the registry's changes are made at {url}: change the level there")
+    if service.leader_url() is not None:
+        from mmlog.client.serde import RegistryError
+
+        client = as_user() if as_user is not None else None
+        if client is None:
+            raise errors.forwarding("no schema registry URL to send the change to")
+        try:
+            return {"subject": subject, "compatibility": client.set_compatibility(level, subject)}
+        except RegistryError as exc:
+            raise HttpError(exc.status, exc.error_code, exc.message) from None
     answer, _ = service.change(lambda view, _writer: operations.set_config(view, subject, {"compatibility": level}))
     return {"subject": subject, "compatibility": answer["compatibility"]}

@@ -66,4 +66,4 @@ def compare(call) -> dict:
 def set_compatibility(call) -> dict:
     level = call.body.get("compatibility")
     return _answered(lambda: schemas.set_compatibility(_registry(call), _may(call), call.params["subject"],
-                                                       str(level or "")))
+                                                       str(level or ""), call.session.clients.registry_client))
