@@ -6,6 +6,7 @@ API, lists paged and filtered on the server, and no secret in any answer."""
 from __future__ import annotations
 
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -110,6 +111,19 @@ def test_log_dirs_are_shown_to_a_user_who_may_describe_the_cluster(secured, alic
     [row] = body["log_dirs"]
     assert status == 200 and row["broker"] == 0 and row["dir"] == str(secured.data_dir)
     assert row["partitions"] >= 0 and 0 < row["free"] <= row["capacity"]
+
+
+def test_a_log_dirs_partitions_are_listed_with_their_sizes(secured, alice):
+    with Admin(secured.bootstrap, **admin_options()) as admin:
+        admin.create_topic("in-the-dir", 2)
+    dir_ = str(secured.data_dir)
+    status, body, _ = alice.call("GET", f"/cluster/log-dirs/partitions?broker=0&dir={urllib.parse.quote(dir_)}"
+                                        "&q=in-the-dir")
+    assert status == 200 and [(p["topic"], p["partition"]) for p in body["items"]] == [("in-the-dir", 0),
+                                                                                      ("in-the-dir", 1)]
+    assert all(p["size"] >= 0 for p in body["items"])
+    assert alice.call("GET", "/cluster/log-dirs/partitions?broker=0&dir=/nowhere")[0] == 404
+    assert alice.call("GET", "/cluster/log-dirs/partitions?broker=x&dir=/nowhere")[0] == 400
 
 
 def test_topics_are_paged_and_filtered_on_the_server(secured, alice):

@@ -81,6 +81,24 @@ def log_dirs(call) -> dict:
     return {"log_dirs": out}
 
 
+@routes.get("/cluster/log-dirs/partitions")
+def log_dir_partitions(call):
+    """A paged list of the partitions one broker keeps in one log dir (`broker`, `dir`), with their sizes."""
+    try:
+        node = int(call.query.get("broker", ""))
+    except ValueError:
+        raise ConsoleError(400, "INVALID_REQUEST", "broker: want a broker id") from None
+    path = call.query.get("dir", "")
+    admin = call.session.admin()
+    if not admin.cluster.brokers:
+        admin.cluster.refresh([])
+    found = lookups.log_dirs(admin).get(node, {}).get(path)
+    if found is None:
+        raise ConsoleError(404, "LOG_DIR_NOT_FOUND", f"broker {node} answers no log dir {path!r}")
+    return page(sorted(found.items()), call, text=lambda item: item[0][0], show=lambda item: {
+        "topic": item[0][0], "partition": item[0][1], "size": item[1]})
+
+
 @routes.get("/cluster/partitions")
 def partitions(call):
     """A paged list of the partitions in one state (`state`: offline, under_replicated, under_min_isr)."""
