@@ -30,6 +30,10 @@ def test_logging_in_shows_the_cluster(chromium, secured):
     assert secured.bootstrap.rsplit(":", 1)[1] in table.text and "yes" in table.text  # broker 0, controller
     assert chromium.get_cookie("mmlog-console")["httpOnly"] is True
     assert chromium.execute_script("return document.cookie") == ""  # a script sees no session id
+    dirs = wait_until(chromium, lambda d: d.find_elements(by("CSS_SELECTOR"), "#log-dirs tbody a"), what="log dirs")
+    dirs[0].click()  # the log dir's partition count: the list of its partitions
+    wait_until(chromium, lambda d: "Partitions in" in d.find_element(by("TAG_NAME"), "h1").text,
+               what="the log dir's partitions")
 
 
 def test_a_record_holding_html_is_shown_as_text_and_never_run(chromium, secured):
