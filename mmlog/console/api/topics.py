@@ -25,7 +25,7 @@ SOURCES = {1: "topic", 2: "dynamic broker", 3: "dynamic default broker", 4: "sta
 
 
 def rates(console) -> Rates:
-    return console.state.setdefault("topic_rates", Rates())
+    return console.samplers.rates
 
 
 @routes.get("/topics")
