@@ -14,7 +14,7 @@ from collections import deque
 from mmlog.console import lookups
 
 log = logging.getLogger("mmlog.console")
-INTERVAL_S = 10.0  # one ListOffsets per broker for every partition: ~50 ms of a broker's CPU at 10,000
+INTERVAL_S = 10.0  # a round: one ListOffsets per broker, for every partition it leads
 
 MIN_GAP_S = 1.0
 KEEP = 360  # at a sample every 10 s: an hour
