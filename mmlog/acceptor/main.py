@@ -122,6 +122,9 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
         compiled_loop.warm()  # the compiled request path (its codec and append too), inherited by the processors
     if config["log.cleaner.enable"]:
         compaction_kernels.warm()  # the cleaner process inherits them compiled
+    if config["schema.registry.listeners"] or config["console.listeners"]:
+        from mmlog.registry.client_kernels import warm_clients
+        warm_clients()  # their producers and consumers run in this process: compiled now, not in a request
     precompile()
     store = open_store(config)
     try:
