@@ -11,14 +11,12 @@ points each, the least recently sampled forgotten first. A group's page records 
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import OrderedDict, deque
 
 from mmlog.console.groups import lags, total_lag
-
-log = logging.getLogger("mmlog.console")
+from mmlog.console.sampler_thread import SamplerThread
 
 WINDOW_S = 3600.0
 INTERVAL_S = 5.0
@@ -65,19 +63,17 @@ class LagHistory:
             return list(self._points)
 
 
-class LagSampler:
+class LagSampler(SamplerThread):
     """The thread sampling lag into a LagHistory; `viewed(group)` marks a group someone is looking at."""
 
+    name = "console-lag"
+
     def __init__(self, make_admin, history: LagHistory, interval_s: float = INTERVAL_S) -> None:
-        self.make_admin = make_admin  # () -> an Admin of the broker's own
+        super().__init__(make_admin, interval_s)
         self.history = history
-        self.interval_s = interval_s
         self.known: dict[str, int] = {}  # group -> its last sampled lag (for the top groups)
         self._viewed: dict[str, float] = {}
         self._cursor = 0
-        self._stop = threading.Event()
-        self.thread: threading.Thread | None = None
-        self._admin = None
 
     def viewed(self, group: str, lag: int | None = None) -> None:
         self._viewed[group] = time.monotonic()
@@ -85,32 +81,9 @@ class LagSampler:
             self.known[group] = lag
             self.history.record(group, lag)
 
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self._run, name="console-lag", daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self.thread is not None:
-            self.thread.join(10)
-        if self._admin is not None:
-            self._admin.close()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.tick()
-            except Exception as exc:  # noqa: BLE001 - a cluster hiccup: the next tick tries again
-                log.debug("console lag sampler: %s: %s", exc.__class__.__name__, exc)
-                if self._admin is not None:
-                    self._admin.close()
-                    self._admin = None
-
     def tick(self) -> None:
         """One round: the groups to sample now, their lag recorded."""
-        if self._admin is None:
-            self._admin = self.make_admin()
-        names = list(self._admin.list_groups())
+        names = list(self.admin.list_groups())
         for gone in set(self.known) - set(names):
             del self.known[gone]
         now = time.monotonic()
@@ -120,7 +93,7 @@ class LagSampler:
         top = sorted(self.known, key=self.known.get, reverse=True)[:TOP]
         present = set(names)
         chosen = [g for g in dict.fromkeys([*self._viewed, *top, *sweep]) if g in present]
-        for group, parts in lags(self._admin, chosen).items():
+        for group, parts in lags(self.admin, chosen).items():
             self.known[group] = total_lag(parts)
         ranked = set(sorted(self.known, key=self.known.get, reverse=True)[:TOP]) | set(self._viewed)
         for group in chosen:

@@ -6,14 +6,13 @@ the user's)."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import deque
 
 from mmlog.console import lookups
+from mmlog.console.sampler_thread import SamplerThread
 
-log = logging.getLogger("mmlog.console")
 INTERVAL_S = 10.0  # a round: one ListOffsets per broker, for every partition it leads
 
 MIN_GAP_S = 1.0
@@ -58,44 +57,19 @@ class Rates:
             self._history.pop(topic, None)
 
 
-class RateSampler:
+class RateSampler(SamplerThread):
     """The thread sampling every topic's high watermarks into `rates` with the broker's own admin client."""
 
+    name = "console-rates"
+
     def __init__(self, make_admin, rates: Rates, interval_s: float = INTERVAL_S) -> None:
-        self.make_admin = make_admin
+        super().__init__(make_admin, interval_s)
         self.rates = rates
-        self.interval_s = interval_s
-        self._admin = None
-        self._stop = threading.Event()
-        self.thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self._run, name="console-rates", daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self.thread is not None:
-            self.thread.join(10)
-        if self._admin is not None:
-            self._admin.close()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.tick()
-            except Exception as exc:  # noqa: BLE001 - a cluster hiccup: the next tick tries again
-                log.debug("console rate sampler: %s: %s", exc.__class__.__name__, exc)
-                if self._admin is not None:
-                    self._admin.close()
-                    self._admin = None
 
     def tick(self) -> None:
         """One round: every topic's high watermarks summed and sampled (a topic missing a partition's
         answer is left for the next round)."""
-        if self._admin is None:
-            self._admin = self.make_admin()
-        admin = self._admin
+        admin = self.admin
         admin.cluster.refresh(None, allow_auto_create=False)
         topics = {name: info.partitions for name, info in admin.cluster.topics.items() if info.error == 0}
         latest = lookups.offsets(admin, [(t, p) for t, n in topics.items() for p in range(n)], lookups.LATEST)
