@@ -67,8 +67,7 @@ def topic(call):
     stable = lookups.offsets(admin, keys, lookups.LATEST, read_committed=True)
     earliest = lookups.offsets(admin, keys, lookups.EARLIEST)
     sizes = lookups.sizes(lookups.log_dirs(admin, {name: range(info.partitions)}))
-    if len(latest) == len(keys):
-        rates(call.console).sample(name, sum(latest.values()))
+    _sample(call.console, name, latest, info.partitions)
     partitions = [{"partition": p, "leader": info.leaders[p], "replicas": list(info.replicas[p]),
                    "isr": list(info.isr[p]), "log_start": earliest.get(key), "high_watermark": latest.get(key),
                    "last_stable_offset": stable.get(key), "size": sizes.get(key) if sizes else None}
@@ -76,6 +75,12 @@ def topic(call):
     configs, refused = _configs(admin, name)
     return {"name": name, "partitions": partitions, "configs": configs, "configs_refused": refused,
             "can_alter": _may_alter(admin, name), "rate": rates(call.console).history(name)}
+
+
+def _sample(console, name: str, latest: dict, partitions: int) -> None:
+    """The topic's high watermarks summed into its rate, when every partition answered."""
+    if len(latest) == partitions:
+        rates(console).sample(name, sum(latest.values()))
 
 
 def _topic(admin, name: str):
@@ -115,8 +120,7 @@ def rate(call):
     admin = call.session.admin()
     info = _topic(admin, name)
     latest = lookups.offsets(admin, [(name, p) for p in range(info.partitions)], lookups.LATEST)
-    if len(latest) == info.partitions:
-        rates(call.console).sample(name, sum(latest.values()))
+    _sample(call.console, name, latest, info.partitions)
     return {"rate": rates(call.console).history(name)}
 
 
