@@ -65,6 +65,17 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
+def release(log_dir: Path) -> None:
+    """Close this process's descriptor of a log dir's locks file: for a process done with the dir (a
+    tool, a test), holding none of its locks. Lock objects made before look their descriptor up again."""
+    global _epoch
+    with _registry_lock:
+        fd = _files.pop(os.path.abspath(Path(log_dir) / LOCKS_FILE), None)
+        _epoch += 1
+    if fd is not None:
+        os.close(fd)
+
+
 class PartitionLock:
     """An exclusive, crash-released lock on one partition directory."""
 

@@ -82,3 +82,14 @@ def board_for(log_dir: Path) -> Board:
             if board is None:
                 board = _boards[key] = Board(Path(key))
     return board
+
+
+def release(log_dir: Path) -> None:
+    """Unmap a log dir's board in this process: for a process done with the dir (a tool, a test), which
+    must have closed every partition of it first (their state pages stamp the board)."""
+    with _lock:
+        board = _boards.pop(os.path.abspath(log_dir), None)
+    if board is not None:
+        board.slots.release()
+        board.array = None
+        board.file.close()

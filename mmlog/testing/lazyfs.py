@@ -505,8 +505,14 @@ class LazyFS:
             except (OSError, ValueError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
-        if os.path.ismount(self.mountpoint):
+        if _mounted(self.mountpoint):  # still mounted (a user held it, the daemon was killed): detach it
             subprocess.run(["fusermount3", "-u", "-z", str(self.mountpoint)], capture_output=True)
+
+
+def _mounted(mountpoint: Path) -> bool:
+    """Whether a mount is at `mountpoint`, a dead daemon's too (os.path.ismount cannot stat that one)."""
+    with open("/proc/self/mounts") as mounts:
+        return any(line.split()[1] == str(mountpoint) for line in mounts)
 
 
 if __name__ == "__main__":

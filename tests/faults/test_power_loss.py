@@ -25,6 +25,7 @@ from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
 from mmlog.client.records import TopicPartition
 from mmlog.config.settings import LogConfig
+from mmlog.log import lock, touched
 from mmlog.log.files import segment_bases
 from mmlog.system.files import fsync_dir
 from mmlog.log.partition import Partition
@@ -317,6 +318,8 @@ def check_files(data, topics=("events", "retained", "txn")) -> None:
             check_indexes(p)
         finally:
             p.close(clean=False)
+    lock.release(data)  # the files this process keeps per log dir: the mount can go once the test is done
+    touched.release(data)
 
 
 def active_base(data, topic: str) -> int:
