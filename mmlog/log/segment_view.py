@@ -272,7 +272,8 @@ class SegmentView:
     def _stored_batches(self, s: Snapshot, offset: int, lock_free: bool = False) -> Iterator:
         """(header, transaction marker or None) of the stored batches from the one holding `offset` to
         the log end: 61 bytes read each, the whole batch for a control one (about 80 bytes)."""
-        self._sync(s)
+        if s.generation != self._generation:  # the segment set changes only with the generation
+            self._sync(s)
         for base in self._bases:
             active = base == s.active_base
             if not active and self._next_base(base) <= offset:
