@@ -101,8 +101,7 @@ def case(partitions: int, seconds: float, flush_ms: int | None = 1000, where: st
     from tools.bench_curves import LOAD_CONNS, LOAD_PROCS, LOAD_WINDOW, WARM_REQUESTS, _fds, broker, create_topic, load
 
     curves.FLUSH_MS = flush_ms
-    with tempfile.TemporaryDirectory(prefix="bench-partitions-", dir=where) as work, broker(Path(work), "b") as b:
-        b.ready_timeout = 1800
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-", dir=where) as work, _started(broker(Path(work), "b")) as b:
         made = create_topic(b, "t", partitions)
         load(b, "t", partitions, LOAD_CONNS, LOAD_WINDOW, LOAD_PROCS, requests=WARM_REQUESTS * partitions)
         spread = load(b, "t", partitions, LOAD_CONNS, LOAD_WINDOW, LOAD_PROCS, seconds=seconds)
@@ -112,12 +111,18 @@ def case(partitions: int, seconds: float, flush_ms: int | None = 1000, where: st
                 "keyed": list(keyed)}
 
 
+def _started(b):
+    """The broker, given the time a tree that compiles its kernels cold needs to start and stop (as its
+    context manager starts it)."""
+    b.ready_timeout = 1800
+    return b
+
+
 def restart(partitions: int) -> dict:
     """One tree: a broker with `partitions` partitions, one request to each; stop, start, stop again (idle)."""
     from tools.bench_curves import LOAD_CONNS, LOAD_PROCS, LOAD_WINDOW, broker, create_topic, load
 
-    with tempfile.TemporaryDirectory(prefix="bench-partitions-") as work, broker(Path(work), "b") as b:
-        b.ready_timeout = 1800
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-") as work, _started(broker(Path(work), "b")) as b:
         for i, start in enumerate(range(0, partitions, 10_000)):  # max.partitions.per.request: 10,000 a topic
             n = min(10_000, partitions - start)
             create_topic(b, f"t{i}", n)

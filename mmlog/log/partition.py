@@ -452,9 +452,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
                 with self._writing() as s:
                     if s.unflushed or s.recovery_point != s.log_end:  # else the files hold nothing unsynced
                         self._flush_locked()
-                    if s.log_end > s.active_base:  # the restart then reads no batch header to know its producers
-                        self._catch_up_producers(s)
-                        self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS)
+                    self._keep_producers(s, sync=True)
                     self.state.update(clean=1)
                     self.state.flush()
             except UnknownTopicOrPartition:
@@ -472,11 +470,17 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         if self._still_clean():
             return False
         with self._writing() as s:
-            if s.log_end > s.active_base:
-                self._catch_up_producers(s)
-                self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS, sync=False)
+            self._keep_producers(s, sync=False)
             self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
         return True
+
+    def _keep_producers(self, s: Snapshot, sync: bool) -> None:
+        """At a clean close: the producer state as of the log end, kept where a restart would otherwise
+        read many batch headers to know it (the roll's snapshot covers an empty active segment)."""
+        if s.log_end > s.active_base:
+            self._catch_up_producers(s)
+            if self.producers.worth_a_snapshot(now_ms(), PRODUCER_EXPIRATION_MS):
+                self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS, sync=sync)
 
     def _still_clean(self) -> bool:
         """Whether the state page is marked clean (nothing written since the last clean close: closing it

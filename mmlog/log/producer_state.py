@@ -139,6 +139,9 @@ def snapshot_offsets(directory: Path) -> list[int]:
                   if e.name.endswith(SUFFIX) and e.name[: -len(SUFFIX)].isdigit())
 
 
+REPLAY_LIMIT = 1024  # offsets a reload may read the headers of rather than a snapshot being written
+
+
 class ProducerState:
     """A process's copy of a partition's producer state, valid as of `upto` (the next offset to apply)."""
 
@@ -148,6 +151,7 @@ class ProducerState:
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.upto = -1  # -1: not loaded
         self.generation = -1
+        self.loaded_at = -1  # the offset a reload starts from: the newest snapshot's, or the log start
 
     def first_undecided(self) -> int:
         """The first offset of the oldest open transaction (-1: none open)."""
@@ -306,9 +310,9 @@ class ProducerState:
             self.producers = producers
             self.ongoing = {pid: e.txn_first for pid, e in producers.items() if e.txn_first >= 0}
             self._expire(now_ms, expiration_ms)
-            self.upto = offset
+            self.upto = self.loaded_at = offset
             return offset
-        self.upto = log_start
+        self.upto = self.loaded_at = log_start
         return log_start
 
     def write_snapshot(self, offset: int, now_ms: int, expiration_ms: int, sync: bool = True) -> None:
@@ -316,6 +320,15 @@ class ProducerState:
         syncs the file system before relying on it."""
         self._expire(now_ms, expiration_ms)
         atomic_write(snapshot_path(self.directory, offset), _encode(self.producers), sync=sync)
+        self.loaded_at = max(self.loaded_at, offset)
+
+    def worth_a_snapshot(self, now_ms: int, expiration_ms: int) -> bool:
+        """Whether a snapshot at `upto` would spare a later reload anything: producers to keep, or more
+        than REPLAY_LIMIT offsets of batch headers to read again. An empty state over a short stretch is
+        what a reload from the older snapshot rebuilds anyway (its producers expired, or none), for less
+        than the file would cost to make (a clean stop of many partitions makes thousands)."""
+        self._expire(now_ms, expiration_ms)
+        return bool(self.producers) or self.upto - self.loaded_at > REPLAY_LIMIT
 
     def _expire(self, now_ms: int, expiration_ms: int) -> None:
         for pid in [p for p, e in self.producers.items()

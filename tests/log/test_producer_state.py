@@ -7,7 +7,7 @@ import pytest
 
 from mmlog.config.settings import LogConfig
 from mmlog.errors import InvalidProducerEpoch, InvalidRecord, OutOfOrderSequenceNumber, UnknownProducerId
-from mmlog.log.producer_state import snapshot_offsets
+from mmlog.log.producer_state import REPLAY_LIMIT, snapshot_offsets
 from mmlog.protocol import records as rec
 
 PID = 4000
@@ -124,3 +124,27 @@ def test_a_clean_close_keeps_the_state_at_the_log_end(open_partition, partition_
     assert snapshot_offsets(partition_dir) == [4]
     again = open_partition()
     assert again.append(batch(2)).base_offset == 2  # known from the snapshot alone
+
+
+def test_a_clean_close_of_a_short_log_without_producers_writes_no_snapshot(open_partition, partition_dir):
+    """An empty state over a few batches is what a reload from the log start rebuilds anyway: a stop of
+    many partitions does not make a file for each."""
+    p = open_partition()
+    for _ in range(3):
+        p.append(rec.build_batch([(None, b"plain")]))
+    p.close(clean=True)
+    assert snapshot_offsets(partition_dir) == []
+    again = open_partition()
+    with pytest.raises(UnknownProducerId):  # no producer known, as before the stop
+        again.append(batch(5))
+    assert again.append(batch(0)).base_offset == 3
+
+
+def test_a_clean_close_after_a_long_stretch_of_plain_batches_keeps_a_snapshot(open_partition, partition_dir):
+    """Past REPLAY_LIMIT offsets since the last snapshot, a restart would read that many headers: kept."""
+    p = open_partition(cfg=LogConfig(segment_bytes=1 << 20))  # one segment: no roll's snapshot between
+    records = [(None, b"plain")] * 100
+    for _ in range(REPLAY_LIMIT // 100 + 1):
+        p.append(rec.build_batch(records))
+    p.close(clean=True)
+    assert snapshot_offsets(partition_dir) == [(REPLAY_LIMIT // 100 + 1) * 100]
