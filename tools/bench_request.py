@@ -133,8 +133,8 @@ def awaited_fetch(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
     return _exchanges(conn, frame, messages, failed, ready, go)
 
 
-def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go, idempotent: bool = False,
-               awaited: bool = False) -> dict:
+def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, idempotent: bool = False,
+               awaited: bool = False, *, ready, go) -> dict:
     """Client process: librdkafka, `batch` records a request (linger 0 at batch 1, else 5 ms), 5 in flight;
     `idempotent`: enable.idempotence (and so acks=all); `awaited`: each request's records delivered (flush)
     before the next are produced."""
