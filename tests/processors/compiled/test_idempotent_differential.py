@@ -30,7 +30,13 @@ from mmlog.protocol.messages import produce
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.scrape import METRICS_ON, scrape
-from tests.processors.compiled.test_differential import CLOCKS, chunking, exchange, part, request
+from tests.processors.compiled.test_differential import (
+    CLOCKS,
+    chunking,
+    exchange,
+    part,
+    request,
+)
 from tools.capture_frames import RecordingProxy, settle
 from tools.fuzz_frames import api_key
 
