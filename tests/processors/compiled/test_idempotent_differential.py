@@ -9,6 +9,8 @@ a retried batch (a duplicate), sequences out of order, a fenced epoch, an unknow
 sequences wrapping at 2^31 (a producer state preloaded from a snapshot), compressed batches and batches of
 producer id -1 in between (the Python path appends those), a request spanning partitions where one batch is
 refused, and segments small enough to roll every few requests (each roll writes a producer snapshot).
+Then one producer's batches over two connections to brokers of two processors, in turn: each processor
+catches up from what the other appended.
 """
 
 from __future__ import annotations
@@ -266,3 +268,65 @@ def test_an_idempotent_stream_gets_the_same_answers_and_files_from_both_paths(br
         compiled_now = scrape(compiled).get(COMPILED_TOTAL, 0) - served
         assert compiled_now >= len(frames) // 2, (compiled_now, len(frames))
     assert scrape(python).get(COMPILED_TOTAL, 0) == 0
+
+
+@pytest.fixture(scope="module")
+def two_processor_brokers(tmp_path_factory):
+    """(compiled, python) of two processors each: a producer's connections land on both."""
+    made = []
+    try:
+        for enable in ("true", "false"):
+            broker = EmbeddedBroker(tmp_path_factory.mktemp(f"idem2-{enable}"), processors=2,
+                                    config={**METRICS_ON, "compiled.request.path.enable": enable}).start()
+            made.append(broker)
+            with Admin(broker.bootstrap) as admin:
+                admin.create_topic(GENERATED, 1, TOPIC_CONFIG)
+        yield tuple(made)
+    finally:
+        for broker in made:
+            broker.stop()
+
+
+def test_a_producers_batches_over_connections_to_two_processors_in_turn(two_processor_brokers):
+    """Each processor appends some of one producer's batches: each catches up from what the other appended
+    (the compiled one from the batch headers) and the answers and files are the Python path's."""
+    rng = random.Random(SEED)
+    frames, seq, epoch = [], 0, 0
+    for i in range(240):
+        kind = rng.choice(["in order"] * 8 + ["retry", "new epoch", "out of order"])
+        if kind == "retry" and frames:
+            frames.append(frames[-1 - rng.randrange(min(3, len(frames)))])
+            continue
+        if kind == "new epoch":
+            epoch, seq = epoch + 1, 0
+        n = rng.randint(1, 4)
+        buf = idempotent(rng, 7, epoch, seq + (5 if kind == "out of order" else 0), n)
+        frames.append(request(8, i, part(GENERATED, 0, buf), acks=-1))
+        if kind != "out of order":
+            seq += n
+    served = scrape(two_processor_brokers[0]).get(COMPILED_TOTAL, 0)
+    answers, files = [], []
+    for broker in two_processor_brokers:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        # two connections in a row: the acceptor hands them to the two processors in turn
+        socks = [socket.create_connection((host, int(port)), timeout=20) for _ in range(2)]
+        pick = random.Random(SEED + 1)  # the same connection for each frame on both brokers
+        try:
+            received = bytearray()
+            for i, frame in enumerate(frames):
+                sock = socks[(i // pick.choice([1, 1, 2])) % 2]  # mostly in turn, now and then twice on one
+                sock.sendall(frame)
+                answer = bytearray()
+                while len(answer) < 4 or len(answer) < 4 + struct.unpack_from(">i", answer)[0]:
+                    data = sock.recv(1 << 16)
+                    assert data, "the broker closed the connection"
+                    answer += data
+                received += answer
+            answers.append(bytes(received))
+        finally:
+            for sock in socks:
+                sock.close()
+        files.append(partition_files(broker))
+    assert answers[0] == answers[1]
+    assert files[0] == files[1]
+    assert scrape(two_processor_brokers[0]).get(COMPILED_TOTAL, 0) - served >= len(frames) // 2
