@@ -6,7 +6,8 @@ arena (`names`). Each row of `rows` (int64, ROW_FIELDS wide) holds what the kern
 open `Partition` of this process, taken by `fill` under the partition lock: the addresses of the
 state page and of the active segment's two index mappings, the lock and log descriptors, the
 generation and active base they belong to, the index entries whose disk blocks are reserved, and
-the config the append reads.
+the config the append reads; for a partition idempotent producers write to, the address of its
+producers' region (producer_table.py, an array the table keeps alive while the row is).
 
 Lifetime. A row's addresses and descriptors are the Partition object's: the table forgets the row
 before they close or move. `fill` subscribes to the Partition (`watch_mappings`), which calls back
