@@ -274,3 +274,21 @@ def test_a_full_region_is_exported_again_larger(open_partition, clock):
     row = kernel.table.ensure("t", 0, p)
     assert sorted(kernel.table.producers(row)) == list(range(3 * ptab.MIN_CAPACITY))
     assert kernel.table.rows[row, pt.PRODUCERS_CAPACITY] >= 3 * ptab.MIN_CAPACITY
+
+
+def test_a_producer_the_python_copy_forgets_on_a_reload_is_forgotten_by_the_region(open_partition, clock):
+    """Expiry happens where Python loads a snapshot: a reload (here after a failed append) that drops a producer
+    makes the table copy the state again, so the kernel refuses what Python refuses."""
+    p = open_partition()
+    p.append_many([_idempotent(4, 0, 0)])
+    p.roll()  # a snapshot holding producer 4, stamped T0
+    kernel = Kernel(p)
+    row = with_producers(kernel, p)
+    assert 4 in kernel.table.producers(row)
+    clock.now += PRODUCER_EXPIRATION_MS + 1
+    p.producers.upto = -1  # as a failed append leaves it: the next look reloads (and expires producer 4)
+    p.append_many([_idempotent(9, 0, 0)])
+    status, *_, row = kernel.try_append([_idempotent(4, 0, 2)], clock.now)
+    assert status == ak.FALLBACK
+    assert 4 not in kernel.table.producers(row)
+    assert type(p.append_many([_idempotent(4, 0, 2)])[0]).__name__ == "UnknownProducerId"
