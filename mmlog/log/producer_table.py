@@ -14,6 +14,10 @@ offset and the active segment's file position of it (the partition table row kee
 catching up is reading the headers from that position to the log end, as `_catch_up_producers`
 does, under the partition lock.
 
+The region follows the Python copy: it is exported again whenever that copy is loaded anew (a roll,
+another process's change of the segments, a failed append; the load is where producers expire, so the
+region forgets them with it), and only partitions that met an idempotent batch get one.
+
 What compiled code decides (`verdict`): ACCEPT a batch Python would append (the next sequence of
 a known producer in its epoch, a new epoch's sequence 0, a producer's first batch at sequence 0);
 REFUSE anything else (a duplicate, a sequence out of order, an older epoch, an unknown producer
