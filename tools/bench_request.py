@@ -1,6 +1,7 @@
 """The cost of one request to the broker: CPU per request beside throughput, and where it goes.
 
     python tools/bench_request.py [--requests N] [--records M] [--processors P] [--rounds R] [--no-page]
+                                  [--idempotent | --idempotent-only]
 
 Two brokers (EmbeddedBroker, loopback, P processors each): one with the compiled request path
 (the default) and one with `compiled.request.path.enable=false` (the Python handlers, its
@@ -18,6 +19,9 @@ throughput beside it.
     flight (`max.in.flight`), delivery reports served as it goes;
   * librdkafka batch 50: `batch.num.messages=50`, linger 5 ms, 5 in flight (the
     pipelined throughput row);
+  * librdkafka idempotent (`--idempotent`, or `--idempotent-only` for these rows alone):
+    enable.idempotence=true (acks=all), each request's records delivered before the next at batch 1
+    and at batch 50, and batch 1 with 5 in flight;
   * awaited Fetch: a consumer's Fetch v11 of one partition holding one 200-byte record at offset 0
     (max_wait 0), each awaited before the next: the same small batch at the tail every time, so what
     one fetch costs end to end (`--fetch-only`: these rows alone).
@@ -129,14 +133,17 @@ def awaited_fetch(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
     return _exchanges(conn, frame, messages, failed, ready, go)
 
 
-def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go) -> dict:
-    """Client process: librdkafka, `batch` records a request (linger 0 at batch 1, else 5 ms), 5 in flight."""
+def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, idempotent: bool = False,
+               awaited: bool = False, *, ready, go) -> dict:
+    """Client process: librdkafka, `batch` records a request (linger 0 at batch 1, else 5 ms), 5 in flight;
+    `idempotent`: enable.idempotence (and so acks=all); `awaited`: each request's records delivered (flush)
+    before the next are produced."""
     from tools.bench.kafka_driver import _delivered, _producer, send_pipelined
 
     failures: list = []
     report = _delivered(failures)
     linger = {"linger.ms": 0, "batch.num.messages": 1} if batch == 1 else {"linger.ms": 5, "batch.num.messages": batch}
-    producer = _producer(bootstrap, 1, **linger)
+    producer = _producer(bootstrap, "all" if idempotent else 1, **linger, **{"enable.idempotence": idempotent})
     value = payload()
     for _ in range(WARM):
         producer.produce(topic, value, on_delivery=report)
@@ -144,7 +151,19 @@ def librdkafka(bootstrap: str, topic: str, messages: int, batch: int, ready, go)
     ready.set()
     go.wait()
     cpu = time.process_time()
-    result = send_pipelined(producer, topic, value, messages, report, failures)
+    if awaited:
+        meter = Meter()
+        for i in range(0, messages, batch):
+            for _ in range(batch):
+                producer.produce(topic, value, on_delivery=report)
+            producer.flush(30)
+            if i % 1000 < batch:
+                meter.tick(i + batch)
+        if failures:
+            raise RuntimeError(f"librdkafka: {len(failures)} records failed, the first: {failures[0]}")
+        result = meter.result(messages)
+    else:
+        result = send_pipelined(producer, topic, value, messages, report, failures)
     return {**result, "cpu": time.process_time() - cpu}  # librdkafka's threads included
 
 
@@ -298,10 +317,15 @@ def broker_rows(args) -> list[Row]:
         redis = stack.enter_context(RedisServer(data)) if shutil.which("redis-server") else None
         for r in range(args.rounds):
             done = len(rows)
-            for suffix, broker in brokers:
+            for suffix, broker in brokers if not args.idempotent_only else ():
                 rows.append(run_client(broker, f"awaited Fetch of one batch ({suffix})", args.requests, args.requests,
                                        awaited_fetch))
             if args.fetch_only:
+                _print(r, rows[done:])
+                continue
+            if args.idempotent or args.idempotent_only:
+                rows += idempotent_rows(args, brokers)
+            if args.idempotent_only:
                 _print(r, rows[done:])
                 continue
             rows.append(floor_row(args.requests))
@@ -316,6 +340,23 @@ def broker_rows(args) -> list[Row]:
                 rows.append(run_client(broker, f"librdkafka batch 50 ({suffix})", args.records, args.records // 50,
                                        librdkafka, 50))
             _print(r, rows[done:])
+    return rows
+
+
+def idempotent_rows(args, brokers) -> list[Row]:
+    """librdkafka with enable.idempotence (acks=all): each request awaited at batch 1 and at batch 50, and
+    batch 1 with 5 in flight; compiled and Python in turn."""
+    rows = []
+    awaited_records = args.requests // 4  # a flush per request: librdkafka's own wake-ups dominate
+    for suffix, broker in brokers:
+        rows.append(run_client(broker, f"librdkafka idempotent, awaited batch 1 ({suffix})", awaited_records,
+                               awaited_records, librdkafka, 1, True, True))
+    for suffix, broker in brokers:
+        rows.append(run_client(broker, f"librdkafka idempotent, awaited batch 50 ({suffix})", awaited_records * 50,
+                               awaited_records, librdkafka, 50, True, True))
+    for suffix, broker in brokers:
+        rows.append(run_client(broker, f"librdkafka idempotent batch 1, 5 in flight ({suffix})", args.requests * 2,
+                               args.requests * 2, librdkafka, 1, True))
     return rows
 
 
@@ -452,10 +493,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--stages-only", action="store_true", help="only the in-process stages")
     parser.add_argument("--fetch-only", action="store_true", help="only the awaited Fetch rows (no page, no stages)")
+    parser.add_argument("--idempotent", action="store_true",
+                        help="add librdkafka rows with enable.idempotence (awaited batch 1 and 50, 5 in flight)")
+    parser.add_argument("--idempotent-only", action="store_true", help="only those rows (no page, no stages)")
     parser.add_argument("--no-page", action="store_true", help="print, do not update docs/benchmarks.md")
     args = parser.parse_args()
     rows = [] if args.stages_only else broker_rows(args)
-    if args.fetch_only:
+    if args.fetch_only or args.idempotent_only:
         return
     stage_us, whole_us = stages(args.rounds * 4, 5_000)
     for name, us in stage_us.items():

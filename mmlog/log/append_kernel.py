@@ -10,12 +10,22 @@ then the same seqlocked state stores, so the files end byte-identical to the Pyt
 OK with out[i] = (base offset, last offset, log start offset) (and batches, records when out has 5
 columns), or FALLBACK: then the Python path handles the same bytes as today.
 
-Covered: magic-2 batches with valid lengths and CRC-32C, uncompressed, producer id -1, neither
-transactional nor control, within max.message.bytes and segment.bytes, on a partition that serves
-clients, is not compacted, keeps plain batches (compression.type producer or uncompressed), needs no roll
-(`_should_roll`'s rule) and no flush (flush.messages, flush.ms), has no transaction open or unreplicated,
-with acks 0 or 1, or -1 where the ISR is this broker alone and min.insync.replicas <= 1. A group
-(n > 1) into an empty active segment falls back (the Python path appends it one buffer at a time).
+Covered: magic-2 batches with valid lengths and CRC-32C, uncompressed, neither transactional nor control,
+of producer id -1 or of an idempotent producer (alone in its records field), within max.message.bytes and
+segment.bytes, on a partition that serves clients, is not compacted, keeps plain batches (compression.type
+producer or uncompressed), needs no roll (`_should_roll`'s rule) and no flush (flush.messages, flush.ms),
+has no transaction open or unreplicated, with acks 0 or 1, or -1 where the ISR is this broker alone and
+min.insync.replicas <= 1. A group (n > 1) into an empty active segment falls back (the Python path appends
+it one buffer at a time).
+
+Idempotent producers. An idempotent batch is appended only where producer_state.py's check lets it go
+(the next sequence of a known producer in its epoch, a new epoch's or a new producer's sequence 0), against
+the row's producer region (producer_table.py): exported from the process's ProducerState when the row is
+filled, caught up under the lock from the batch headers past it, and moved past each compiled append. A
+duplicate, a sequence out of order, a fenced epoch or an unknown producer falls back with nothing changed
+(the region restored) and Python answers from the same bytes: the duplicate's offsets or the error. Python's
+own copy is not touched: it catches up from the log, which holds the batch, when it next looks, so its
+checks and the snapshots it writes at rolls are as if it had appended the batch itself.
 
 Every check reads only buf, the row and the state page; the state page under the partition's lock (the
 record lock log/lock.py takes: the byte LOCK_INODE of the locks file the row's LOCK_FD is this process's
@@ -38,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mmlog.log import kernels
+from mmlog.log import kernels, producer_table
 from mmlog.log import partition_table as t
 from mmlog.log.kernels import CRC_TABLES, crc32c
 from mmlog.log.state import (
@@ -69,7 +79,7 @@ from mmlog.log.state import (
     UNFLUSHED,
     UNREPLICATED,
 )
-from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32, put_i32, put_i64
+from mmlog.protocol.wire_kernels import be_i16, be_i32, be_i64, be_u32, put_i32, put_i64
 from mmlog.system import libc
 from mmlog.system.libc import EINTR, IOV_MAX
 
@@ -77,10 +87,13 @@ OK, FALLBACK = 0, 1
 
 # Why a call fell back (kept in the row's FALLBACK_REASON).
 (NONE, NOT_IN_TABLE, BAD_SPANS, CORRUPT, NOT_PLAIN, TOO_LARGE, ACKS, LOCK_FAILED, TORN, DELETED_LOG, STALE_ROW,
- NOT_SERVING, ISR, TRANSACTIONS, ROLL_DUE, FLUSH_DUE, INDEX_BLOCKS, WRITE_FAILED, GROUP_INTO_EMPTY) = range(19)
+ NOT_SERVING, ISR, TRANSACTIONS, ROLL_DUE, FLUSH_DUE, INDEX_BLOCKS, WRITE_FAILED, GROUP_INTO_EMPTY, PRODUCERS_UNKNOWN,
+ PRODUCER_REFUSED, PRODUCERS_FULL, PRODUCERS_BEHIND) = range(23)
 REASONS = ("", "not in the table", "bad spans", "corrupt batch", "not a plain batch", "too large", "acks",
            "lock failed", "torn state", "deleted", "stale row", "not serving clients", "ISR",
-           "transactions", "roll due", "flush due", "index blocks", "write failed", "group into an empty segment")
+           "transactions", "roll due", "flush due", "index blocks", "write failed", "group into an empty segment",
+           "producers not in the table", "a producer's batch Python answers", "producer slots full",
+           "producers behind the log")
 
 _SLOTS = STATE_SIZE // 8
 _APPEND, _IDLE, _LEADER = 1, 0, 1
@@ -93,48 +106,57 @@ _COMPRESSION = 0x07
 
 @njit(cache=True, nogil=True)
 def check_span(buf, start, length, max_message_bytes, segment_bytes):
-    """What `_validate`, `check_client_batches` and the producer-id test decide about one records field,
-    for the batches the kernel covers: (reason, batches, offsets taken, records); reason NONE if covered."""
+    """What `_validate`, `check_client_batches` and `check_single_batch` decide about one records field, for
+    the batches the kernel covers: (reason, batches, offsets taken, records, producers' batches); reason NONE
+    if covered. An idempotent producer's batch is covered alone in its field (one with others falls back:
+    Python answers INVALID_RECORD, or appends it unchecked after a batch of producer id -1, as Kafka)."""
     if length <= 0 or start < 0 or start + length > buf.shape[0]:
-        return BAD_SPANS if length != 0 else CORRUPT, 0, 0, 0
+        return BAD_SPANS if length != 0 else CORRUPT, 0, 0, 0, 0
     p = start
     end = start + length
-    batches = offsets = records = 0
+    batches = offsets = records = producers = 0
     while p < end:
         if end - p < 12:
-            return CORRUPT, 0, 0, 0
+            return CORRUPT, 0, 0, 0, 0
         batch_length = be_i32(buf, p + 8)
         if batch_length < _MIN_LENGTH or batch_length + 12 > end - p:
-            return CORRUPT, 0, 0, 0
+            return CORRUPT, 0, 0, 0, 0
         size = batch_length + 12
         if buf[p + 16] != 2:
-            return CORRUPT, 0, 0, 0
+            return CORRUPT, 0, 0, 0, 0
         if crc32c(buf, p + 21, p + size, CRC_TABLES) != be_u32(buf, p + 17):
-            return CORRUPT, 0, 0, 0
+            return CORRUPT, 0, 0, 0, 0
         last_delta = be_i32(buf, p + 23)
         count = be_i32(buf, p + 57)
         if last_delta < 0 or count < 0:
-            return CORRUPT, 0, 0, 0
+            return CORRUPT, 0, 0, 0, 0
         attributes = buf[p + 22]  # the low byte: compression, timestamp type, transactional, control
-        if attributes & _COMPRESSION or attributes & _TXN_OR_CONTROL or be_i64(buf, p + 43) != _NO_PRODUCER:
-            return NOT_PLAIN, 0, 0, 0
+        if attributes & _COMPRESSION or attributes & _TXN_OR_CONTROL:
+            return NOT_PLAIN, 0, 0, 0, 0
+        if be_i64(buf, p + 43) != _NO_PRODUCER:
+            producers += 1
         if count != last_delta + 1:
-            return CORRUPT, 0, 0, 0
+            return CORRUPT, 0, 0, 0, 0
         if size > max_message_bytes:
-            return TOO_LARGE, 0, 0, 0
+            return TOO_LARGE, 0, 0, 0, 0
         batches += 1
         offsets += last_delta + 1
         records += count
         p += size
+    if producers and batches > 1:
+        return NOT_PLAIN, 0, 0, 0, 0
     if length > segment_bytes:
-        return TOO_LARGE, 0, 0, 0
-    return NONE, batches, offsets, records
+        return TOO_LARGE, 0, 0, 0, 0
+    return NONE, batches, offsets, records, producers
 
 
 # pending: int64 [partitions, PENDING_FIELDS], what each phase of an append hands the next
 (P_BYTES, P_BATCHES, P_OFFSETS, P_RECORDS, P_NEXT_OFFSET, P_AT, P_INDEX_ENTRIES, P_TIME_ENTRIES, P_MAX_TS,
- P_OFFSET_OF_MAX, P_SINCE) = range(11)
-PENDING_FIELDS = 11
+ P_OFFSET_OF_MAX, P_SINCE, P_PRODUCERS, P_OLD_N, P_UNDO, P_UNDO_END, P_ADVANCE) = range(16)
+PENDING_FIELDS = 16
+# P_PRODUCERS: idempotent batches among the spans; P_OLD_N, P_UNDO..P_UNDO_END: the producer slot count before
+# the checks applied them and the undo rows saved (what `_undo_producers` restores if the append does not go
+# ahead); P_ADVANCE: the row's producers are as of the log end, so the publish moves them past the append.
 
 
 @njit(cache=True, nogil=True)
@@ -190,6 +212,19 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
             if reason != NONE:
                 failed = i
                 break
+    checked = 0  # partitions whose producers the checks applied (undone unless the append is published)
+    if reason == NONE:
+        total = 0
+        for i in range(k):
+            total += pending[i, P_PRODUCERS]
+        undo = np.empty((total, producer_table.SLOT_FIELDS + 1), np.int64)
+        used = 0
+        for i in range(k):
+            reason, used = _check_producers(rows[ids[i]], buf, spans[i * n:(i + 1) * n], n, pending[i], undo, used)
+            if reason != NONE:
+                failed = i
+                break
+            checked += 1
     written = 0
     if reason == NONE:
         for i in range(k):
@@ -201,9 +236,14 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
     if reason == NONE:
         for i in range(k):
             _publish(rows[ids[i]], now_ms, pending[i])
+            if pending[i, P_ADVANCE]:
+                rows[ids[i], t.PRODUCERS_UPTO] = pending[i, P_NEXT_OFFSET]
+                rows[ids[i], t.PRODUCERS_POS] = pending[i, P_AT]
     else:
         for i in range(written):  # nothing of theirs was published: their bytes past the log end are ignored
             libc.view_i64(rows[ids[i], t.STATE_ADDR], _SLOTS)[PENDING_OP] = _IDLE
+        for i in range(checked - 1, -1, -1):
+            _undo_producers(rows[ids[i]], pending[i], undo)
     for i in range(locked):
         r = rows[ids[order[i]]]
         libc.lock_byte(r[t.LOCK_FD], r[t.LOCK_INODE], False)
@@ -219,7 +259,8 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
 def _fell_back(r, reason):
     r[t.FALLBACK_REASON] = reason
     r[t.FALLBACKS] += 1
-    if reason == STALE_ROW or reason == INDEX_BLOCKS:
+    if (reason == STALE_ROW or reason == INDEX_BLOCKS or reason == PRODUCERS_UNKNOWN or reason == PRODUCERS_FULL
+            or reason == PRODUCERS_BEHIND):  # the row is filled again (ensure): it no longer serves as it is
         r[t.STALE] = 1
     return FALLBACK
 
@@ -231,16 +272,18 @@ def _check_spans(r, buf, spans, n, acks, pending):
         return ACKS
     if r[t.COMPACT] != 0 or r[t.PLAIN_BATCHES] == 0:
         return NOT_PLAIN
-    nbytes = nbatches = noffsets = nrecords = 0
+    nbytes = nbatches = noffsets = nrecords = nproducers = 0
     for i in range(n):
-        reason, batches, offsets, records = check_span(buf, spans[i, 0], spans[i, 1], r[t.MAX_MESSAGE_BYTES],
-                                                       r[t.SEGMENT_BYTES])
+        reason, batches, offsets, records, producers = check_span(buf, spans[i, 0], spans[i, 1],
+                                                                  r[t.MAX_MESSAGE_BYTES], r[t.SEGMENT_BYTES])
         if reason != NONE:
             return reason
         nbytes += spans[i, 1]
         nbatches += batches
         noffsets += offsets
         nrecords += records
+        nproducers += producers
+    pending[P_PRODUCERS] = nproducers
     pending[P_BYTES] = nbytes
     pending[P_BATCHES] = nbatches
     pending[P_OFFSETS] = noffsets
@@ -289,6 +332,101 @@ def _check_locked(r, n, now_ms, acks, pending):
     if unflushed + nrecords >= r[t.FLUSH_MESSAGES] or now_ms - oldest_unflushed >= r[t.FLUSH_MS]:
         return FLUSH_DUE
     return NONE
+
+
+@njit(cache=True, nogil=True)
+def _check_producers(r, buf, spans, n, pending, undo, used):
+    """`_check_producers` of transaction_state.py, for the cases compiled code takes (caller holds the lock,
+    `_check_locked` passed, so no transaction is open): the row's producers caught up to the log end, then
+    each idempotent batch checked and applied in order, as the Python path applies them, each slot it
+    changes saved in undo first. (reason, undo rows used): anything but ACCEPT falls back, the slots restored."""
+    pending[P_ADVANCE] = 0
+    pending[P_OLD_N] = r[t.PRODUCERS_N]
+    pending[P_UNDO] = used
+    pending[P_UNDO_END] = used
+    capacity = r[t.PRODUCERS_CAPACITY]
+    if capacity == 0:
+        if pending[P_PRODUCERS] == 0:
+            return NONE, used
+        r[t.PRODUCERS_WANTED] = 1  # the next fill exports the process's producer state
+        return PRODUCERS_UNKNOWN, used
+    page = libc.view_i64(r[t.STATE_ADDR], _SLOTS)
+    log_end = page[LOG_END]
+    region = libc.view_i64(r[t.PRODUCERS_ADDR], capacity * producer_table.SLOT_FIELDS)
+    if r[t.PRODUCERS_UPTO] != log_end:
+        if pending[P_PRODUCERS] == 0:
+            return NONE, used  # nothing to check: caught up when a producer's batch comes
+        # Python's rule for reloading (another generation is a stale row, met before): a log start past it
+        upto, pos = r[t.PRODUCERS_UPTO], r[t.PRODUCERS_POS]
+        if upto > log_end or upto < page[LOG_START] or pos > page[ACTIVE_SIZE]:
+            r[t.PRODUCERS_CAPACITY] = 0
+            r[t.PRODUCERS_WANTED] = 1
+            return PRODUCERS_BEHIND, used
+        header = np.empty(producer_table.HEADER_SIZE, np.uint8)
+        count, pos, upto = producer_table.catch_up(region, capacity, r[t.PRODUCERS_N], np.int32(r[t.LOG_FD]), pos,
+                                                   page[ACTIVE_SIZE], upto, log_end, header)
+        if count < 0:  # a transaction's batch or marker, or no free slot: Python catches up and exports again
+            r[t.PRODUCERS_CAPACITY] = 0
+            r[t.PRODUCERS_WANTED] = 1
+            return PRODUCERS_BEHIND, used
+        r[t.PRODUCERS_N] = count
+        r[t.PRODUCERS_POS] = pos
+        r[t.PRODUCERS_UPTO] = upto
+    pending[P_OLD_N] = r[t.PRODUCERS_N]
+    pending[P_UNDO] = used
+    pending[P_UNDO_END] = used
+    offset = log_end
+    width = producer_table.SLOT_FIELDS
+    for i in range(n):
+        p = spans[i, 0]
+        end = p + spans[i, 1]
+        pid = be_i64(buf, p + 43)
+        if pid != _NO_PRODUCER:  # alone in its field (check_span)
+            last_delta = be_i32(buf, p + 23)
+            epoch = be_i16(buf, p + 51)
+            first_seq = be_i32(buf, p + 53)
+            last_seq = producer_table.last_sequence(first_seq, last_delta)
+            count = r[t.PRODUCERS_N]
+            reason = NONE
+            if producer_table.verdict(region, count, pid, epoch, first_seq, last_seq) != producer_table.ACCEPT:
+                reason = PRODUCER_REFUSED
+            else:
+                slot = producer_table.find(region, count, pid)
+                undo[used, 0] = slot
+                if slot >= 0:
+                    undo[used, 1:] = region[slot * width:(slot + 1) * width]
+                count = producer_table.apply(region, capacity, count, pid, epoch, first_seq, last_seq, offset,
+                                             offset + last_delta)
+                if count < 0:
+                    r[t.PRODUCERS_WANTED] = 1  # a larger region at the next fill
+                    reason = PRODUCERS_FULL
+                else:
+                    used += 1
+                    pending[P_UNDO_END] = used
+                    r[t.PRODUCERS_N] = count
+            if reason != NONE:
+                _undo_producers(r, pending, undo)
+                return reason, used
+        while p < end:
+            offset += be_i32(buf, p + 23) + 1
+            p += be_i32(buf, p + 8) + 12
+    pending[P_ADVANCE] = 1
+    return NONE, used
+
+
+@njit(cache=True, nogil=True)
+def _undo_producers(r, pending, undo):
+    """Restore the producer slots `_check_producers` changed (newest first) and their count."""
+    if r[t.PRODUCERS_CAPACITY] == 0:
+        return
+    width = producer_table.SLOT_FIELDS
+    region = libc.view_i64(r[t.PRODUCERS_ADDR], r[t.PRODUCERS_CAPACITY] * width)
+    for j in range(pending[P_UNDO_END] - 1, pending[P_UNDO] - 1, -1):
+        slot = undo[j, 0]
+        if slot >= 0:  # a new producer's slot is dropped with the count
+            region[slot * width:(slot + 1) * width] = undo[j, 1:]
+    r[t.PRODUCERS_N] = pending[P_OLD_N]
+    pending[P_UNDO_END] = pending[P_UNDO]
 
 
 @njit(cache=True, nogil=True)
@@ -430,6 +568,7 @@ def warm() -> None:
     """Compile (or load) the kernel and the table's lookup before any fork."""
     kernels.warm()
     libc.warm()
+    producer_table.warm()
     rows = np.zeros((1, t.ROW_FIELDS), dtype=np.int64)
     buf = np.zeros(64, dtype=np.uint8)
     append(rows, 0, buf, np.zeros((1, 2), dtype=np.int64), 1, 0, 1, np.zeros((1, 3), dtype=np.int64))

@@ -6,7 +6,8 @@ arena (`names`). Each row of `rows` (int64, ROW_FIELDS wide) holds what the kern
 open `Partition` of this process, taken by `fill` under the partition lock: the addresses of the
 state page and of the active segment's two index mappings, the lock and log descriptors, the
 generation and active base they belong to, the index entries whose disk blocks are reserved, and
-the config the append reads.
+the config the append reads; for a partition idempotent producers write to, the address of its
+producers' region (producer_table.py, an array the table keeps alive while the row is).
 
 Lifetime. A row's addresses and descriptors are the Partition object's: the table forgets the row
 before they close or move. `fill` subscribes to the Partition (`watch_mappings`), which calls back
@@ -26,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from mmlog.log import producer_table
 from mmlog.log.index import RESERVE_CHUNK
 from mmlog.protocol import compression
 
@@ -35,13 +37,18 @@ EMPTY, GONE = -1, -2  # slots: never used (a probe stops), forgotten (a probe go
  OFFSET_INDEX_ADDR, OFFSET_INDEX_CAPACITY, OFFSET_INDEX_RESERVED, TIME_INDEX_ADDR, TIME_INDEX_CAPACITY,
  TIME_INDEX_RESERVED, SEGMENT_BYTES, SEGMENT_MS, MAX_MESSAGE_BYTES, INDEX_INTERVAL_BYTES, FLUSH_MESSAGES,
  FLUSH_MS, MIN_INSYNC_REPLICAS, PLAIN_BATCHES, COMPACT, STALE, FALLBACK_REASON, APPENDS,
- FALLBACKS, LOCK_INODE) = range(30)
-ROW_FIELDS = 32
+ FALLBACKS, LOCK_INODE, PRODUCERS_ADDR, PRODUCERS_CAPACITY, PRODUCERS_N, PRODUCERS_UPTO, PRODUCERS_POS,
+ PRODUCERS_WANTED) = range(36)
+ROW_FIELDS = 40
 # PLAIN_BATCHES: compression.type keeps uncompressed batches as they are (producer, uncompressed).
 # STALE: the kernel met a state the row no longer describes (another generation, index blocks used up).
 # LOCK_FD, LOCK_INODE: this process's descriptor of the log dir's locks file and the byte of it the partition's
 # lock is (its directory's inode, log/lock.py): also the order every process takes several partitions' locks in.
 # FALLBACK_REASON: why the last call fell back (append_kernel.REASONS); APPENDS, FALLBACKS: counts.
+# PRODUCERS_*: the idempotent producers' region (producer_table.py: its address, slots, slots used), valid as
+# of the offset PRODUCERS_UPTO at the active segment's file position PRODUCERS_POS; a capacity of 0: none
+# exported. The kernel sets PRODUCERS_WANTED (and STALE) when it meets a producer's batch on a row without
+# them: the next fill exports the process's ProducerState (only partitions that see such batches pay for it).
 
 
 @njit(cache=True, nogil=True)
@@ -102,6 +109,8 @@ class PartitionTable:
         self._key_of: dict[int, tuple[str, int]] = {}
         self._part_of: dict[int, object] = {}  # row -> the Partition whose mappings it holds
         self._rows_of: dict[int, set[int]] = {}  # id of such a Partition -> its rows (one, but for odd callers)
+        self._regions: dict[int, np.ndarray] = {}  # row -> its producers' region (kept alive while the row is)
+        self._idempotent: set[tuple[str, int]] = set()  # partitions whose fill exports their producers
         self._free = list(range(capacity - 1, -1, -1))
         self._gone = 0  # GONE slots
 
@@ -121,18 +130,35 @@ class PartitionTable:
     def ensure(self, topic: str, partition: int, part) -> int:
         """The partition's row, filled first if it has none, a stale one, or one of another Partition object."""
         row = self._row_of.get((topic, partition))
+        if row is not None and self.rows[row, PRODUCERS_WANTED]:
+            self._idempotent.add((topic, partition))
         if row is not None and not self.rows[row, STALE] and self._part_of[row] is part:
             return row
         return self.fill(topic, partition, part)
 
+    def producers(self, row: int) -> dict:
+        """The producers the row's region holds ({pid: (epoch, batches)}), or None if none are exported."""
+        if not self.rows[row, PRODUCERS_CAPACITY]:
+            return None
+        return producer_table.entries(self._regions[row], int(self.rows[row, PRODUCERS_N]))
+
     def fill(self, topic: str, partition: int, part) -> int:
         """(Re)fill the row of an open Partition, prepared for writing as `_begin_write` prepares it (repaired,
-        segments listed, indexes preallocated), with the index blocks reserved a chunk ahead. Returns the row.
-        Raises what taking the partition for writing raises (deleted, a storage error); the row is gone then."""
+        segments listed, indexes preallocated), with the index blocks reserved a chunk ahead, and, for a
+        partition that has met idempotent producers' batches, their state (the process's ProducerState, caught
+        up to the log end first, as an append would). Returns the row. Raises what taking the partition for
+        writing raises (deleted, a storage error); the row is gone then."""
         key = (topic, partition)
+        wanted = key in self._idempotent or (key in self._row_of and self.rows[self._row_of[key], PRODUCERS_WANTED])
+        if wanted:
+            self._idempotent.add(key)
         self.forget(topic, partition)
         snap = part._begin_write()  # may call back _unmapped: nothing of this partition is in the table now
+        region = None
         try:
+            if wanted and snap.first_undecided < 0:
+                part._catch_up_producers(snap)  # reads the log past what it knew (lists segments: call-backs)
+                region = producer_table.export(part.producers)
             active = part._segments[snap.active_base]
             oi, ti = active.offset_index, active.time_index
             # A chunk of index blocks ahead, so the kernel seldom falls back to reserve more.
@@ -152,6 +178,12 @@ class PartitionTable:
                 MIN_INSYNC_REPLICAS: config.min_insync_replicas,
                 PLAIN_BATCHES: plain_batches_kept(config.compression_type), COMPACT: config.compact,
             }
+            if region is not None:
+                values.update({
+                    PRODUCERS_ADDR: region.ctypes.data, PRODUCERS_CAPACITY: region.shape[0] // producer_table.SLOT_FIELDS,
+                    PRODUCERS_N: len(part.producers.producers), PRODUCERS_UPTO: snap.log_end,
+                    PRODUCERS_POS: snap.active_size,
+                })
         finally:
             part.lock.release()
         row = self._add(key)
@@ -160,6 +192,8 @@ class PartitionTable:
             r[field] = value
         self._part_of[row] = part
         self._rows_of.setdefault(id(part), set()).add(row)
+        if region is not None:
+            self._regions[row] = region
         part.watch_mappings(self._unmapped)
         return row
 
@@ -181,12 +215,14 @@ class PartitionTable:
             i = (i + 1) & mask
         self.slots[i] = GONE
         self._gone += 1
+        self._regions.pop(row, None)
         self.rows[row] = 0
         self._free.append(row)
 
     def clear(self) -> None:
         for topic, partition in list(self._row_of):
             self.forget(topic, partition)
+        self._idempotent.clear()
 
     def _unmapped(self, part) -> None:
         """A Partition's watcher: its mappings are about to close or move, or its config changed."""

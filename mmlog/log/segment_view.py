@@ -106,8 +106,9 @@ class SegmentView:
     def watch_mappings(self, watcher) -> None:
         """Call watcher(partition) once, before any mapping or descriptor of the active segment or the state
         page this object holds closes or moves (a roll, a listing after another process's change, a
-        repair, closing, deleting), or the config changes: whoever keeps their addresses (the compiled
-        append's partition table, log/partition_table.py) forgets them then. Watching again re-arms it."""
+        repair, closing, deleting), the config changes, or the producer state is loaded anew: whoever keeps
+        their addresses or a copy (the compiled append's partition table, log/partition_table.py) forgets
+        them then. Watching again re-arms it."""
         if watcher not in self._watchers:
             self._watchers.append(watcher)
 

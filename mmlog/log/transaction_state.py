@@ -83,6 +83,9 @@ class TransactionState(SegmentView):
         if producers.generation != s.generation or not s.log_start <= producers.upto <= s.log_end:
             producers.load(s.log_end, s.log_start, now_ms(), PRODUCER_EXPIRATION_MS)
             producers.generation = s.generation
+            # A load may forget producers (expired, or only in batches below the log start): whoever copied
+            # the state (the compiled append's producer region, log/producer_table.py) copies it again.
+            self._mappings_changed()
         if producers.upto < s.log_end:
             producers.apply_batches(self._stored_batches(s, producers.upto))
             producers.upto = s.log_end

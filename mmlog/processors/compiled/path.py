@@ -16,7 +16,9 @@ the log fd, taken before any Python code runs, so the ranges stay readable whate
 forgets), the unserved bytes go to the connection's framer, and the connection is handled in
 this same pass. The partitions a handed-off Produce or Fetch names are learned then: opened,
 prepared and entered in the partition table, so their next request is compiled (for a Fetch,
-only partitions led here: entering one takes its lock and readies it for writing). The table
+only partitions led here: entering one takes its lock and readies it for writing). A partition whose
+row met an idempotent producer's batch is entered with its producers' state (log/producer_table.py),
+so that producer's next batches are compiled. The table
 forgets a partition before its mappings close or move (log/partition_table.py), and is emptied
 when the topic catalogue changes.
 """

@@ -5,7 +5,9 @@ whose partitions all append cleanly, and nothing else: `serve_frame` returns -1 
 changed nothing) for every request it does not cover, which the Python handlers then serve
 from the same bytes. Covered: Produce v3-v8 without a transactional id, acks 0, 1 or -1, up to
 MAX_PARTS partitions, each named once, that the processor's partition table holds, records the
-append kernel takes (log/append_kernel.py says which): all of them appended, or none.
+append kernel takes (log/append_kernel.py says which: batches of producer id -1, and idempotent
+producers' in-sequence batches): all of them appended, or none. A duplicate or a refused producer
+batch is Python's (the duplicate's offsets, or the error).
 Everything that answers an error is Python's: so is every error metric.
 
 After an append, what `Processor.appended` does in Python: other processors with parked
