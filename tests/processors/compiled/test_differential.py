@@ -24,7 +24,15 @@ import numpy as np
 import pytest
 
 from mmlog.client import Admin
-from mmlog.log.state import FLUSHED_AT_MS, MAX_REPLICAS, PROGRESS, PROGRESS_WIDTH, ROLLED_AT_MS, SEQ, STATE_FILE
+from mmlog.log.state import (
+    FLUSHED_AT_MS,
+    MAX_REPLICAS,
+    PROGRESS,
+    PROGRESS_WIDTH,
+    ROLLED_AT_MS,
+    SEQ,
+    STATE_FILE,
+)
 from mmlog.protocol import RequestHeader, encode_request
 from mmlog.protocol.messages import api_versions, produce
 from mmlog.protocol.records import build_batch
@@ -166,11 +174,12 @@ def chunking(rng, total: int) -> list[int]:
     return sizes
 
 
-def partition_files(broker) -> dict[str, bytes]:
+def partition_files(broker) -> dict[str, object]:
+    """Segments, indexes, producer snapshots and the state page (but its clock slots) of every partition."""
     files = {}
     for state in Path(broker.data_dir).rglob(STATE_FILE):
         for path in sorted(state.parent.iterdir()):
-            if path.suffix in (".log", ".index", ".timeindex"):
+            if path.suffix in (".log", ".index", ".timeindex", ".snapshot", ".txnindex"):
                 files[f"{state.parent.name}/{path.name}"] = path.read_bytes()
         slots = np.fromfile(state, dtype=np.int64)
         slots[CLOCKS] = 0

@@ -21,22 +21,20 @@ import struct
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from mmlog.client import Admin
 from mmlog.log.producer_state import ProducerState
-from mmlog.log.state import STATE_FILE
 from mmlog.log.transaction_state import PRODUCER_EXPIRATION_MS
 from mmlog.protocol.messages import produce
 from mmlog.protocol.records import build_batch
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.scrape import METRICS_ON, scrape
 from tests.processors.compiled.test_differential import (
-    CLOCKS,
     chunking,
     exchange,
     part,
+    partition_files,
     request,
 )
 from tools.capture_frames import RecordingProxy, settle
@@ -142,13 +140,18 @@ def exchange_awaited(broker, frames: list[bytes], rng) -> bytes:
             sock.sendall(frame[cut:])
             if acks_of(frame) == 0:
                 continue
-            answer = bytearray()
-            while len(answer) < 4 or len(answer) < 4 + struct.unpack_from(">i", answer)[0]:
-                data = sock.recv(1 << 16)
-                assert data, "the broker closed the connection"
-                answer += data
-            received += answer
+            received += read_answer(sock)
     return bytes(received)
+
+
+def read_answer(sock) -> bytes:
+    """One whole response frame."""
+    answer = bytearray()
+    while len(answer) < 4 or len(answer) < 4 + struct.unpack_from(">i", answer)[0]:
+        data = sock.recv(1 << 16)
+        assert data, "the broker closed the connection"
+        answer += data
+    return bytes(answer)
 
 
 def idempotent(rng, pid, epoch, seq, n=None, compression=0):
@@ -219,19 +222,6 @@ def generated(rng, base_pid: int = 0, wrap: bool = False) -> list[bytes]:
             send(WRAP_PID, 0, topic=WRAP)
         send(WRAP_PID, 0, "retry", topic=WRAP)
     return frames
-
-
-def partition_files(broker) -> dict[str, object]:
-    """Segments, indexes, producer snapshots and the state page (but its clock slots) of every partition."""
-    files = {}
-    for state in Path(broker.data_dir).rglob(STATE_FILE):
-        for path in sorted(state.parent.iterdir()):
-            if path.suffix in (".log", ".index", ".timeindex", ".snapshot", ".txnindex"):
-                files[f"{state.parent.name}/{path.name}"] = path.read_bytes()
-        slots = np.fromfile(state, dtype=np.int64)
-        slots[CLOCKS] = 0
-        files[f"{state.parent.name}/{STATE_FILE}"] = slots.tolist()
-    return files
 
 
 # (frames, awaited): the captured streams and one generated stream awaited request by request (a connection
@@ -316,12 +306,7 @@ def test_a_producers_batches_over_connections_to_two_processors_in_turn(two_proc
             for i, frame in enumerate(frames):
                 sock = socks[(i // pick.choice([1, 1, 2])) % 2]  # mostly in turn, now and then twice on one
                 sock.sendall(frame)
-                answer = bytearray()
-                while len(answer) < 4 or len(answer) < 4 + struct.unpack_from(">i", answer)[0]:
-                    data = sock.recv(1 << 16)
-                    assert data, "the broker closed the connection"
-                    answer += data
-                received += answer
+                received += read_answer(sock)
             answers.append(bytes(received))
         finally:
             for sock in socks:
