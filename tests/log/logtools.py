@@ -103,25 +103,31 @@ def tags_of(batch: bytes) -> str:
     return rec.decode_records(batch)[0].key.decode()
 
 
-def open_descriptors() -> int:
+def open_descriptors(under: Path | None = None) -> int:
     """Descriptors this process holds now (once the rolled-segment flusher, which opens a segment's files
-    for a moment after each roll, is idle)."""
+    for a moment after each roll, is idle); `under`: only those of files in that directory, so that what
+    other threads of a long test session open meanwhile (sockets, pipes) is not counted."""
     rolled_flush.wait_idle()
-    return len(os.listdir("/proc/self/fd"))
+    if under is None:
+        return len(os.listdir("/proc/self/fd"))
+    prefix = str(under) + "/"
+    return sum(1 for target in _descriptor_targets() if target.startswith(prefix))
+
+
+def _descriptor_targets() -> list[str]:
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # closed since the listing (the listing's own descriptor among them)
+            continue
+    return targets
 
 
 def open_descriptors_to_deleted_files(directory: Path) -> list[str]:
     """Targets of this process's descriptors that point at unlinked files of a directory."""
     prefix = str(directory) + "/"
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(prefix) and target.endswith("(deleted)"):
-            out.append(target)
-    return out
+    return [t for t in _descriptor_targets() if t.startswith(prefix) and t.endswith("(deleted)")]
 
 
 def expected_indexes(base: int, batches: list[StoredBatch], interval: int, sealed: bool) -> tuple[list, list]:

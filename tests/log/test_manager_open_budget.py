@@ -27,10 +27,11 @@ def manager(tmp_path):
 
 
 def test_at_most_max_open_partitions_stay_open_and_closed_ones_reopen_with_their_records(manager):
-    before = open_descriptors()
+    log_dir = manager.log_dirs[0]
+    before = open_descriptors(log_dir)
     manager.create_topic("wide", 40)
     assert manager.open_count() == 8
-    assert open_descriptors() - before <= 8 + 1  # one each (the active log: mappings hold none), the locks file
+    assert open_descriptors(log_dir) - before <= 8 + 1  # one each (the active log: mappings hold none), the locks file
     for p in range(40):
         manager.partition("wide", p).append(tagged_batch(f"r{p}"))
     assert manager.open_count() == 8

@@ -212,9 +212,10 @@ def test_a_reader_keeps_the_active_segment_and_one_older_one_open_however_many_i
     one before, so a partition costs a process the same descriptors with 2 segments or 50."""
     p = open_partition(cfg=cfg)
     bases = _fill(p, [1] * 12, per_segment=2)
-    before = open_descriptors()
+    log_dir = p.directory.parent
+    before = open_descriptors(log_dir)
     reader = open_partition(recover=False)
-    attached = open_descriptors() - before
+    attached = open_descriptors(log_dir) - before
     assert attached == DESCRIPTORS_PER_PARTITION  # the state page, the lock and the active segment
     values = []
     offset = 0
@@ -223,7 +224,7 @@ def test_a_reader_keeps_the_active_segment_and_one_older_one_open_however_many_i
         data = got.slice.read()
         values += [r.value for pos, _ in rec.iter_batches(data) for r in rec.decode_records(data, pos)]
         offset = got.upper_bound  # the slice holds its segment whole: the next read starts at the next one
-        assert open_descriptors() - before <= attached + 5  # + one older segment: its log, two index mappings
+        assert open_descriptors(log_dir) - before <= attached + 5  # + one older segment: its log, two index mappings
     assert len(bases) == 13 and values == [b"x" * 100] * 24
     assert reader.lookup_timestamp(NOW - DAY) == (0, NOW - DAY)
 
