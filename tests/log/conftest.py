@@ -5,8 +5,16 @@ from __future__ import annotations
 import pytest
 
 from mmlog.config.settings import LogConfig
-from mmlog.log import kernels
+from mmlog.log import (
+    kernels,
+    log_recovery,
+    partition,
+    replica_state,
+    segment_deletion,
+    transaction_state,
+)
 from mmlog.log.partition import Partition
+from tests.log.logtools import Clock
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -42,3 +50,12 @@ def open_partition(partition_dir, config):
             p.close(clean=False)
         except Exception:
             pass
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The log's wall clock, pinned: two paths compared stamp the same times (rolled_at, flushed_at, snapshots)."""
+    c = Clock()
+    for module in (partition, log_recovery, replica_state, segment_deletion, transaction_state):
+        monkeypatch.setattr(module, "now_ms", lambda: c.now)
+    return c

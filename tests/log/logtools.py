@@ -20,6 +20,14 @@ from mmlog.log.files import segment_bases, segment_file
 from mmlog.log.offset_index import OffsetIndex
 from mmlog.protocol import records as rec
 
+T0 = 1_700_000_000_000  # the pinned wall clock's start (conftest's `clock`)
+
+
+class Clock:
+    """The log's wall clock as a test sets it (`clock.now`)."""
+
+    now = T0
+
 
 @dataclass(frozen=True)
 class StoredBatch:

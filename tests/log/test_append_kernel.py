@@ -19,40 +19,19 @@ from numba import njit
 from mmlog.config.settings import LogConfig
 from mmlog.errors import CorruptMessage
 from mmlog.log import append_kernel as ak
-from mmlog.log import (
-    log_recovery,
-    partition,
-    replica_state,
-    segment_deletion,
-    transaction_state,
-)
 from mmlog.log import partition_table as pt
 from mmlog.log.append_info import AppendInfo
 from mmlog.log.partition import Partition
 from mmlog.log.partition_table import PartitionTable
 from mmlog.protocol import records as rec
-from tests.log.logtools import assert_dense_and_valid, check_indexes, random_records
+from tests.log.logtools import T0, assert_dense_and_valid, check_indexes, random_records
 
 REPO = Path(__file__).resolve().parents[2]
-T0 = 1_700_000_000_000
 
 
 @pytest.fixture(scope="module", autouse=True)
 def warm():
     ak.warm()
-
-
-class Clock:
-    now = T0
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """The log's wall clock, pinned: both paths stamp the same times (rolled_at, flushed_at, snapshots)."""
-    c = Clock()
-    for module in (partition, log_recovery, replica_state, segment_deletion, transaction_state):
-        monkeypatch.setattr(module, "now_ms", lambda: c.now)
-    return c
 
 
 def files_of(directory: Path) -> dict[str, bytes]:

@@ -7,14 +7,14 @@ import random
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from mmlog.config.settings import LogConfig
 from mmlog.log import append_kernel as ak
 from mmlog.log import partition_table as pt
 from mmlog.log.partition import Partition
 from mmlog.log.partition_table import PartitionTable
-from tests.log.test_append_kernel import T0, clock, files_of, random_buffer  # noqa: F401 - clock: a fixture
+from tests.log.logtools import T0
+from tests.log.test_append_kernel import files_of, random_buffer
 
 K = 3
 CONFIG = LogConfig(index_interval_bytes=200)

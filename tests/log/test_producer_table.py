@@ -14,22 +14,13 @@ import pytest
 
 from mmlog.config.settings import LogConfig
 from mmlog.log import append_kernel as ak
-from mmlog.log import (
-    log_recovery,
-    partition,
-    replica_state,
-    segment_deletion,
-    transaction_state,
-)
 from mmlog.log import partition_table as pt
 from mmlog.log import producer_table as ptab
 from mmlog.log.producer_state import ProducerState
 from mmlog.log.transaction_state import PRODUCER_EXPIRATION_MS
 from mmlog.protocol import records as rec
-from tests.log.logtools import random_records
+from tests.log.logtools import T0, random_records
 from tests.log.test_append_kernel import (
-    T0,
-    Clock,
     Kernel,
     answer,
     files_of,
@@ -43,15 +34,6 @@ WRAPPING = 77  # a producer whose state (a snapshot at offset 0) is 6 sequences 
 @pytest.fixture(scope="module", autouse=True)
 def warm():
     ak.warm()
-
-
-@pytest.fixture
-def clock(monkeypatch):
-    """The log's wall clock, pinned: both paths stamp the same times (rolled_at, flushed_at, snapshots)."""
-    c = Clock()
-    for module in (partition, log_recovery, replica_state, segment_deletion, transaction_state):
-        monkeypatch.setattr(module, "now_ms", lambda: c.now)
-    return c
 
 
 class Producers:
