@@ -51,6 +51,7 @@ from numba import njit
 from mmlog.log import kernels, producer_table
 from mmlog.log import partition_table as t
 from mmlog.log.kernels import CRC_TABLES, crc32c
+from mmlog.log.producer_state import NO_PRODUCER
 from mmlog.log.state import (
     ACTIVE_BASE,
     ACTIVE_SIZE,
@@ -79,6 +80,7 @@ from mmlog.log.state import (
     UNFLUSHED,
     UNREPLICATED,
 )
+from mmlog.protocol.records import HEADER_SIZE
 from mmlog.protocol.wire_kernels import be_i16, be_i32, be_i64, be_u32, put_i32, put_i64
 from mmlog.system import libc
 from mmlog.system.libc import EINTR, IOV_MAX
@@ -99,8 +101,6 @@ _SLOTS = STATE_SIZE // 8
 _APPEND, _IDLE, _LEADER = 1, 0, 1
 _INT32_MAX = 2**31 - 1
 _MIN_LENGTH = 49  # batchLength of a header without records
-_NO_PRODUCER = -1
-_TXN_OR_CONTROL = 0x30
 _COMPRESSION = 0x07
 
 
@@ -131,9 +131,9 @@ def check_span(buf, start, length, max_message_bytes, segment_bytes):
         if last_delta < 0 or count < 0:
             return CORRUPT, 0, 0, 0, 0
         attributes = buf[p + 22]  # the low byte: compression, timestamp type, transactional, control
-        if attributes & _COMPRESSION or attributes & _TXN_OR_CONTROL:
+        if attributes & _COMPRESSION or attributes & producer_table.TXN_OR_CONTROL:
             return NOT_PLAIN, 0, 0, 0, 0
-        if be_i64(buf, p + 43) != _NO_PRODUCER:
+        if be_i64(buf, p + 43) != NO_PRODUCER:
             producers += 1
         if count != last_delta + 1:
             return CORRUPT, 0, 0, 0, 0
@@ -362,7 +362,7 @@ def _check_producers(r, buf, spans, n, pending, undo, used):
             r[t.PRODUCERS_CAPACITY] = 0
             r[t.PRODUCERS_WANTED] = 1
             return PRODUCERS_BEHIND, used
-        header = np.empty(producer_table.HEADER_SIZE, np.uint8)
+        header = np.empty(HEADER_SIZE, np.uint8)
         count, pos, upto = producer_table.catch_up(region, capacity, r[t.PRODUCERS_N], np.int32(r[t.LOG_FD]), pos,
                                                    page[ACTIVE_SIZE], upto, log_end, header)
         if count < 0:  # a transaction's batch or marker, or no free slot: Python catches up and exports again
@@ -372,16 +372,14 @@ def _check_producers(r, buf, spans, n, pending, undo, used):
         r[t.PRODUCERS_N] = count
         r[t.PRODUCERS_POS] = pos
         r[t.PRODUCERS_UPTO] = upto
-    pending[P_OLD_N] = r[t.PRODUCERS_N]
-    pending[P_UNDO] = used
-    pending[P_UNDO_END] = used
+        pending[P_OLD_N] = count  # an undo keeps what the log holds: back to the caught-up count
     offset = log_end
     width = producer_table.SLOT_FIELDS
     for i in range(n):
         p = spans[i, 0]
         end = p + spans[i, 1]
         pid = be_i64(buf, p + 43)
-        if pid != _NO_PRODUCER:  # alone in its field (check_span)
+        if pid != NO_PRODUCER:  # alone in its field (check_span)
             last_delta = be_i32(buf, p + 23)
             epoch = be_i16(buf, p + 51)
             first_seq = be_i32(buf, p + 53)

@@ -70,7 +70,10 @@ def release(log_dir: Path) -> None:
     tool, a test), holding none of its locks. Lock objects made before look their descriptor up again."""
     global _epoch
     with _registry_lock:
-        fd = _files.pop(os.path.abspath(Path(log_dir) / LOCKS_FILE), None)
+        path = os.path.abspath(Path(log_dir) / LOCKS_FILE)
+        fd = _files.pop(path, None)
+        for key in [key for key in _threads if key[0] == path]:  # registered again with the new epoch
+            del _threads[key]
         _epoch += 1
     if fd is not None:
         os.close(fd)

@@ -130,8 +130,6 @@ class PartitionTable:
     def ensure(self, topic: str, partition: int, part) -> int:
         """The partition's row, filled first if it has none, a stale one, or one of another Partition object."""
         row = self._row_of.get((topic, partition))
-        if row is not None and self.rows[row, PRODUCERS_WANTED]:
-            self._idempotent.add((topic, partition))
         if row is not None and not self.rows[row, STALE] and self._part_of[row] is part:
             return row
         return self.fill(topic, partition, part)

@@ -84,7 +84,7 @@ log = logging.getLogger(__name__)
 SUFFIX = ".snapshot"
 MAX_CACHED = 5  # batches remembered per producer: Kafka's max.in.flight for idempotence
 NO_PRODUCER = -1
-_SEQ_WRAP = 1 << 31
+SEQ_WRAP = 1 << 31
 _TXN_BITS = 0x30  # transactional | control (records.TRANSACTIONAL_BIT | records.CONTROL_BIT)
 _MAGIC_V1 = b"MMLOGPS1"
 _MAGIC = b"MMLOGPS2"
@@ -183,7 +183,7 @@ class ProducerState:
         for f_seq, l_seq, f_off, l_off in entry.batches:
             if f_seq == first_seq and l_seq == last_seq:
                 raise Duplicate(f_off, l_off)
-        expected = (entry.last_seq() + 1) % _SEQ_WRAP
+        expected = (entry.last_seq() + 1) % SEQ_WRAP
         if first_seq != expected:
             raise OutOfOrderSequenceNumber(f"producer {pid} epoch {epoch}: sequence {first_seq}, expected {expected}")
 
@@ -338,7 +338,7 @@ class ProducerState:
 
 def _last_sequence(h) -> int:
     """The sequence of a batch's last record (sequences wrap at 2^31)."""
-    return (h.base_sequence + h.last_offset_delta) % _SEQ_WRAP
+    return (h.base_sequence + h.last_offset_delta) % SEQ_WRAP
 
 
 def remove_snapshots_above(directory: Path, offset: int) -> None:

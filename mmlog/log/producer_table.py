@@ -30,7 +30,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from mmlog.log.producer_state import MAX_CACHED, ProducerState
+from mmlog.log.producer_state import MAX_CACHED, NO_PRODUCER, SEQ_WRAP, ProducerState
+from mmlog.protocol.records import CONTROL_BIT, HEADER_SIZE, TRANSACTIONAL_BIT
 from mmlog.protocol.wire_kernels import be_i16, be_i32, be_i64
 from mmlog.system import libc
 
@@ -38,10 +39,7 @@ PID, EPOCH, COUNT, BATCHES = 0, 1, 2, 3
 SLOT_FIELDS = 24  # 3 + 4 * MAX_CACHED, and a spare word
 FIRST_SEQ, LAST_SEQ, FIRST_OFFSET, LAST_OFFSET = 0, 1, 2, 3
 ACCEPT, REFUSE = 0, 1
-SEQ_WRAP = 1 << 31
-HEADER_SIZE = 61  # a batch header up to its record count (records.HEADER_SIZE)
-_TXN_OR_CONTROL = 0x30
-_NO_PRODUCER = -1
+TXN_OR_CONTROL = TRANSACTIONAL_BIT | CONTROL_BIT  # attribute bits of a transactional or control batch
 MIN_CAPACITY = 8
 
 
@@ -157,8 +155,8 @@ def catch_up(region, capacity, n, fd, pos, end, upto, log_end, header):
         if base != upto or size < HEADER_SIZE or pos + size > end:
             return -1, pos, upto
         pid = be_i64(header, 43)
-        if pid != _NO_PRODUCER:
-            if header[22] & _TXN_OR_CONTROL:
+        if pid != NO_PRODUCER:
+            if header[22] & TXN_OR_CONTROL:
                 return -1, pos, upto
             first_seq = be_i32(header, 53)
             n = apply(region, capacity, n, pid, be_i16(header, 51), first_seq, last_sequence(first_seq, last_delta),
