@@ -14,9 +14,9 @@ Covered: magic-2 batches with valid lengths and CRC-32C, uncompressed, neither t
 of producer id -1 or of an idempotent producer (alone in its records field), within max.message.bytes and
 segment.bytes, on a partition that serves clients, is not compacted, keeps plain batches (compression.type
 producer or uncompressed), needs no roll (`_should_roll`'s rule) and no flush (flush.messages, flush.ms),
-has no transaction open or unreplicated, with acks 0 or 1, or -1 where the ISR is this broker alone and
-min.insync.replicas <= 1. A group (n > 1) into an empty active segment falls back (the Python path appends
-it one buffer at a time).
+has no transaction open or unreplicated, with acks 0, 1 or -1 (for -1, an ISR of at least min.insync.replicas:
+whether the answer then waits for followers is the caller's to see, from the high watermark). A group (n > 1)
+into an empty active segment falls back (the Python path appends it one buffer at a time).
 
 Idempotent producers. An idempotent batch is appended only where producer_state.py's check lets it go
 (the next sequence of a known producer in its epoch, a new epoch's or a new producer's sequence 0), against
@@ -268,7 +268,7 @@ def _fell_back(r, reason):
 @njit(cache=True, nogil=True)
 def _check_spans(r, buf, spans, n, acks, pending):
     """What can be decided without the lock: the acks, the topic's config, every batch; the totals into pending."""
-    if acks != 0 and acks != 1 and not (acks == -1 and r[t.MIN_INSYNC_REPLICAS] <= 1):
+    if acks != 0 and acks != 1 and acks != -1:
         return ACKS
     if r[t.COMPACT] != 0 or r[t.PLAIN_BATCHES] == 0:
         return NOT_PLAIN
@@ -306,8 +306,8 @@ def _check_locked(r, n, now_ms, acks, pending):
     role = page[ROLE]
     if not (role == _LEADER or (role == 0 and page[N_REPLICAS] == 0)):
         return NOT_SERVING
-    if acks == -1 and page[N_ISR] != 1:
-        return ISR  # NOT_ENOUGH_REPLICAS, or an answer that waits for followers
+    if acks == -1 and page[N_ISR] < r[t.MIN_INSYNC_REPLICAS]:
+        return ISR  # NOT_ENOUGH_REPLICAS: Python's answer
     if page[FIRST_UNDECIDED] >= 0 or page[UNREPLICATED] != 0:
         return TRANSACTIONS
     log_end = page[LOG_END]

@@ -189,6 +189,12 @@ class Connection:
             self.arrivals = [self._arrival()]
         return frame
 
+    def hold(self, arrived: float) -> None:
+        """A request the compiled path took whose answer Python gives (its frame never was the framer's):
+        in flight from now, as one from next_request is."""
+        self.busy = True
+        self.arrivals = [arrived]
+
     def take_queued(self, accept, limit: int) -> list:
         """With a request in hand: take up to `limit` more queued frames, while accept(frame) holds
         (pipelined requests handled together; their responses must still be queued in order)."""

@@ -128,38 +128,55 @@ def handle_produce_group(ctx: HandlerContext, conn, frames: list) -> None:
             throttle = max(quotas.produce(conn, client_id, sum(len(f) for f in frames[:len(requests)])),
                            quotas.request_throttle(conn, client_id))
         results = produce.handle_group(ctx, requests, throttle, refused if any(refused) else None)
-        handled = time.monotonic()
-        metrics = ctx.metrics
-        # When each answered request's frame was complete, in the order they are answered (None: metrics off).
-        arrivals = (count_unanswered(metrics, conn, produce.API_KEY, results, NO_RESPONSE, received, handled)
-                    if metrics.on else None)
-        answered_now, responded = [0], [0]  # answered before respond_in_order returns; the others waited
-
-        def respond(header, result) -> None:
-            if arrivals is None and result.__class__ is bytearray:  # metrics off, the template's frame: no Request
-                queue_frame(ctx, conn, result)
-                return
-            request = Request(conn, header, None, ctx)
-            if answered_now[0] >= 0:
-                request.counted = False  # counted below, all with one call
-                answered_now[0] += 1
-            else:
-                request.received, request.handled = received, handled
-                if arrivals is not None:
-                    request.arrived = arrivals[responded[0]]
-            responded[0] += 1
-            request.respond(result)
-
-        produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)], respond)
-        if answered_now[0] and arrivals is not None:
-            count_answered(conn, produce.API_KEY, arrivals[:answered_now[0]], received, time.monotonic())
-        answered_now[0] = -1
+        _answer_group(ctx, conn, requests, results, received)
         if quota:
             quotas.handled(conn, client_id, time.perf_counter() - started)
             if throttle:
                 ctx.throttle(conn, throttle)
     if failure is not None:
         raise failure
+
+
+def _answer_group(ctx: HandlerContext, conn, requests: list, results: list, received: float) -> None:
+    """Answer a group's Produce requests in order (handlers/produce.py's results), parking from the first
+    that waits for followers on; each counted in the request metrics when its answer is written."""
+    handled = time.monotonic()
+    metrics = ctx.metrics
+    # When each answered request's frame was complete, in the order they are answered (None: metrics off).
+    arrivals = (count_unanswered(metrics, conn, produce.API_KEY, results, NO_RESPONSE, received, handled)
+                if metrics.on else None)
+    answered_now, responded = [0], [0]  # answered before respond_in_order returns; the others waited
+
+    def respond(header, result) -> None:
+        if arrivals is None and result.__class__ is bytearray:  # metrics off, the template's frame: no Request
+            queue_frame(ctx, conn, result)
+            return
+        request = Request(conn, header, None, ctx)
+        if answered_now[0] >= 0:
+            request.counted = False  # counted below, all with one call
+            answered_now[0] += 1
+        else:
+            request.received, request.handled = received, handled
+            if arrivals is not None:
+                request.arrived = arrivals[responded[0]]
+        responded[0] += 1
+        request.respond(result)
+
+    produce.respond_in_order(ctx, conn, [(r[0], result) for r, result in zip(requests, results)], respond)
+    if answered_now[0] and arrivals is not None:
+        count_answered(conn, produce.API_KEY, arrivals[:answered_now[0]], received, time.monotonic())
+    answered_now[0] = -1
+
+
+def answer_appended(ctx: HandlerContext, conn, frame, held: list, received: float) -> None:
+    """Answer an acks=-1 Produce the compiled path appended (processors/compiled/): `held` is its partitions'
+    (base offset, last offset, log start offset, waits), in request order. It is conn's request in flight
+    from here, answered when the high watermark passes its records, as if the group path had appended it."""
+    header, offset = _parse_header(frame)
+    _, topics, timeout_ms = produce.parts(_decode_body(header, frame, offset, produce))
+    conn.hold(received)
+    _answer_group(ctx, conn, [(header,)], [produce.appended_elsewhere(ctx.manager, header, topics, timeout_ms, held)],
+                  received)
 
 
 def sasl_gate(ctx: HandlerContext, conn, frame) -> None:

@@ -44,15 +44,16 @@ def cluster_broker(tmp_path, zk_connect: str, broker_id: int, user: str | None =
 
 
 @contextlib.contextmanager
-def three_brokers(tmp_path, zk_connect: str, users=None, homes=None, **config):
+def three_brokers(tmp_path, zk_connect: str, users=None, homes=None, own=None, **config):
     """Brokers 0, 1 and 2 on one ZooKeeper chroot, registered; every one is stopped at the end.
     `users`: broker id -> the system user it runs as (partition tests); `homes`: broker id -> the directory
-    its data dir is made in instead of `tmp_path` (a file system of its own: power-loss soaks).
+    its data dir is made in instead of `tmp_path` (a file system of its own: power-loss soaks); `own`: broker
+    id -> settings of that broker's alone (over `config`).
 
     Broker 0 starts first and is the controller (it is ready only once it has stood for election), as tests
     have always had it; 1 and 2 then start side by side, their boots (imports, kernels, logs) overlapping."""
-    brokers = [cluster_broker((homes or {}).get(i, tmp_path), zk_connect, i, (users or {}).get(i), **config)
-               for i in range(3)]
+    brokers = [cluster_broker((homes or {}).get(i, tmp_path), zk_connect, i, (users or {}).get(i),
+                              **{**config, **(own or {}).get(i, {})}) for i in range(3)]
     try:
         brokers[0].start()
         with concurrent.futures.ThreadPoolExecutor(2) as pool:

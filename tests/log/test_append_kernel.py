@@ -304,20 +304,22 @@ def test_a_group_into_an_empty_segment_falls_back(open_partition, clock):
     assert kernel.append([_batch(), _batch()], clock.now) == [(1, 1, 0), (2, 2, 0)]
 
 
-def test_acks_all_is_covered_only_where_the_leader_alone_is_the_isr(open_partition, clock):
+def test_acks_all_is_covered_where_the_isr_holds_min_insync_replicas(open_partition, clock):
     p = open_partition()
     kernel = Kernel(p)
     assert_falls_back(kernel, [_batch()], clock.now, "ISR", acks=-1)  # no roles: no ISR at all
     assert_falls_back(kernel, [_batch()], clock.now, "acks", acks=2)
     p.become_leader(1, (0, 1), (0,), 0)
     assert kernel.append([_batch()], clock.now, acks=-1) == [(0, 0, 0)]
+    assert p.high_watermark == 1  # the leader alone is the ISR: committed at once
     p.become_leader(1, (0, 1), (0, 1), 1)
-    assert_falls_back(kernel, [_batch()], clock.now, "ISR", acks=-1)
-    assert kernel.append([_batch()], clock.now, acks=1) == [(1, 1, 0)]
-    assert p.high_watermark == 1  # followers move it, as on the Python path
+    assert kernel.append([_batch()], clock.now, acks=-1) == [(1, 1, 0)]
+    assert kernel.append([_batch()], clock.now, acks=1) == [(2, 2, 0)]
+    assert p.high_watermark == 1  # followers move it, as on the Python path (the answer waits for them)
     p2 = open_partition(p.directory.parent / "t-1", LogConfig(min_insync_replicas=2))
-    p2.become_leader(0, (0,), (0,), 0)
-    assert_falls_back(Kernel(p2), [_batch()], clock.now, "acks", acks=-1)
+    p2.become_leader(0, (0, 1), (0,), 0)
+    assert_falls_back(Kernel(p2), [_batch()], clock.now, "ISR", acks=-1)  # NOT_ENOUGH_REPLICAS is Python's
+    assert Kernel(p2).append([_batch()], clock.now, acks=1) == [(0, 0, 0)]
 
 
 def test_a_partition_that_does_not_serve_clients_falls_back(open_partition, clock):

@@ -17,7 +17,9 @@ What goes back to Python, one row of `out` each (OUT_FIELDS columns):
            from W_START on that the socket did not take, with the plan rows I_START.. of their
            file ranges (below). Python queues the responses first and feeds the bytes to the
            connection's framer, so the Python handlers carry on from exactly where compiled code
-           stopped, in order.
+           stopped, in order. A HANDOFF after an acks=-1 Produce that compiled code appended but
+           whose answer waits for followers (produce_path.HELD) also names that frame, F_START..,
+           and its partitions' held rows, H_START..: Python answers it (path.py), then the rest.
 
 Sending. A connection's responses are wbuf[w_start:wpos] with file ranges put in: a Fetch answer's
 records, which its encoder leaves gaps for. Each is a row of the call's `plan` (fetch_path.PLAN_FIELDS:
@@ -61,8 +63,8 @@ from mmlog.system.cpu import load_u64
 FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN = range(5)  # CARRY: its carry slot + 1 (0: none)
 CONN_FIELDS = 5
 # out: int64 [rows, OUT_FIELDS]
-KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN, I_START, I_LEN = range(9)
-OUT_FIELDS = 9
+KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN, I_START, I_LEN, F_START, F_LEN, H_START, H_LEN = range(13)
+OUT_FIELDS = 13
 EVENT, HANDOFF = 0, 1
 # params: int64 [PARAM_FIELDS]
 EPFD, TIMEOUT_MS, MAX_FRAME, METRICS_ON, WAKE_LOCAL = range(5)
@@ -93,7 +95,8 @@ def _event_at(events, i):
 
 
 @njit(cache=True, nogil=True)
-def _emit(out, n_out, kind, fd, mask, r_start, r_len, w_start, w_len, i_start=0, i_len=0):
+def _emit(out, n_out, kind, fd, mask, r_start, r_len, w_start, w_len, i_start=0, i_len=0, f_start=0, f_len=0,
+          h_start=0, h_len=0):
     row = out[n_out]
     row[KIND] = kind
     row[FD] = fd
@@ -104,6 +107,10 @@ def _emit(out, n_out, kind, fd, mask, r_start, r_len, w_start, w_len, i_start=0,
     row[W_LEN] = w_len
     row[I_START] = i_start
     row[I_LEN] = i_len
+    row[F_START] = f_start
+    row[F_LEN] = f_len
+    row[H_START] = h_start
+    row[H_LEN] = h_len
     return n_out + 1
 
 
@@ -121,6 +128,8 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
     rpos = 0
     wpos = 0
     n_plan = 0
+    held_count = scratch[0][8]
+    held_count[0] = 0  # the held rows of the last call were Python's by the time it called again
     while True:
         left_ms = np.int64((deadline - libc.monotonic()) * 1000.0 + 0.999)
         n = libc.epoll_wait(np.int32(params[EPFD]), events.ctypes.data, np.int32(max_events),
@@ -171,6 +180,8 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
     produced = 0
     fetched = 0
     partial = False
+    held_at = held_size = 0  # a Produce appended whose answer waits for followers (produce_path.HELD)
+    h_start = scratch[0][8][0]
     max_frame = params[MAX_FRAME]
     produce_scratch, fetch_scratch = scratch
     while end - p >= 4:
@@ -191,6 +202,10 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
             fetched += 1
         else:
             w = -1
+        if w == produce_path.HELD:
+            held_at, held_size = p + 4, size
+            p += 4 + size
+            break
         if w < 0:
             if api == produce_path.API_KEY:
                 produced -= 1
@@ -208,16 +223,19 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         if params[METRICS_ON]:
             shared[0][_COMPILED] += served
             now = libc.monotonic()
-            if produced:
-                record_request(shared[0], produce_path.API_KEY, produced, received, received, handled, handled, now)
+            answered = produced - (held_size > 0)  # a held one is counted when Python answers it
+            if answered:
+                record_request(shared[0], produce_path.API_KEY, answered, received, received, handled, handled, now)
             if fetched:
                 record_request(shared[0], fetch_path.API_KEY, fetched, received, received, handled, handled, now)
     all_sent = sent == wpos and k == n_plan
-    if (partial or end - p < 4) and p < end and all_sent and _keep_carry(conns, fd, carry, rbuf, p, end):
+    if (not held_size and (partial or end - p < 4) and p < end and all_sent
+            and _keep_carry(conns, fd, carry, rbuf, p, end)):
         p = end
-    if p < end or not all_sent:
+    if p < end or not all_sent or held_size:
         counters[HANDOFFS] += 1
-        return end, wpos, n_plan, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent, k, n_plan - k)
+        return end, wpos, n_plan, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent, k, n_plan - k,
+                                        held_at, held_size, h_start, scratch[0][8][0] - h_start)
     return start, w_start, p_start, n_out  # everything served and sent: the buffers' room is free again
 
 

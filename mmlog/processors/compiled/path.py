@@ -14,7 +14,10 @@ A HANDOFF (loop.py) continues in Python with the bytes compiled code had read: t
 responses are queued first (bytes, and a Fetch answer's records as `FileSlice`s of a dup of
 the log fd, taken before any Python code runs, so the ranges stay readable whatever the table
 forgets), the unserved bytes go to the connection's framer, and the connection is handled in
-this same pass. The partitions a handed-off Produce or Fetch names are learned then: opened,
+this same pass. An acks=-1 Produce appended here whose answer waits for followers is answered by Python after
+the responses before it (dispatch.answer_appended parks it in the purgatory as the Python handlers
+park their own), and the bytes after it wait in the framer until it is answered.
+The partitions a handed-off Produce or Fetch names are learned then: opened,
 prepared and entered in the partition table, so their next request is compiled (for a Fetch,
 only partitions led here: entering one takes its lock and readies it for writing). A partition whose
 row met an idempotent producer's batch is entered with its producers' state (log/producer_table.py),
@@ -36,6 +39,7 @@ from mmlog.log.partition_table import PartitionTable
 from mmlog.log.segment import FileSlice
 from mmlog.processors.compiled import fetch_path, loop, produce_path
 from mmlog.processors.compiled.fetch_path import PLAN_FD
+from mmlog.processors.dispatch import answer_appended
 from mmlog.processors.poller import readiness
 from mmlog.protocol import FrameSizeError
 from mmlog.protocol import fetch_kernels as fk
@@ -100,7 +104,7 @@ class CompiledPath:
         payload = self.poller.payload
         rows = self.out[:n].tolist()
         files = self._hold_files(rows) if n and self.out[:n, loop.I_LEN].any() else None
-        for kind, fd, mask, r_start, r_len, w_start, w_len, i_start, i_len in rows:
+        for kind, fd, mask, r_start, r_len, w_start, w_len, i_start, i_len, f_start, f_len, h_start, h_len in rows:
             conn = payload(fd)
             if conn is None:
                 continue
@@ -108,13 +112,18 @@ class CompiledPath:
                 ready.append((conn, readiness(mask)))  # a connection's carry goes first when Python reads it
             else:
                 self._handoff(conn, r_start, r_len, w_start, w_len, i_start, i_len, files)
+                if f_len and self.processor.conns.get(conn.fd) is conn:
+                    self._answer_held(conn, f_start, f_len, h_start, h_len)
+                if r_len and self.processor.conns.get(conn.fd) is conn:
+                    self._learn(r_start, r_len)
+                    self._feed(conn, memoryview(self.rbuf)[r_start:r_start + r_len])
         return ready
 
     def _hold_files(self, rows) -> dict[int, object]:
         """A file object of its own (a dup) for each log fd the handed-off plan rows send from, taken
         before any Python code can close the table's (a learned partition's new segments, an eviction)."""
         files = {}
-        for kind, _, _, _, _, _, _, i_start, i_len in rows:
+        for kind, _, _, _, _, _, _, i_start, i_len, *_ in rows:
             if kind == loop.HANDOFF:
                 for fd in self.plan[i_start:i_start + i_len, PLAN_FD].tolist():
                     if fd not in files:
@@ -149,7 +158,8 @@ class CompiledPath:
 
     def _handoff(self, conn, r_start: int, r_len: int, w_start: int, w_len: int, i_start: int, i_len: int,
                  files) -> None:
-        """Carry on in Python from where compiled code stopped on conn."""
+        """Carry on in Python from where compiled code stopped on conn: its unsent answers first (the
+        caller then answers a held request and feeds the unserved bytes to the framer)."""
         self.conns[conn.fd, loop.FAST] = 0
         processor = self.processor
         if w_len or i_len:
@@ -159,9 +169,14 @@ class CompiledPath:
                 return
             conn.out.push(unsent(self.wbuf, self.plan, w_start, w_start + w_len, i_start, i_len, files))
             processor.wants_write(conn)
-        if r_len:
-            self._learn(r_start, r_len)
-            self._feed(conn, memoryview(self.rbuf)[r_start:r_start + r_len])
+
+    def _answer_held(self, conn, f_start: int, f_len: int, h_start: int, h_len: int) -> None:
+        """Answer an acks=-1 Produce compiled code appended whose answer waits for followers: its frame
+        decoded for the request's names (its records are in the log already), the results from the held
+        rows, parked in the purgatory as the Python handlers park their own (dispatch.answer_appended)."""
+        frame = memoryview(self.rbuf)[f_start:f_start + f_len]
+        held = self.scratch[0][7][h_start:h_start + h_len].tolist()
+        answer_appended(self.processor, conn, frame, held, self.last_active(conn))
 
     def _learn(self, r_start: int, r_len: int) -> None:
         """Enter the partitions a handed-off Produce names, or a consumer's Fetch of partitions led here,

@@ -10,6 +10,14 @@ producers' in-sequence batches): all of them appended, or none. A duplicate or a
 batch is Python's (the duplicate's offsets, or the error).
 Everything that answers an error is Python's: so is every error metric.
 
+acks=-1 where the ISR holds followers: the records are appended here and the answer waits until the
+high watermark passes them, in Python's purgatory with every other waiting Produce (its timeout, its
+errors when leadership moves or the ISR shrinks are handlers/produce.py's `AwaitingReplicas`).
+`serve_frame` then answers HELD, with each partition's (base offset, last offset, log start offset,
+waits) in `held` rows from HELD_COUNT on: the loop hands the connection to Python with the frame,
+which builds that answer from them (path.py). A partition whose high watermark passed its records
+already is answered at once, as the Python path does.
+
 After an append, what `Processor.appended` does in Python: other processors with parked
 fetches are woken through their eventfds (the wake board's counts, read after a full fence:
 ipc/wake_board.py has the argument); this processor's own parked fetches are Python's, which
@@ -24,14 +32,20 @@ from numba import njit
 from mmlog.ipc import metrics_block
 from mmlog.ipc.memory_fence import full_fence
 from mmlog.log import append_kernel, partition_table
+from mmlog.log.state import HIGH_WATERMARK, STATE_SIZE
 from mmlog.protocol import produce_kernels as pk
 from mmlog.system import libc
 
 API_KEY = 0
 MAX_PARTS = 64  # partitions a decoded request may name before it is left to Python
-# scratch: (header, parts, results, spans, appended) arrays of the sizes `make_scratch` gives; appended
-# rows are the append kernel's (base offset, last offset, log start offset, batches, records)
+HELD = -2  # serve_frame's answer for a request appended whose answer waits for followers
+HELD_ROWS = 4096  # held partitions one loop call may pass to Python (a request that finds no room is Python's)
+BASE, LAST, LOG_START, WAITS = range(4)  # a held row
+# scratch: (header, parts, results, spans, appended, ids, pending, held, held count) arrays of the sizes
+# `make_scratch` gives; appended rows are the append kernel's (base offset, last offset, log start offset,
+# batches, records)
 # shared: (metrics words, parked-fetch counts per slot, eventfd per slot, [this slot])
+_SLOTS = STATE_SIZE // 8
 _BYTES_IN, _MESSAGES_IN = metrics_block.SCALAR["bytes_in"], metrics_block.SCALAR["messages_in"]
 
 
@@ -40,19 +54,23 @@ def make_scratch() -> tuple:
     return (np.zeros(pk.HEADER_FIELDS, np.int64), np.zeros((MAX_PARTS, pk.PART_FIELDS), np.int64),
             np.zeros((MAX_PARTS, pk.RESULT_FIELDS), np.int64), np.zeros((MAX_PARTS, 2), np.int64),
             np.zeros((MAX_PARTS, 5), np.int64), np.zeros(MAX_PARTS, np.int64),
-            np.zeros((MAX_PARTS, append_kernel.PENDING_FIELDS), np.int64))
+            np.zeros((MAX_PARTS, append_kernel.PENDING_FIELDS), np.int64), np.zeros((HELD_ROWS, 4), np.int64),
+            np.zeros(1, np.int64))
 
 
 @njit(cache=True, nogil=True)
 def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared):
     """Serve the Produce frame buf[start:end] (no size prefix); the response's end in wbuf (wpos if
-    acks=0), or -1 when the Python handlers must serve it."""
-    header, parts, results, spans, appended, ids, pending = scratch
+    acks=0), HELD when it is appended and its answer waits for followers, or -1 when the Python
+    handlers must serve it."""
+    header, parts, results, spans, appended, ids, pending, held, held_count = scratch
     n = pk.decode_produce(buf, start, end, header, parts)
     if n < 1 or header[pk.TRANSACTIONAL_ID_LEN] != -1:
         return -1
     acks = header[pk.ACKS]
     if acks != 0 and acks != 1 and acks != -1:
+        return -1
+    if acks == -1 and held_count[0] + n > held.shape[0]:
         return -1
     slots, rows, names = table
     nbytes = 0
@@ -80,8 +98,30 @@ def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared):
     _appended(counters, shared, nbytes, records)
     if acks == 0:
         return wpos
+    if acks == -1 and _hold(rows, ids, n, appended, held, held_count):
+        return HELD
     return pk.encode_produce_response(wbuf, wpos, header[pk.API_VERSION], header[pk.CORRELATION_ID], 0, buf,
                                       parts, n, results)
+
+
+@njit(cache=True, nogil=True)
+def _hold(rows, ids, n, appended, held, held_count):
+    """Whether an acks=-1 request's answer waits for followers: some partition's high watermark is not past
+    its records (read after the append's publish; a follower's fetch moves it). If so, its partitions'
+    results go to held rows from held_count on."""
+    waits = False
+    at = held_count[0]
+    for i in range(n):
+        page = libc.view_i64(rows[ids[i], partition_table.STATE_ADDR], _SLOTS)
+        row = held[at + i]
+        row[BASE] = appended[i, 0]
+        row[LAST] = appended[i, 1]
+        row[LOG_START] = appended[i, 2]
+        row[WAITS] = page[HIGH_WATERMARK] <= appended[i, 1]
+        waits |= row[WAITS] != 0
+    if waits:
+        held_count[0] = at + n
+    return waits
 
 
 @njit(cache=True, nogil=True)

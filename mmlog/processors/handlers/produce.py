@@ -142,6 +142,22 @@ def handle_group(ctx: HandlerContext, requests: list, throttle_ms: int = 0, refu
     return out
 
 
+def appended_elsewhere(manager, header, topics, timeout_ms: int, held: list) -> "AwaitingReplicas":
+    """The waiting answer of an acks=-1 request whose records the compiled path appended: `held` holds each
+    partition's (base offset, last offset, log start offset, waits), in request order; a partition waits
+    where the high watermark was not past its records after the append, as `handle_group` decides."""
+    answer, waits, rows = [], [], iter(held)
+    for name, partitions in topics:
+        results = []
+        for index, _ in partitions:
+            base_offset, last_offset, log_start_offset, waiting = next(rows)
+            if waiting:
+                waits.append((results, len(results), (name, index), last_offset + 1))
+            results.append((index, 0, base_offset, log_start_offset, None))
+        answer.append((name, results))
+    return AwaitingReplicas(manager, header, answer, waits, time.monotonic() + max(timeout_ms, 0) / 1000)
+
+
 def refusals(ctx: HandlerContext, conn, transactional_id, topics) -> dict[str, int] | None:
     """The topics of one request refused before any append, with their error codes (Kafka's
     handleProduceRequest): all of them TRANSACTIONAL_ID_AUTHORIZATION_FAILED if the request holds
