@@ -38,7 +38,7 @@ EMPTY, GONE = -1, -2  # slots: never used (a probe stops), forgotten (a probe go
  TIME_INDEX_RESERVED, SEGMENT_BYTES, SEGMENT_MS, MAX_MESSAGE_BYTES, INDEX_INTERVAL_BYTES, FLUSH_MESSAGES,
  FLUSH_MS, MIN_INSYNC_REPLICAS, PLAIN_BATCHES, COMPACT, STALE, FALLBACK_REASON, APPENDS,
  FALLBACKS, LOCK_INODE, PRODUCERS_ADDR, PRODUCERS_CAPACITY, PRODUCERS_N, PRODUCERS_UPTO, PRODUCERS_POS,
- PRODUCERS_WANTED) = range(36)
+ PRODUCERS_WANTED, WRITE_KNOWN, WRITE_ALLOWED, READ_KNOWN, READ_ALLOWED) = range(40)
 ROW_FIELDS = 40
 # PLAIN_BATCHES: compression.type keeps uncompressed batches as they are (producer, uncompressed).
 # STALE: the kernel met a state the row no longer describes (another generation, index blocks used up).
@@ -49,6 +49,9 @@ ROW_FIELDS = 40
 # of the offset PRODUCERS_UPTO at the active segment's file position PRODUCERS_POS; a capacity of 0: none
 # exported. The kernel sets PRODUCERS_WANTED (and STALE) when it meets a producer's batch on a row without
 # them: the next fill exports the process's ProducerState (only partitions that see such batches pay for it).
+# WRITE_KNOWN .. READ_ALLOWED: the ACL decisions of the processor's authoriser on the partition's topic, one bit
+# per principal its connections hold (processors/compiled/principals.py): known, and allowed if known. Zero in a
+# filled row: compiled code asks Python (a handoff) until a decision is entered (`permits`).
 
 
 @njit(cache=True, nogil=True)
@@ -83,6 +86,13 @@ def lookup(slots, rows, names, buf, name_start, name_len, partition):
                 return r
         i = (i + 1) & mask
     return -1
+
+
+@njit(cache=True, nogil=True)
+def permits(rows, row, known, who):
+    """Whether the decision of column `known` (WRITE_KNOWN, READ_KNOWN) for principal bit `who` is made and
+    allows; `who` 0: no authoriser, everything is allowed."""
+    return who == 0 or ((rows[row, known] & who) != 0 and (rows[row, known + 1] & who) != 0)
 
 
 def plain_batches_kept(compression_type: str) -> bool:

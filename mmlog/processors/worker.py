@@ -213,7 +213,7 @@ class Processor:
             if self.compiled is not None:
                 if stamp != self.manager.catalogue_stamp:
                     self.compiled.catalogue_changed()
-                if self.quotas.enabled or self.authorizer.enabled:
+                if self.quotas.enabled:
                     for conn in self.conns.values():
                         self.compiled.update(conn, False)  # their decisions are the Python handlers'
 
@@ -480,10 +480,10 @@ class Processor:
 
     def _compiled_may_serve(self, conn: Connection) -> bool:
         """Whether the compiled path may serve conn's next requests: Python holds nothing of it, and no
-        decision it needs (ACLs, quotas, SASL, TLS) is Python's alone (compiled/path.py)."""
-        return not (conn.tls or conn.sasl is not None or conn.busy or conn.out or conn.closing or self.stopping
-                    or conn.throttled_until or not conn.reader.empty or conn.reader.starved
-                    or self.quotas.enabled or self.authorizer.enabled)
+        decision it needs (quotas, a SASL exchange, TLS) is Python's alone (compiled/path.py)."""
+        return not (conn.tls or (conn.sasl is not None and not conn.sasl.open()) or conn.busy or conn.out
+                    or conn.closing or self.stopping or conn.throttled_until or not conn.reader.empty
+                    or conn.reader.starved or self.quotas.enabled)
 
     def ready(self, conn: Connection) -> None:
         """conn has requests to handle in this pass (compiled code handed it over)."""

@@ -115,9 +115,10 @@ def _find_batch(r, offset, entries, end, scan):
 
 
 @njit(cache=True, nogil=True)
-def serve_fetch(buf, start, end, wbuf, wpos, plan, n_plan, scratch, table, words):
+def serve_fetch(buf, start, end, wbuf, wpos, plan, n_plan, scratch, table, words, who):
     """Serve the Fetch frame buf[start:end] (no size prefix): (the response's end in wbuf, the plan rows
-    used) with its records as plan rows from n_plan on, or (-1, n_plan) when the Python handler must."""
+    used) with its records as plan rows from n_plan on, or (-1, n_plan) when the Python handler must.
+    who: the connection's principal bit (partition_table.permits; 0: no authoriser)."""
     header, parts, results, aborted, gaps, spans, page, scan = scratch
     n = fk.decode_fetch(buf, start, end, header, parts)
     if n < 1 or header[fk.REPLICA_ID] >= 0:
@@ -130,8 +131,8 @@ def serve_fetch(buf, start, end, wbuf, wpos, plan, n_plan, scratch, table, words
     with_records = 0
     for i in range(n):
         row = t.lookup(slots, rows, names, buf, parts[i, fk.NAME_START], parts[i, fk.NAME_LEN], parts[i, fk.PARTITION])
-        if row < 0:
-            return -1, n_plan
+        if row < 0 or not t.permits(rows, row, t.READ_KNOWN, who):
+            return -1, n_plan  # not in the table, or READ not known to be allowed: Python decides
         r = rows[row]
         if not _snapshot(r[t.STATE_ADDR], page):
             return -1, n_plan

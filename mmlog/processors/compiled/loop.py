@@ -60,8 +60,10 @@ from mmlog.system import libc
 from mmlog.system.cpu import load_u64
 
 # conns: int64 [fd capacity, CONN_FIELDS], indexed by fd
-FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN = range(5)  # CARRY: its carry slot + 1 (0: none)
-CONN_FIELDS = 5
+FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN, WHO, SESSION_END_US = range(7)  # CARRY: its carry slot + 1 (0: none)
+CONN_FIELDS = 7
+# WHO: the connection's principal bit in the partition table's ACL decisions (0: no authoriser); SESSION_END_US:
+# when its SASL session expires (monotonic µs; 0: never), from when its requests are Python's (which closes it).
 # out: int64 [rows, OUT_FIELDS]
 KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN, I_START, I_LEN, F_START, F_LEN, H_START, H_LEN = range(13)
 OUT_FIELDS = 13
@@ -139,7 +141,8 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
             return n_out if err == libc.EINTR else -err
         for i in range(n):
             mask, fd = _event_at(events, i)
-            fast = fd < conns.shape[0] and conns[fd, FAST] != 0 and mask == libc.EPOLLIN
+            fast = (fd < conns.shape[0] and conns[fd, FAST] != 0 and mask == libc.EPOLLIN
+                    and (conns[fd, SESSION_END_US] == 0 or libc.monotonic() * 1e6 < conns[fd, SESSION_END_US]))
             if (not fast or rbuf.shape[0] - rpos < MIN_ROOM or wbuf.shape[0] - wpos < MIN_WROOM
                     or plan.shape[0] - n_plan < MIN_PLAN or max_out - n_out < 1):
                 n_out = _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)
@@ -183,6 +186,7 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
     held_at = held_size = 0  # a Produce appended whose answer waits for followers (produce_path.HELD)
     h_start = scratch[0][8][0]
     max_frame = params[MAX_FRAME]
+    who = conns[fd, WHO]
     produce_scratch, fetch_scratch = scratch
     while end - p >= 4:
         size = be_i32(rbuf, p)
@@ -194,11 +198,11 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         api, _ = peek_api(rbuf, p + 4, p + 4 + size)
         if api == produce_path.API_KEY:
             w = produce_path.serve_frame(rbuf, p + 4, p + 4 + size, wbuf, wpos, counters, produce_scratch, table,
-                                         shared)
+                                         shared, who)
             produced += 1
         elif api == fetch_path.API_KEY:
             w, n_plan = fetch_path.serve_fetch(rbuf, p + 4, p + 4 + size, wbuf, wpos, plan, n_plan, fetch_scratch,
-                                               table, shared[0])
+                                               table, shared[0], who)
             fetched += 1
         else:
             w = -1

@@ -5,8 +5,10 @@
 returns what Python must handle, in the Poller's (payload, READ|WRITE) form. A connection is FAST while the Python
 side holds nothing of it (`update`, called wherever the processor updates a connection's
 epoll events): a plaintext connection with no SASL session, nothing buffered, in flight or
-queued to send, not throttled or starved, on a broker without an authoriser or client quotas
-(whose decisions live in Python for now) that is not stopping. Anything else is the Python
+queued to send, not throttled or starved, with no SASL exchange under way (an authenticated session
+is served until it expires), on a broker without client quotas (whose decisions live in Python for
+now) that is not stopping. With an authoriser, its ACL decisions are entered in the partition table
+for the connection's principal (principals.py). Anything else is the Python
 handlers', which stay the reference: `compiled.request.path.enable=false` turns the compiled
 path off, and the differential tests compare the two.
 
@@ -39,11 +41,13 @@ from mmlog.log.partition_table import PartitionTable
 from mmlog.log.segment import FileSlice
 from mmlog.processors.compiled import fetch_path, loop, produce_path
 from mmlog.processors.compiled.fetch_path import PLAN_FD
+from mmlog.processors.compiled.principals import Principals
 from mmlog.processors.dispatch import answer_appended
 from mmlog.processors.poller import readiness
 from mmlog.protocol import FrameSizeError
 from mmlog.protocol import fetch_kernels as fk
 from mmlog.protocol import produce_kernels as pk
+from mmlog.security.acls import READ, WRITE
 from mmlog.system import libc
 
 log = logging.getLogger(__name__)
@@ -77,6 +81,7 @@ class CompiledPath:
         self._taken = np.zeros(loop.CARRY_SIZE, np.uint8)  # a carry on its way to a connection's framer
         self.scratch = (produce_path.make_scratch(), fetch_path.make_scratch())
         self.table = PartitionTable()
+        self.principals = Principals(processor.authorizer)
         board = processor.board
         words = processor.metrics.array if processor.metrics is not NULL_REGION else np.zeros(REGION_WORDS, np.int64)
         self.shared = (words, np.frombuffer(board.parked, np.int64), np.array(board.fds, np.int64),
@@ -91,6 +96,7 @@ class CompiledPath:
         ms = MAX_CALL_MS if timeout is None else min(int(timeout * 1000 + 0.999), MAX_CALL_MS)
         params[loop.TIMEOUT_MS] = ms
         params[loop.WAKE_LOCAL] = int(len(self.processor.purgatory) > 0)
+        self.principals.refresh(self.table.rows)
         counters = self.counters
         counters[:] = 0
         n = loop.serve(params, self.events, self.conns, self.rbuf, self.wbuf, self.plan, self.out, counters,
@@ -115,7 +121,7 @@ class CompiledPath:
                 if f_len and self.processor.conns.get(conn.fd) is conn:
                     self._answer_held(conn, f_start, f_len, h_start, h_len)
                 if r_len and self.processor.conns.get(conn.fd) is conn:
-                    self._learn(r_start, r_len)
+                    self._learn(conn, r_start, r_len)
                     self._feed(conn, memoryview(self.rbuf)[r_start:r_start + r_len])
         return ready
 
@@ -178,10 +184,10 @@ class CompiledPath:
         held = self.scratch[0][7][h_start:h_start + h_len].tolist()
         answer_appended(self.processor, conn, frame, held, self.last_active(conn))
 
-    def _learn(self, r_start: int, r_len: int) -> None:
+    def _learn(self, conn, r_start: int, r_len: int) -> None:
         """Enter the partitions a handed-off Produce names, or a consumer's Fetch of partitions led here,
         in the table (its next request is compiled), unless they are there already as of their current
-        segments."""
+        segments; with an authoriser, with its decision for conn's principal."""
         rbuf = self.rbuf
         if r_len < 4 or int.from_bytes(rbuf[r_start:r_start + 4], "big") > r_len - 4:
             return
@@ -190,13 +196,13 @@ class CompiledPath:
         if api == produce_path.API_KEY:
             header, parts = self.scratch[0][0], self.scratch[0][1]
             n = pk.decode_produce(rbuf, start, end, header, parts)
-            columns = [pk.NAME_START, pk.NAME_LEN, pk.PARTITION]
+            columns, operation = [pk.NAME_START, pk.NAME_LEN, pk.PARTITION], WRITE
         elif api == fetch_path.API_KEY:
             header, parts = self.scratch[1][0], self.scratch[1][1]
             n = fk.decode_fetch(rbuf, start, end, header, parts)
             if n > 0 and header[fk.REPLICA_ID] >= 0:
                 return  # a follower's: Python's
-            columns = [fk.NAME_START, fk.NAME_LEN, fk.PARTITION]
+            columns, operation = [fk.NAME_START, fk.NAME_LEN, fk.PARTITION], READ
         else:
             return
         manager = self.processor.manager
@@ -206,7 +212,9 @@ class CompiledPath:
                 part = manager.partition(name, index)
                 if api == fetch_path.API_KEY and not part.state.serves_clients():
                     continue  # a follower's partition: not ours to take for writing
-                self.table.ensure(name, index, part)
+                row = self.table.ensure(name, index, part)
+                if self.principals.authorizer.enabled:
+                    self.principals.learn(conn, self.table.rows, row, operation, name)
             except Exception as exc:  # noqa: BLE001 - unknown, offline, not ours: the Python handler answers it
                 log.debug("partition %s-%d not entered in the compiled table: %s", name, index, exc)
 
@@ -215,6 +223,9 @@ class CompiledPath:
     def update(self, conn, eligible: bool) -> None:
         """Mark conn FAST (compiled code serves it) or not."""
         fd = conn.fd
+        who = self.principals.bit(conn) if eligible else 0
+        if who is None:
+            eligible = False  # every principal bit is taken: Python decides this one's ACLs
         if not eligible and not self.take_carry(conn):
             return
         if fd >= self.conns.shape[0]:
@@ -224,8 +235,13 @@ class CompiledPath:
             grown[:self.conns.shape[0]] = self.conns
             self.conns = grown
         self.conns[fd, loop.FAST] = int(eligible)
+        if eligible:
+            self.conns[fd, loop.WHO] = who
+            expires = conn.sasl.expires_at if conn.sasl is not None else None
+            self.conns[fd, loop.SESSION_END_US] = int(expires * 1e6) if expires is not None else 0
 
     def closed(self, conn) -> None:
+        self.principals.release(conn, self.table.rows)
         if conn.fd < self.conns.shape[0]:
             loop.take_carry(self.conns, conn.fd, self.carry, self._taken)  # its slot back to the pool
             self.conns[conn.fd] = 0

@@ -59,10 +59,10 @@ def make_scratch() -> tuple:
 
 
 @njit(cache=True, nogil=True)
-def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared):
+def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, who):
     """Serve the Produce frame buf[start:end] (no size prefix); the response's end in wbuf (wpos if
     acks=0), HELD when it is appended and its answer waits for followers, or -1 when the Python
-    handlers must serve it."""
+    handlers must serve it. who: the connection's principal bit (partition_table.permits; 0: no authoriser)."""
     header, parts, results, spans, appended, ids, pending, held, held_count = scratch
     n = pk.decode_produce(buf, start, end, header, parts)
     if n < 1 or header[pk.TRANSACTIONAL_ID_LEN] != -1:
@@ -80,8 +80,8 @@ def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared):
             return -1
         row = partition_table.lookup(slots, rows, names, buf, parts[i, pk.NAME_START], parts[i, pk.NAME_LEN],
                                      parts[i, pk.PARTITION])
-        if row < 0:
-            return -1
+        if row < 0 or not partition_table.permits(rows, row, partition_table.WRITE_KNOWN, who):
+            return -1  # not in the table, or WRITE not known to be allowed: Python decides (and answers a refusal)
         ids[i] = row
         spans[i, 0] = parts[i, pk.RECORDS_START]
         spans[i, 1] = length
