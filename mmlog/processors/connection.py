@@ -53,13 +53,16 @@ MAX_QUEUED_FRAMES = 64  # pipelined requests buffered before we stop reading
 _PEER_GONE = (7, 8)  # TCP_CLOSE (reset), TCP_CLOSE_WAIT (the peer sent FIN): tcpi_state in linux/tcp.h
 
 
+UNKNOWN = object()  # a client id not seen yet (None is a null client id)
+
+
 class Connection:
     """A client socket owned by this processor."""
 
     __slots__ = ("sock", "fd", "peer", "reader", "out", "busy", "closing", "last_active", "corked", "events",
                  "produce_shape", "budget", "in_flight", "ticket", "listener_name", "handshaking", "tls_wants",
                  "tls", "sasl", "principal", "throttled_until", "acl_cache", "_stamps", "_taken", "arrivals",
-                 "sending")
+                 "sending", "client_id")
 
     def __init__(self, sock: socket.socket, max_frame_size: int, budget=None, ticket: int = -1,
                  listener_name: str | None = None, sasl=None) -> None:
@@ -97,6 +100,7 @@ class Connection:
         self.sasl = sasl  # a processors.sasl.SaslSession on SASL listeners
         self.principal = "User:ANONYMOUS"
         self.acl_cache = None  # (ACL generation, {(operation, resource type, name): allowed}): authorizer.py
+        self.client_id = UNKNOWN  # the client id of its last Produce or Fetch the compiled path handed over
 
     def handshake(self) -> bool:
         """Step the TLS handshake; True once done. ssl.SSLError (an untrusted or expired certificate, a

@@ -45,7 +45,7 @@ class ClientQuotas:
         """Take the quotas of the catalogue the manager holds now (the worker calls this after reloading it)."""
         self.enabled = self.block is not None and bool(self.manager.dynamic.get("quotas"))
 
-    def _sensor(self, key: str, conn, client_id: str | None):
+    def sensor(self, key: str, conn, client_id: str | None):
         """(limit, slot) of the quota `key` of a connection's user (its authenticated principal, else
         ANONYMOUS) and client id, or None."""
         user = conn.principal.partition(":")[2] or ANONYMOUS
@@ -63,7 +63,7 @@ class ClientQuotas:
 
     def limits_produce(self, conn, client_id) -> bool:
         """Whether the client has a produce quota."""
-        return self._sensor(PRODUCE, conn, client_id) is not None
+        return self.sensor(PRODUCE, conn, client_id) is not None
 
     def produce(self, conn, client_id, nbytes: int) -> int:
         """Record a Produce request's bytes; the throttle time in ms (0: within the quota)."""
@@ -71,7 +71,7 @@ class ClientQuotas:
 
     def _record(self, key: str, conn, client_id, value: float) -> tuple[int, int, int]:
         """Record value on the client's sensor of `key`: (throttle ms, slot, now ms); (0, -1, 0) without a quota."""
-        sensor = self._sensor(key, conn, client_id)
+        sensor = self.sensor(key, conn, client_id)
         if sensor is None:
             return 0, -1, 0
         limit, slot = sensor
@@ -82,7 +82,7 @@ class ClientQuotas:
     def fetch_cap(self, conn, client_id) -> int | None:
         """The most bytes one fetch may ask for: what the quota allows in W-1 windows (Kafka's
         getMaxValueInQuotaWindow), or None without a quota."""
-        sensor = self._sensor(FETCH, conn, client_id)
+        sensor = self.sensor(FETCH, conn, client_id)
         if sensor is None:
             return None
         return max(1, int(sensor[0] * (self.block.windows - 1) * self.block.window_ms / 1000))
@@ -96,7 +96,7 @@ class ClientQuotas:
 
     def request_throttle(self, conn, client_id) -> int:
         """The request-time throttle a client's next response carries (at most one window)."""
-        sensor = self._sensor(REQUEST, conn, client_id)
+        sensor = self.sensor(REQUEST, conn, client_id)
         if sensor is None:
             return 0
         limit, slot = sensor
@@ -104,6 +104,6 @@ class ClientQuotas:
 
     def handled(self, conn, client_id, seconds: float) -> None:
         """Record the time a request of the client took to handle (as percent of a second)."""
-        sensor = self._sensor(REQUEST, conn, client_id)
+        sensor = self.sensor(REQUEST, conn, client_id)
         if sensor is not None:
             self.block.record(sensor[1], self.writer, _now_ms(), seconds * 100.0)

@@ -208,15 +208,13 @@ class Processor:
             self._catalogue_due = now + CATALOGUE_CHECK_S
             stamp = self.manager.catalogue_stamp
             self.manager.reload()
+            quotas_were = self.quotas.enabled
             self.quotas.refresh()
             self.authorizer.refresh()
-            if self.compiled is not None:
-                if stamp != self.manager.catalogue_stamp:
-                    self.compiled.catalogue_changed()
-                if self.quotas.enabled:
-                    for conn in self.conns.values():
-                        self.compiled.update(conn, False)  # their decisions are the Python handlers'
-
+            if self.compiled is not None and stamp != self.manager.catalogue_stamp:
+                self.compiled.catalogue_changed()
+                for conn in list(self.conns.values()) if self.quotas.enabled or quotas_were else ():
+                    self._update_events(conn)  # the client quotas compiled code applies, as they are now
             self.leader_throttle.refresh()
             self._catalogue_checks += 1
             self.metrics.set("catalogue_checks", self._catalogue_checks)
@@ -480,10 +478,10 @@ class Processor:
 
     def _compiled_may_serve(self, conn: Connection) -> bool:
         """Whether the compiled path may serve conn's next requests: Python holds nothing of it, and no
-        decision it needs (quotas, a SASL exchange, TLS) is Python's alone (compiled/path.py)."""
+        decision it needs (a SASL exchange, TLS) is Python's alone (compiled/path.py)."""
         return not (conn.tls or (conn.sasl is not None and not conn.sasl.open()) or conn.busy or conn.out
                     or conn.closing or self.stopping or conn.throttled_until or not conn.reader.empty
-                    or conn.reader.starved or self.quotas.enabled)
+                    or conn.reader.starved)
 
     def ready(self, conn: Connection) -> None:
         """conn has requests to handle in this pass (compiled code handed it over)."""

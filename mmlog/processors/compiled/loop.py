@@ -55,15 +55,22 @@ from mmlog.ipc.metrics_block import SCALAR, record_request
 from mmlog.processors.compiled import fetch_path, produce_path
 from mmlog.processors.compiled.fetch_path import GAP, PLAN_FD, PLAN_LEN, PLAN_OFFSET
 from mmlog.protocol.produce_kernels import peek_api
-from mmlog.protocol.wire_kernels import be_i32
+from mmlog.log.partition_table import key_hash
+from mmlog.protocol.wire_kernels import be_i16, be_i32
 from mmlog.system import libc
 from mmlog.system.cpu import load_u64
 
 # conns: int64 [fd capacity, CONN_FIELDS], indexed by fd
-FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN, WHO, SESSION_END_US = range(7)  # CARRY: its carry slot + 1 (0: none)
-CONN_FIELDS = 7
+(FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN, WHO, SESSION_END_US, CLIENT_HASH, PRODUCE_SLOT, PRODUCE_LIMIT,
+ FETCH_LIMITED) = range(11)  # CARRY: its carry slot + 1 (0: none)
+CONN_FIELDS = 11
 # WHO: the connection's principal bit in the partition table's ACL decisions (0: no authoriser); SESSION_END_US:
 # when its SASL session expires (monotonic µs; 0: never), from when its requests are Python's (which closes it).
+# Client quotas (quotas.py decides them for a (user, client id)): CLIENT_HASH, the client id they were decided
+# for (a request naming another is Python's; ANY_CLIENT: no quotas at all, UNKNOWN_CLIENT: not decided yet);
+# PRODUCE_SLOT, PRODUCE_LIMIT: its produce quota's sensor in the shared quota block and its bytes/s x 1000 (slot
+# -1: none); FETCH_LIMITED: a fetch quota applies (its Fetch requests are Python's).
+ANY_CLIENT, UNKNOWN_CLIENT = -2, -1
 # out: int64 [rows, OUT_FIELDS]
 KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN, I_START, I_LEN, F_START, F_LEN, H_START, H_LEN = range(13)
 OUT_FIELDS = 13
@@ -187,6 +194,7 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
     h_start = scratch[0][8][0]
     max_frame = params[MAX_FRAME]
     who = conns[fd, WHO]
+    client = conns[fd, CLIENT_HASH]
     produce_scratch, fetch_scratch = scratch
     while end - p >= 4:
         size = be_i32(rbuf, p)
@@ -196,11 +204,13 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
             partial = True
             break
         api, _ = peek_api(rbuf, p + 4, p + 4 + size)
+        if client != ANY_CLIENT and client != _client_hash(rbuf, p + 4, p + 4 + size):
+            api = -1  # quotas were decided for another client id (or none yet): Python's
         if api == produce_path.API_KEY:
             w = produce_path.serve_frame(rbuf, p + 4, p + 4 + size, wbuf, wpos, counters, produce_scratch, table,
-                                         shared, who)
+                                         shared, who, conns[fd, PRODUCE_SLOT], conns[fd, PRODUCE_LIMIT])
             produced += 1
-        elif api == fetch_path.API_KEY:
+        elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED]:
             w, n_plan = fetch_path.serve_fetch(rbuf, p + 4, p + 4 + size, wbuf, wpos, plan, n_plan, fetch_scratch,
                                                table, shared[0], who)
             fetched += 1
@@ -213,7 +223,7 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         if w < 0:
             if api == produce_path.API_KEY:
                 produced -= 1
-            elif api == fetch_path.API_KEY:
+            elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED]:
                 fetched -= 1
             break
         wpos = w
@@ -241,6 +251,24 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         return end, wpos, n_plan, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent, k, n_plan - k,
                                         held_at, held_size, h_start, scratch[0][8][0] - h_start)
     return start, w_start, p_start, n_out  # everything served and sent: the buffers' room is free again
+
+
+@njit(cache=True, nogil=True)
+def _client_hash(buf, start, end):
+    """`client_hash` of a request's client id (request header v1 and v2 alike: after the api key, version and
+    correlation id, an int16-length string, -1 null as empty); UNKNOWN_CLIENT if the header is cut short."""
+    if end - start < 10:
+        return UNKNOWN_CLIENT
+    n = max(be_i16(buf, start + 8), 0)
+    if start + 10 + n > end:
+        return UNKNOWN_CLIENT
+    return key_hash(buf, start + 10, n, 0)
+
+
+def client_hash(client_id: str | None) -> int:
+    """The hash compiled code compares a request's client id with (None as empty, as quotas resolve it)."""
+    data = np.frombuffer((client_id or "").encode(), np.uint8)
+    return int(key_hash(data, 0, data.shape[0], 0))
 
 
 @njit(cache=True, nogil=True)
@@ -338,7 +366,7 @@ def warm() -> None:
               np.zeros(MIN_ROOM * 2, np.uint8), np.zeros(MIN_WROOM * 2, np.uint8), make_plan(MIN_PLAN),
               np.zeros((4, OUT_FIELDS), np.int64), np.zeros(COUNTER_FIELDS, np.int64), make_carry(1),
               (produce_path.make_scratch(), fetch_path.make_scratch()), PartitionTable().arrays(),
-              (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy()))
+              (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy(), *produce_path.no_quota_block()))
     finally:
         epoll.close()
     take_carry(np.zeros((4, CONN_FIELDS), np.int64), 0, make_carry(1), np.zeros(16, np.uint8))

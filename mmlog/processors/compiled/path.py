@@ -42,11 +42,13 @@ from mmlog.log.segment import FileSlice
 from mmlog.processors.compiled import fetch_path, loop, produce_path
 from mmlog.processors.compiled.fetch_path import PLAN_FD
 from mmlog.processors.compiled.principals import Principals
+from mmlog.processors.connection import UNKNOWN
 from mmlog.processors.dispatch import answer_appended
 from mmlog.processors.poller import readiness
 from mmlog.protocol import FrameSizeError
 from mmlog.protocol import fetch_kernels as fk
 from mmlog.protocol import produce_kernels as pk
+from mmlog.config.quotas import FETCH, PRODUCE, REQUEST
 from mmlog.security.acls import READ, WRITE
 from mmlog.system import libc
 
@@ -84,8 +86,11 @@ class CompiledPath:
         self.principals = Principals(processor.authorizer)
         board = processor.board
         words = processor.metrics.array if processor.metrics is not NULL_REGION else np.zeros(REGION_WORDS, np.int64)
+        block = processor.quota_block
+        quota = (produce_path.no_quota_block() if block is None else
+                 (block.ids, block.values, np.array([block.window_ms, processor.slot], np.int64)))
         self.shared = (words, np.frombuffer(board.parked, np.int64), np.array(board.fds, np.int64),
-                       np.array([processor.slot], np.int64))
+                       np.array([processor.slot], np.int64), *quota)
         self.served = 0  # requests compiled code answered (a gauge for tests and tools)
 
     # ------------------------------------------------------------ the poll
@@ -193,6 +198,7 @@ class CompiledPath:
             return
         start, end = r_start + 4, r_start + r_len
         api, _ = pk.peek_api(rbuf, start, end)
+        conn.client_id = request_client_id(rbuf, start, end, conn.client_id)
         if api == produce_path.API_KEY:
             header, parts = self.scratch[0][0], self.scratch[0][1]
             n = pk.decode_produce(rbuf, start, end, header, parts)
@@ -224,8 +230,9 @@ class CompiledPath:
         """Mark conn FAST (compiled code serves it) or not."""
         fd = conn.fd
         who = self.principals.bit(conn) if eligible else 0
-        if who is None:
-            eligible = False  # every principal bit is taken: Python decides this one's ACLs
+        quota = self._quota_of(conn) if eligible else None
+        if who is None or quota is None:
+            eligible = False  # every principal bit is taken, or a request quota applies: Python decides
         if not eligible and not self.take_carry(conn):
             return
         if fd >= self.conns.shape[0]:
@@ -236,9 +243,26 @@ class CompiledPath:
             self.conns = grown
         self.conns[fd, loop.FAST] = int(eligible)
         if eligible:
-            self.conns[fd, loop.WHO] = who
+            row = self.conns[fd]
+            row[loop.WHO] = who
             expires = conn.sasl.expires_at if conn.sasl is not None else None
-            self.conns[fd, loop.SESSION_END_US] = int(expires * 1e6) if expires is not None else 0
+            row[loop.SESSION_END_US] = int(expires * 1e6) if expires is not None else 0
+            row[loop.CLIENT_HASH], row[loop.PRODUCE_SLOT], row[loop.PRODUCE_LIMIT], row[loop.FETCH_LIMITED] = quota
+
+    def _quota_of(self, conn) -> tuple | None:
+        """conn's client quotas as compiled code applies them (loop.py's CLIENT_HASH .. FETCH_LIMITED), or None
+        where a request-time quota applies (its throttle depends on the time Python's handlers take)."""
+        quotas = self.processor.quotas
+        if not quotas.enabled:
+            return loop.ANY_CLIENT, -1, 0, 0
+        client_id = conn.client_id
+        if client_id is UNKNOWN:
+            return loop.UNKNOWN_CLIENT, -1, 0, 0  # its first Produce or Fetch is Python's, which tells the client id
+        if quotas.sensor(REQUEST, conn, client_id) is not None:
+            return None
+        produce = quotas.sensor(PRODUCE, conn, client_id)
+        slot, limit = (-1, 0) if produce is None else (produce[1], int(produce[0] * 1000))
+        return loop.client_hash(client_id), slot, limit, int(quotas.sensor(FETCH, conn, client_id) is not None)
 
     def closed(self, conn) -> None:
         self.principals.release(conn, self.table.rows)
@@ -254,6 +278,19 @@ class CompiledPath:
     def catalogue_changed(self) -> None:
         """Topic configs, topics or assignments changed: every row is filled again on its next handoff."""
         self.table.clear()
+
+
+def request_client_id(buf, start: int, end: int, otherwise):
+    """The client id of the request header in buf[start:end] (None: null), or `otherwise` if it does not parse."""
+    if end - start < 10:
+        return otherwise
+    n = int.from_bytes(buf[start + 8:start + 10], "big", signed=True)
+    if n < 0:
+        return None
+    try:
+        return bytes(buf[start + 10:start + 10 + n]).decode() if start + 10 + n <= end else otherwise
+    except UnicodeDecodeError:
+        return otherwise
 
 
 def unsent(wbuf, plan, at: int, end: int, i_start: int, i_len: int, files) -> list:

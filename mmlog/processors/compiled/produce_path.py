@@ -30,6 +30,7 @@ import numpy as np
 from numba import njit
 
 from mmlog.ipc import metrics_block
+from mmlog.ipc.quota_block import record_rate
 from mmlog.ipc.memory_fence import full_fence
 from mmlog.log import append_kernel, partition_table
 from mmlog.log.state import HIGH_WATERMARK, STATE_SIZE
@@ -44,7 +45,8 @@ BASE, LAST, LOG_START, WAITS = range(4)  # a held row
 # scratch: (header, parts, results, spans, appended, ids, pending, held, held count) arrays of the sizes
 # `make_scratch` gives; appended rows are the append kernel's (base offset, last offset, log start offset,
 # batches, records)
-# shared: (metrics words, parked-fetch counts per slot, eventfd per slot, [this slot])
+# shared: (metrics words, parked-fetch counts per slot, eventfd per slot, [this slot], the quota block's ids and
+# values, [its window ms, this processor's writer row]) (ipc/quota_block.py)
 _SLOTS = STATE_SIZE // 8
 _BYTES_IN, _MESSAGES_IN = metrics_block.SCALAR["bytes_in"], metrics_block.SCALAR["messages_in"]
 
@@ -59,10 +61,11 @@ def make_scratch() -> tuple:
 
 
 @njit(cache=True, nogil=True)
-def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, who):
+def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, who, quota_slot, quota_limit):
     """Serve the Produce frame buf[start:end] (no size prefix); the response's end in wbuf (wpos if
     acks=0), HELD when it is appended and its answer waits for followers, or -1 when the Python
-    handlers must serve it. who: the connection's principal bit (partition_table.permits; 0: no authoriser)."""
+    handlers must serve it. who: the connection's principal bit (partition_table.permits; 0: no authoriser).
+    quota_slot, quota_limit: its produce quota's sensor and bytes/s x 1000 (slot -1: none)."""
     header, parts, results, spans, appended, ids, pending, held, held_count = scratch
     n = pk.decode_produce(buf, start, end, header, parts)
     if n < 1 or header[pk.TRANSACTIONAL_ID_LEN] != -1:
@@ -86,9 +89,14 @@ def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, w
         spans[i, 0] = parts[i, pk.RECORDS_START]
         spans[i, 1] = length
         nbytes += length
-    if append_kernel.append_partitions(rows, ids, n, buf, spans, libc.wall_ms(), acks, appended,
+    now_ms = libc.wall_ms()
+    if quota_slot >= 0 and _over_quota(shared, quota_slot, quota_limit, now_ms, end - start):
+        return -1  # Python records it and answers with the throttle time (processors/quotas.py)
+    if append_kernel.append_partitions(rows, ids, n, buf, spans, now_ms, acks, appended,
                                        pending) != append_kernel.OK:
         return -1
+    if quota_slot >= 0:
+        _record(shared, quota_slot, now_ms, end - start)
     records = 0
     for i in range(n):
         records += appended[i, 4]
@@ -125,9 +133,29 @@ def _hold(rows, ids, n, appended, held, held_count):
 
 
 @njit(cache=True, nogil=True)
+def _over_quota(shared, slot, limit, now_ms, nbytes):
+    """Whether recording a request's nbytes would put its client over its produce quota (quotas.py records, then
+    throttles if the rate is over: such a request is Python's; any other is recorded here after its append)."""
+    qids, qvalues, qparams = shared[4], shared[5], shared[6]
+    rate, span = record_rate(qids, qvalues, slot, qparams[1], now_ms, qparams[0], 0.0)
+    return (rate + nbytes * 1000.0 / span) * 1000.0 > limit
+
+
+@njit(cache=True, nogil=True)
+def _record(shared, slot, now_ms, nbytes):
+    qids, qvalues, qparams = shared[4], shared[5], shared[6]
+    record_rate(qids, qvalues, slot, qparams[1], now_ms, qparams[0], float(nbytes))
+
+
+def no_quota_block() -> tuple:
+    """The quota block's part of `shared` for a processor without one: (ids, values, [window ms, writer])."""
+    return np.zeros((1, 1, 2), np.int64), np.zeros((1, 1, 2)), np.array([1000, 0], np.int64)
+
+
+@njit(cache=True, nogil=True)
 def _appended(counters, shared, nbytes, records):
     """Count an append (metrics' bytes and messages in) and wake the other processors' parked fetches."""
-    words, parked, wake_fds, slot = shared
+    words, parked, wake_fds, slot = shared[0], shared[1], shared[2], shared[3]
     counters[0] += 1  # loop.APPENDED
     counters[3] += nbytes  # loop.BYTES_IN
     counters[4] += records  # loop.MESSAGES_IN
