@@ -312,15 +312,23 @@ def broker_rows(args) -> list[Row]:
     rows = []
     with contextlib.ExitStack() as stack:
         data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        brokers = [(suffix, stack.enter_context(EmbeddedBroker(data / suffix, processors=args.processors, config={
-            "compiled.request.path.enable": enable}))) for suffix, enable in PATHS]
+        brokers = [(suffix, stack.enter_context(EmbeddedBroker(_secured(data / suffix, args.secured),
+                                                               processors=args.processors, config={
+            "compiled.request.path.enable": enable, **(SECURED if args.secured else {})}))) for suffix, enable in PATHS]
+        if args.secured:
+            _quota_elsewhere(brokers)
+            brokers = [(f"{suffix}, ACLs and quotas", broker) for suffix, broker in brokers]
         redis = stack.enter_context(RedisServer(data)) if shutil.which("redis-server") else None
         for r in range(args.rounds):
             done = len(rows)
             for suffix, broker in brokers if not args.idempotent_only else ():
                 rows.append(run_client(broker, f"awaited Fetch of one batch ({suffix})", args.requests, args.requests,
                                        awaited_fetch))
-            if args.fetch_only:
+            if args.secured:
+                for suffix, broker in brokers:
+                    rows.append(run_client(broker, f"awaited, batch 1 ({suffix})", args.requests, args.requests,
+                                           awaited))
+            if args.fetch_only or args.secured:
                 _print(r, rows[done:])
                 continue
             if args.idempotent or args.idempotent_only:
@@ -341,6 +349,32 @@ def broker_rows(args) -> list[Row]:
                                        librdkafka, 50))
             _print(r, rows[done:])
     return rows
+
+
+# --secured: the ACL authoriser on, nothing allowed that no ACL allows, one ALLOW ACL for the benchmark's
+# principal (User:ANONYMOUS) on every topic; and client quotas on, set for another client id (so every request
+# resolves its client's quotas, and finds none).
+SECURED = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+
+
+def _secured(data: Path, secured: bool) -> Path:
+    """The broker's data dir, with the ACL store written first when secured."""
+    if secured:
+        from mmlog.security import acls
+
+        data.mkdir(parents=True)
+        acls.save(acls.path_in(data), [acls.Binding(acls.TOPIC, "", acls.PREFIXED, "User:ANONYMOUS", "*", acls.ALL,
+                                                    acls.ALLOW)])
+    return data
+
+
+def _quota_elsewhere(brokers) -> None:
+    from mmlog.client import Admin
+
+    for _, broker in brokers:
+        with Admin(broker.bootstrap) as admin:
+            admin.alter_client_quotas({(("client-id", "someone-else"),): {"producer_byte_rate": 1_000_000}})
+    time.sleep(1.5)  # every processor re-reads the catalogue within a second
 
 
 def idempotent_rows(args, brokers) -> list[Row]:
@@ -496,10 +530,12 @@ def main() -> None:
     parser.add_argument("--idempotent", action="store_true",
                         help="add librdkafka rows with enable.idempotence (awaited batch 1 and 50, 5 in flight)")
     parser.add_argument("--idempotent-only", action="store_true", help="only those rows (no page, no stages)")
+    parser.add_argument("--secured", action="store_true", help="only the awaited rows, both brokers with the ACL "
+                        "authoriser (one ALLOW ACL) and client quotas (set for another client id); no page, no stages")
     parser.add_argument("--no-page", action="store_true", help="print, do not update docs/benchmarks.md")
     args = parser.parse_args()
     rows = [] if args.stages_only else broker_rows(args)
-    if args.fetch_only or args.idempotent_only:
+    if args.fetch_only or args.idempotent_only or args.secured:
         return
     stage_us, whole_us = stages(args.rounds * 4, 5_000)
     for name, us in stage_us.items():

@@ -4,11 +4,11 @@
 (loop.py), which serves FAST connections' Produce and consumers' Fetch requests itself, and
 returns what Python must handle, in the Poller's (payload, READ|WRITE) form. A connection is FAST while the Python
 side holds nothing of it (`update`, called wherever the processor updates a connection's
-epoll events): a plaintext connection with no SASL session, nothing buffered, in flight or
-queued to send, not throttled or starved, with no SASL exchange under way (an authenticated session
-is served until it expires), on a broker without client quotas (whose decisions live in Python for
-now) that is not stopping. With an authoriser, its ACL decisions are entered in the partition table
-for the connection's principal (principals.py). Anything else is the Python
+epoll events): a plaintext connection, nothing buffered, in flight or queued to send, not throttled
+or starved, with no SASL exchange under way (an authenticated session is served until it expires)
+and no request quota on its client, on a broker that is not stopping. With an authoriser, its ACL
+decisions are entered in the partition table for the connection's principal (principals.py); with
+client quotas, the connection carries those of its client id (`_quota_of`). Anything else is the Python
 handlers', which stay the reference: `compiled.request.path.enable=false` turns the compiled
 path off, and the differential tests compare the two.
 
