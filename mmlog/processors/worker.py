@@ -117,7 +117,8 @@ class Processor:
         self.memory = Allowance(pool, slot)
         self._starved = Starved(self.memory)  # connections not read from until memory is found for them
         self.conns: dict[int, Connection] = {}
-        self.purgatory = Purgatory(lambda n: board.set_parked(slot, n))
+        self.compiled = None
+        self.purgatory = Purgatory(self._set_parked)
         self._catalogue_due = 0.0
         self._catalogue_checks = 0  # a gauge of its own, so that a test can wait for a check after its change
         self.advertised_versions = advertised_versions()  # the ApiVersions answer
@@ -243,6 +244,8 @@ class Processor:
             elif kind is _WAKE:
                 self.board.drain(self.slot)
                 self.purgatory.wake()
+                if self.compiled is not None:
+                    self.compiled.woken()
             elif kind is _SIGNAL:
                 self._on_signal()
             elif kind is _MEMORY:
@@ -453,11 +456,17 @@ class Processor:
             self._muted.add(until, conn)
             self._update_events(conn)
 
+    def _set_parked(self, n: int) -> None:
+        """The wake board's count of fetches parked here: the purgatory's n and the compiled path's own."""
+        self.board.set_parked(self.slot, n + (self.compiled.parked if self.compiled is not None else 0))
+
     def appended(self) -> None:
         """An append happened here: wake our parked fetches and other processors'."""
         self.board.notify_others(self.slot)
         if len(self.purgatory):
             self.purgatory.wake()
+        if self.compiled is not None:
+            self.compiled.woken()
 
     def _update_events(self, conn: Connection) -> None:
         if self.compiled is not None:

@@ -7,8 +7,10 @@ serves from the same bytes. Covered: Fetch v4-v11 of a consumer (replica_id < 0)
 the table, led here (or a log without roles) in the epoch asked for (-1: any), its fetch offset in
 [log start, log end] and at or past the active segment's base, the state page's generation the row's;
 read_uncommitted, or read_committed when the answer needs no aborted transactions (no records, or a
-fetch offset past the last abort marker); an answer of min_bytes or more, or max_wait_ms <= 0 (a long
-poll is parked by the Python purgatory). Fetch sessions: the Python handler answers every fetch in full
+fetch offset past the last abort marker). An answer of fewer than min_bytes with max_wait_ms > 0 is a
+long poll: `serve_fetch` says PARK, and the loop keeps the frame and serves it again when records may
+have come or its wait is over (`final`: then it is answered with what there is), as the Python
+purgatory does with its own (loop.py, parked fetches). Fetch sessions: the Python handler answers every fetch in full
 with session id 0 whatever it asked, and so does this (a non-empty forgotten_topics_data is Python's).
 
 The bytes are those of `Partition.read` (log/segment_view.py): from the batch holding the fetch offset
@@ -50,6 +52,7 @@ from mmlog.protocol.wire_kernels import be_i32
 from mmlog.system import libc
 
 API_KEY = 1
+PARK = -3  # serve_fetch's answer for a long poll to keep until records come or its wait is over
 MAX_PARTS = 1024  # partitions a request may name before it is left to Python
 _LEADER = int(Role.LEADER)
 _PAGE = N_REPLICAS + 1  # the state slots read: 0 .. N_REPLICAS (the replication region's head)
@@ -115,9 +118,10 @@ def _find_batch(r, offset, entries, end, scan):
 
 
 @njit(cache=True, nogil=True)
-def serve_fetch(buf, start, end, wbuf, wpos, plan, n_plan, scratch, table, words, who):
+def serve_fetch(buf, start, end, wbuf, wpos, plan, n_plan, scratch, table, words, who, final):
     """Serve the Fetch frame buf[start:end] (no size prefix): (the response's end in wbuf, the plan rows
-    used) with its records as plan rows from n_plan on, or (-1, n_plan) when the Python handler must.
+    used) with its records as plan rows from n_plan on, (PARK, n_plan) for a long poll to wait (unless
+    `final`: its wait is over), or (-1, n_plan) when the Python handler must.
     who: the connection's principal bit (partition_table.permits; 0: no authoriser)."""
     header, parts, results, aborted, gaps, spans, page, scan = scratch
     n = fk.decode_fetch(buf, start, end, header, parts)
@@ -187,8 +191,8 @@ def serve_fetch(buf, start, end, wbuf, wpos, plan, n_plan, scratch, table, words
             available += size
             first_with_data = False
             with_records += 1
-    if available < header[fk.MIN_BYTES] and header[fk.MAX_WAIT_MS] > 0:
-        return -1, n_plan  # a long poll: the purgatory parks it
+    if available < header[fk.MIN_BYTES] and header[fk.MAX_WAIT_MS] > 0 and not final:
+        return PARK, n_plan  # a long poll: the loop keeps it
     if n_plan + with_records > plan.shape[0]:
         return -1, n_plan
     w = fk.encode_fetch_response(wbuf, wpos, header[fk.API_VERSION], header[fk.CORRELATION_ID], 0, 0, 0, buf,

@@ -53,7 +53,9 @@ from numba import njit
 
 from mmlog.ipc.metrics_block import SCALAR, record_request
 from mmlog.processors.compiled import fetch_path, produce_path
-from mmlog.processors.compiled.fetch_path import GAP, PLAN_FD, PLAN_LEN, PLAN_OFFSET
+from mmlog.processors.compiled.fetch_path import GAP, PARK, PLAN_FD, PLAN_LEN, PLAN_OFFSET
+from mmlog.ipc.memory_fence import full_fence
+from mmlog.protocol import fetch_kernels as fk
 from mmlog.protocol.produce_kernels import peek_api
 from mmlog.log.partition_table import key_hash
 from mmlog.protocol.wire_kernels import be_i16, be_i32
@@ -62,22 +64,27 @@ from mmlog.system.cpu import load_u64
 
 # conns: int64 [fd capacity, CONN_FIELDS], indexed by fd
 (FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN, WHO, SESSION_END_US, CLIENT_HASH, PRODUCE_SLOT, PRODUCE_LIMIT,
- FETCH_LIMITED) = range(11)  # CARRY: its carry slot + 1 (0: none)
-CONN_FIELDS = 11
+ FETCH_LIMITED, PARKED_UNTIL_US, PARKED_AT_US) = range(13)  # CARRY: its carry slot + 1 (0: none)
+CONN_FIELDS = 13
 # WHO: the connection's principal bit in the partition table's ACL decisions (0: no authoriser); SESSION_END_US:
 # when its SASL session expires (monotonic µs; 0: never), from when its requests are Python's (which closes it).
 # Client quotas (quotas.py decides them for a (user, client id)): CLIENT_HASH, the client id they were decided
 # for (a request naming another is Python's; ANY_CLIENT: no quotas at all, UNKNOWN_CLIENT: not decided yet);
 # PRODUCE_SLOT, PRODUCE_LIMIT: its produce quota's sensor in the shared quota block and its bytes/s x 1000 (slot
 # -1: none); FETCH_LIMITED: a fetch quota applies (its Fetch requests are Python's).
+# PARKED_UNTIL_US (0: not parked), PARKED_AT_US: a long poll kept in the connection's carry, until when it
+# waits and when it was received (monotonic µs).
 ANY_CLIENT, UNKNOWN_CLIENT = -2, -1
 # out: int64 [rows, OUT_FIELDS]
 KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN, I_START, I_LEN, F_START, F_LEN, H_START, H_LEN = range(13)
 OUT_FIELDS = 13
 EVENT, HANDOFF = 0, 1
 # params: int64 [PARAM_FIELDS]
-EPFD, TIMEOUT_MS, MAX_FRAME, METRICS_ON, WAKE_LOCAL = range(5)
-PARAM_FIELDS = 5
+EPFD, TIMEOUT_MS, MAX_FRAME, METRICS_ON, WAKE_LOCAL, PARKED, PY_PARKED, RECHECK = range(8)
+PARAM_FIELDS = 8
+# PARKED: the long polls compiled code keeps (across calls); PY_PARKED: the Python purgatory's, which Python
+# sets before each call (their sum is the processor's count on the wake board); RECHECK: Python saw records
+# come (a wake from another processor, an append of its own): look at every parked fetch again.
 # counters: int64 [COUNTER_FIELDS], what a call did (Python adds them to its own books)
 APPENDED, REQUESTS, HANDOFFS, BYTES_IN, MESSAGES_IN = range(5)
 COUNTER_FIELDS = 5
@@ -129,7 +136,8 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
 
     A negative return is -errno of a failed epoll_wait (EINTR returns what was gathered: a signal
     is Python's to handle). `scratch`: (Produce's, Fetch's), see produce_path.serve_frame and
-    fetch_path.serve_fetch, as are `table` and `shared`."""
+    fetch_path.serve_fetch, as are `table` and `shared`. Parked fetches are looked at again when
+    records may have come (an append here, params[RECHECK]) and when their wait is over."""
     deadline = libc.monotonic() + params[TIMEOUT_MS] / 1000.0
     max_events = events.shape[0] // libc.EPOLL_EVENT_SIZE
     max_out = out.shape[0]
@@ -139,8 +147,21 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
     n_plan = 0
     held_count = scratch[0][8]
     held_count[0] = 0  # the held rows of the last call were Python's by the time it called again
+    recheck = params[RECHECK] != 0
+    params[RECHECK] = 0
+    due = np.int64(0)  # when the next parked fetch's wait is over (monotonic µs)
+    appended = 0
+    leave = False
     while True:
-        left_ms = np.int64((deadline - libc.monotonic()) * 1000.0 + 0.999)
+        if params[PARKED] and (recheck or libc.monotonic() * 1e6 >= due):
+            rpos, wpos, n_plan, n_out, due = _serve_parked(recheck, params, conns, rbuf, rpos, wbuf, wpos, plan,
+                                                           n_plan, out, n_out, counters, carry, scratch, table,
+                                                           shared)
+            recheck = False
+        if leave or n_out or libc.monotonic() >= deadline:
+            return n_out
+        until = min(deadline, due / 1e6) if params[PARKED] else deadline
+        left_ms = np.int64((until - libc.monotonic()) * 1000.0 + 0.999)
         n = libc.epoll_wait(np.int32(params[EPFD]), events.ctypes.data, np.int32(max_events),
                             np.int32(max(left_ms, 0)))
         if n < 0:
@@ -157,10 +178,12 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
             rpos, wpos, n_plan, n_out = _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan,
                                                           n_plan, out, n_out, counters, carry, scratch, table,
                                                           shared)
-        if n_out or n == 0 or libc.monotonic() >= deadline:
-            return n_out
-        if counters[APPENDED] and params[WAKE_LOCAL]:
-            return n_out  # this processor has parked fetches: Python's purgatory looks at them now
+        if counters[APPENDED] != appended:
+            appended = counters[APPENDED]
+            recheck = True  # records came: the parked fetches look again before anything else
+            leave = params[WAKE_LOCAL] != 0  # and the Python purgatory's, which it looks at now
+        if n == 0 and not params[PARKED]:
+            leave = True
 
 
 @njit(cache=True, nogil=True)
@@ -181,6 +204,8 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         return rpos, wpos, n_plan, _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)  # EOF or error: Python takes it all
     if kept:
         _free_carry(conns, fd, carry)
+        if conns[fd, PARKED_UNTIL_US]:
+            _unparked(params, conns, fd, shared)  # the parked fetch is read again, with what came after it
     received = libc.monotonic()
     conns[fd, LAST_ACTIVE_US] = np.int64(received * 1e6)
     end = start + kept + r
@@ -191,6 +216,7 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
     fetched = 0
     partial = False
     held_at = held_size = 0  # a Produce appended whose answer waits for followers (produce_path.HELD)
+    park_at = -1  # a long poll to keep (fetch_path.PARK): its frame's start
     h_start = scratch[0][8][0]
     max_frame = params[MAX_FRAME]
     who = conns[fd, WHO]
@@ -212,7 +238,21 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
             produced += 1
         elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED]:
             w, n_plan = fetch_path.serve_fetch(rbuf, p + 4, p + 4 + size, wbuf, wpos, plan, n_plan, fetch_scratch,
-                                               table, shared[0], who)
+                                               table, shared[0], who, False)
+            if w == PARK and p + 4 + size == end:
+                # Counted on the wake board first, then looked at again (ipc/wake_board.py's fence): an append
+                # elsewhere either sees the count and wakes this processor, or is seen by this second look.
+                _count_parked(params, shared, 1)
+                full_fence()
+                w, n_plan = fetch_path.serve_fetch(rbuf, p + 4, p + 4 + size, wbuf, wpos, plan, n_plan,
+                                                   fetch_scratch, table, shared[0], who, False)
+                if w == PARK:
+                    park_at = p
+                    p = end
+                    break
+                _count_parked(params, shared, -1)
+            elif w == PARK:
+                w = -1  # frames behind it: a parked fetch would hold them back, so Python's purgatory keeps it
             fetched += 1
         else:
             w = -1
@@ -243,6 +283,13 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
             if fetched:
                 record_request(shared[0], fetch_path.API_KEY, fetched, received, received, handled, handled, now)
     all_sent = sent == wpos and k == n_plan
+    if park_at >= 0:
+        if all_sent and _keep_carry(conns, fd, carry, rbuf, park_at, end):
+            conns[fd, PARKED_AT_US] = np.int64(received * 1e6)
+            conns[fd, PARKED_UNTIL_US] = conns[fd, PARKED_AT_US] + fetch_scratch[0][fk.MAX_WAIT_MS] * 1000
+        else:
+            _count_parked(params, shared, -1)
+            p = park_at  # answers before it not sent, or no carry slot: Python's purgatory keeps it
     if (not held_size and (partial or end - p < 4) and p < end and all_sent
             and _keep_carry(conns, fd, carry, rbuf, p, end)):
         p = end
@@ -251,6 +298,73 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         return end, wpos, n_plan, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent, k, n_plan - k,
                                         held_at, held_size, h_start, scratch[0][8][0] - h_start)
     return start, w_start, p_start, n_out  # everything served and sent: the buffers' room is free again
+
+
+@njit(cache=True, nogil=True)
+def _serve_parked(everyone, params, conns, rbuf, rpos, wbuf, wpos, plan, n_plan, out, n_out, counters, carry,
+                  scratch, table, shared):
+    """Serve again the parked fetches whose wait is over (answered with what there is) and, if `everyone`,
+    all the others (answered if they have enough now, else kept); (rpos, wpos, n_plan, n_out, when the next
+    kept one's wait is over). One that compiled code no longer covers is handed to Python with its frame."""
+    now_us = np.int64(libc.monotonic() * 1e6)
+    due = np.int64(2**62)
+    fetch_scratch = scratch[1]
+    for fd in range(conns.shape[0]):
+        until = conns[fd, PARKED_UNTIL_US]
+        if until == 0:
+            continue
+        final = now_us >= until
+        if not (everyone or final):
+            due = min(due, until)
+            continue
+        if (rbuf.shape[0] - rpos < CARRY_SIZE or wbuf.shape[0] - wpos < MIN_WROOM
+                or plan.shape[0] - n_plan < MIN_PLAN or out.shape[0] - n_out < 1):
+            due = min(due, now_us + 1000)  # the call's buffers are spoken for: the next call serves it
+            continue
+        n = conns[fd, CARRY_LEN]
+        at = (conns[fd, CARRY] - 1) * CARRY_SIZE
+        rbuf[rpos:rpos + n] = carry[0][at:at + n]
+        w, used = fetch_path.serve_fetch(rbuf, rpos + 4, rpos + n, wbuf, wpos, plan, n_plan, fetch_scratch, table,
+                                         shared[0], conns[fd, WHO], final)
+        if w == PARK:
+            due = min(due, until)
+            continue
+        received = conns[fd, PARKED_AT_US] / 1e6
+        _unparked(params, conns, fd, shared)
+        _free_carry(conns, fd, carry)
+        if w < 0:
+            counters[HANDOFFS] += 1
+            n_out = _emit(out, n_out, HANDOFF, fd, libc.EPOLLIN, rpos, n, wpos, 0, n_plan, 0)
+            rpos += n
+            continue
+        handled = libc.monotonic()
+        sent, k = _send_plan(fd, wbuf, wpos, w, plan, n_plan, used)
+        conns[fd, SERVED] += 1
+        counters[REQUESTS] += 1
+        if params[METRICS_ON]:
+            shared[0][_COMPILED] += 1
+            record_request(shared[0], fetch_path.API_KEY, 1, received, received, handled, handled, libc.monotonic())
+        if sent < w or k < used:
+            counters[HANDOFFS] += 1
+            n_out = _emit(out, n_out, HANDOFF, fd, libc.EPOLLIN, 0, 0, sent, w - sent, k, used - k)
+            wpos, n_plan = w, used  # the unsent part stays where it is until the call returns
+    return rpos, wpos, n_plan, n_out, due
+
+
+@njit(cache=True, nogil=True)
+def _count_parked(params, shared, delta):
+    """One more (or fewer) fetch parked here: the processor's count on the wake board is Python's and ours."""
+    params[PARKED] += delta
+    parked, slot = shared[1], shared[3][0]
+    parked[slot] = params[PY_PARKED] + params[PARKED]
+
+
+@njit(cache=True, nogil=True)
+def _unparked(params, conns, fd, shared):
+    """fd's fetch is parked no more (its frame still in the carry, which the caller frees or hands on)."""
+    conns[fd, PARKED_UNTIL_US] = 0
+    conns[fd, PARKED_AT_US] = 0
+    _count_parked(params, shared, -1)
 
 
 @njit(cache=True, nogil=True)
@@ -338,10 +452,13 @@ def make_carry(slots: int) -> tuple:
 
 
 @njit(cache=True, nogil=True)
-def take_carry(conns, fd, carry, into):
-    """Copy fd's carry into `into` and free its slot; the bytes copied (0: none). Python's way to take it."""
+def take_carry(conns, fd, carry, into, params, shared):
+    """Copy fd's carry into `into` and free its slot; the bytes copied (0: none). Python's way to take it
+    (a parked fetch's frame too: Python's purgatory keeps it from then on)."""
     if fd >= conns.shape[0] or conns[fd, CARRY] == 0:
         return 0
+    if conns[fd, PARKED_UNTIL_US]:
+        _unparked(params, conns, fd, shared)
     n = conns[fd, CARRY_LEN]
     at = (conns[fd, CARRY] - 1) * CARRY_SIZE
     into[:n] = carry[0][at:at + n]
@@ -369,4 +486,6 @@ def warm() -> None:
               (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy(), *produce_path.no_quota_block()))
     finally:
         epoll.close()
-    take_carry(np.zeros((4, CONN_FIELDS), np.int64), 0, make_carry(1), np.zeros(16, np.uint8))
+    take_carry(np.zeros((4, CONN_FIELDS), np.int64), 0, make_carry(1), np.zeros(16, np.uint8),
+               np.zeros(PARAM_FIELDS, np.int64), (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy(),
+                                                  *produce_path.no_quota_block()))

@@ -101,6 +101,7 @@ class CompiledPath:
         ms = MAX_CALL_MS if timeout is None else min(int(timeout * 1000 + 0.999), MAX_CALL_MS)
         params[loop.TIMEOUT_MS] = ms
         params[loop.WAKE_LOCAL] = int(len(self.processor.purgatory) > 0)
+        params[loop.PY_PARKED] = len(self.processor.purgatory)
         self.principals.refresh(self.table.rows)
         counters = self.counters
         counters[:] = 0
@@ -145,10 +146,20 @@ class CompiledPath:
                             files[fd] = None
         return files
 
+    def woken(self) -> None:
+        """Records may have come (another processor's wake, an append here in Python): the next call looks at
+        every parked fetch again."""
+        self.params[loop.RECHECK] = 1
+
+    @property
+    def parked(self) -> int:
+        """Long polls compiled code keeps (the wake board counts them with the purgatory's)."""
+        return int(self.params[loop.PARKED])
+
     def take_carry(self, conn) -> bool:
         """Give conn's framer the part of a frame compiled code kept for it, if any (before Python reads its
         socket: the bytes stay in order); False if conn was closed."""
-        n = loop.take_carry(self.conns, conn.fd, self.carry, self._taken)
+        n = loop.take_carry(self.conns, conn.fd, self.carry, self._taken, self.params, self.shared)
         return not n or self._feed(conn, memoryview(self._taken)[:n])
 
     def _feed(self, conn, data) -> bool:
@@ -267,7 +278,7 @@ class CompiledPath:
     def closed(self, conn) -> None:
         self.principals.release(conn, self.table.rows)
         if conn.fd < self.conns.shape[0]:
-            loop.take_carry(self.conns, conn.fd, self.carry, self._taken)  # its slot back to the pool
+            loop.take_carry(self.conns, conn.fd, self.carry, self._taken, self.params, self.shared)  # its slot back to the pool
             self.conns[conn.fd] = 0
 
     def last_active(self, conn) -> float:
