@@ -405,9 +405,9 @@ class Processor:
         if self.compiled is not None:
             for conn in self.conns.values():  # the compiled path's reads count as activity too
                 conn.last_active = max(conn.last_active, self.compiled.last_active(conn))
-        for conn in [c for c in self.conns.values() if now - c.last_active > self.idle_s and not c.busy]:
+        for conn in [c for c in self.conns.values() if now - c.last_active > self.idle_s and not self._busy(c)]:
             self._close(conn)
-        for conn in [c for c in self.conns.values() if c.sasl is not None and c.sasl.expired() and not c.busy]:
+        for conn in [c for c in self.conns.values() if c.sasl is not None and c.sasl.expired() and not self._busy(c)]:
             log.info("closing connection from %s: SASL session of %s expired (connections.max.reauth.ms)",
                      conn.peer, conn.sasl.principal)
             self._close(conn)
@@ -455,6 +455,10 @@ class Processor:
             conn.throttled_until = until
             self._muted.add(until, conn)
             self._update_events(conn)
+
+    def _busy(self, conn: Connection) -> bool:
+        """A request of conn's is in hand: Python's, or a fetch the compiled path keeps parked."""
+        return conn.busy or (self.compiled is not None and self.compiled.holds(conn))
 
     def _set_parked(self, n: int) -> None:
         """The wake board's count of fetches parked here: the purgatory's n and the compiled path's own."""

@@ -44,6 +44,16 @@ is kept in a *carry* slot of its own (CARRY_SIZE bytes, from a pool: `carry` is 
 slots)) rather than handed over: the next read of that connection starts with it. A frame too
 big for a slot, or no free slot, is a HANDOFF. Whoever takes a connection back to Python takes
 its carry first (path.py), so no byte is ever read out of order.
+
+Parked fetches. A consumer's Fetch that finds fewer than min_bytes (fetch_path.PARK), as the last
+whole frame of its read with every answer before it sent, is kept in a carry slot too, with when it
+waits until (PARKED_UNTIL_US): nothing more is read of that connection by anyone until it is answered
+or handed on. It is counted on the wake board (the processor's count: the purgatory's and these) and
+then looked at once more, so an append elsewhere either wakes this processor or is seen. `serve` serves
+the parked ones again after any append here and when Python says records came (RECHECK), answering those
+with enough, and each at its deadline with what there is; epoll_wait waits no longer than the nearest
+deadline. New bytes on a parked connection read it afresh (the fetch first: with frames behind it, it is
+Python's to park); Python taking a connection back takes the fetch with its carry (`take_carry`).
 """
 
 from __future__ import annotations
@@ -51,13 +61,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from mmlog.ipc.memory_fence import full_fence
 from mmlog.ipc.metrics_block import SCALAR, record_request
+from mmlog.log.partition_table import key_hash
 from mmlog.processors.compiled import fetch_path, produce_path
 from mmlog.processors.compiled.fetch_path import GAP, PARK, PLAN_FD, PLAN_LEN, PLAN_OFFSET
-from mmlog.ipc.memory_fence import full_fence
 from mmlog.protocol import fetch_kernels as fk
 from mmlog.protocol.produce_kernels import peek_api
-from mmlog.log.partition_table import key_hash
 from mmlog.protocol.wire_kernels import be_i16, be_i32
 from mmlog.system import libc
 from mmlog.system.cpu import load_u64
@@ -339,6 +349,7 @@ def _serve_parked(everyone, params, conns, rbuf, rpos, wbuf, wpos, plan, n_plan,
             continue
         handled = libc.monotonic()
         sent, k = _send_plan(fd, wbuf, wpos, w, plan, n_plan, used)
+        conns[fd, LAST_ACTIVE_US] = np.int64(handled * 1e6)  # answered: just active (the idle reaper's view)
         conns[fd, SERVED] += 1
         counters[REQUESTS] += 1
         if params[METRICS_ON]:

@@ -281,6 +281,11 @@ class CompiledPath:
             loop.take_carry(self.conns, conn.fd, self.carry, self._taken, self.params, self.shared)  # its slot back to the pool
             self.conns[conn.fd] = 0
 
+    def holds(self, conn) -> bool:
+        """Whether compiled code keeps a parked fetch of conn's (a request in hand: not idle)."""
+        fd = conn.fd
+        return fd < self.conns.shape[0] and self.conns[fd, loop.PARKED_UNTIL_US] != 0
+
     def last_active(self, conn) -> float:
         """When compiled code last read from conn (monotonic s; 0: never)."""
         fd = conn.fd
