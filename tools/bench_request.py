@@ -351,8 +351,8 @@ def broker_rows(args) -> list[Row]:
     return rows
 
 
-# --secured: the ACL authoriser on, nothing allowed that no ACL allows, one ALLOW ACL for the benchmark's
-# principal (User:ANONYMOUS) on every topic; and client quotas on, set for another client id (so every request
+# --secured: the ACL authoriser on, nothing allowed that no ACL allows, ALLOW ACLs for the benchmark's
+# principal (User:ANONYMOUS) on every topic and the cluster; and client quotas on, set for another client id (so every request
 # resolves its client's quotas, and finds none).
 SECURED = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
 
@@ -363,8 +363,9 @@ def _secured(data: Path, secured: bool) -> Path:
         from mmlog.security import acls
 
         data.mkdir(parents=True)
-        acls.save(acls.path_in(data), [acls.Binding(acls.TOPIC, "", acls.PREFIXED, "User:ANONYMOUS", "*", acls.ALL,
-                                                    acls.ALLOW)])
+        acls.save(acls.path_in(data), [
+            acls.Binding(acls.TOPIC, "", acls.PREFIXED, "User:ANONYMOUS", "*", acls.ALL, acls.ALLOW),
+            acls.Binding(acls.CLUSTER, acls.CLUSTER_NAME, acls.LITERAL, "User:ANONYMOUS", "*", acls.ALL, acls.ALLOW)])
     return data
 
 

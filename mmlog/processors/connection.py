@@ -193,11 +193,11 @@ class Connection:
             self.arrivals = [self._arrival()]
         return frame
 
-    def hold(self, arrived: float) -> None:
-        """A request the compiled path took whose answer Python gives (its frame never was the framer's):
-        in flight from now, as one from next_request is."""
+    def hold(self, arrived: float, count: int = 1) -> None:
+        """Requests the compiled path took whose answers Python gives (their frames never were the framer's):
+        in flight from now, as those from next_request and take_queued are."""
         self.busy = True
-        self.arrivals = [arrived]
+        self.arrivals = [arrived] * count
 
     def take_queued(self, accept, limit: int) -> list:
         """With a request in hand: take up to `limit` more queued frames, while accept(frame) holds

@@ -105,19 +105,11 @@ def handle_produce_group(ctx: HandlerContext, conn, frames: list) -> None:
     received = time.monotonic()
     refused = []  # per request: {topic: error code} or None (handlers/produce.py)
     for frame in frames:
-        shape = conn.produce_shape
-        request = shape.read(frame) if shape is not None else None
-        transactional_id = shape.transactional_id if request is not None else None
-        if request is None:
-            try:
-                header, offset = _parse_header(frame)
-                body = _decode_body(header, frame, offset, produce)
-            except CloseConnection as exc:
-                failure = exc
-                break
-            request = (header, *produce.parts(body))
-            transactional_id = body.transactional_id
-            conn.produce_shape = produce.RequestShape.learn(header, body)
+        try:
+            request, transactional_id = _read_produce(conn, frame)
+        except CloseConnection as exc:
+            failure = exc
+            break
         requests.append(request)
         refused.append(produce.refusals(ctx, conn, transactional_id, request[2]))
     if requests:
@@ -135,6 +127,20 @@ def handle_produce_group(ctx: HandlerContext, conn, frames: list) -> None:
                 ctx.throttle(conn, throttle)
     if failure is not None:
         raise failure
+
+
+def _read_produce(conn, frame) -> tuple[tuple, str | None]:
+    """((header, acks, topics, timeout ms), transactional id) of a Produce frame: read by the shape of the
+    connection's last one when it has it, else decoded (and its shape kept). CloseConnection if it does not
+    parse."""
+    shape = conn.produce_shape
+    request = shape.read(frame) if shape is not None else None
+    if request is not None:
+        return request, shape.transactional_id
+    header, offset = _parse_header(frame)
+    body = _decode_body(header, frame, offset, produce)
+    conn.produce_shape = produce.RequestShape.learn(header, body)
+    return (header, *produce.parts(body)), body.transactional_id
 
 
 def _answer_group(ctx: HandlerContext, conn, requests: list, results: list, received: float) -> None:
@@ -168,15 +174,23 @@ def _answer_group(ctx: HandlerContext, conn, requests: list, results: list, rece
     answered_now[0] = -1
 
 
-def answer_appended(ctx: HandlerContext, conn, frame, held: list, received: float) -> None:
-    """Answer an acks=-1 Produce the compiled path appended (processors/compiled/): `held` is its partitions'
-    (base offset, last offset, log start offset, waits), in request order. It is conn's request in flight
-    from here, answered when the high watermark passes its records, as if the group path had appended it."""
-    header, offset = _parse_header(frame)
-    _, topics, timeout_ms = produce.parts(_decode_body(header, frame, offset, produce))
-    conn.hold(received)
-    _answer_group(ctx, conn, [(header,)], [produce.appended_elsewhere(ctx.manager, header, topics, timeout_ms, held)],
-                  received)
+def answer_appended(ctx: HandlerContext, conn, frames, held: list, received: float) -> None:
+    """Answer acks=-1 Produce requests the compiled path appended (processors/compiled/): `frames` holds
+    them back to back, size prefixes included, and `held` their partitions' (base offset, last offset, log
+    start offset, waits), in request order. They are conn's requests in flight from here, each answered when
+    the high watermark passes its records, in order, as if the group path had appended them."""
+    requests, answers, at, row = [], [], 0, 0
+    while at < len(frames):
+        size = int.from_bytes(frames[at:at + 4], "big")
+        request, _ = _read_produce(conn, frames[at + 4:at + 4 + size])
+        header, _, topics, timeout_ms = request
+        n = sum(len(partitions) for _, partitions in topics)
+        requests.append(request)
+        answers.append(produce.appended_elsewhere(ctx.manager, header, topics, timeout_ms, held[row:row + n]))
+        at += 4 + size
+        row += n
+    conn.hold(received, len(requests))
+    _answer_group(ctx, conn, requests, answers, received)
 
 
 def sasl_gate(ctx: HandlerContext, conn, frame) -> None:

@@ -17,9 +17,10 @@ What goes back to Python, one row of `out` each (OUT_FIELDS columns):
            from W_START on that the socket did not take, with the plan rows I_START.. of their
            file ranges (below). Python queues the responses first and feeds the bytes to the
            connection's framer, so the Python handlers carry on from exactly where compiled code
-           stopped, in order. A HANDOFF after an acks=-1 Produce that compiled code appended but
-           whose answer waits for followers (produce_path.HELD) also names that frame, F_START..,
-           and its partitions' held rows, H_START..: Python answers it (path.py), then the rest.
+           stopped, in order. A HANDOFF after acks=-1 Produce requests that compiled code appended
+           but whose answers wait for followers (produce_path.HELD: the first, and every one after
+           it in the read) also names their frames, F_START.. (size prefixes included), and their
+           partitions' held rows, H_START..: Python answers them (path.py), then the rest.
 
 Sending. A connection's responses are wbuf[w_start:wpos] with file ranges put in: a Fetch answer's
 records, which its encoder leaves gaps for. Each is a row of the call's `plan` (fetch_path.PLAN_FIELDS:
@@ -225,7 +226,7 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
     produced = 0
     fetched = 0
     partial = False
-    held_at = held_size = 0  # a Produce appended whose answer waits for followers (produce_path.HELD)
+    held_at = held = 0  # requests appended whose answers wait (produce_path.HELD): the first's start, how many
     park_at = -1  # a long poll to keep (fetch_path.PARK): its frame's start
     h_start = scratch[0][8][0]
     max_frame = params[MAX_FRAME]
@@ -244,9 +245,9 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
             api = -1  # quotas were decided for another client id (or none yet): Python's
         if api == produce_path.API_KEY:
             w = produce_path.serve_frame(rbuf, p + 4, p + 4 + size, wbuf, wpos, counters, produce_scratch, table,
-                                         shared, who, conns[fd, PRODUCE_SLOT], conns[fd, PRODUCE_LIMIT])
+                                         shared, who, conns[fd, PRODUCE_SLOT], conns[fd, PRODUCE_LIMIT], held > 0)
             produced += 1
-        elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED]:
+        elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED] and not held:
             w, n_plan = fetch_path.serve_fetch(rbuf, p + 4, p + 4 + size, wbuf, wpos, plan, n_plan, fetch_scratch,
                                                table, shared[0], who, False)
             if w == PARK and p + 4 + size == end:
@@ -266,14 +267,16 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
             fetched += 1
         else:
             w = -1
-        if w == produce_path.HELD:
-            held_at, held_size = p + 4, size
+        if w == produce_path.HELD:  # answered by Python, and so is every request after it (in order)
+            if not held:
+                held_at = p
+            held += 1
             p += 4 + size
-            break
+            continue
         if w < 0:
             if api == produce_path.API_KEY:
                 produced -= 1
-            elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED]:
+            elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED] and not held:
                 fetched -= 1
             break
         wpos = w
@@ -287,7 +290,7 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         if params[METRICS_ON]:
             shared[0][_COMPILED] += served
             now = libc.monotonic()
-            answered = produced - (held_size > 0)  # a held one is counted when Python answers it
+            answered = produced - held  # a held one is counted when Python answers it
             if answered:
                 record_request(shared[0], produce_path.API_KEY, answered, received, received, handled, handled, now)
             if fetched:
@@ -300,13 +303,13 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         else:
             _count_parked(params, shared, -1)
             p = park_at  # answers before it not sent, or no carry slot: Python's purgatory keeps it
-    if (not held_size and (partial or end - p < 4) and p < end and all_sent
+    if (not held and (partial or end - p < 4) and p < end and all_sent
             and _keep_carry(conns, fd, carry, rbuf, p, end)):
         p = end
-    if p < end or not all_sent or held_size:
+    if p < end or not all_sent or held:
         counters[HANDOFFS] += 1
         return end, wpos, n_plan, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent, k, n_plan - k,
-                                        held_at, held_size, h_start, scratch[0][8][0] - h_start)
+                                        held_at, p - held_at if held else 0, h_start, scratch[0][8][0] - h_start)
     return start, w_start, p_start, n_out  # everything served and sent: the buffers' room is free again
 
 

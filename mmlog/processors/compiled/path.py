@@ -193,9 +193,9 @@ class CompiledPath:
             processor.wants_write(conn)
 
     def _answer_held(self, conn, f_start: int, f_len: int, h_start: int, h_len: int) -> None:
-        """Answer an acks=-1 Produce compiled code appended whose answer waits for followers: its frame
-        decoded for the request's names (its records are in the log already), the results from the held
-        rows, parked in the purgatory as the Python handlers park their own (dispatch.answer_appended)."""
+        """Answer acks=-1 Produce requests compiled code appended whose answers wait for followers: their
+        frames read for the requests' names (their records are in the log already), the results from the
+        held rows, parked in the purgatory as the Python handlers park their own (dispatch.answer_appended)."""
         frame = memoryview(self.rbuf)[f_start:f_start + f_len]
         held = self.scratch[0][7][h_start:h_start + h_len].tolist()
         answer_appended(self.processor, conn, frame, held, self.last_active(conn))

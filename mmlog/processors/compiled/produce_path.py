@@ -61,17 +61,20 @@ def make_scratch() -> tuple:
 
 
 @njit(cache=True, nogil=True)
-def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, who, quota_slot, quota_limit):
+def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, who, quota_slot, quota_limit,
+                holding):
     """Serve the Produce frame buf[start:end] (no size prefix); the response's end in wbuf (wpos if
     acks=0), HELD when it is appended and its answer waits for followers, or -1 when the Python
     handlers must serve it. who: the connection's principal bit (partition_table.permits; 0: no authoriser).
-    quota_slot, quota_limit: its produce quota's sensor and bytes/s x 1000 (slot -1: none)."""
+    quota_slot, quota_limit: its produce quota's sensor and bytes/s x 1000 (slot -1: none). holding: an
+    earlier request of the read was HELD, so this one's answer must wait behind it: only an acks=-1 request
+    is served then, and HELD whatever its high watermark."""
     header, parts, results, spans, appended, ids, pending, held, held_count = scratch
     n = pk.decode_produce(buf, start, end, header, parts)
     if n < 1 or header[pk.TRANSACTIONAL_ID_LEN] != -1:
         return -1
     acks = header[pk.ACKS]
-    if acks != 0 and acks != 1 and acks != -1:
+    if (acks != 0 and acks != 1 and acks != -1) or (holding and acks != -1):
         return -1
     if acks == -1 and held_count[0] + n > held.shape[0]:
         return -1
@@ -106,17 +109,17 @@ def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, w
     _appended(counters, shared, nbytes, records)
     if acks == 0:
         return wpos
-    if acks == -1 and _hold(rows, ids, n, appended, held, held_count):
+    if acks == -1 and _hold(rows, ids, n, appended, held, held_count, holding):
         return HELD
     return pk.encode_produce_response(wbuf, wpos, header[pk.API_VERSION], header[pk.CORRELATION_ID], 0, buf,
                                       parts, n, results)
 
 
 @njit(cache=True, nogil=True)
-def _hold(rows, ids, n, appended, held, held_count):
-    """Whether an acks=-1 request's answer waits for followers: some partition's high watermark is not past
-    its records (read after the append's publish; a follower's fetch moves it). If so, its partitions'
-    results go to held rows from held_count on."""
+def _hold(rows, ids, n, appended, held, held_count, holding):
+    """Whether an acks=-1 request's answer waits: for followers (some partition's high watermark is not past
+    its records, read after the append's publish; a follower's fetch moves it), or behind a held request
+    (`holding`). If so, its partitions' results go to held rows from held_count on."""
     waits = False
     at = held_count[0]
     for i in range(n):
@@ -127,9 +130,9 @@ def _hold(rows, ids, n, appended, held, held_count):
         row[LOG_START] = appended[i, 2]
         row[WAITS] = page[HIGH_WATERMARK] <= appended[i, 1]
         waits |= row[WAITS] != 0
-    if waits:
+    if waits or holding:
         held_count[0] = at + n
-    return waits
+    return waits or holding
 
 
 @njit(cache=True, nogil=True)
