@@ -31,7 +31,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -105,6 +105,16 @@ def _fill(sock, view: memoryview) -> None:
         got += n
 
 
+class Scanned(NamedTuple):
+    """A fetched chunk (a view of the answer's bytes), the offset it was fetched at, its batch headers'
+    scan, and the aborted transactions to drop (None when reading uncommitted data)."""
+
+    data: memoryview
+    offset: int
+    scan: bulk.Scan
+    aborted: list | None
+
+
 class DataLoss(KafkaError):
     """Records of the range are no longer in the log (set failOnDataLoss=false to skip them)."""
 
@@ -133,6 +143,17 @@ class RangeFetcher:
 
     def chunks(self, start: int, end: int) -> Iterator[RecordArrays]:
         """The records at offsets [start, end), one decoded chunk at a time, each cut at end."""
+        for chunk in self.scanned(start, end):
+            arrays = bulk.decode_chunk(chunk.data, chunk.offset, topic=self.topic, partition=self.partition,
+                                       check_crcs=True, scan=chunk.scan, aborted=chunk.aborted)
+            arrays.next_offset = min(chunk.scan.next_offset, end)
+            keep = int(np.searchsorted(arrays.offsets, end))
+            if keep:
+                yield arrays if keep == len(arrays) else head(arrays, keep)
+
+    def scanned(self, start: int, end: int) -> Iterator[Scanned]:
+        """The chunks that hold offsets [start, end), each with its batch headers scanned, not decoded (the
+        caller decodes, CRCs checked, and cuts at end)."""
         offset, size = start, self.max_bytes
         inflight = None  # the offset of the Fetch on the wire, if any
         try:
@@ -167,14 +188,8 @@ class RangeFetcher:
                         inflight = scan.next_offset
                     except ConnectionClosed:
                         self._close()  # the next turn reconnects
-                arrays = bulk.decode_chunk(data, offset, topic=self.topic, partition=self.partition,
-                                           check_crcs=True, scan=scan,
-                                           aborted=part.aborted_transactions if self.read_committed else None)
+                yield Scanned(data, offset, scan, part.aborted_transactions if self.read_committed else None)
                 offset = scan.next_offset
-                arrays.next_offset = min(offset, end)
-                keep = int(np.searchsorted(arrays.offsets, end))
-                if keep:
-                    yield arrays if keep == len(arrays) else _head(arrays, keep)
         finally:
             self._close()
 
@@ -269,7 +284,7 @@ class RangeFetcher:
         return f"{self.topic}-{self.partition}" + (f" at offset {offset}" if offset >= 0 else "")
 
 
-def _head(arrays: RecordArrays, n: int) -> RecordArrays:
+def head(arrays: RecordArrays, n: int) -> RecordArrays:
     """The first n records of a chunk (views of its columns, no copy)."""
     columns = (arrays.offsets, arrays.timestamps, arrays.timestamp_types, arrays.key_starts, arrays.key_lengths,
                arrays.value_starts, arrays.value_lengths, arrays.header_starts, arrays.header_counts)
