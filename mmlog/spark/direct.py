@@ -28,7 +28,7 @@ from mmlog.protocol import records as rec
 from mmlog.protocol.wire_kernels import be_i32, be_i64
 from mmlog.spark import arrow
 from mmlog.spark.arrow import _copy, _fixed, headers_array
-from mmlog.spark.fetch import Scanned, head
+from mmlog.spark.fetch import KeptBuffers, Scanned, head
 
 _HEADER = rec.HEADER_SIZE
 _CONTROL = rec.CONTROL_BIT
@@ -182,10 +182,25 @@ def _decode_columns(buf, end, fetch_offset, stop_offset, skip, offsets, timestam
     return status, p, n, key_nulls, value_nulls, key_at, value_at
 
 
-def decode_columns(data, fetch_offset: int, stop_offset: int, scan: bulk.Scan, aborted=None) -> Columns | None:
+class Kept(NamedTuple):
+    """The buffers a read's chunks are decoded into, kept from chunk to chunk: the fixed-width columns and
+    bitmaps, the keys' bytes, the values' bytes. Enough for the batch Spark is writing, the one handed
+    over behind it, the one being made, and spares."""
+
+    fixed: KeptBuffers
+    keys: KeptBuffers
+    values: KeptBuffers
+
+    @classmethod
+    def new(cls, keep: int = 5) -> "Kept":
+        return cls(KeptBuffers(keep), KeptBuffers(keep), KeptBuffers(keep))
+
+
+def decode_columns(data, fetch_offset: int, stop_offset: int, scan: bulk.Scan, aborted=None,
+                   kept: Kept | None = None) -> Columns | None:
     """The records at offsets [fetch_offset, stop_offset) in a scanned chunk as Arrow buffers (CRCs not
-    checked here); None when the chunk needs the general path (compressed batches, or anything
-    `bulk.decode_chunk` would raise for)."""
+    checked here), in buffers taken from `kept` (fresh ones without it); None when the chunk needs the
+    general path (compressed batches, or anything `bulk.decode_chunk` would raise for)."""
     status, end, _, capacity, compressed = scan
     if status not in (bulk.OK, bulk.TRUNCATED) or compressed:
         return None
@@ -193,22 +208,25 @@ def decode_columns(data, fetch_offset: int, stop_offset: int, scan: bulk.Scan, a
     bits = (capacity + 7) // 8
     layout = ((np.int64, capacity), (np.int64, capacity), (np.int64, capacity), (np.int32, capacity),
               (np.int32, capacity), (np.int32, capacity + 1), (np.int32, capacity + 1))
-    fixed = np.empty(sum(np.dtype(t).itemsize * count for t, count in layout), np.uint8)  # one block, widest first
+    size = sum(np.dtype(t).itemsize * count for t, count in layout)
+    # One block for the fixed-width columns (widest first, so each is aligned) and the two bitmaps after them.
+    fixed = np.empty(size + 2 * bits, np.uint8) if kept is None else kept.fixed.take(size + 2 * bits)
     at = 0
     columns = []
     for dtype, count in layout:
-        size = count * np.dtype(dtype).itemsize
-        columns.append(fixed[at:at + size].view(dtype))
-        at += size
+        n_bytes = count * np.dtype(dtype).itemsize
+        columns.append(fixed[at:at + n_bytes].view(dtype))
+        at += n_bytes
     offsets, timestamps, header_starts, ts_types, header_counts, key_offsets, value_offsets = columns
-    validity = np.zeros(2 * bits, np.uint8)
+    validity = fixed[size:size + 2 * bits]
+    validity[:] = 0
     key_valid, value_valid = validity[:bits], validity[bits:]
     # Keys and values together are fewer bytes than the batches holding them: each gets room for all.
-    key_data = np.empty(end, np.uint8)
-    value_data = np.empty(end, np.uint8)
+    key_data = np.empty(end, np.uint8) if kept is None else kept.keys.take(end)
+    value_data = np.empty(end, np.uint8) if kept is None else kept.values.take(end)
     status, _, n, key_nulls, value_nulls, key_bytes, value_bytes = _decode_columns(
-        buf, end, fetch_offset, stop_offset, bulk._skips(buf, end, aborted), offsets, timestamps, ts_types, key_offsets,
-        key_valid, key_data, value_offsets, value_valid, value_data, header_starts, header_counts)
+        buf, end, fetch_offset, stop_offset, bulk._skips(buf, end, aborted), offsets, timestamps, ts_types,
+        key_offsets, key_valid, key_data, value_offsets, value_valid, value_data, header_starts, header_counts)
     if status != bulk.OK:
         return None
     return Columns(n, offsets[:n], timestamps[:n], ts_types[:n], key_offsets[:n + 1],
@@ -249,13 +267,14 @@ def batches(chunks: Iterator[Scanned], end: int, topic: str, partition: int, sch
     """The records of fetched chunks at offsets below end, one Arrow batch per chunk that holds any: straight
     from the chunk's bytes (`decode_columns`) when it can, else through `bulk.decode_chunk` and
     `arrow.record_batch` (compressed batches, typed values, and every error, which that path raises)."""
+    kept = Kept.new()
     for chunk in chunks:
         data, offset, scan, aborted = chunk
         columns = None
         if values is None and not scan.compressed:
             if scan.end:
                 bulk._check_crcs(data, bulk.as_array(data), scan.end, topic, partition)
-            columns = decode_columns(data, offset, end, scan, aborted)
+            columns = decode_columns(data, offset, end, scan, aborted, kept)
         if columns is not None:
             if columns.n:
                 yield record_batch(columns, data, topic, partition, schema)

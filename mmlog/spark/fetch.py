@@ -49,29 +49,21 @@ MAX_WAIT_MS = 500  # a range ends at or below the high watermark it was planned 
 MAX_FRAME = 1 << 30
 
 
-class ReceiveBuffers:
-    """Answer frames read from a socket into a few kept buffers, each used again once nothing refers to it.
+class KeptBuffers:
+    """A few numpy byte buffers, each handed out again once nothing but this pool refers to it.
 
-    A frame's memoryview (and every view or array made from it) holds a reference to its buffer, so a
-    buffer whose only references are this pool's is free: no copy of the bytes it lent is alive."""
+    Every view, array or Arrow buffer made from a buffer holds a reference to it, so a buffer whose only
+    reference is the pool's is free: nothing it lent is alive. A fresh buffer of several MiB costs a
+    page fault every 4 KiB as it is first written, each fault zeroing its page: a kept one costs none."""
 
-    KEEP = 3  # the answer being decoded, the next one arriving, and one spare
+    KEEP = 3
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int | None = None) -> None:
         self._buffers: list[np.ndarray] = []
-        self._head = bytearray(4)
+        self._keep = self.KEEP if keep is None else keep
 
-    def read(self, sock) -> memoryview:
-        """The next frame's body (without its size prefix), from a blocking socket (its timeout applies)."""
-        _fill(sock, memoryview(self._head))
-        size = int.from_bytes(self._head, "big", signed=True)
-        if not 0 <= size <= MAX_FRAME:
-            raise ConnectionClosed(f"bad frame size {size}")
-        view = memoryview(self._buffer(size))[:size]
-        _fill(sock, view)
-        return view
-
-    def _buffer(self, size: int) -> np.ndarray:
+    def take(self, size: int) -> np.ndarray:
+        """A uint8 buffer of at least size bytes (its contents undefined) that nothing else refers to."""
         buffers = self._buffers
         free = -1
         for i in range(len(buffers)):
@@ -81,11 +73,34 @@ class ReceiveBuffers:
                 free = i
         if free >= 0:
             del buffers[free]  # too small: room for a bigger one
-        # np.empty, not bytearray: no zero-fill (the socket's bytes overwrite it); 4 MiB and more on huge pages
+        # np.empty, not bytearray: no zero-fill (the caller overwrites it); 4 MiB and more on huge pages
         buf = np.empty(max(size, 1 << 16), np.uint8)
-        if len(buffers) < self.KEEP:
+        if len(buffers) < self._keep:
             buffers.append(buf)
         return buf
+
+
+class ReceiveBuffers(KeptBuffers):
+    """Answer frames read from a socket into a few kept buffers, each used again once nothing refers to it.
+
+    A frame's memoryview (and every view or array made from it) holds a reference to its buffer, so a
+    buffer whose only references are this pool's is free: no copy of the bytes it lent is alive."""
+
+    KEEP = 3  # the answer being decoded, the next one arriving, and one spare
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._head = bytearray(4)
+
+    def read(self, sock) -> memoryview:
+        """The next frame's body (without its size prefix), from a blocking socket (its timeout applies)."""
+        _fill(sock, memoryview(self._head))
+        size = int.from_bytes(self._head, "big", signed=True)
+        if not 0 <= size <= MAX_FRAME:
+            raise ConnectionClosed(f"bad frame size {size}")
+        view = memoryview(self.take(size))[:size]
+        _fill(sock, view)
+        return view
 
 
 def _refs(items: list, i: int) -> int:

@@ -79,3 +79,21 @@ def test_a_damaged_chunk_raises_what_the_general_path_raises(damage, message):
     for path in (general, one_pass):
         with pytest.raises(CorruptMessage, match=message):
             path(chunk, 0, 2, None, SCHEMAS[0])
+
+
+def test_kept_buffers_are_reused_once_free_and_never_while_a_batch_holds_them():
+    chunks = [rec.build_batch([(b"k%d" % i, bytes([i]) * 300) for i in range(50)], base_offset=50 * c)
+              for c in range(12)]
+    kept = direct.Kept.new(keep=3)
+    held = {}
+    for c, chunk in enumerate(chunks):
+        scan = bulk.scan_chunk(chunk, 50 * c)
+        columns = direct.decode_columns(chunk, 50 * c, 50 * c + 50, scan, None, kept)
+        batch = direct.record_batch(columns, chunk, "t", 4, SCHEMAS[0])
+        if c % 3 == 0:
+            held[c] = batch  # alive across the later decodes: its buffers must not be taken
+        del columns, batch
+    assert len(kept.values._buffers) <= 3
+    for c, batch in held.items():
+        expected = general(chunks[c], 50 * c, 50 * c + 50, None, SCHEMAS[0])[0]
+        assert batch.equals(expected)
