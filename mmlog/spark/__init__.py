@@ -10,8 +10,7 @@ Modules, each named after what it holds: `source` (the DataSource), `options`
 (the driver's metadata and offset look-ups), `reader` (batch reads), `stream`
 (streaming reads), `fetch` (an executor fetching one range from its leader),
 `direct` (a fetched chunk decoded straight into Arrow buffers), `arrow` (Arrow
-batches from the bulk decoder's columns), `ahead` (the next batch made while Spark
-writes this one), `writer` (batch writes),
+batches from the bulk decoder's columns), `writer` (batch writes),
 `schema` (the columns).
 """
 

@@ -184,15 +184,15 @@ def _decode_columns(buf, end, fetch_offset, stop_offset, skip, offsets, timestam
 
 class Kept(NamedTuple):
     """The buffers a read's chunks are decoded into, kept from chunk to chunk: the fixed-width columns and
-    bitmaps, the keys' bytes, the values' bytes. Enough for the batch Spark is writing, the one handed
-    over behind it, the one being made, and spares."""
+    bitmaps, the keys' bytes, the values' bytes. Three of each: the batch Spark last wrote (its writer
+    still holds it while it asks for the next), the one being made, and a spare."""
 
     fixed: KeptBuffers
     keys: KeptBuffers
     values: KeptBuffers
 
     @classmethod
-    def new(cls, keep: int = 5) -> "Kept":
+    def new(cls, keep: int = 3) -> "Kept":
         return cls(KeptBuffers(keep), KeptBuffers(keep), KeptBuffers(keep))
 
 

@@ -6,8 +6,7 @@ latest offsets, cuts long ranges (`split_ranges`) and puts each range's leader
 address in its `RangePartition`. `read()` runs in an executor's Python worker:
 `read_range` fetches the range from that leader (`fetch.RangeFetcher`) and yields
 one Arrow batch per fetched chunk (`direct.batches`: decoded straight into Arrow's
-buffers, or `arrow.record_batch` on the decoder's columns), made in a thread one batch
-ahead of the one Spark is writing to the JVM (`ahead.ahead`). The streaming reader
+buffers, or `arrow.record_batch` on the decoder's columns). The streaming reader
 shares `read()` through `RangeReader`.
 """
 
@@ -22,7 +21,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from mmlog.client.records import TopicPartition
-from mmlog.spark.ahead import ahead
 from mmlog.spark.direct import batches
 from mmlog.spark.fetch import DataLoss, RangeFetcher
 from mmlog.spark.lookup import BrokerLookup
@@ -44,8 +42,7 @@ class RangePartition(InputPartition):
 
 
 def read_range(part: RangePartition, options: ReadOptions) -> Iterator[pa.RecordBatch]:
-    """The range's records as Arrow batches of the source's schema, one per fetched chunk, each made while
-    the one before it is consumed."""
+    """The range's records as Arrow batches of the source's schema, one per fetched chunk."""
     value_type = None if options.value_format is None else spark_type(options.value_format)
     schema = to_arrow_schema(record_schema(options.include_headers, value_type), timezone="UTC")
     values = None if value_type is None else ValueDecoder(options.value_format, schema.field("value").type)
@@ -53,8 +50,7 @@ def read_range(part: RangePartition, options: ReadOptions) -> Iterator[pa.Record
                            max_bytes=options.fetch_max_bytes, fail_on_data_loss=options.fail_on_data_loss,
                            timeout=options.poll_timeout_ms / 1000, read_committed=options.read_committed,
                            security=options.security)
-    return ahead(batches(fetcher.scanned(part.start, part.end), part.end, part.topic, part.partition, schema,
-                         values))
+    yield from batches(fetcher.scanned(part.start, part.end), part.end, part.topic, part.partition, schema, values)
 
 
 def range_partitions(lookup: BrokerLookup, ranges: list[OffsetRange]) -> list[RangePartition]:
