@@ -5,8 +5,9 @@ partition's leader, whose address the driver looked up and put in the input
 partition, and keeps one Fetch in flight ahead of the decoding: as soon as a
 chunk's batch headers are scanned (microseconds), the Fetch for the next offset
 leaves, so the broker reads the next chunk while this one is decoded and handed
-to Spark. Chunks are decoded by the client's bulk decoder (CRCs checked, as the
-consumer does) and cut at `end`.
+to Spark. `chunks()` decodes them with the client's bulk decoder (CRCs checked, as
+the consumer does) and cuts them at `end`; `scanned()` hands them over undecoded, for
+the Spark reader's one-pass decoder (direct.py), which does the same.
 
 Errors: a lost connection, a timeout or a moved leader (NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_TOPIC_OR_PARTITION, ...) make the fetcher ask the bootstrap brokers for
@@ -18,7 +19,8 @@ failOnDataLoss, Spark's default, and are skipped without it.
 Answers are read into buffers the fetcher keeps (`ReceiveBuffers`): a fetched chunk of several MiB
 in a fresh buffer cost a zero-fill and a page fault every 4 KiB before the socket's bytes were even
 copied in. A buffer is used again once nothing refers to it any more (the chunk's RecordArrays
-and the Fetch answer dropped: the Arrow batches Spark gets are copies, see arrow.py).
+and the Fetch answer dropped: the Arrow batches Spark gets are copies, see direct.py and arrow.py).
+The one-pass decoder keeps the buffers it decodes into the same way (`KeptBuffers`).
 
 Committed data only, by default (the `isolation_level` option): Fetch asks for
 isolation level 1, so the broker stops at the last stable offset (the driver planned
