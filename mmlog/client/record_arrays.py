@@ -126,10 +126,7 @@ class RecordArrays:
     def header_columns(self) -> "HeaderColumns":
         """Every record's headers as numpy columns, found by a kernel (no Python code per header), for
         builders of columnar data (Arrow) that must not decode headers one record at a time."""
-        if not len(self) or not self.header_counts.any():
-            i32 = np.empty(0, np.int32)
-            return HeaderColumns(np.zeros(len(self) + 1, np.int64), _EMPTY_I64, i32, _EMPTY_I64, i32)
-        return HeaderColumns(*_header_columns(as_array(self.buffer), self.header_starts, self.header_counts))
+        return header_columns(self.buffer, self.header_starts, self.header_counts)
 
     @property
     def nbytes(self) -> int:
@@ -177,6 +174,15 @@ class HeaderColumns(NamedTuple):
     key_lengths: np.ndarray  # int32
     value_starts: np.ndarray  # int64
     value_lengths: np.ndarray  # int32
+
+
+def header_columns(buffer, header_starts: np.ndarray, header_counts: np.ndarray) -> HeaderColumns:
+    """The headers of the records whose header sections start at header_starts in buffer (validated by the
+    decoder), as numpy columns."""
+    if not len(header_counts) or not header_counts.any():
+        i32 = np.empty(0, np.int32)
+        return HeaderColumns(np.zeros(len(header_counts) + 1, np.int64), _EMPTY_I64, i32, _EMPTY_I64, i32)
+    return HeaderColumns(*_header_columns(as_array(buffer), header_starts, header_counts))
 
 
 @njit(cache=True, nogil=True)

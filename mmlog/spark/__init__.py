@@ -9,7 +9,8 @@ Modules, each named after what it holds: `source` (the DataSource), `options`
 (parsing and checking), `offsets` (offset specs, ranges, rate limits), `lookup`
 (the driver's metadata and offset look-ups), `reader` (batch reads), `stream`
 (streaming reads), `fetch` (an executor fetching one range from its leader),
-`arrow` (Arrow batches from the bulk decoder's columns), `writer` (batch writes),
+`direct` (a fetched chunk decoded straight into Arrow buffers), `arrow` (Arrow
+batches from the bulk decoder's columns), `writer` (batch writes),
 `schema` (the columns).
 """
 

@@ -21,7 +21,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from mmlog.client.record_arrays import RecordArrays
+from mmlog.client.record_arrays import HeaderColumns, RecordArrays
 
 
 @intrinsic
@@ -100,21 +100,23 @@ def record_batch(arrays: RecordArrays, schema: pa.Schema, values=None) -> pa.Rec
     else:
         columns["value"], columns["valueSchemaId"] = values.columns(arrays, buf)
     if "headers" in schema.names:
-        columns["headers"] = _headers(arrays, buf, schema.field("headers").type)
+        columns["headers"] = headers_array(buf, arrays.header_columns(), arrays.header_counts,
+                                           schema.field("headers").type)
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
-def _headers(arrays: RecordArrays, buf: np.ndarray, type: pa.ListType) -> pa.Array:
-    """list<struct<key string, value binary>>: each record's headers; null for a record without any, as
-    Spark's Kafka source has it."""
-    bounds, key_starts, key_lengths, value_starts, value_lengths = arrays.header_columns()
+def headers_array(buf: np.ndarray, columns: HeaderColumns, counts: np.ndarray, type: pa.ListType) -> pa.Array:
+    """list<struct<key string, value binary>>: each record's headers (`columns`, their positions in buf;
+    `counts`, how many each record has); null for a record without any, as Spark's Kafka source has it."""
+    n = len(counts)
+    bounds, key_starts, key_lengths, value_starts, value_lengths = columns
     struct = type.value_type
     pair = pa.StructArray.from_arrays(
         [binary_array(buf, key_starts, key_lengths, struct.field("key").type),
          binary_array(buf, value_starts, value_lengths, struct.field("value").type)],
         fields=list(struct))
-    present = arrays.header_counts > 0
-    nulls = len(arrays) - int(np.count_nonzero(present))
+    present = counts > 0
+    nulls = n - int(np.count_nonzero(present))
     validity = pa.py_buffer(np.packbits(present, bitorder="little")) if nulls else None
-    return pa.Array.from_buffers(type, len(arrays), [validity, pa.py_buffer(bounds.astype(np.int32))], nulls,
+    return pa.Array.from_buffers(type, n, [validity, pa.py_buffer(bounds.astype(np.int32))], nulls,
                                  children=[pair])

@@ -5,8 +5,9 @@ partition's leader, whose address the driver looked up and put in the input
 partition, and keeps one Fetch in flight ahead of the decoding: as soon as a
 chunk's batch headers are scanned (microseconds), the Fetch for the next offset
 leaves, so the broker reads the next chunk while this one is decoded and handed
-to Spark. Chunks are decoded by the client's bulk decoder (CRCs checked, as the
-consumer does) and cut at `end`.
+to Spark. `chunks()` decodes them with the client's bulk decoder (CRCs checked, as
+the consumer does) and cuts them at `end`; `scanned()` hands them over undecoded, for
+the Spark reader's one-pass decoder (direct.py), which does the same.
 
 Errors: a lost connection, a timeout or a moved leader (NOT_LEADER_OR_FOLLOWER,
 UNKNOWN_TOPIC_OR_PARTITION, ...) make the fetcher ask the bootstrap brokers for
@@ -18,7 +19,8 @@ failOnDataLoss, Spark's default, and are skipped without it.
 Answers are read into buffers the fetcher keeps (`ReceiveBuffers`): a fetched chunk of several MiB
 in a fresh buffer cost a zero-fill and a page fault every 4 KiB before the socket's bytes were even
 copied in. A buffer is used again once nothing refers to it any more (the chunk's RecordArrays
-and the Fetch answer dropped: the Arrow batches Spark gets are copies, see arrow.py).
+and the Fetch answer dropped: the Arrow batches Spark gets are copies, see direct.py and arrow.py).
+The one-pass decoder keeps the buffers it decodes into the same way (`KeptBuffers`).
 
 Committed data only, by default (the `isolation_level` option): Fetch asks for
 isolation level 1, so the broker stops at the last stable offset (the driver planned
@@ -31,7 +33,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -49,29 +51,21 @@ MAX_WAIT_MS = 500  # a range ends at or below the high watermark it was planned 
 MAX_FRAME = 1 << 30
 
 
-class ReceiveBuffers:
-    """Answer frames read from a socket into a few kept buffers, each used again once nothing refers to it.
+class KeptBuffers:
+    """A few numpy byte buffers, each handed out again once nothing but this pool refers to it.
 
-    A frame's memoryview (and every view or array made from it) holds a reference to its buffer, so a
-    buffer whose only references are this pool's is free: no copy of the bytes it lent is alive."""
+    Every view, array or Arrow buffer made from a buffer holds a reference to it, so a buffer whose only
+    reference is the pool's is free: nothing it lent is alive. A fresh buffer of several MiB costs a
+    page fault every 4 KiB as it is first written, each fault zeroing its page: a kept one costs none."""
 
-    KEEP = 3  # the answer being decoded, the next one arriving, and one spare
+    KEEP = 3
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int | None = None) -> None:
         self._buffers: list[np.ndarray] = []
-        self._head = bytearray(4)
+        self._keep = self.KEEP if keep is None else keep
 
-    def read(self, sock) -> memoryview:
-        """The next frame's body (without its size prefix), from a blocking socket (its timeout applies)."""
-        _fill(sock, memoryview(self._head))
-        size = int.from_bytes(self._head, "big", signed=True)
-        if not 0 <= size <= MAX_FRAME:
-            raise ConnectionClosed(f"bad frame size {size}")
-        view = memoryview(self._buffer(size))[:size]
-        _fill(sock, view)
-        return view
-
-    def _buffer(self, size: int) -> np.ndarray:
+    def take(self, size: int) -> np.ndarray:
+        """A uint8 buffer of at least size bytes (its contents undefined) that nothing else refers to."""
         buffers = self._buffers
         free = -1
         for i in range(len(buffers)):
@@ -81,11 +75,34 @@ class ReceiveBuffers:
                 free = i
         if free >= 0:
             del buffers[free]  # too small: room for a bigger one
-        # np.empty, not bytearray: no zero-fill (the socket's bytes overwrite it); 4 MiB and more on huge pages
+        # np.empty, not bytearray: no zero-fill (the caller overwrites it); 4 MiB and more on huge pages
         buf = np.empty(max(size, 1 << 16), np.uint8)
-        if len(buffers) < self.KEEP:
+        if len(buffers) < self._keep:
             buffers.append(buf)
         return buf
+
+
+class ReceiveBuffers(KeptBuffers):
+    """Answer frames read from a socket into a few kept buffers, each used again once nothing refers to it.
+
+    A frame's memoryview (and every view or array made from it) holds a reference to its buffer, so a
+    buffer whose only references are this pool's is free: no copy of the bytes it lent is alive."""
+
+    KEEP = 3  # the answer being decoded, the next one arriving, and one spare
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._head = bytearray(4)
+
+    def read(self, sock) -> memoryview:
+        """The next frame's body (without its size prefix), from a blocking socket (its timeout applies)."""
+        _fill(sock, memoryview(self._head))
+        size = int.from_bytes(self._head, "big", signed=True)
+        if not 0 <= size <= MAX_FRAME:
+            raise ConnectionClosed(f"bad frame size {size}")
+        view = memoryview(self.take(size))[:size]
+        _fill(sock, view)
+        return view
 
 
 def _refs(items: list, i: int) -> int:
@@ -103,6 +120,16 @@ def _fill(sock, view: memoryview) -> None:
         if n == 0:
             raise ConnectionClosed("the broker closed the connection")
         got += n
+
+
+class Scanned(NamedTuple):
+    """A fetched chunk (a view of the answer's bytes), the offset it was fetched at, its batch headers'
+    scan, and the aborted transactions to drop (None when reading uncommitted data)."""
+
+    data: memoryview
+    offset: int
+    scan: bulk.Scan
+    aborted: list | None
 
 
 class DataLoss(KafkaError):
@@ -133,6 +160,17 @@ class RangeFetcher:
 
     def chunks(self, start: int, end: int) -> Iterator[RecordArrays]:
         """The records at offsets [start, end), one decoded chunk at a time, each cut at end."""
+        for chunk in self.scanned(start, end):
+            arrays = bulk.decode_chunk(chunk.data, chunk.offset, topic=self.topic, partition=self.partition,
+                                       check_crcs=True, scan=chunk.scan, aborted=chunk.aborted)
+            arrays.next_offset = min(chunk.scan.next_offset, end)
+            keep = int(np.searchsorted(arrays.offsets, end))
+            if keep:
+                yield arrays if keep == len(arrays) else head(arrays, keep)
+
+    def scanned(self, start: int, end: int) -> Iterator[Scanned]:
+        """The chunks that hold offsets [start, end), each with its batch headers scanned, not decoded (the
+        caller decodes, CRCs checked, and cuts at end)."""
         offset, size = start, self.max_bytes
         inflight = None  # the offset of the Fetch on the wire, if any
         try:
@@ -167,14 +205,8 @@ class RangeFetcher:
                         inflight = scan.next_offset
                     except ConnectionClosed:
                         self._close()  # the next turn reconnects
-                arrays = bulk.decode_chunk(data, offset, topic=self.topic, partition=self.partition,
-                                           check_crcs=True, scan=scan,
-                                           aborted=part.aborted_transactions if self.read_committed else None)
+                yield Scanned(data, offset, scan, part.aborted_transactions if self.read_committed else None)
                 offset = scan.next_offset
-                arrays.next_offset = min(offset, end)
-                keep = int(np.searchsorted(arrays.offsets, end))
-                if keep:
-                    yield arrays if keep == len(arrays) else _head(arrays, keep)
         finally:
             self._close()
 
@@ -269,7 +301,7 @@ class RangeFetcher:
         return f"{self.topic}-{self.partition}" + (f" at offset {offset}" if offset >= 0 else "")
 
 
-def _head(arrays: RecordArrays, n: int) -> RecordArrays:
+def head(arrays: RecordArrays, n: int) -> RecordArrays:
     """The first n records of a chunk (views of its columns, no copy)."""
     columns = (arrays.offsets, arrays.timestamps, arrays.timestamp_types, arrays.key_starts, arrays.key_lengths,
                arrays.value_starts, arrays.value_lengths, arrays.header_starts, arrays.header_counts)

@@ -5,7 +5,8 @@ resolves startingOffsets/endingOffsets against each partition's earliest and
 latest offsets, cuts long ranges (`split_ranges`) and puts each range's leader
 address in its `RangePartition`. `read()` runs in an executor's Python worker:
 `read_range` fetches the range from that leader (`fetch.RangeFetcher`) and yields
-one Arrow batch per fetched chunk (`arrow.record_batch`). The streaming reader
+one Arrow batch per fetched chunk (`direct.batches`: decoded straight into Arrow's
+buffers, or `arrow.record_batch` on the decoder's columns). The streaming reader
 shares `read()` through `RangeReader`.
 """
 
@@ -20,7 +21,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from mmlog.client.records import TopicPartition
-from mmlog.spark.arrow import record_batch
+from mmlog.spark.direct import batches
 from mmlog.spark.fetch import DataLoss, RangeFetcher
 from mmlog.spark.lookup import BrokerLookup
 from mmlog.spark.offsets import OffsetRange, pick, spec_partitions, split_ranges
@@ -49,8 +50,7 @@ def read_range(part: RangePartition, options: ReadOptions) -> Iterator[pa.Record
                            max_bytes=options.fetch_max_bytes, fail_on_data_loss=options.fail_on_data_loss,
                            timeout=options.poll_timeout_ms / 1000, read_committed=options.read_committed,
                            security=options.security)
-    for arrays in fetcher.chunks(part.start, part.end):
-        yield record_batch(arrays, schema, values)
+    yield from batches(fetcher.scanned(part.start, part.end), part.end, part.topic, part.partition, schema, values)
 
 
 def range_partitions(lookup: BrokerLookup, ranges: list[OffsetRange]) -> list[RangePartition]:
