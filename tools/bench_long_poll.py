@@ -47,7 +47,7 @@ def child(produces: int, max_wait_ms: int) -> list[float]:
     from mmlog.testing import EmbeddedBroker
 
     with tempfile.TemporaryDirectory(prefix="bench-long-poll-") as data, \
-            EmbeddedBroker(data, processors=2) as broker:
+            EmbeddedBroker(data, processors=2, ready_timeout=300) as broker:  # a fresh tree compiles first
         Admin(broker.bootstrap).create_topic("t", 1)
         host, port = broker.bootstrap.rsplit(":", 1)
         producer, *waiters = (BrokerConnection(host, int(port)) for _ in range(3))
