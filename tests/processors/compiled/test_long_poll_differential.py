@@ -8,6 +8,7 @@ and requires the same answer bytes; on the compiled broker the parked fetches ar
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import struct
@@ -27,26 +28,28 @@ TOPIC = "long-polls"
 BATCH = bytes(build_batch([(b"k", b"v" * 100)], base_timestamp=1_700_000_000_000))
 
 
+@contextlib.contextmanager
 def pair(tmp_path_factory, processors: int):
+    """(compiled, python) with the topic; both stopped at the end."""
     made = []
-    for enable in ("true", "false"):
-        broker = EmbeddedBroker(tmp_path_factory.mktemp(f"long-poll-{enable}"), processors=processors,
-                                config={**METRICS_ON, "compiled.request.path.enable": enable}).start()
-        made.append(broker)
-        with Admin(broker.bootstrap) as admin:
-            admin.create_topic(TOPIC, 1)
-    return made
-
-
-@pytest.fixture(scope="module")
-def brokers(tmp_path_factory):
-    """(compiled, python), one processor each."""
-    made = pair(tmp_path_factory, 1)
     try:
+        for enable in ("true", "false"):
+            broker = EmbeddedBroker(tmp_path_factory.mktemp(f"long-poll-{enable}"), processors=processors,
+                                    config={**METRICS_ON, "compiled.request.path.enable": enable}).start()
+            made.append(broker)
+            with Admin(broker.bootstrap) as admin:
+                admin.create_topic(TOPIC, 1)
         yield tuple(made)
     finally:
         for broker in made:
             broker.stop()
+
+
+@pytest.fixture(scope="module")
+def brokers(tmp_path_factory):
+    """One processor each."""
+    with pair(tmp_path_factory, 1) as made:
+        yield made
 
 
 class Peer:
@@ -225,12 +228,8 @@ def _awaited_fetch(broker, end):
 
 @pytest.fixture(scope="module")
 def two_processors(tmp_path_factory):
-    made = pair(tmp_path_factory, 2)
-    try:
-        yield tuple(made)
-    finally:
-        for broker in made:
-            broker.stop()
+    with pair(tmp_path_factory, 2) as made:
+        yield made
 
 
 def test_long_polls_on_both_processors_are_woken_by_one_produce(two_processors):
