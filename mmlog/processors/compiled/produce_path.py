@@ -92,6 +92,8 @@ def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, w
         spans[i, 0] = parts[i, pk.RECORDS_START]
         spans[i, 1] = length
         nbytes += length
+    if acks != 0 and wpos + pk.response_size(header[pk.API_VERSION], parts, n) > wbuf.shape[0]:
+        return -1  # no room for the answer: known before the append, never after it (Python would append again)
     now_ms = libc.wall_ms()
     if quota_slot >= 0 and _over_quota(shared, quota_slot, quota_limit, now_ms, end - start):
         return -1  # Python records it and answers with the throttle time (processors/quotas.py)
