@@ -209,12 +209,11 @@ class Processor:
             self._catalogue_due = now + CATALOGUE_CHECK_S
             stamp = self.manager.catalogue_stamp
             self.manager.reload()
-            quotas_were = self.quotas.enabled
             self.quotas.refresh()
             self.authorizer.refresh()
             if self.compiled is not None and stamp != self.manager.catalogue_stamp:
                 self.compiled.catalogue_changed()
-                for conn in list(self.conns.values()) if self.quotas.enabled or quotas_were else ():
+                for conn in list(self.conns.values()):
                     self._update_events(conn)  # the client quotas compiled code applies, as they are now
             self.leader_throttle.refresh()
             self._catalogue_checks += 1

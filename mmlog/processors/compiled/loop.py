@@ -59,6 +59,8 @@ Python's to park); Python taking a connection back takes the fetch with its carr
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
@@ -66,7 +68,13 @@ from mmlog.ipc.memory_fence import full_fence
 from mmlog.ipc.metrics_block import SCALAR, record_request
 from mmlog.log.partition_table import key_hash
 from mmlog.processors.compiled import fetch_path, produce_path
-from mmlog.processors.compiled.fetch_path import GAP, PARK, PLAN_FD, PLAN_LEN, PLAN_OFFSET
+from mmlog.processors.compiled.fetch_path import (
+    GAP,
+    PARK,
+    PLAN_FD,
+    PLAN_LEN,
+    PLAN_OFFSET,
+)
 from mmlog.protocol import fetch_kernels as fk
 from mmlog.protocol.produce_kernels import peek_api
 from mmlog.protocol.wire_kernels import be_i16, be_i32
@@ -91,8 +99,8 @@ KIND, FD, MASK, R_START, R_LEN, W_START, W_LEN, I_START, I_LEN, F_START, F_LEN, 
 OUT_FIELDS = 13
 EVENT, HANDOFF = 0, 1
 # params: int64 [PARAM_FIELDS]
-EPFD, TIMEOUT_MS, MAX_FRAME, METRICS_ON, WAKE_LOCAL, PARKED, PY_PARKED, RECHECK = range(8)
-PARAM_FIELDS = 8
+EPFD, TIMEOUT_MS, MAX_FRAME, METRICS_ON, PARKED, PY_PARKED, RECHECK = range(7)
+PARAM_FIELDS = 7
 # PARKED: the long polls compiled code keeps (across calls); PY_PARKED: the Python purgatory's, which Python
 # sets before each call (their sum is the processor's count on the wake board); RECHECK: Python saw records
 # come (a wake from another processor, an append of its own): look at every parked fetch again.
@@ -156,7 +164,7 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
     rpos = 0
     wpos = 0
     n_plan = 0
-    held_count = scratch[0][8]
+    held_count = scratch[0][produce_path.HELD_COUNT]
     held_count[0] = 0  # the held rows of the last call were Python's by the time it called again
     recheck = params[RECHECK] != 0
     params[RECHECK] = 0
@@ -192,7 +200,7 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
         if counters[APPENDED] != appended:
             appended = counters[APPENDED]
             recheck = True  # records came: the parked fetches look again before anything else
-            leave = params[WAKE_LOCAL] != 0  # and the Python purgatory's, which it looks at now
+            leave = params[PY_PARKED] != 0  # and the Python purgatory's, which it looks at now
         if n == 0 and not params[PARKED]:
             leave = True
 
@@ -228,7 +236,7 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
     partial = False
     held_at = held = 0  # requests appended whose answers wait (produce_path.HELD): the first's start, how many
     park_at = -1  # a long poll to keep (fetch_path.PARK): its frame's start
-    h_start = scratch[0][8][0]
+    h_start = scratch[0][produce_path.HELD_COUNT][0]
     max_frame = params[MAX_FRAME]
     who = conns[fd, WHO]
     client = conns[fd, CLIENT_HASH]
@@ -243,11 +251,13 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         api, _ = peek_api(rbuf, p + 4, p + 4 + size)
         if client != ANY_CLIENT and client != _client_hash(rbuf, p + 4, p + 4 + size):
             api = -1  # quotas were decided for another client id (or none yet): Python's
+        elif api == fetch_path.API_KEY and (conns[fd, FETCH_LIMITED] or held):
+            api = -1  # a fetch quota's, or behind a held answer: Python's
         if api == produce_path.API_KEY:
             w = produce_path.serve_frame(rbuf, p + 4, p + 4 + size, wbuf, wpos, counters, produce_scratch, table,
                                          shared, who, conns[fd, PRODUCE_SLOT], conns[fd, PRODUCE_LIMIT], held > 0)
             produced += 1
-        elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED] and not held:
+        elif api == fetch_path.API_KEY:
             w, n_plan = fetch_path.serve_fetch(rbuf, p + 4, p + 4 + size, wbuf, wpos, plan, n_plan, fetch_scratch,
                                                table, shared[0], who, False)
             if w == PARK and p + 4 + size == end:
@@ -276,7 +286,7 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
         if w < 0:
             if api == produce_path.API_KEY:
                 produced -= 1
-            elif api == fetch_path.API_KEY and not conns[fd, FETCH_LIMITED] and not held:
+            elif api == fetch_path.API_KEY:
                 fetched -= 1
             break
         wpos = w
@@ -309,7 +319,8 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
     if p < end or not all_sent or held:
         counters[HANDOFFS] += 1
         return end, wpos, n_plan, _emit(out, n_out, HANDOFF, fd, mask, p, end - p, sent, wpos - sent, k, n_plan - k,
-                                        held_at, p - held_at if held else 0, h_start, scratch[0][8][0] - h_start)
+                                        held_at, p - held_at if held else 0, h_start,
+                                        scratch[0][produce_path.HELD_COUNT][0] - h_start)
     return start, w_start, p_start, n_out  # everything served and sent: the buffers' room is free again
 
 
@@ -393,8 +404,10 @@ def _client_hash(buf, start, end):
     return key_hash(buf, start + 10, n, 0)
 
 
+@functools.lru_cache(maxsize=4096)
 def client_hash(client_id: str | None) -> int:
-    """The hash compiled code compares a request's client id with (None as empty, as quotas resolve it)."""
+    """The hash compiled code compares a request's client id with (None as empty, as quotas resolve it);
+    remembered, since every update of a quota'd connection asks it."""
     data = np.frombuffer((client_id or "").encode(), np.uint8)
     return int(key_hash(data, 0, data.shape[0], 0))
 
@@ -488,18 +501,17 @@ def warm() -> None:
     from mmlog.ipc.metrics_block import REGION_WORDS
     from mmlog.log.partition_table import PartitionTable
 
+    one = np.zeros(1, np.int64)
+    shared = (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy(), *produce_path.no_quota_block())
     epoll = select.epoll()
     try:
         params = np.zeros(PARAM_FIELDS, np.int64)
         params[EPFD] = epoll.fileno()
-        one = np.zeros(1, np.int64)
         serve(params, np.zeros(4 * libc.EPOLL_EVENT_SIZE, np.uint8), np.zeros((4, CONN_FIELDS), np.int64),
               np.zeros(MIN_ROOM * 2, np.uint8), np.zeros(MIN_WROOM * 2, np.uint8), make_plan(MIN_PLAN),
               np.zeros((4, OUT_FIELDS), np.int64), np.zeros(COUNTER_FIELDS, np.int64), make_carry(1),
-              (produce_path.make_scratch(), fetch_path.make_scratch()), PartitionTable().arrays(),
-              (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy(), *produce_path.no_quota_block()))
+              (produce_path.make_scratch(), fetch_path.make_scratch()), PartitionTable().arrays(), shared)
     finally:
         epoll.close()
     take_carry(np.zeros((4, CONN_FIELDS), np.int64), 0, make_carry(1), np.zeros(16, np.uint8),
-               np.zeros(PARAM_FIELDS, np.int64), (np.zeros(REGION_WORDS, np.int64), one, one.copy(), one.copy(),
-                                                  *produce_path.no_quota_block()))
+               np.zeros(PARAM_FIELDS, np.int64), shared)

@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from mmlog.config.quotas import FETCH, PRODUCE, REQUEST
 from mmlog.ipc.metrics_block import NULL_REGION, REGION_WORDS
 from mmlog.log.partition_table import PartitionTable
 from mmlog.log.segment import FileSlice
@@ -48,7 +49,6 @@ from mmlog.processors.poller import readiness
 from mmlog.protocol import FrameSizeError
 from mmlog.protocol import fetch_kernels as fk
 from mmlog.protocol import produce_kernels as pk
-from mmlog.config.quotas import FETCH, PRODUCE, REQUEST
 from mmlog.security.acls import READ, WRITE
 from mmlog.system import libc
 
@@ -100,7 +100,6 @@ class CompiledPath:
         params = self.params
         ms = MAX_CALL_MS if timeout is None else min(int(timeout * 1000 + 0.999), MAX_CALL_MS)
         params[loop.TIMEOUT_MS] = ms
-        params[loop.WAKE_LOCAL] = int(len(self.processor.purgatory) > 0)
         params[loop.PY_PARKED] = len(self.processor.purgatory)
         self.principals.refresh(self.table.rows)
         counters = self.counters
@@ -197,7 +196,7 @@ class CompiledPath:
         frames read for the requests' names (their records are in the log already), the results from the
         held rows, parked in the purgatory as the Python handlers park their own (dispatch.answer_appended)."""
         frame = memoryview(self.rbuf)[f_start:f_start + f_len]
-        held = self.scratch[0][7][h_start:h_start + h_len].tolist()
+        held = self.scratch[0][produce_path.HELD_ROWS_AT][h_start:h_start + h_len].tolist()
         answer_appended(self.processor, conn, frame, held, self.last_active(conn))
 
     def _learn(self, conn, r_start: int, r_len: int) -> None:

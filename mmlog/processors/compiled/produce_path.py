@@ -14,14 +14,14 @@ acks=-1 where the ISR holds followers: the records are appended here and the ans
 high watermark passes them, in Python's purgatory with every other waiting Produce (its timeout, its
 errors when leadership moves or the ISR shrinks are handlers/produce.py's `AwaitingReplicas`).
 `serve_frame` then answers HELD, with each partition's (base offset, last offset, log start offset,
-waits) in `held` rows from HELD_COUNT on: the loop hands the connection to Python with the frame,
-which builds that answer from them (path.py). A partition whose high watermark passed its records
+waits) in the scratch's held rows from its held count on: the loop hands the connection to Python with
+the frame, which builds that answer from them (path.py). A partition whose high watermark passed its records
 already is answered at once, as the Python path does.
 
 After an append, what `Processor.appended` does in Python: other processors with parked
 fetches are woken through their eventfds (the wake board's counts, read after a full fence:
-ipc/wake_board.py has the argument); this processor's own parked fetches are Python's, which
-the loop returns to at once (counters[APPENDED]).
+ipc/wake_board.py has the argument); this processor's own are looked at again by the loop
+(counters[APPENDED]: its parked fetches at once, the Python purgatory's when it returns).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import numpy as np
 from numba import njit
 
 from mmlog.ipc import metrics_block
-from mmlog.ipc.quota_block import record_rate
 from mmlog.ipc.memory_fence import full_fence
+from mmlog.ipc.quota_block import record_rate
 from mmlog.log import append_kernel, partition_table
 from mmlog.log.state import HIGH_WATERMARK, STATE_SIZE
 from mmlog.protocol import produce_kernels as pk
@@ -42,6 +42,7 @@ MAX_PARTS = 64  # partitions a decoded request may name before it is left to Pyt
 HELD = -2  # serve_frame's answer for a request appended whose answer waits for followers
 HELD_ROWS = 4096  # held partitions one loop call may pass to Python (a request that finds no room is Python's)
 BASE, LAST, LOG_START, WAITS = range(4)  # a held row
+HELD_ROWS_AT, HELD_COUNT = 7, 8  # the scratch's held rows and their count (the loop's and path.py's way in)
 # scratch: (header, parts, results, spans, appended, ids, pending, held, held count) arrays of the sizes
 # `make_scratch` gives; appended rows are the append kernel's (base offset, last offset, log start offset,
 # batches, records)
