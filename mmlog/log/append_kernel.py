@@ -13,7 +13,7 @@ columns), or FALLBACK: then the Python path handles the same bytes as today.
 Covered: magic-2 batches with valid lengths and CRC-32C, uncompressed, neither transactional nor control,
 of producer id -1 or of an idempotent producer (alone in its records field), within max.message.bytes and
 segment.bytes, on a partition that serves clients, is not compacted, keeps plain batches (compression.type
-producer or uncompressed), needs no roll (`_should_roll`'s rule) and no flush (flush.messages, flush.ms),
+producer or uncompressed), needs no roll (`_should_roll`'s rule) and no flush (flush.messages; flush.ms is the flush timer's),
 has no transaction open or unreplicated, with acks 0, 1 or -1 (for -1, an ISR of at least min.insync.replicas:
 whether the answer then waits for followers is the caller's to see, from the high watermark). A group (n > 1)
 into an empty active segment falls back (the Python path appends it one buffer at a time).
@@ -327,9 +327,7 @@ def _check_locked(r, n, now_ms, acks, pending):
     if (idx_n + nbatches + 1 > min(index_capacity, r[t.OFFSET_INDEX_RESERVED])
             or time_n + nbatches + 2 > min(time_capacity, r[t.TIME_INDEX_RESERVED])):
         return INDEX_BLOCKS
-    unflushed = page[UNFLUSHED]
-    oldest_unflushed = page[FLUSHED_AT_MS] if unflushed else now_ms
-    if unflushed + nrecords >= r[t.FLUSH_MESSAGES] or now_ms - oldest_unflushed >= r[t.FLUSH_MS]:
+    if page[UNFLUSHED] + nrecords >= r[t.FLUSH_MESSAGES]:  # flush.ms is the flush timer's, off this path
         return FLUSH_DUE
     return NONE
 

@@ -42,8 +42,8 @@ every process of the broker (`log_dirs.py`).
 
 Durability: a broker (process) crash loses nothing that was published, because the
 bytes are in the page cache and the state is a shared mapping; a machine crash loses
-at most `flush.messages` messages or `flush.ms` of them, which is when appends fsync,
-and never more than the active segment: a segment that rolls is fsynced right after,
+at most `flush.messages` messages (an append that reaches them fsyncs) or `flush.ms` of them
+plus the flush timer's period (`flush`, which fsyncs outside the lock), and never more than the active segment: a segment that rolls is fsynced right after,
 off the append path (`rolled_flush.py`), as Kafka does (docs/durability.md).
 """
 
@@ -349,19 +349,16 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
             high_watermark = s.high_watermark  # followers' fetches move it
         else:
             high_watermark = next_offset
-        oldest_unflushed = s.flushed_at_ms
         if not s.unflushed:
-            # flush.ms counts from the oldest unflushed message: this one. Counted from the last flush,
-            # a partition written less often than flush.ms fsyncs on every append, in the processor's
-            # loop (10,000 partitions written in turn: every request waited for an fsync); now such a
-            # partition is left to the flush timer, off the data path.
-            oldest_unflushed = now
+            # flush.ms counts from the oldest unflushed message: this one. Only the flush timer acts on
+            # it (`maybe_flush`, outside this lock), as Kafka's scheduler does: an fsync in the append
+            # would stall every connection of the appending processor for as long as the disk takes.
             self.state.update(flushed_at_ms=now)
         self.state.publish_append(
             next_offset, high_watermark, at, idx_n, time_n, max_ts, off_max, since,
             s.rolled_at_ms if s.active_size else now, unflushed, undecided, last_abort, decided,
         )
-        if unflushed >= self.config.flush_messages or now - oldest_unflushed >= self.config.flush_ms:
+        if unflushed >= self.config.flush_messages:
             self._flush_locked()
 
     def _roll(self, s: Snapshot) -> Snapshot:
@@ -414,12 +411,37 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
     # ------------------------------------------------------------ flushing
 
     def flush(self) -> None:
-        """fsync everything appended so far; the recovery point moves to the log end."""
-        with self._writing():
-            self._flush_locked()
+        """fsync everything appended so far; the recovery point moves to that log end.
+
+        The fsyncs run outside the partition lock, so appends go on meanwhile (Kafka's flush does
+        the same). Crash points: the log end, the segments from the recovery point's and the unflushed
+        count are read under the lock; the files are synced by path (each descriptor of this process
+        may be closed by another thread's roll meanwhile), which covers every byte and index entry
+        published by then, the indexes' mapped pages included; only then, under the lock again, does
+        the recovery point move to that log end. A changed segment set meanwhile (a roll, retention, a
+        truncation or a swap: the generation moves) makes no such claim: the flush is done again under
+        the lock, as an append's flush.messages flush is."""
+        with self._writing() as s:
+            if not s.unflushed and s.recovery_point == s.log_end:
+                return
+            first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
+            bases = [b for b in self._bases if b >= first]
+        started, started_ms = time.monotonic(), now_ms()
+        for base in bases:
+            rolled_flush.sync_files(self.directory, base)  # one deleted meanwhile: the generation moved
+        with self._writing() as now:
+            if now.generation != s.generation:
+                self._flush_locked()
+                return
+            flushed_more = now.recovery_point > s.recovery_point  # an append's flush.messages flush meanwhile
+            unflushed = now.unflushed if flushed_more else max(now.unflushed - s.unflushed, 0)
+            self.state.update(recovery_point=max(now.recovery_point, s.log_end), unflushed=unflushed,
+                              flushed_at_ms=started_ms if unflushed else now_ms())
+        self.state.flush()
+        flush_timing.observed(time.monotonic() - started)
 
     def maybe_flush(self) -> bool:
-        """Flush if flush.ms has passed since the last flush with messages pending."""
+        """Flush if the oldest unflushed message is flush.ms old (the flush timer)."""
         snap = self.snapshot()
         if not snap.unflushed or now_ms() - snap.flushed_at_ms < self.config.flush_ms:
             return False

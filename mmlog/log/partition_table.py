@@ -36,10 +36,10 @@ EMPTY, GONE = -1, -2  # slots: never used (a probe stops), forgotten (a probe go
 (IN_USE, HASH, PARTITION, NAME_START, NAME_LEN, STATE_ADDR, LOCK_FD, LOG_FD, GENERATION, ACTIVE_BASE,
  OFFSET_INDEX_ADDR, OFFSET_INDEX_CAPACITY, OFFSET_INDEX_RESERVED, TIME_INDEX_ADDR, TIME_INDEX_CAPACITY,
  TIME_INDEX_RESERVED, SEGMENT_BYTES, SEGMENT_MS, MAX_MESSAGE_BYTES, INDEX_INTERVAL_BYTES, FLUSH_MESSAGES,
- FLUSH_MS, MIN_INSYNC_REPLICAS, PLAIN_BATCHES, COMPACT, STALE, FALLBACK_REASON, APPENDS,
+ MIN_INSYNC_REPLICAS, PLAIN_BATCHES, COMPACT, STALE, FALLBACK_REASON, APPENDS,
  FALLBACKS, LOCK_INODE, PRODUCERS_ADDR, PRODUCERS_CAPACITY, PRODUCERS_N, PRODUCERS_UPTO, PRODUCERS_POS,
- PRODUCERS_WANTED, WRITE_KNOWN, WRITE_ALLOWED, READ_KNOWN, READ_ALLOWED) = range(40)
-ROW_FIELDS = 40
+ PRODUCERS_WANTED, WRITE_KNOWN, WRITE_ALLOWED, READ_KNOWN, READ_ALLOWED) = range(39)
+ROW_FIELDS = 39
 # PLAIN_BATCHES: compression.type keeps uncompressed batches as they are (producer, uncompressed).
 # STALE: the kernel met a state the row no longer describes (another generation, index blocks used up).
 # LOCK_FD, LOCK_INODE: this process's descriptor of the log dir's locks file and the byte of it the partition's
@@ -182,7 +182,7 @@ class PartitionTable:
                 TIME_INDEX_CAPACITY: ti.capacity, TIME_INDEX_RESERVED: ti.reserved_entries,
                 SEGMENT_BYTES: config.segment_bytes, SEGMENT_MS: config.segment_ms,
                 MAX_MESSAGE_BYTES: config.max_message_bytes, INDEX_INTERVAL_BYTES: config.index_interval_bytes,
-                FLUSH_MESSAGES: min(config.flush_messages, 2**63 - 1), FLUSH_MS: min(config.flush_ms, 2**63 - 1),
+                FLUSH_MESSAGES: min(config.flush_messages, 2**63 - 1),
                 MIN_INSYNC_REPLICAS: config.min_insync_replicas,
                 PLAIN_BATCHES: plain_batches_kept(config.compression_type), COMPACT: config.compact,
             }

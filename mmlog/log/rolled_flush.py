@@ -56,6 +56,13 @@ def wait_idle() -> None:
 
 def flush_segment(directory: Path, base: int) -> None:
     """fsync a sealed segment's files that exist, then the directory that names them."""
+    sync_files(directory, base)
+    fsync_dir(directory)
+
+
+def sync_files(directory: Path, base: int) -> None:
+    """fsync the segment's files that exist, opened by path (on Linux an fsync also writes the pages
+    dirtied through a shared mapping of the file: the indexes). A file already gone is skipped."""
     for suffix in SEGMENT_SUFFIXES:
         try:
             fd = os.open(segment_file(directory, base, suffix), os.O_RDONLY)
@@ -65,7 +72,6 @@ def flush_segment(directory: Path, base: int) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-    fsync_dir(directory)
 
 
 def _run(q: queue.Queue) -> None:

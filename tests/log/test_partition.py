@@ -6,6 +6,7 @@ import bisect
 import gzip
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,10 +22,12 @@ from mmlog.errors import (
     RecordListTooLarge,
     UnknownTopicOrPartition,
 )
+from mmlog.log import rolled_flush
 from mmlog.log.files import segment_bases, segment_file
 from mmlog.log.lock import LOCKS_FILE
 from mmlog.log.touched import BOARD_FILE
 from mmlog.log.partition import Partition
+from mmlog.log.segment_view import now_ms
 from mmlog.log.state import PartitionState
 from mmlog.protocol import records as rec
 from tests.log.logtools import (StoredBatch, assert_dense_and_valid, check_indexes, stored_batches, tagged_batch,
@@ -467,20 +470,86 @@ def test_maybe_flush_flushes_once_flush_ms_has_passed(open_partition):
     assert p.state.snapshot().recovery_point == 1
 
 
-def test_flush_ms_counts_from_the_oldest_unflushed_message_so_a_rarely_written_partition_never_fsyncs_on_append(
-        open_partition):
-    # Counted from the last flush, every append to a partition idle for flush.ms fsynced in the caller (a
-    # processor's loop): with thousands of partitions written in turn, every request waited for a disk sync.
+def test_flush_ms_counts_from_the_oldest_unflushed_message_and_only_the_flush_timer_fsyncs(open_partition):
+    # An fsync in an append would stall every connection of the appending processor: as Kafka's flush.ms,
+    # only the timer (maybe_flush) acts on it.
     p = open_partition(cfg=LogConfig(flush_ms=200, segment_index_bytes=1024))
     time.sleep(0.25)  # idle for longer than flush.ms
     p.append(tagged_batch("a"))
     snap = p.state.snapshot()
-    assert (snap.recovery_point, snap.unflushed) == (0, 1)  # left to the flush timer
+    assert (snap.recovery_point, snap.unflushed) == (0, 1)
     assert not p.maybe_flush()  # the oldest unflushed message is younger than flush.ms
     time.sleep(0.25)
-    p.append(tagged_batch("b"))  # the oldest unflushed one is now older than flush.ms: this append syncs
+    p.append(tagged_batch("b"))  # the oldest unflushed one is older than flush.ms: still no fsync here
+    snap = p.state.snapshot()
+    assert (snap.recovery_point, snap.unflushed) == (0, 2)
+    assert p.maybe_flush()
     snap = p.state.snapshot()
     assert (snap.recovery_point, snap.unflushed) == (2, 0)
+
+
+def _during_the_fsyncs(monkeypatch, action) -> None:
+    """Run action() in another thread while flush() syncs its first segment's files (once: a roll's own
+    flusher thread syncs through the same function), and wait for it (5 s at most)."""
+    real, pending = rolled_flush.sync_files, [action]
+
+    def sync_files(directory, base):
+        if not pending:
+            return real(directory, base)
+        worker = threading.Thread(target=pending.pop())
+        worker.start()
+        worker.join(5)
+        assert not worker.is_alive(), "the flush held the partition lock while it synced"
+        real(directory, base)
+
+    monkeypatch.setattr(rolled_flush, "sync_files", sync_files)
+
+
+def test_a_flush_syncs_outside_the_lock_and_claims_only_what_was_appended_before_it(open_partition, monkeypatch):
+    p = open_partition(cfg=LogConfig(segment_index_bytes=1024))
+    for i in range(3):
+        p.append(tagged_batch(str(i)))
+    started = now_ms()
+    _during_the_fsyncs(monkeypatch, lambda: p.append(tagged_batch("during")))
+    p.flush()
+    snap = p.state.snapshot()
+    assert (snap.log_end, snap.recovery_point, snap.unflushed) == (4, 3, 1)
+    assert snap.flushed_at_ms <= started + 1  # the one left is no older than the flush's start: due by then
+    monkeypatch.undo()
+    p.flush()
+    snap = p.state.snapshot()
+    assert (snap.recovery_point, snap.unflushed) == (4, 0)
+
+
+def test_a_segment_set_changed_during_the_fsyncs_is_flushed_again_under_the_lock(open_partition, monkeypatch):
+    p = open_partition(cfg=LogConfig(segment_index_bytes=1024))
+    for i in range(3):
+        p.append(tagged_batch(str(i)))
+
+    def roll_and_append():
+        p.roll()
+        p.append(tagged_batch("in the new segment"))
+
+    _during_the_fsyncs(monkeypatch, roll_and_append)
+    p.flush()
+    snap = p.state.snapshot()
+    assert (snap.active_base, snap.log_end, snap.recovery_point, snap.unflushed) == (3, 4, 4, 0)
+
+
+def test_a_flush_meeting_a_truncation_claims_nothing_of_what_was_written_after_it(open_partition, monkeypatch):
+    p = open_partition(cfg=LogConfig(segment_index_bytes=1024))
+    for i in range(4):
+        p.append(tagged_batch(str(i)))
+
+    def truncate_and_write_again():
+        p.truncate_to(2)
+        for i in range(3):
+            p.append(tagged_batch(f"again {i}"))
+
+    _during_the_fsyncs(monkeypatch, truncate_and_write_again)
+    p.flush()  # the generation moved: flushed under the lock, so the claim covers the new bytes too
+    snap = p.state.snapshot()
+    assert (snap.log_end, snap.recovery_point, snap.unflushed) == (5, 5, 0)
 
 
 # ---------------------------------------------------------------- truncation and deleting records

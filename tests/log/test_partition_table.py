@@ -50,8 +50,8 @@ def test_a_filled_row_holds_the_partitions_addresses_and_config(open_partition):
     assert r[pt.OFFSET_INDEX_RESERVED] >= snap.index_entries + 8192
     assert r[pt.TIME_INDEX_RESERVED] >= snap.time_entries + 4096
     assert [r[f] for f in (pt.SEGMENT_BYTES, pt.SEGMENT_MS, pt.MAX_MESSAGE_BYTES, pt.INDEX_INTERVAL_BYTES,
-                           pt.FLUSH_MESSAGES, pt.FLUSH_MS, pt.MIN_INSYNC_REPLICAS, pt.PLAIN_BATCHES,
-                           pt.COMPACT)] == [5000, 1234, 999, 77, 10, 20, 2, 1, 0]
+                           pt.FLUSH_MESSAGES, pt.MIN_INSYNC_REPLICAS, pt.PLAIN_BATCHES,
+                           pt.COMPACT)] == [5000, 1234, 999, 77, 10, 2, 1, 0]
     assert find(table, "orders", 4) == -1
     assert find(table, "order", 3) == -1
     assert find(table, "ordersx", 3) == -1
