@@ -59,7 +59,7 @@ def keyed_produce(bootstrap: str, topic: str, seconds: float, keys: int, ready, 
     ready.set()
     go.wait()
     produce, poll, sent, i = producer.produce, producer.poll, 0, 0
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()  # the process's CPU: librdkafka's threads included
     end = started + seconds
     while time.monotonic() < end:
         for _ in range(1000):
@@ -74,10 +74,11 @@ def keyed_produce(bootstrap: str, topic: str, seconds: float, keys: int, ready, 
         poll(0)
     if producer.flush(120):
         raise RuntimeError("records left undelivered")
-    return {"messages": sent, "seconds": time.monotonic() - started}
+    return {"messages": sent, "seconds": time.monotonic() - started, "cpu": time.process_time() - cpu}
 
 
-def _keyed(b, topic: str, partitions: int, seconds: float) -> tuple[int, float]:
+def _keyed(b, topic: str, partitions: int, seconds: float) -> tuple[int, float, float, float]:
+    """(records, seconds, the broker's CPU s, the producers' CPU s) of the keyed load."""
     ctx = ClientProcess._ctx
     go, clients = ctx.Event(), []
     for _ in range(KEYED_PRODUCERS):
@@ -91,7 +92,8 @@ def _keyed(b, topic: str, partitions: int, seconds: float) -> tuple[int, float]:
     before = broker_cpu(b)
     go.set()
     results = [client.result(seconds + 300) for client, _ in clients]
-    return sum(r["messages"] for r in results), max(r["seconds"] for r in results), broker_cpu(b) - before
+    return (sum(r["messages"] for r in results), max(r["seconds"] for r in results), broker_cpu(b) - before,
+            sum(r["cpu"] for r in results))
 
 
 def case(partitions: int, seconds: float, flush_ms: int | None = 1000, where: str | None = None) -> dict:
@@ -179,17 +181,19 @@ def main(argv=None) -> int:
           f"at end); before: {trees[0][2]}, after: {trees[1][2]}; {a.seconds:g} s a load, "
           f"log.flush.interval.ms={a.flush_ms}, data {'in /dev/shm' if a.tmpfs else 'on disk'}\n")
     print("| partitions | code | spread msg/s | x 1 partition | CPU µs/record | keyed msg/s | x 1 partition "
-          "| CPU µs/record | processors' descriptors |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| CPU µs/record | producers' CPU µs/record | processors' descriptors |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     ones = {}
     for (label, n), r in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0] != "before")):
         cells = []
         for what in ("spread", "keyed"):
-            msgs, secs, cpu = r[what]
+            msgs, secs, cpu, *client = r[what]
             rate = msgs / secs if secs else 0.0
             ones.setdefault((label, what), rate if n == 1 else None)
             one = ones.get((label, what))
             cells += [f"{rate:,.0f}", f"{rate / one:.2f}" if one else "-", f"{cpu / msgs * 1e6:.2f}" if msgs else "-"]
+            if what == "keyed":
+                cells.append(f"{client[0] / msgs * 1e6:.2f}" if client and msgs else "-")
         name = dict((t[0], t[2]) for t in trees)[label]
         print(f"| {n:,} | {label}: {name} | {' | '.join(cells)} | {', '.join(f'{x:,}' for x in r['fds'][1:])} |")
     if restarts:
