@@ -28,15 +28,15 @@ own copy is not touched: it catches up from the log, which holds the batch, when
 checks and the snapshots it writes at rolls are as if it had appended the batch itself.
 
 Every check reads only buf, the row and the state page; the state page under the partition's lock (the
-record lock log/lock.py takes: the byte LOCK_INODE of the locks file the row's LOCK_FD is this process's
-description of), where a torn state, a partition marked clean since the row was filled, a deleted partition, or a generation or active base other
-than the row's falls back before any index is touched (the row's index addresses are valid only for
-them; another process's roll or truncation changes the generation). The first store is PENDING_OP.
+robust mutex in the state page that log/lock.py's PartitionLock takes, at the row's LOCK_ADDR; several
+partitions' in the order of their LOCK_INODE, as every process takes them), where a torn state, a partition
+marked clean since the row was filled, a deleted partition, or a generation or active base other than the
+row's falls back before any index is touched (the row's index addresses are valid only for them; another
+process's roll or truncation changes the generation). The first store is PENDING_OP. The mutex keeps out
+other threads of the process too, so the Python path's appends and these never overlap.
 
-One thread per process appends through a row: the record lock belongs to the locks file's open file
-description, which the Python path's PartitionLock shares (its thread lock is not the kernel's), so another thread of
-the process appending through the same Partition would not be kept out. The rows are the filling
-process's (addresses of its mappings): a table is filled after the fork, in the process that calls.
+The rows are the filling process's (addresses of its mappings): a table is filled after the fork, in the
+process that calls.
 
 Crash points and failures are an append's (partition.py): a write that fails or is short sets
 PENDING_OP back to idle and falls back with nothing published (the offsets in buf and index entries past
@@ -201,7 +201,7 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
     failed = 0
     while locked < k:
         r = rows[ids[order[locked]]]
-        if libc.lock_byte(r[t.LOCK_FD], r[t.LOCK_INODE], True) != 0:
+        if libc.lock_mutex(r[t.LOCK_ADDR]) != 0:
             reason = LOCK_FAILED
             failed = order[locked]
             break
@@ -246,7 +246,7 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
             _undo_producers(rows[ids[i]], pending[i], undo)
     for i in range(locked):
         r = rows[ids[order[i]]]
-        libc.lock_byte(r[t.LOCK_FD], r[t.LOCK_INODE], False)
+        libc.unlock_mutex(r[t.LOCK_ADDR])
     if reason != NONE:
         return _fell_back(rows[ids[failed]], reason)
     for i in range(k):

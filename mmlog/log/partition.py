@@ -119,7 +119,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         elif not (self.directory / "partition.state").exists():
             raise UnknownTopicOrPartition(f"{self.directory} is not an open partition")
         self.state = PartitionState(self.directory)
-        self.lock = PartitionLock(self.directory)
+        self.lock = PartitionLock(self.directory, self.state)
         self._segments: dict[int, Segment] = {}
         self._bases: list[int] = []
         self._generation = -1

@@ -33,7 +33,7 @@ from mmlog.protocol import compression
 
 EMPTY, GONE = -1, -2  # slots: never used (a probe stops), forgotten (a probe goes on)
 
-(IN_USE, HASH, PARTITION, NAME_START, NAME_LEN, STATE_ADDR, LOCK_FD, LOG_FD, GENERATION, ACTIVE_BASE,
+(IN_USE, HASH, PARTITION, NAME_START, NAME_LEN, STATE_ADDR, LOCK_ADDR, LOG_FD, GENERATION, ACTIVE_BASE,
  OFFSET_INDEX_ADDR, OFFSET_INDEX_CAPACITY, OFFSET_INDEX_RESERVED, TIME_INDEX_ADDR, TIME_INDEX_CAPACITY,
  TIME_INDEX_RESERVED, SEGMENT_BYTES, SEGMENT_MS, MAX_MESSAGE_BYTES, INDEX_INTERVAL_BYTES, FLUSH_MESSAGES,
  MIN_INSYNC_REPLICAS, PLAIN_BATCHES, COMPACT, STALE, FALLBACK_REASON, APPENDS,
@@ -42,8 +42,9 @@ EMPTY, GONE = -1, -2  # slots: never used (a probe stops), forgotten (a probe go
 ROW_FIELDS = 39
 # PLAIN_BATCHES: compression.type keeps uncompressed batches as they are (producer, uncompressed).
 # STALE: the kernel met a state the row no longer describes (another generation, index blocks used up).
-# LOCK_FD, LOCK_INODE: this process's descriptor of the log dir's locks file and the byte of it the partition's
-# lock is (its directory's inode, log/lock.py): also the order every process takes several partitions' locks in.
+# LOCK_ADDR: the address of the partition's writer lock, the mutex in its state page (log/lock.py), ready for this
+# run's lock epoch (the fill took it). LOCK_INODE: the partition directory's inode, the order every process takes
+# several partitions' locks in.
 # FALLBACK_REASON: why the last call fell back (append_kernel.REASONS); APPENDS, FALLBACKS: counts.
 # PRODUCERS_*: the idempotent producers' region (producer_table.py: its address, slots, slots used), valid as
 # of the offset PRODUCERS_UPTO at the active segment's file position PRODUCERS_POS; a capacity of 0: none
@@ -174,7 +175,7 @@ class PartitionTable:
             ti.reserve(snap.time_entries + RESERVE_CHUNK // ti.entry_size)
             config = part.config
             values = {
-                STATE_ADDR: part.state._slots.ctypes.data, LOCK_FD: part.lock._fd,
+                STATE_ADDR: part.state._slots.ctypes.data, LOCK_ADDR: part.lock.mutex_address,
                 LOCK_INODE: part.lock._inode,
                 LOG_FD: active.file.fileno(), GENERATION: snap.generation, ACTIVE_BASE: snap.active_base,
                 OFFSET_INDEX_ADDR: oi.address, OFFSET_INDEX_CAPACITY: oi.capacity,

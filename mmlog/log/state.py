@@ -70,6 +70,9 @@ Follower log starts (slots 96-103), kept by the leader: the log start offset eac
 position reported in its last fetch (-1 unknown). DeleteRecords answers once every live
 replica's log start reached the asked offset (the partition's low watermark).
 
+The writer lock (slots 104-109, lock.py): slot 104 holds the lock epoch the mutex at slots 105-109 (a
+glibc pthread_mutex_t, 40 bytes) was initialised in; nothing else touches them.
+
 Readers take a consistent snapshot of slots 2.. with the seqlock: read SEQ, copy
 the slots, read SEQ again, retry if it changed or was odd. This relies on x86-64
 ordering (stores are not reordered with stores, loads not with loads), which holds
@@ -118,6 +121,8 @@ ISR_SLOT = REPLICAS + MAX_REPLICAS
 REPLICATION_END = ISR_SLOT + MAX_REPLICAS
 PROGRESS, PROGRESS_WIDTH = 64, 4
 FOLLOWER_LOG_START = PROGRESS + PROGRESS_WIDTH * MAX_REPLICAS  # 96: one slot per replica position
+LOCK_EPOCH, LOCK_MUTEX = 104, 105  # the writer lock (lock.py): its epoch, then its 40-byte mutex (105-109)
+LOCK_SLOTS = slice(LOCK_EPOCH, LOCK_MUTEX + 5)  # a run's, not the log's: no two runs' pages hold the same
 
 _NAMES = {
     GENERATION: "generation", LOG_START: "log_start", ACTIVE_BASE: "active_base",
@@ -477,6 +482,11 @@ class PartitionState:
 
     def flush(self) -> None:
         self.file.flush()
+
+    def slots_view(self) -> np.ndarray:
+        """The page's int64 slots, one numpy view of the mapping (pinned while it is held): the writer
+        lock's (lock.py)."""
+        return self.file.view
 
     def close(self) -> None:
         if self.file is not None:

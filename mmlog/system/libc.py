@@ -33,16 +33,15 @@ pwritev = types.ExternalFunction("pwritev64", types.intp(_fd, types.intp, types.
 # sendfile(out_fd, in_fd, offset, count): offset is the address of an int64 the call advances
 sendfile = types.ExternalFunction("sendfile64", types.intp(_fd, _fd, types.intp, _size))
 epoll_wait = types.ExternalFunction("epoll_wait", types.int32(_fd, types.intp, types.int32, types.int32))
-flock = types.ExternalFunction("flock", types.int32(_fd, types.int32))
-fcntl = types.ExternalFunction("fcntl", types.int32(_fd, types.int32, types.intp))  # the third argument: a pointer
 clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32, types.intp))
+# the writer lock's robust process-shared mutex (log/lock.py), by its address
+pthread_mutex_lock = types.ExternalFunction("pthread_mutex_lock", types.int32(types.intp))
+pthread_mutex_unlock = types.ExternalFunction("pthread_mutex_unlock", types.int32(types.intp))
+pthread_mutex_consistent = types.ExternalFunction("pthread_mutex_consistent", types.int32(types.intp))
 _errno_location = types.ExternalFunction("__errno_location", types.intp())
 
-LOCK_EX, LOCK_UN = 2, 8
-F_OFD_SETLK, F_OFD_SETLKW = 37, 38
-F_WRLCK, F_UNLCK = 1, 2
 MSG_DONTWAIT, MSG_NOSIGNAL, MSG_MORE = 0x40, 0x4000, 0x8000
-EAGAIN, EINTR = 11, 4
+EAGAIN, EINTR, EOWNERDEAD = 11, 4, 130
 EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP = 0x001, 0x004, 0x008, 0x010
 IOV_MAX = 1024
 EPOLL_EVENT_SIZE = 12  # struct epoll_event is packed on x86-64: uint32 events, uint64 data
@@ -92,18 +91,20 @@ def view_u8(address, n):
 
 
 @njit(cache=True, nogil=True)
-def lock_byte(fd, at, exclusive):
-    """Take (exclusive) or drop an open-file-description record lock on the byte `at` of fd, waiting for it:
-    the lock log/lock.py's PartitionLock takes. 0, or -1 with errno set. struct flock on x86-64: l_type and
-    l_whence (int16 each) in the first word, l_start, l_len, then l_pid (0 for OFD locks)."""
-    arg = np.zeros(4, np.int64)
-    arg[0] = F_WRLCK if exclusive else F_UNLCK  # l_whence SEEK_SET (0) in the upper half
-    arg[1] = at
-    arg[2] = 1
-    while True:
-        r = fcntl(np.int32(fd), np.int32(F_OFD_SETLKW if exclusive else F_OFD_SETLK), arg.ctypes.data)
-        if r == 0 or errno() != EINTR:
-            return r
+def lock_mutex(address):
+    """Take the partition's writer lock, the robust mutex at `address` (log/lock.py), waiting for it: 0, or the
+    error pthread_mutex_lock returned. A holder that died leaves it EOWNERDEAD: it is made consistent and is
+    ours (the state's PENDING_OP says what the dead writer left to repair)."""
+    r = pthread_mutex_lock(address)
+    if r == EOWNERDEAD:
+        return pthread_mutex_consistent(address)
+    return r
+
+
+@njit(cache=True, nogil=True)
+def unlock_mutex(address):
+    """Drop the writer lock taken with `lock_mutex`: 0, or the error pthread_mutex_unlock returned."""
+    return pthread_mutex_unlock(address)
 
 
 @njit(cache=True, nogil=True)

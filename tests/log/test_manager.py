@@ -19,7 +19,7 @@ from mmlog.errors import (
 )
 from mmlog.log.catalogue import CATALOGUE
 from mmlog.log.manager import LogManager
-from mmlog.log.lock import LOCKS_FILE
+from mmlog.log.lock import EPOCH_FILE, LOCKS_FILE
 from mmlog.log.touched import BOARD_FILE
 from mmlog.log.offset_checkpoint import HIGH_WATERMARKS
 from tests.log.logtools import tagged_batch
@@ -183,7 +183,7 @@ def test_load_removes_directories_of_topics_no_longer_in_the_catalogue(tmp_path,
     (tmp_path / "keep-0.0123abcd-delete").mkdir()  # a deletion cut short after the rename
     (tmp_path / "not a partition").mkdir()
     managers(tmp_path).load()
-    assert sorted(os.listdir(tmp_path)) == sorted([CATALOGUE, HIGH_WATERMARKS, LOCKS_FILE, BOARD_FILE, "keep-0", "not a partition"])
+    assert sorted(os.listdir(tmp_path)) == sorted([CATALOGUE, HIGH_WATERMARKS, LOCKS_FILE, EPOCH_FILE, BOARD_FILE, "keep-0", "not a partition"])
 
 
 def test_alter_topic_config_applies_to_open_partitions_and_survives_a_restart(tmp_path, managers):

@@ -24,7 +24,7 @@ from mmlog.errors import (
 )
 from mmlog.log import rolled_flush
 from mmlog.log.files import segment_bases, segment_file
-from mmlog.log.lock import LOCKS_FILE
+from mmlog.log.lock import EPOCH_FILE, LOCKS_FILE
 from mmlog.log.touched import BOARD_FILE
 from mmlog.log.partition import Partition
 from mmlog.log.segment_view import now_ms
@@ -696,7 +696,7 @@ def test_delete_removes_the_directory_and_others_see_it_deleted(open_partition, 
     p.append(tagged_batch("a"))
     other.read(0, 10)
     p.delete()
-    assert not partition_dir.exists() and sorted(os.listdir(partition_dir.parent)) == sorted([LOCKS_FILE, BOARD_FILE])  # the log dir's
+    assert not partition_dir.exists() and sorted(os.listdir(partition_dir.parent)) == sorted([LOCKS_FILE, EPOCH_FILE, BOARD_FILE])  # the log dir's
     with pytest.raises(UnknownTopicOrPartition):
         other.read(0, 10)
     with pytest.raises(UnknownTopicOrPartition):

@@ -42,7 +42,7 @@ def test_a_filled_row_holds_the_partitions_addresses_and_config(open_partition):
     snap = p.snapshot()
     active = p._segments[snap.active_base]
     assert r[pt.STATE_ADDR] == p.state._slots.ctypes.data
-    assert (r[pt.LOCK_FD], r[pt.LOG_FD]) == (p.lock._fd, active.file.fileno())
+    assert (r[pt.LOCK_ADDR], r[pt.LOG_FD]) == (p.lock.mutex_address, active.file.fileno())
     assert (r[pt.GENERATION], r[pt.ACTIVE_BASE]) == (snap.generation, snap.active_base)
     assert r[pt.OFFSET_INDEX_ADDR] == active.offset_index.flat.ctypes.data
     assert r[pt.TIME_INDEX_ADDR] == active.time_index.flat.ctypes.data

@@ -26,6 +26,7 @@ import pytest
 from mmlog.client import Admin
 from mmlog.log.state import (
     FLUSHED_AT_MS,
+    LOCK_SLOTS,
     MAX_REPLICAS,
     PROGRESS,
     PROGRESS_WIDTH,
@@ -183,6 +184,7 @@ def partition_files(broker) -> dict[str, object]:
                 files[f"{state.parent.name}/{path.name}"] = path.read_bytes()
         slots = np.fromfile(state, dtype=np.int64)
         slots[CLOCKS] = 0
+        slots[LOCK_SLOTS] = 0  # the writer lock: its run's epoch and the mutex's own words
         files[f"{state.parent.name}/{STATE_FILE}"] = slots.tolist()
     return files
 
