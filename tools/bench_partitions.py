@@ -100,7 +100,16 @@ def case(partitions: int, seconds: float, flush_ms: int | None = 1000, where: st
     """One tree, one partition count: the spread and keyed loads (in the tree's interpreter); data in a
     temporary directory under `where` (None: the system's)."""
     import tools.bench_curves as curves
-    from tools.bench_curves import LOAD_CONNS, LOAD_PROCS, LOAD_WINDOW, WARM_REQUESTS, _fds, broker, create_topic, load
+    from tools.bench_curves import (
+        LOAD_CONNS,
+        LOAD_PROCS,
+        LOAD_WINDOW,
+        WARM_REQUESTS,
+        _fds,
+        broker,
+        create_topic,
+        load,
+    )
 
     curves.FLUSH_MS = flush_ms
     with tempfile.TemporaryDirectory(prefix="bench-partitions-", dir=where) as work, _started(broker(Path(work), "b")) as b:
@@ -122,7 +131,14 @@ def _started(b):
 
 def restart(partitions: int) -> dict:
     """One tree: a broker with `partitions` partitions, one request to each; stop, start, stop again (idle)."""
-    from tools.bench_curves import LOAD_CONNS, LOAD_PROCS, LOAD_WINDOW, broker, create_topic, load
+    from tools.bench_curves import (
+        LOAD_CONNS,
+        LOAD_PROCS,
+        LOAD_WINDOW,
+        broker,
+        create_topic,
+        load,
+    )
 
     with tempfile.TemporaryDirectory(prefix="bench-partitions-") as work, _started(broker(Path(work), "b")) as b:
         for i, start in enumerate(range(0, partitions, 10_000)):  # max.partitions.per.request: 10,000 a topic

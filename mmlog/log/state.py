@@ -91,8 +91,8 @@ import enum
 import os
 import struct
 import time
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 

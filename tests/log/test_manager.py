@@ -18,10 +18,10 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.log.catalogue import CATALOGUE
-from mmlog.log.manager import LogManager
 from mmlog.log.lock import EPOCH_FILE, LOCKS_FILE
-from mmlog.log.touched import BOARD_FILE
+from mmlog.log.manager import LogManager
 from mmlog.log.offset_checkpoint import HIGH_WATERMARKS
+from mmlog.log.touched import BOARD_FILE
 from tests.log.logtools import tagged_batch
 
 DEFAULTS = LogConfig(segment_index_bytes=1024)

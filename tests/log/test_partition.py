@@ -25,13 +25,19 @@ from mmlog.errors import (
 from mmlog.log import rolled_flush
 from mmlog.log.files import segment_bases, segment_file
 from mmlog.log.lock import EPOCH_FILE, LOCKS_FILE
-from mmlog.log.touched import BOARD_FILE
 from mmlog.log.partition import Partition
 from mmlog.log.segment_view import now_ms
 from mmlog.log.state import PartitionState
+from mmlog.log.touched import BOARD_FILE
 from mmlog.protocol import records as rec
-from tests.log.logtools import (StoredBatch, assert_dense_and_valid, check_indexes, stored_batches, tagged_batch,
-                                tags_of)
+from tests.log.logtools import (
+    StoredBatch,
+    assert_dense_and_valid,
+    check_indexes,
+    stored_batches,
+    tagged_batch,
+    tags_of,
+)
 
 # ---------------------------------------------------------------- oracles
 
