@@ -38,7 +38,7 @@ from mmlog.protocol import produce_kernels as pk
 from mmlog.system import libc
 
 API_KEY = 0
-MAX_PARTS = 64  # partitions a decoded request may name before it is left to Python
+MAX_PARTS = 4096  # partitions a decoded request may name before it is left to Python (a keyed producer's names many)
 HELD = -2  # serve_frame's answer for a request appended whose answer waits for followers
 HELD_ROWS = 4096  # held partitions one loop call may pass to Python (a request that finds no room is Python's)
 BASE, LAST, LOG_START, WAITS = range(4)  # a held row

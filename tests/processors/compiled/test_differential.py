@@ -43,6 +43,7 @@ from tools.fuzz_frames import CORPUS, api_key, read_frames
 
 SEED = 7
 ONE, THREE = "one", "three"  # a one-partition topic, a three-partition one
+MANY, MANY_PARTITIONS = "many", 300  # a keyed producer's topic: each request names many of its partitions
 TOPIC_CONFIG = {"index.interval.bytes": "300"}  # index entries every few batches: the index is compared too
 SENTINEL = 0x5E5E
 # The state page's clock slots (and its seqlock's count, which a group commit moves less): not behaviour.
@@ -62,6 +63,7 @@ def brokers(tmp_path_factory):
             with Admin(broker.bootstrap) as admin:
                 admin.create_topic(ONE, 1, TOPIC_CONFIG)
                 admin.create_topic(THREE, 3, TOPIC_CONFIG)
+                admin.create_topic(MANY, MANY_PARTITIONS, {**TOPIC_CONFIG, "segment.index.bytes": "16384"})  # compared whole
                 for name in captured_topics():
                     admin.create_topic(name, 1, TOPIC_CONFIG)
         yield tuple(made)
@@ -132,6 +134,14 @@ def generated(rng) -> list[bytes]:
     return frames
 
 
+def keyed(rng) -> list[bytes]:
+    """What a keyed producer sends: one small batch for each of many partitions in every request."""
+    return [request(8, 2000 + i, [{"name": MANY, "partition_data": [
+        {"index": p, "records": batch(rng, rng.randint(1, 2))}
+        for p in sorted(rng.sample(range(MANY_PARTITIONS), rng.randint(65, MANY_PARTITIONS)))]}])
+        for i in range(12)]
+
+
 def mmlog_producer_frames(rng) -> list[bytes]:
     """What mmlog's producer sends (its version, client id and batch shape), as its request encoder makes it."""
     from mmlog.client.produce_requests import PRODUCE_VERSION
@@ -193,6 +203,7 @@ STREAMS = {
     "librdkafka and kafka-python": lambda rng: captured_produce_frames(),
     "mmlog producer": mmlog_producer_frames,
     "generated": generated,
+    "keyed over many partitions": keyed,
 }
 
 
@@ -214,3 +225,14 @@ def test_the_compiled_path_served_requests_and_the_other_broker_none(brokers):
         exchange(broker, stream, [])
     assert scrape(compiled).get("mmlog_processor_requests_compiled_total", 0) > 0
     assert scrape(python).get("mmlog_processor_requests_compiled_total", 0) == 0
+
+
+def test_a_keyed_producers_requests_naming_hundreds_of_partitions_are_compiled(brokers):
+    compiled, _ = brokers
+    rng = random.Random("keyed, compiled")
+    every = [{"name": MANY, "partition_data": [{"index": p, "records": batch(rng, 1)} for p in range(MANY_PARTITIONS)]}]
+    exchange(compiled, request(8, 1, every), [])  # a partition's first append is Python's, which enters it
+    before = scrape(compiled).get("mmlog_processor_requests_compiled_total", 0)
+    frames = keyed(rng)
+    exchange(compiled, b"".join(frames), [])
+    assert scrape(compiled).get("mmlog_processor_requests_compiled_total", 0) - before == len(frames)
