@@ -426,7 +426,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
                 return
             first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
             bases = [b for b in self._bases if b >= first]
-        started, started_ms = time.monotonic(), now_ms()
+            started, started_ms = time.monotonic(), now_ms()  # under the lock: before any append it leaves out
         for base in bases:
             rolled_flush.sync_files(self.directory, base)  # one deleted meanwhile: the generation moved
         with self._writing() as now:
