@@ -21,7 +21,9 @@ what it serves and touches every index's first page) and then measures, for
   producers send them.
 
 Per point: msg/s, the broker's CPU (utime+stime of all its processes) per record, and
-the ratio to the same tree's 1-partition figure; the processors' descriptors at the end.
+the ratio to the same tree's 1-partition figure; for the keyed load also the producers'
+own CPU per record (their process time, librdkafka's threads included); the processors'
+descriptors at the end.
 The restart case (`--restart N`, default 11,111 partitions, one request to each) times a
 clean stop after writes, a start to ready, and a stop with nothing written since.
 """

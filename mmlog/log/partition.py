@@ -43,8 +43,9 @@ every process of the broker (`log_dirs.py`).
 Durability: a broker (process) crash loses nothing that was published, because the
 bytes are in the page cache and the state is a shared mapping; a machine crash loses
 at most `flush.messages` messages (an append that reaches them fsyncs) or `flush.ms` of them
-plus the flush timer's period (`flush`, which fsyncs outside the lock), and never more than the active segment: a segment that rolls is fsynced right after,
-off the append path (`rolled_flush.py`), as Kafka does (docs/durability.md).
+plus the flush timer's period (`flush`, which fsyncs outside the lock), and never more than the
+active segment: a segment that rolls is fsynced right after, off the append path
+(`rolled_flush.py`), as Kafka does (docs/durability.md).
 """
 
 from __future__ import annotations
@@ -424,8 +425,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         with self._writing() as s:
             if not s.unflushed and s.recovery_point == s.log_end:
                 return
-            first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
-            bases = [b for b in self._bases if b >= first]
+            bases = self._unflushed_bases(s)
             started, started_ms = time.monotonic(), now_ms()  # under the lock: before any append it leaves out
         for base in bases:
             rolled_flush.sync_files(self.directory, base)  # one deleted meanwhile: the generation moved
@@ -448,15 +448,18 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         self.flush()
         return True
 
+    def _unflushed_bases(self, s: Snapshot) -> list[int]:
+        """The segments a flush syncs: the one holding the recovery point and every later one."""
+        first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
+        return [b for b in self._bases if b >= first]
+
     def _flush_locked(self) -> None:
         started = time.monotonic()
         s = self.state.snapshot()
-        first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
-        for base in self._bases:
-            if base >= first:
-                self._segment(base).flush()
-                if s.last_abort >= base:
-                    txn_index.flush(self.directory, base)
+        for base in self._unflushed_bases(s):
+            self._segment(base).flush()
+            if s.last_abort >= base:
+                txn_index.flush(self.directory, base)
         self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
         self.state.flush()
         flush_timing.observed(time.monotonic() - started)
