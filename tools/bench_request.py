@@ -2,6 +2,7 @@
 
     python tools/bench_request.py [--requests N] [--records M] [--processors P] [--rounds R] [--no-page]
                                   [--idempotent | --idempotent-only]
+    python tools/bench_request.py --paired ROUNDS [--slice N] [--no-page]
 
 Two brokers (EmbeddedBroker, loopback, P processors each): one with the compiled request path
 (the default) and one with `compiled.request.path.enable=false` (the Python handlers, its
@@ -26,6 +27,11 @@ throughput beside it.
     (max_wait 0), each awaited before the next: the same small batch at the tail every time, so what
     one fetch costs end to end (`--fetch-only`: these rows alone).
 
+`--paired` runs only the awaited Produce, to the two brokers, the syscall-only server and Redis taking
+turns in one client process, slice after slice, each server's CPU read from the scheduler's clock
+around its own slices (tools/bench/paired.py): on a host whose wake-ups cost twice as much one minute
+as the next, the servers' ratios hold where rows run one after another do not.
+
 Then the stages of one awaited request inside a processor, in-process (no epoll, a
 socketpair for the client): each stage run on its own, timed with perf_counter_ns around
 it, the fastest of R rounds (other processes only ever add time), beside the whole path
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import socket
 import sys
 import tempfile
@@ -52,6 +59,7 @@ from mmlog.protocol import RequestHeader, encode_request  # noqa: E402
 from mmlog.protocol.messages import fetch, produce  # noqa: E402
 from mmlog.protocol.records import build_batch  # noqa: E402
 from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, payload  # noqa: E402
+from tools.bench.floor import floor  # noqa: E402
 from tools.bench.page import write_section  # noqa: E402
 from tools.bench.servers import cpu_seconds, group_pids  # noqa: E402
 
@@ -64,6 +72,11 @@ def produce_frame(topic: str, correlation_id: int) -> bytearray:
     body = produce.REQUEST(acks=1, timeout_ms=30000, topic_data=[
         {"name": topic, "partition_data": [{"index": 0, "records": build_batch([(None, payload())])}]}])
     return encode_request(RequestHeader(produce.API_KEY, 8, correlation_id, "bench-request"), body)
+
+
+def produce_error_at(topic: str) -> int:
+    """Where a one-partition Produce v8 answer (after its size) holds the partition's error code."""
+    return 4 + 4 + 2 + len(topic.encode()) + 4 + 4
 
 
 def _exchanges(conn, frame, messages: int, failed, ready, go) -> dict:
@@ -94,7 +107,7 @@ def _connect(bootstrap: str) -> BrokerConnection:
 
 def awaited(bootstrap: str, topic: str, messages: int, ready, go) -> dict:
     """Client process: `messages` pre-encoded one-record requests, each answered before the next is sent."""
-    error_at = 4 + 4 + 2 + len(topic.encode()) + 4 + 4  # v8 response: the partition's error code
+    error_at = produce_error_at(topic)
 
     def failed(answer):
         code = int.from_bytes(answer[error_at:error_at + 2], "big")
@@ -185,49 +198,6 @@ class Row(collections.namedtuple("Row", "name records requests seconds cpu clien
         return self.client_cpu / self.records * 1e6
 
 
-def floor_server(port_out, data_dir: str, topic: str) -> None:
-    """Server process: the syscalls of one awaited Produce and nothing else, in Python (the baseline row).
-
-    Per request: epoll_wait, recv_into, flock, pwrite of what came, flock off, send of a fixed
-    Produce v8 answer for `topic` with the request's correlation id patched in. No parsing, no
-    checks, no index, no state: what any Python server pays for the same round trip before it
-    does any work of its own."""
-    import fcntl
-    import os
-    import select
-
-    from mmlog.processors.handlers.produce import _answer
-    from mmlog.protocol import RequestHeader
-
-    answer = _answer(RequestHeader(produce.API_KEY, 8, 0, None), [(topic, [(0, 0, 0, 0, None)])])
-    listener = socket.create_server(("127.0.0.1", 0))
-    port_out.send(listener.getsockname()[1])
-    log = os.open(os.path.join(data_dir, "floor.log"), os.O_RDWR | os.O_CREAT, 0o644)
-    lock = os.open(os.path.join(data_dir, "floor.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    buf = bytearray(1 << 16)
-    position = 0
-    while True:
-        conn, _ = listener.accept()
-        conn.setblocking(False)
-        poll = select.epoll()
-        poll.register(conn.fileno(), select.EPOLLIN)
-        while True:
-            poll.poll()
-            try:
-                n = conn.recv_into(buf)  # one whole request a read: the client awaits each answer
-            except BlockingIOError:
-                continue
-            if n == 0:
-                break
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            position += os.pwrite(log, memoryview(buf)[:n], position)
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            answer[4:8] = buf[8:12]  # the correlation id
-            conn.send(answer)
-        poll.close()
-        conn.close()
-
-
 def redis_awaited(bootstrap: str, key: str, messages: int, ready, go) -> dict:
     """Client process: XADD of one 200-byte field, each reply read before the next command (raw RESP)."""
     from tools.bench.resp import encode_command
@@ -264,21 +234,8 @@ def redis_row(server, requests: int) -> Row:
 
 def floor_row(requests: int) -> Row:
     """The awaited row against `floor_server`, started and stopped here."""
-    import os
-    import signal
-
-    ctx = ClientProcess._ctx
-    receive, send = ctx.Pipe(duplex=False)
-    with tempfile.TemporaryDirectory() as data:
-        server = ctx.Process(target=floor_server, args=(send, data, "floor"), daemon=True)
-        server.start()
-        try:
-            port = receive.recv()
-            return _timed(f"127.0.0.1:{port}", [server.pid], "syscalls alone (baseline)", "floor", requests,
-                          requests, awaited)
-        finally:
-            os.kill(server.pid, signal.SIGKILL)
-            server.join()
+    with floor() as (port, pid):
+        return _timed(f"127.0.0.1:{port}", [pid], "syscalls alone (baseline)", "floor", requests, requests, awaited)
 
 
 def run_client(broker, name: str, records: int, requests: int, fn, *args) -> Row:
@@ -303,7 +260,6 @@ PATHS = (("compiled", "true"), ("Python", "false"))  # (row suffix, compiled.req
 
 
 def broker_rows(args) -> list[Row]:
-    import contextlib
     import shutil
 
     from mmlog.testing import EmbeddedBroker
@@ -349,6 +305,44 @@ def broker_rows(args) -> list[Row]:
                                        librdkafka, 50))
             _print(r, rows[done:])
     return rows
+
+
+def paired(args) -> str:
+    """--paired: one awaited Produce to each server in turn, slice after slice (tools/bench/paired.py)."""
+    import shutil
+
+    from mmlog.testing import EmbeddedBroker
+    from tools.bench import paired as pairing
+    from tools.bench.resp import encode_command
+    from tools.bench.servers import RedisServer
+
+    def kafka(name: str, address: str, pids, topic: str) -> pairing.Server:
+        host, port = address.rsplit(":", 1)
+        return pairing.Server(name, host, int(port), tuple(pids), "kafka", bytes(produce_frame(topic, 1)),
+                              4 + produce_error_at(topic))
+
+    with contextlib.ExitStack() as stack:
+        data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        servers = []
+        for suffix, enable in PATHS:
+            broker = stack.enter_context(EmbeddedBroker(data / suffix, processors=args.processors,
+                                                        config={"compiled.request.path.enable": enable}))
+            Admin(broker.bootstrap).create_topic("paired", 1)
+            servers.append(kafka(f"mmlog ({suffix})", broker.bootstrap, group_pids(broker.pid), "paired"))
+        port, pid = stack.enter_context(floor())
+        servers.append(kafka("syscalls alone (baseline)", f"127.0.0.1:{port}", [pid], "floor"))
+        if shutil.which("redis-server"):
+            redis = stack.enter_context(RedisServer(data))
+            servers.append(pairing.Server("Redis Streams XADD", "127.0.0.1", redis.port, tuple(redis.pids()), "resp",
+                                          encode_command("XADD", "bench", "*", "v", payload())))
+        tallies = ClientProcess(pairing.interleaved, servers, args.paired, args.slice, WARM).result(3600)
+    command = "python tools/bench_request.py " + " ".join(sys.argv[1:])
+    lines = ["### Awaited requests, the servers taking turns", "",
+             f"`{command.strip()}`: one client process, one connection to each server, {args.slice:,} awaited "
+             f"one-record requests (200 bytes, acks=1) to each in turn, {args.paired} rounds, the order rotating; "
+             "each server's CPU from its threads' schedstat (ns) around its own slices. The servers share every "
+             "minute of the run, so their ratios hold where the absolute figures move with the host.", ""]
+    return "\n".join(lines + pairing.table(tallies, [t.name for t in tallies[1:]]) + [""])
 
 
 # --secured: the ACL authoriser on, nothing allowed that no ACL allows, ALLOW ACLs for the benchmark's
@@ -533,8 +527,17 @@ def main() -> None:
     parser.add_argument("--idempotent-only", action="store_true", help="only those rows (no page, no stages)")
     parser.add_argument("--secured", action="store_true", help="only the awaited rows, both brokers with the ACL "
                         "authoriser (one ALLOW ACL) and client quotas (set for another client id); no page, no stages")
+    parser.add_argument("--paired", type=int, metavar="ROUNDS", help="only the awaited Produce, to every server "
+                        "in turn (compiled, Python, the syscalls alone, Redis), ROUNDS slices each")
+    parser.add_argument("--slice", type=int, default=1_000, help="requests per server per slice with --paired")
     parser.add_argument("--no-page", action="store_true", help="print, do not update docs/benchmarks.md")
     args = parser.parse_args()
+    if args.paired:
+        text = paired(args)
+        print(text)
+        if not args.no_page:
+            write_section(PAGE, "bench_request_paired", text)
+        return
     rows = [] if args.stages_only else broker_rows(args)
     if args.fetch_only or args.idempotent_only or args.secured:
         return

@@ -1,9 +1,17 @@
 """tools/bench_request.py on a small scale: the syscall baseline server answers real Produce requests, the
-stage harness times every stage, and the page section carries each row's figures."""
+stage harness times every stage, the page section carries each row's figures, and servers taking turns
+(`--paired`) each answer every request of their slices."""
 
 import argparse
 
+import pytest
+
+from mmlog.client.admin import Admin
+from mmlog.testing import EmbeddedBroker
 from tools import bench_request as bench
+from tools.bench import paired
+from tools.bench.paired import Tally, slice_ratios
+from tools.bench.servers import group_pids
 
 
 def test_the_syscall_baseline_answers_awaited_produces_and_its_cpu_is_counted():
@@ -26,3 +34,26 @@ def test_the_section_has_a_line_per_row_with_its_median_and_range():
     line = next(line for line in text.splitlines() if line.startswith("| awaited, batch 1 |"))
     assert line == "| awaited, batch 1 | 3,000 (2,000–4,000) | 60.0 (50.0–70.0) | 60.00 (50.00–70.00) | 40.00 (40.00–40.00) |"
     assert "| sum of the stages | 10.00 |" in text
+
+
+def test_servers_taking_turns_each_answer_every_request_and_their_cpu_is_read_per_slice():
+    with bench.floor() as (port, pid), EmbeddedBroker(processors=1) as broker:
+        Admin(broker.bootstrap).create_topic("paired", 1)
+        host, broker_port = broker.bootstrap.rsplit(":", 1)
+        servers = [paired.Server("broker", host, int(broker_port), tuple(group_pids(broker.pid)), "kafka",
+                                 bytes(bench.produce_frame("paired", 1)), 4 + bench.produce_error_at("paired")),
+                   paired.Server("floor", "127.0.0.1", port, (pid,), "kafka", bytes(bench.produce_frame("floor", 1)),
+                                 4 + bench.produce_error_at("floor"))]
+        tallies = paired.interleaved(servers, slices=4, per_slice=50, warm=10)
+        with Admin(broker.bootstrap) as admin:
+            assert admin.latest_offsets("paired") == {0: 210}  # the warm-up's 10 and every slice's
+    assert [t.requests for t in tallies] == [200, 200]
+    assert all(len(t.slices_us) == 4 and t.cpu_ns > 0 and t.wall_ns > 0 for t in tallies)
+    lines = paired.table(tallies, ["floor"])
+    assert lines[2].startswith("| broker | 200 |") and lines[-1].startswith("| broker / floor |")
+
+
+def test_a_slice_ratio_pairs_the_slices_of_one_round():
+    a = Tally("a", 500, 0, 1, [10, 20, 30, 40, 50])
+    b = Tally("b", 500, 0, 1, [5, 40, 15, 20, 25])  # the second round was slow for b
+    assert slice_ratios(a, b) == pytest.approx((1.25, 2.0, 2.0))  # quartiles of 2, 0.5, 2, 2, 2
