@@ -23,6 +23,13 @@ read from /proc: steadier than wall time on a shared machine.
 `--profile PATH` records the Python workers Spark starts (py-spy, --subprocesses)
 during one more mmlog read and writes a summary of their top frames to PATH.
 `--markdown PATH` rewrites this benchmark's section of that page (docs/benchmarks.md).
+
+`--stages` reads the topic in this process instead, with no Spark, one stage added at a time
+(the fetch alone; then the CRCs and the one-pass decode into Arrow batches; then the Arrow
+IPC write to a pipe, as a Python worker writes to the JVM) beside the synthetic source's
+own part (the IPC write of its batches), `--runs` times in turn: the reader's CPU and the
+broker's per million rows, which says where the mmlog source's cost beyond the synthetic
+one goes. With `--markdown` it writes its own section.
 """
 
 from __future__ import annotations
@@ -232,6 +239,68 @@ def report(cases: dict[str, Case], args, tasks: int, parquet_files: int, parquet
     return text, section
 
 
+STAGES = ("fetch (sendfile over loopback, batch headers scanned)", "+ CRCs and the one-pass decode into Arrow",
+          "+ the Arrow IPC write to a pipe", "synthetic: the Arrow IPC write of its batches to a pipe")
+
+
+def staged(broker: EmbeddedBroker, topic: str, records: int, size: int, runs: int) -> dict[str, list]:
+    """--stages: {stage: [(reader CPU s, broker CPU s) per run]} for reading every record of `topic` here."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from mmlog.spark import direct
+    from mmlog.spark.fetch import RangeFetcher
+
+    schema = to_arrow_schema(record_schema(False), timezone="UTC")
+    with Admin(broker.bootstrap) as admin:
+        ends = admin.latest_offsets(topic)
+    pids = [broker.pid, *broker.processor_pids()]
+
+    def chunks(p: int):
+        return RangeFetcher(topic, p, broker.bootstrap, broker.bootstrap, max_bytes=4 << 20).scanned(0, ends[p])
+
+    def decoded():
+        for p, end in sorted(ends.items()):
+            yield from direct.batches(chunks(p), end, topic, p, schema, None)
+
+    def synthetic():
+        batch = _batch(schema, BATCH, size)
+        for start in range(0, records, BATCH):
+            yield batch if records - start >= BATCH else batch.slice(0, records - start)
+
+    def written(batches) -> None:
+        drain = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        with pa.ipc.new_stream(drain.stdin, schema) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        drain.stdin.close()
+        drain.wait()
+
+    work = [lambda: [None for p in ends for _ in chunks(p)], lambda: [None for _ in decoded()],
+            lambda: written(decoded()), lambda: written(synthetic())]
+    out: dict[str, list] = {name: [] for name in STAGES}
+    for run in range(runs + 1):  # the first run warms up (kernels loaded, pages cached)
+        for name, fn in zip(STAGES, work):
+            reader0, broker0 = time.process_time(), cpu_seconds(pids)
+            fn()
+            if run:
+                out[name].append((time.process_time() - reader0, cpu_seconds(pids) - broker0))
+    return out
+
+
+def stages_report(out: dict[str, list], args) -> str:
+    """The --stages table (markdown), medians over the runs, CPU seconds per million rows."""
+    per_m = lambda xs: statistics.median(xs) * 1e6 / args.records  # noqa: E731
+    lines = ["### Where the source's CPU goes, standing alone", "",
+             f"Run of {time.strftime('%Y-%m-%d %H:%M %Z')}: `python tools/bench_spark.py {shlex.join(sys.argv[1:])}`. "
+             f"{args.records:,} records of {args.size} bytes in {args.partitions} partition(s), read in one process "
+             f"with no Spark, stage upon stage, {args.runs} runs in turn; medians, CPU seconds per million rows.", "",
+             "| stage | reader | broker | together |", "|---|---:|---:|---:|"]
+    for name, runs in out.items():
+        reader, broker = per_m([r for r, _ in runs]), per_m([b for _, b in runs])
+        lines.append(f"| {name} | {reader:.3f} | {broker:.3f} | {reader + broker:.3f} |")
+    return "\n".join(lines + [""])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
@@ -243,6 +312,8 @@ def main() -> None:
                         help="py-spy the Python workers during one more mmlog read; their top frames to this file")
     parser.add_argument("--markdown", type=Path, default=None,
                         help="rewrite this benchmark's section of the page (docs/benchmarks.md)")
+    parser.add_argument("--stages", action="store_true", help="no Spark: the source's read stage by stage, "
+                        "standing alone, beside the synthetic source's IPC write")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-spark-"))
     try:
@@ -251,6 +322,12 @@ def main() -> None:
             fill(broker.bootstrap, "bench", args.records, args.size, args.partitions)
             print(f"filled: {args.records:,} records of {args.size} bytes in {time.perf_counter() - t:.1f} s",
                   flush=True)
+            if args.stages:
+                section = stages_report(staged(broker, "bench", args.records, args.size, args.runs), args)
+                print(section)
+                if args.markdown:
+                    write_section(args.markdown, SECTION + " stages", section)
+                return
             spark = local_session("mmlog-bench")
             try:
                 spark.dataSource.register(SyntheticSource)
