@@ -267,6 +267,14 @@ def staged(broker: EmbeddedBroker, topic: str, records: int, size: int, runs: in
         for start in range(0, records, BATCH):
             yield batch if records - start >= BATCH else batch.slice(0, records - start)
 
+    def counted(batches):
+        n = 0
+        for batch in batches:
+            n += batch.num_rows
+            yield batch
+        if n != records:
+            raise RuntimeError(f"read {n:,} rows, not {records:,}")
+
     def written(batches) -> None:
         drain = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
         with pa.ipc.new_stream(drain.stdin, schema) as writer:
@@ -275,8 +283,8 @@ def staged(broker: EmbeddedBroker, topic: str, records: int, size: int, runs: in
         drain.stdin.close()
         drain.wait()
 
-    work = [lambda: [None for p in ends for _ in chunks(p)], lambda: [None for _ in decoded()],
-            lambda: written(decoded()), lambda: written(synthetic())]
+    work = [lambda: [None for p in ends for _ in chunks(p)], lambda: [None for _ in counted(decoded())],
+            lambda: written(counted(decoded())), lambda: written(counted(synthetic()))]
     out: dict[str, list] = {name: [] for name in STAGES}
     for run in range(runs + 1):  # the first run warms up (kernels loaded, pages cached)
         for name, fn in zip(STAGES, work):
