@@ -45,8 +45,8 @@ _monotonic = time.monotonic
 RECORD_OVERHEAD = 12  # estimated bytes of varints + attributes per record, for batch_size
 
 
-def _nothing() -> None:
-    pass
+def _nothing(batch, timeout) -> None:
+    return None
 
 
 class PartitionQueue:
@@ -64,7 +64,7 @@ class PartitionQueue:
         self.held: list[ProducerBatch] = []
         self.node = -1  # broker the in-flight batches went to
         self.wire = None  # the sender's request and answer templates for this partition
-        self.on_wait = on_wait or _nothing  # called before a thread blocks on one of its batches
+        self.on_wait = on_wait or _nothing  # on_wait(batch, timeout) before a thread blocks on one of its batches
         self.sequence_of = None  # the (producer id, epoch) the sequence below counts for (idempotence)
         self.next_sequence = 0  # the sequence of this partition's next new batch
 
@@ -111,8 +111,8 @@ class ProducerBatch(BatchOutcome):
         self.callbacks: list | None = None
         self._event = None
 
-    def _before_wait(self) -> None:
-        self.queue.on_wait()
+    def _before_wait(self, timeout: float | None) -> bool | None:
+        return self.queue.on_wait(self, timeout)
 
     def metadata(self, index: int) -> RecordMetadata:
         base = self.base_offset
@@ -132,7 +132,7 @@ class RecordAccumulator:
         self.batch_size = batch_size
         self.max_record_size = max_record_size  # bigger records take `append`, which refuses them
         self.on_close = _nothing  # try_append calls it when a batch closed (the producer's kick)
-        self.on_wait = _nothing  # a thread is about to block on a batch (the producer's hand-over)
+        self.on_wait = _nothing  # a thread is about to block on a batch (the producer's driving wait)
         self.linger = linger
         self.max_records = max_records
         self.buffer_memory = buffer_memory

@@ -10,8 +10,8 @@ registered on it have run (as in Kafka's Java client, `flush()` and `get()`
 return only after the callbacks). `get()`/`result()` wait for done.
 
 Callbacks take ``(metadata, exception)``, exactly one of them None. They run on
-the producer's I/O thread, or on a thread calling `send()` that happened to do
-the I/O; callbacks of one partition run in the order of its records. They must
+the producer's I/O thread, or on a thread calling `send()`, `get()` or `flush()`
+that happened to do the I/O; callbacks of one partition run in the order of its records. They must
 not block (no `flush()` inside a callback).
 """
 
@@ -65,14 +65,17 @@ class BatchOutcome:
     def wait(self, timeout: float | None) -> bool:
         if self.done:
             return True
-        self._before_wait()
+        start = _monotonic()
+        driven = self._before_wait(timeout)
+        if driven is not None:
+            return driven
         with STATE_LOCK:
             if self.done:
                 return True
             if self._event is None:
                 self._event = threading.Event()
             event = self._event
-        return event.wait(timeout)
+        return event.wait(None if timeout is None else max(0.0, timeout - (_monotonic() - start)))
 
     def add_callback(self, index: int | None, fn: Callable) -> None:
         """Register fn(metadata, exc) for record `index` (None: the whole batch); call it now if fired."""
@@ -114,8 +117,10 @@ class BatchOutcome:
         if event is not None:
             event.set()
 
-    def _before_wait(self) -> None:
-        """Called before a thread blocks on the outcome (the producer lets its I/O thread drive)."""
+    def _before_wait(self, timeout: float | None) -> bool | None:
+        """Called before a thread blocks on the outcome: the producer's waiting thread may do the I/O
+        itself until the batch is done (True) or the timeout passes (False); None: block and wait."""
+        return None
 
     def metadata(self, index: int) -> RecordMetadata:
         raise NotImplementedError

@@ -172,7 +172,7 @@ class Producer(BulkSend, ProducerIO, TransactionalProducer):
         self._callback_lock = threading.Lock()
         self._io_lock = threading.Lock()
         self._sender = Sender(self)
-        self._acc.on_wait = self._sender.hand_over  # a thread waits for a batch: the I/O thread must drive
+        self._acc.on_wait = self._wait_on  # a thread waits for a batch: it drives, or the I/O thread does
         self._closed = False
         self._stop = False
         self._abort = False

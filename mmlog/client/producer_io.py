@@ -1,4 +1,5 @@
-"""The producer's I/O: the I/O thread's loop, and a send() that closes a batch doing a step itself.
+"""The producer's I/O: the I/O thread's loop, a send() that closes a batch doing a step itself, and a
+thread waiting for a batch doing the I/O until it is done.
 
 A mixin of `Producer` (producer.py); sender.py's docstring tells why send() steps the sender
 when it can (the GIL's switch interval) and when the I/O thread leaves the sockets to it."""
@@ -6,6 +7,7 @@ when it can (the GIL's switch interval) and when the I/O thread leaves the socke
 from __future__ import annotations
 
 import logging
+import select
 import time
 
 from mmlog.client import encode
@@ -26,6 +28,9 @@ KICK_INTERVAL = 0.0001
 # Sender.park); a thread that blocks (flush, get, a full buffer) hands them back at once.
 DRIVE_WINDOW = 0.002
 KICK_WAIT = 0.001  # longest a send() closing a batch waits for the I/O thread's step (see _kick)
+# A thread waiting for a batch does the I/O itself (_drive) for at most this long, looking at least every
+# DRIVE_WINDOW / 2; a longer wait is the I/O thread's, and the thread sleeps until the outcome.
+DRIVE_FOR = 0.02
 
 
 class ProducerIO:
@@ -66,6 +71,60 @@ class ProducerIO:
             self._io_lock.release()
         if self._completions:
             self._fire_callbacks()
+
+    def _wait_on(self, batch, timeout: float | None) -> bool | None:
+        """A thread is about to block on `batch`: it does the I/O itself while it can (`_drive`); else the
+        I/O thread drives from now on, and the caller blocks on the batch (None)."""
+        done = self._drive(batch, timeout)
+        if done is None:
+            self._sender.hand_over()
+        return done
+
+    def _drive(self, batch, timeout: float | None) -> bool | None:
+        """Step and wait for the sockets in this thread until `batch` is done (True) or `timeout` passes (False).
+
+        Handing the sockets to the I/O thread costs an awaited send() three wake-ups (the I/O thread's
+        for the hand-over, its own for the answer, this thread's for the outcome) and the GIL passed
+        between them; doing the I/O here costs one. The I/O thread stays parked meanwhile: last_kick
+        is renewed at least every DRIVE_WINDOW / 2 (see _run). None: this thread cannot drive (the I/O
+        lock is held elsewhere, blocking work such as a connection or metadata is due, the producer is
+        closing, or nothing is in flight or queued to write: the batch waits for its linger, a backoff
+        or a connection), or it has driven for DRIVE_FOR already; the caller hands over."""
+        sender = self._sender
+        start = _monotonic()
+        deadline = INF if timeout is None else start + timeout
+        poll = select.poll()
+        while _monotonic() < start + DRIVE_FOR:
+            # The I/O thread may hold the lock for a look at the sockets (parked, it looks every
+            # DRIVE_WINDOW): waiting for it hands it the GIL, as in _kick. Not while it connects or
+            # fetches metadata: that is blocking work, and the caller then waits for the batch.
+            if not self._io_lock.acquire(False) and (sender.blocking or not self._io_lock.acquire(timeout=KICK_WAIT)):
+                return None
+            try:
+                if sender.blocking or sender.needs_io_thread or self._closed:
+                    return None
+                sender.last_kick = _monotonic()
+                due = sender.step(io_thread=False)
+                if sender.needs_io_thread:
+                    return None
+                sockets = sender.awaited_sockets()
+            finally:
+                self._io_lock.release()
+            if self._completions:
+                self._fire_callbacks()
+            if batch.done:
+                return True
+            if not sockets:
+                return None
+            now = _monotonic()
+            if now >= deadline:
+                return False
+            for fd, events in sockets:
+                poll.register(fd, events)
+            poll.poll(max(0.0, min(deadline, due, now + DRIVE_WINDOW / 2) - now) * 1000)
+            for fd, _ in sockets:
+                poll.unregister(fd)
+        return None  # a long wait: the I/O thread's, and this thread sleeps until the outcome
 
     def _fire_callbacks(self) -> None:
         """Run the callbacks of resolved batches, in order, on one thread at a time."""

@@ -31,7 +31,10 @@ step gathers the batches closed meanwhile, and one sendmsg carries them), the I/
 the channels out of its selector (`park`): were it woken by every answer, it would
 take the GIL from the thread calling send() and wait up to the switch interval for
 it back at each of its own syscalls, holding the I/O lock, and the pipeline would
-stall. A thread about to block (flush, get, a full buffer) hands the channels back.
+stall. A thread waiting for a batch (get, flush) does the I/O itself for a while
+(`ProducerIO._drive`: step, poll the channels, step), which spares an awaited send()
+the I/O thread's two wake-ups and the GIL passed back and forth; a longer wait, or
+one that blocking work must serve, hands the channels back, as a full buffer does.
 A send() that leaves its batch for the next step arms a timer (`defer`, wake_timer.py: a timerfd in
 the selector, which wakes nobody when armed): if no send() has stepped or appended by the end of
 the interval, the application went quiet (a paced producer between bursts), and the I/O thread takes
@@ -71,6 +74,7 @@ reordering). With one broker this only happens for transient storage errors.
 from __future__ import annotations
 
 import logging
+import select
 import selectors
 import time
 
@@ -273,6 +277,16 @@ class Sender(ProduceRequests, ProduceOutcomes, Idempotence):
             if channel.in_flight:
                 return True
         return False
+
+    def awaited_sockets(self) -> list[tuple]:
+        """(descriptor, poll events) of every channel with an answer to wait for or bytes to write: what a
+        thread driving the I/O itself waits on (I/O lock held; a descriptor closed after it is released
+        makes the poll return, and the next step forgets its channel)."""
+        out = []
+        for channel in self.channels.values():
+            if not channel.closed and (channel.in_flight or channel.wants_write):
+                out.append((channel.sock.fileno(), select.POLLIN | (select.POLLOUT if channel.wants_write else 0)))
+        return out
 
     # ------------------------------------------------------------ phases
 

@@ -391,8 +391,9 @@ def test_a_send_closing_a_batch_waits_for_the_io_threads_step_only_when_that_is_
             sender.next_kick = 0.0
             producer.send(topic, b"closes its batch", partition=0)
             sender.blocking = False
+        seen = list(lock.waits.get(threading.get_ident(), []))  # the send()'s (flush() may wait for the lock too)
         producer.flush(30)
-    assert lock.waits.get(threading.get_ident(), []) == ([KICK_WAIT] if waits else [])
+    assert seen == ([KICK_WAIT] if waits else [])
 
 
 class WaitsSeen:
@@ -517,16 +518,18 @@ def test_batch_1_with_a_deep_pipeline_keeps_order_and_dense_offsets(broker):
 
 def test_a_get_after_a_burst_of_sends_is_answered_at_once(broker):
     """While send() drives the sockets, the I/O thread stays out of them; a thread that then waits
-    (get, flush) hands them back at once, rather than after the I/O thread's next look."""
+    (get, flush) drives them itself until its batch is done, or hands them back at once, rather than
+    leaving them for the I/O thread's next look."""
     topic = topic_name("handover")
     with Producer(broker.bootstrap, max_batch_records=10, linger_ms=1000) as producer:
         sender, waits, wakes = producer._sender, [], []
-        wake, hand_over = sender.wake, producer._acc.on_wait
+        wake, wait_on = sender.wake, producer._acc.on_wait
 
-        def on_wait():  # a thread is about to block on a batch: had send() driven, and did it wake the I/O thread?
+        def on_wait(batch, timeout):  # a thread is about to block: had send() driven, did it wait itself or wake?
             drove, before = bool(sender.last_kick), len(wakes)
-            hand_over()
-            waits.append((drove, len(wakes) > before))
+            done = wait_on(batch, timeout)
+            waits.append((drove, done or len(wakes) > before))
+            return done
 
         producer._acc.on_wait = on_wait  # the partition's queue takes it when the first send makes it
         sender.wake = lambda: (wakes.append(threading.get_ident()), wake())
@@ -535,9 +538,54 @@ def test_a_get_after_a_burst_of_sends_is_answered_at_once(broker):
             futures = [producer.send(topic, b"x", partition=0) for _ in range(210)]  # closes 21 batches
             waits.clear()
             assert futures[-1].get(10).offset == futures[0].get(0).offset + 209
-            # Handed back: a get() that blocks after send() drove wakes the I/O thread, rather than
-            # leaving the batches to its next look (the linger, or its timer).
-            assert all(woke for drove, woke in waits if drove), waits
+            # Driven to the end, or handed back: a get() that blocks after send() drove wakes the I/O
+            # thread, rather than leaving the batches to its next look (the linger, or its timer).
+            assert all(served for drove, served in waits if drove), waits
+
+
+def test_an_awaited_send_is_answered_on_the_waiting_thread(broker):
+    """A get() waiting for its batch reads the answer itself (step, poll, step): an awaited send() costs one
+    wake-up, not the I/O thread's two and the GIL passed between them."""
+    topic = topic_name("driven")
+    readers = collections.Counter()
+    on_readable = Channel.on_readable
+
+    def counted(channel):
+        readers[threading.get_ident()] += 1
+        on_readable(channel)
+
+    with Producer(broker.bootstrap, acks=1, linger_ms=0, max_in_flight=1, max_batch_records=1) as producer:
+        producer.send(topic, b"warm", partition=0).get(10)
+        Channel.on_readable = counted
+        try:
+            offsets = [producer.send(topic, b"r%d" % i, partition=0).get(10).offset for i in range(200)]
+        finally:
+            Channel.on_readable = on_readable
+    assert offsets == list(range(1, 201))
+    # The I/O thread looks at the sockets only if the waiting thread let DRIVE_WINDOW pass (a stalled host)
+    assert readers[threading.get_ident()] >= 180, readers
+
+
+def test_a_driven_get_gives_up_at_its_timeout_and_the_record_still_arrives(tmp_path):
+    """A get() that drives returns at its timeout (ProducerTimeout) while the broker does not answer; the
+    batch stays in flight and is acknowledged once the broker answers."""
+    broker = EmbeddedBroker(tmp_path / "data", processors=1).start()
+    try:
+        with Producer(broker.bootstrap, acks=1, linger_ms=0, request_timeout_ms=30_000) as producer:
+            producer.send("paused", b"warm", partition=0).get(10)
+            broker.pause()
+            try:
+                future = producer.send("paused", b"held", partition=0)
+                started = time.monotonic()
+                with pytest.raises(ProducerTimeout):
+                    future.get(0.3)
+                took = time.monotonic() - started
+            finally:
+                broker.resume()
+            assert 0.3 <= took < 0.3 + 0.25, took
+            assert future.get(10).offset == 1
+    finally:
+        broker.stop()
 
 
 def test_an_answer_with_an_error_message_is_read_by_the_codec():
