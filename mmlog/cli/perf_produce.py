@@ -1,7 +1,7 @@
 """Produce records as fast as possible (or at --rate) and report msg/s, MB/s and latency.
 
     mmlog perf produce --topic T --records N [--record-size 200] [--batch-size 50] [--acks 1]
-                       [--rate R] [--api send|send_many] [--bootstrap HOST:PORT]
+                       [--rate R] [--api send|send_many] [--await-each] [--bootstrap HOST:PORT]
 
 --batch-size counts records, as in the Kafka paper's experiments: "batch 1" puts
 every record in a request of its own, "batch 50" fifty records in each. With
@@ -14,6 +14,10 @@ With --acks 0 (the paper's producer test: its Kafka producer did not wait for
 acknowledgements) nothing is acknowledged, so the clock stops only when ListOffsets
 shows the topic's end offsets grown by every record sent (exit 1 if they do not
 within --timeout), not when the last request left the socket.
+
+With --await-each, every `send()` is awaited (`get()`) before the next: one record a request, one
+request in flight, linger 0 unless --linger-ms says otherwise; the rate is then one synchronous
+produce's round trip, and latency is timed for every record.
 
 Latency is send -> acknowledgement: for --api send, of one record in every
 `records / 10,000` (a timestamp per record would slow the loop it measures); for
@@ -50,7 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one Producer.send() per record (default), or send_many() of --chunk records")
     parser.add_argument("--chunk", type=int, default=10_000, metavar="RECORDS",
                         help="records per send_many call (default 10,000)")
-    parser.add_argument("--linger-ms", type=float, default=5.0, metavar="MS", help="producer linger (default 5)")
+    parser.add_argument("--await-each", action="store_true",
+                        help="await every send() before the next (one record a request; --api send only)")
+    parser.add_argument("--linger-ms", type=float, default=None, metavar="MS",
+                        help="producer linger (default 5; 0 with --await-each)")
     parser.add_argument("--max-in-flight", type=int, default=5, metavar="N", help="requests in flight per connection (default 5)")
     parser.add_argument("--partition", type=int, default=None, metavar="P", help="send to one partition (default: sticky)")
     TIMEOUT.add(parser)
@@ -63,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 1", 2)
     if args.rate < 0:
         raise CommandError("--rate must be >= 0", 2)
+    if args.await_each and args.api != "send":
+        raise CommandError("--await-each takes --api send", 2)
+    if args.linger_ms is None:
+        args.linger_ms = 0.0 if args.await_each else 5.0
     import io
 
     from mmlog.client.producer import Producer
@@ -92,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         gc.freeze()
         try:
             progress = Progress("produce", stream=None if not args.quiet else io.StringIO())
-            run_fn = _run_send if args.api == "send" else _run_send_many
+            run_fn = _run_awaited if args.await_each else _run_send if args.api == "send" else _run_send_many
             latencies = run_fn(producer, args, progress)  # flushed: every record acknowledged (or written)
             landed = stored.wait_for(args.records, args.timeout) if stored else None  # the clock runs on
             progress.update(args.records, args.records * args.record_size, force=True)
@@ -101,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
             gc.unfreeze()
             if stored:
                 stored.close()
-    print(f"produce {args.records:,} x {args.record_size} B to {args.topic}: api {args.api}, batch "
+    print(f"produce {args.records:,} x {args.record_size} B to {args.topic}: api {args.api}"
+          + (", each awaited" if args.await_each else "") + ", batch "
           f"{args.batch_size} records / {batch_bytes:,} bytes, linger {args.linger_ms:g} ms, acks {args.acks}, "
           f"max in flight {args.max_in_flight}"
           + (f", rate {args.rate:,.0f}/s" if args.rate else ""))
@@ -169,6 +181,21 @@ def _run_send(producer, args, progress) -> np.ndarray:
         _pace(args, progress, sent)
     producer.flush()
     return np.array([(f.acked_at - t) * 1000 for t, f in sampled if f.acked_at is not None])
+
+
+def _run_awaited(producer, args, progress) -> np.ndarray:
+    """Each record's send() awaited before the next: what one synchronous produce costs, every one timed."""
+    value = b"x" * args.record_size
+    topic, partition, timeout = args.topic, args.partition, args.timeout
+    send, monotonic = producer.send, time.monotonic
+    took = np.empty(args.records)
+    for i in range(args.records):
+        t = monotonic()
+        send(topic, value, partition=partition).get(timeout)
+        took[i] = monotonic() - t
+        if i % 1000 == 999:
+            _pace(args, progress, i + 1)
+    return took * 1000
 
 
 def _run_send_many(producer, args, progress) -> np.ndarray:

@@ -21,14 +21,19 @@ def broker(tmp_path_factory):
 
 
 def read(bootstrap, topic, partition):
+    data = fetch_raw(bootstrap, topic, partition)
+    return [r for pos, _ in iter_batches(data) for r in decode_records(data, pos)]
+
+
+def fetch_raw(bootstrap, topic, partition):
+    """The partition's record batches from offset 0, as the broker sends them."""
     host, port = bootstrap.rsplit(":", 1)
     with BrokerConnection(host, int(port)) as conn:
         body = conn.request(fetch.API_KEY, 11, fetch.REQUEST(
             max_wait_ms=0, min_bytes=0, max_bytes=8 << 20, isolation_level=0,
             topics=[{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0,
                                                       "partition_max_bytes": 8 << 20}]}]))
-    data = body.responses[0].partitions[0].records
-    return [r for pos, _ in iter_batches(data) for r in decode_records(data, pos)]
+    return body.responses[0].partitions[0].records
 
 
 def run_cli(argv, stdin=b"", monkeypatch=None):
@@ -116,6 +121,19 @@ def test_perf_produce_batch_one_at_a_rate(broker, capsys):
     assert "acks 0: all 300 records reached the log (end offsets grew by 300;" in out
 
 
+def test_perf_produce_each_awaited_sends_one_record_a_request(broker, capsys):
+    status = cli.main(["perf", "produce", "--topic", "perf-awaited", "--records", "200", "--batch-size", "1",
+                       "--await-each", "--partition", "0", "--bootstrap", broker.bootstrap, "--quiet"])
+    assert status == 0
+    out = capsys.readouterr().out
+    assert "api send, each awaited, batch 1 records" in out and "linger 0 ms" in out and "latency ms: p50" in out
+    data = fetch_raw(broker.bootstrap, "perf-awaited", 0)
+    # the warm-up's and every awaited record's batch: one record each, so one a request
+    assert [len(decode_records(data, pos)) for pos, _ in iter_batches(data)] == [1] * 201
+
+
 def test_perf_produce_bad_arguments(capsys):
     assert cli.main(["perf", "produce", "--topic", "t", "--records", "0"]) == 2
     assert capsys.readouterr().err.startswith("mmlog: error: --records must be >= 1")
+    assert cli.main(["perf", "produce", "--topic", "t", "--await-each", "--api", "send_many"]) == 2
+    assert capsys.readouterr().err.startswith("mmlog: error: --await-each takes --api send")
