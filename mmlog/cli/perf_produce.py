@@ -76,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
         args.linger_ms = 0.0 if args.await_each else 5.0
     import io
 
-    from mmlog.client.producer import Producer
     from mmlog.cli.progress import Progress, summary
+    from mmlog.client.producer import Producer
 
     # batch_size in bytes: room for exactly --batch-size records (the producer counts 12 bytes a record)
     batch_bytes = args.batch_bytes or min(args.batch_size * (args.record_size + 32) + 61, 1_000_000)
