@@ -171,6 +171,7 @@ class Producer(BulkSend, ProducerIO, TransactionalProducer):
         self._completions: collections.deque = collections.deque()
         self._callback_lock = threading.Lock()
         self._io_lock = threading.Lock()
+        self._driving = threading.Lock()  # held by the thread waiting for a batch that does the I/O (producer_io)
         self._sender = Sender(self)
         self._acc.on_wait = self._wait_on  # a thread waits for a batch: it drives, or the I/O thread does
         self._closed = False

@@ -74,11 +74,23 @@ class ProducerIO:
 
     def _wait_on(self, batch, timeout: float | None) -> bool | None:
         """A thread is about to block on `batch`: it does the I/O itself while it can (`_drive`); else the
-        I/O thread drives from now on, and the caller blocks on the batch (None)."""
-        done = self._drive(batch, timeout)
-        if done is None:
-            self._sender.hand_over()
-        return done
+        I/O thread drives from now on, and the caller blocks on the batch (None).
+
+        One thread drives at a time (`_driving`): others waiting meanwhile hand over, so that an answer
+        wakes two threads (the driver and the I/O thread), not every one that waits. A driver that leaves
+        answers still to come (other threads', or requests pipelined behind its own) hands over too."""
+        sender = self._sender
+        if self._driving.acquire(False):
+            try:
+                done = self._drive(batch, timeout)
+            finally:
+                self._driving.release()
+            if done is not None:
+                if sender.in_flight():
+                    sender.hand_over()
+                return done
+        sender.hand_over()
+        return None
 
     def _drive(self, batch, timeout: float | None) -> bool | None:
         """Step and wait for the sockets in this thread until `batch` is done (True) or `timeout` passes (False).

@@ -310,6 +310,28 @@ def test_threads_sharing_a_producer_each_keep_their_order(broker):
         assert mine == [b"%d:%05d" % (t, i) for i in range(2000)]
 
 
+@pytest.mark.parametrize("linger_ms", [0, 1])
+def test_threads_awaiting_each_send_all_get_their_own_offsets(broker, linger_ms):
+    """Threads each awaiting every send(): one of them at a time does the I/O, the others hand over to the
+    I/O thread, and every record is acknowledged with the offset it was stored at, in each thread's order."""
+    topic = topic_name("awaiting-threads")
+    got = {}
+    with Producer(broker.bootstrap, acks=1, linger_ms=linger_ms, max_batch_records=1) as producer:
+        def work(t):
+            got[t] = [producer.send(topic, b"%d:%04d" % (t, i), partition=0).get(30).offset for i in range(300)]
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not producer._driving.locked()
+    values = [r.value for r in fetch_all(broker.bootstrap, topic, 0)]
+    assert len(values) == 1800
+    for t in range(6):
+        assert [values[offset] for offset in got[t]] == [b"%d:%04d" % (t, i) for i in range(300)]
+
+
 def test_keys_land_where_kafka_python_and_confluent_kafka_put_them(broker):
     confluent_kafka = pytest.importorskip("confluent_kafka")
     kafka = pytest.importorskip("kafka")
