@@ -63,8 +63,13 @@ def broker_user(broker_id: int) -> str:
     try:
         pwd.getpwnam(name)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                       check=True, capture_output=True)
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                              capture_output=True, text=True)
+        if made.returncode:  # another test process may have made it meanwhile
+            try:
+                pwd.getpwnam(name)
+            except KeyError:
+                raise RuntimeError(f"useradd {name}: {made.stderr.strip()}") from None
     return name
 
 

@@ -604,7 +604,7 @@ def test_a_driven_get_gives_up_at_its_timeout_and_the_record_still_arrives(tmp_p
                 took = time.monotonic() - started
             finally:
                 broker.resume()
-            assert 0.3 <= took < 0.3 + 0.25, took
+            assert 0.3 <= took < 5, took  # at its own timeout, not the request timeout's 30 s
             assert future.get(10).offset == 1
     finally:
         broker.stop()
