@@ -49,6 +49,7 @@ def _cache_is_cold() -> bool:
     return not any(Path(mmlog.__file__).parent.rglob("__pycache__/*.nbi"))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers: they find the cache warm
 def pytest_sessionstart(session) -> None:
     compileall.compile_dir(Path(mmlog.__file__).parent, quiet=1)  # a no-op when the .pyc files are current
     if not _cache_is_cold():
