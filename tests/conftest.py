@@ -63,6 +63,12 @@ def pytest_sessionstart(session) -> None:
         f"numba kernels compiled into a cold cache in {time.monotonic() - started:.0f} s")
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto` (pyproject's addopts): two workers at most. Their tests start brokers, ZooKeeper and Spark,
+    and hold short timeouts set in the test: two workers keep the 2-core machine busy without starving them."""
+    return min(2, os.cpu_count() or 1)
+
+
 BROKER_LOG_TAIL = int(os.environ.get("MMLOG_TEST_LOG_TAIL", 60))  # lines of each broker's log in a failure report
 _FIRST_BROKER = pytest.StashKey[int]()  # how many brokers were started before this test
 
