@@ -11,8 +11,8 @@ return only after the callbacks). `get()`/`result()` wait for done.
 
 Callbacks take ``(metadata, exception)``, exactly one of them None. They run on
 the producer's I/O thread, or on a thread calling `send()`, `get()` or `flush()`
-that happened to do the I/O; callbacks of one partition run in the order of its records. They must
-not block (no `flush()` inside a callback).
+that happened to do the I/O; callbacks of one partition run in the order of its
+records. They must not block (no `flush()` inside a callback).
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ _monotonic = time.monotonic
 # sent by the I/O thread if no send() has stepped or appended by shortly after the interval's end
 # (a paced producer's last record of a burst: sender.KICK_LATE), so it waits about KICK_INTERVAL more.
 KICK_INTERVAL = 0.0001
-# While send() has done a step within this long, the I/O thread leaves the sockets to it (see
-# Sender.park); a thread that blocks (flush, get, a full buffer) hands them back at once.
+# While send() (or a waiting get() or flush(), see _drive) has done a step within this long, the I/O
+# thread leaves the sockets to it (see Sender.park); a thread that blocks hands them back: a full buffer
+# at once, get() and flush() once they stop driving.
 DRIVE_WINDOW = 0.002
 KICK_WAIT = 0.001  # longest a send() closing a batch waits for the I/O thread's step (see _kick)
 # A thread waiting for a batch does the I/O itself (_drive) for at most this long, looking at least every
