@@ -63,6 +63,7 @@ def pytest_sessionstart(session) -> None:
         f"numba kernels compiled into a cold cache in {time.monotonic() - started:.0f} s")
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a run without it (`-p no:xdist -o addopts=`) too
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto` (pyproject's addopts): two workers at most. Their tests start brokers, ZooKeeper and Spark,
     and hold short timeouts set in the test: two workers keep the 2-core machine busy without starving them."""

@@ -200,27 +200,20 @@ class Row(collections.namedtuple("Row", "name records requests seconds cpu clien
 
 def redis_awaited(bootstrap: str, key: str, messages: int, ready, go) -> dict:
     """Client process: XADD of one 200-byte field, each reply read before the next command (raw RESP)."""
-    from tools.bench.resp import encode_command
+    from tools.bench.resp import awaited_xadd, encode_command
 
     host, port = bootstrap.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     command = encode_command("XADD", key, "*", "v", payload())
     buf = bytearray(256)
-
-    def one() -> None:
-        sock.sendall(command)
-        n = sock.recv_into(buf)  # one reply, `$<n>\r\n<id>\r\n`, arrives in one piece on loopback
-        if buf[0] != ord("$") or buf[n - 2:n] != b"\r\n":
-            raise RuntimeError(f"XADD failed: {bytes(buf[:n])!r}")
-
     for _ in range(WARM):
-        one()
+        awaited_xadd(sock, command, buf)
     ready.set()
     go.wait()
     meter, cpu = Meter(), time.process_time()
     for i in range(messages):
-        one()
+        awaited_xadd(sock, command, buf)
         if i % 1000 == 999:
             meter.tick(i + 1)
     sock.close()
@@ -307,6 +300,14 @@ def broker_rows(args) -> list[Row]:
     return rows
 
 
+def kafka_server(name: str, address: str, pids, topic: str):
+    """A server of the --paired comparison, answering this tool's one-record Produce to `topic`."""
+    from tools.bench.paired import Server
+
+    host, port = address.rsplit(":", 1)
+    return Server(name, host, int(port), tuple(pids), "kafka", bytes(produce_frame(topic, 1)), produce_error_at(topic))
+
+
 def paired(args) -> str:
     """--paired: one awaited Produce to each server in turn, slice after slice (tools/bench/paired.py)."""
     import shutil
@@ -316,11 +317,6 @@ def paired(args) -> str:
     from tools.bench.resp import encode_command
     from tools.bench.servers import RedisServer
 
-    def kafka(name: str, address: str, pids, topic: str) -> pairing.Server:
-        host, port = address.rsplit(":", 1)
-        return pairing.Server(name, host, int(port), tuple(pids), "kafka", bytes(produce_frame(topic, 1)),
-                              4 + produce_error_at(topic))
-
     with contextlib.ExitStack() as stack:
         data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         servers = []
@@ -328,9 +324,9 @@ def paired(args) -> str:
             broker = stack.enter_context(EmbeddedBroker(data / suffix, processors=args.processors,
                                                         config={"compiled.request.path.enable": enable}))
             Admin(broker.bootstrap).create_topic("paired", 1)
-            servers.append(kafka(f"mmlog ({suffix})", broker.bootstrap, group_pids(broker.pid), "paired"))
+            servers.append(kafka_server(f"mmlog ({suffix})", broker.bootstrap, group_pids(broker.pid), "paired"))
         port, pid = stack.enter_context(floor())
-        servers.append(kafka("syscalls alone (baseline)", f"127.0.0.1:{port}", [pid], "floor"))
+        servers.append(kafka_server("syscalls alone (baseline)", f"127.0.0.1:{port}", [pid], "floor"))
         if shutil.which("redis-server"):
             redis = stack.enter_context(RedisServer(data))
             servers.append(pairing.Server("Redis Streams XADD", "127.0.0.1", redis.port, tuple(redis.pids()), "resp",

@@ -193,7 +193,7 @@ def _run_awaited(producer, args, progress) -> np.ndarray:
         t = monotonic()
         send(topic, value, partition=partition).get(timeout)
         took[i] = monotonic() - t
-        if i % 1000 == 999:
+        if args.rate or i % 1000 == 999:  # paced record by record; else the progress line now and then
             _pace(args, progress, i + 1)
     return took * 1000
 

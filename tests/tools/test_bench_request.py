@@ -39,11 +39,8 @@ def test_the_section_has_a_line_per_row_with_its_median_and_range():
 def test_servers_taking_turns_each_answer_every_request_and_their_cpu_is_read_per_slice():
     with bench.floor() as (port, pid), EmbeddedBroker(processors=1) as broker:
         Admin(broker.bootstrap).create_topic("paired", 1)
-        host, broker_port = broker.bootstrap.rsplit(":", 1)
-        servers = [paired.Server("broker", host, int(broker_port), tuple(group_pids(broker.pid)), "kafka",
-                                 bytes(bench.produce_frame("paired", 1)), 4 + bench.produce_error_at("paired")),
-                   paired.Server("floor", "127.0.0.1", port, (pid,), "kafka", bytes(bench.produce_frame("floor", 1)),
-                                 4 + bench.produce_error_at("floor"))]
+        servers = [bench.kafka_server("broker", broker.bootstrap, group_pids(broker.pid), "paired"),
+                   bench.kafka_server("floor", f"127.0.0.1:{port}", [pid], "floor")]
         tallies = paired.interleaved(servers, slices=4, per_slice=50, warm=10)
         with Admin(broker.bootstrap) as admin:
             assert admin.latest_offsets("paired") == {0: 210}  # the warm-up's 10 and every slice's

@@ -16,10 +16,14 @@ import statistics
 import time
 from typing import NamedTuple
 
+from mmlog.client.connection import BrokerConnection
+from tools.bench.resp import awaited_xadd
+
 
 class Server(NamedTuple):
     """One server of the comparison: its name, address, the processes whose CPU counts, and how a request
-    is made ("kafka": a pre-encoded Kafka frame, its answer's error code at `error_at`; "resp": an XADD)."""
+    is made ("kafka": a pre-encoded Kafka frame, its answer's error code at `error_at` of the frame read
+    without its size; "resp": an XADD command)."""
 
     name: str
     host: str
@@ -70,27 +74,24 @@ class _Exchange:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.sock = socket.create_connection((server.host, server.port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray(1 << 16)
-        self.view = memoryview(self.buf)
+        if server.kind == "resp":
+            self.sock = socket.create_connection((server.host, server.port))
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.buf = bytearray(256)
+        else:
+            self.conn = BrokerConnection(server.host, server.port)
 
     def one(self) -> None:
-        self.sock.sendall(self.server.frame)
         if self.server.kind == "resp":
-            n = self.sock.recv_into(self.buf)  # `$<n>\r\n<id>\r\n`, in one piece on loopback
-            if self.buf[0] != ord("$") or self.buf[n - 2:n] != b"\r\n":
-                raise RuntimeError(f"{self.server.name}: {bytes(self.buf[:n])!r}")
+            awaited_xadd(self.sock, self.server.frame, self.buf)
             return
-        got = 0
-        while got < 4 or got < 4 + int.from_bytes(self.buf[:4], "big"):
-            n = self.sock.recv_into(self.view[got:])
-            if n == 0:
-                raise RuntimeError(f"{self.server.name} closed the connection")
-            got += n
-        at = self.server.error_at
-        if code := int.from_bytes(self.buf[at:at + 2], "big"):
+        self.conn.send_raw(self.server.frame)
+        answer, at = self.conn.receive_frame(), self.server.error_at
+        if code := int.from_bytes(answer[at:at + 2], "big"):
             raise RuntimeError(f"{self.server.name}: error code {code}")
+
+    def close(self) -> None:
+        (self.sock if self.server.kind == "resp" else self.conn).close()
 
 
 def interleaved(servers: list[Server], slices: int, per_slice: int, warm: int) -> list[Tally]:
@@ -115,7 +116,7 @@ def interleaved(servers: list[Server], slices: int, per_slice: int, warm: int) -
             wall[i] += took
             per[i].append(used / per_slice / 1e3)
     for ex in exchanges:
-        ex.sock.close()
+        ex.close()
     return [Tally(s.name, slices * per_slice, cpu[i], wall[i], per[i]) for i, s in enumerate(servers)]
 
 
@@ -139,6 +140,6 @@ def table(tallies: list[Tally], against: list[str]) -> list[str]:
     for name in against:
         if (other := by_name.get(name)) is not None:
             q1, med, q3 = slice_ratios(first, other)
-            lines.append(f"| {first.name} / {name} | {first.cpu_ns / first.requests / (other.cpu_ns / other.requests):.2f}"
-                         f" | {med:.2f} ({q1:.2f}–{q3:.2f}) |")
+            lines.append(f"| {first.name} / {name} | {first.us_per_request / other.us_per_request:.2f} | "
+                         f"{med:.2f} ({q1:.2f}–{q3:.2f}) |")
     return lines

@@ -27,6 +27,15 @@ def encode_command(*args: bytes | str | int) -> bytes:
     return b"".join(parts)
 
 
+def awaited_xadd(sock, command: bytes, buf: bytearray) -> None:
+    """Send one XADD and read its reply before returning (RespError unless a bulk string, `$<n>\\r\\n<id>\\r\\n`,
+    which arrives in one piece on loopback)."""
+    sock.sendall(command)
+    n = sock.recv_into(buf)
+    if buf[0] != ord("$") or buf[n - 2:n] != b"\r\n":
+        raise RespError(f"XADD failed: {bytes(buf[:n])!r}")
+
+
 class BulkReplyCounter:
     """Counts complete bulk-string replies in a byte stream fed in arbitrary pieces; raises RespError on an
     error reply. `feed(data)` returns how many replies `data` completed; `last` is the last complete one."""
