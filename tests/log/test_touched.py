@@ -13,6 +13,9 @@ from tests.log.logtools import tagged_batch
 
 CTX = multiprocessing.get_context("fork")
 N = 500
+# Long enough that the passes right after the writes run before it is due, even on a loaded host: the first
+# pass's own flush would otherwise take them, and the "due now" pass would find nothing.
+FLUSH_MS = 2000
 
 
 def _passes(m: LogManager) -> int:
@@ -27,14 +30,14 @@ def _passes(m: LogManager) -> int:
 
 def _append_in_another_process(data_dir, partitions) -> None:
     """A processor's part: an attached manager appends one batch to each of `partitions`, then exits."""
-    attached = LogManager(data_dir, LogConfig(flush_ms=200), owner=False)
+    attached = LogManager(data_dir, LogConfig(flush_ms=FLUSH_MS), owner=False)
     for p in partitions:
         attached.partition("idle", p).append(tagged_batch(f"w{p}"))
     attached.close()
 
 
 def test_a_timer_pass_looks_only_at_the_partitions_written_since_and_flushes_them_when_due(tmp_path):
-    m = LogManager(tmp_path, LogConfig(flush_ms=200))
+    m = LogManager(tmp_path, LogConfig(flush_ms=FLUSH_MS))
     try:
         m.create_topic("idle", N)
         assert _passes(m) >= N  # the first pass sees every partition once
@@ -51,7 +54,8 @@ def test_a_timer_pass_looks_only_at_the_partitions_written_since_and_flushes_the
         looked = _passes(m)
         assert 3 * 4 <= looked <= 3 * 4 + 8  # four passes (flush, roll, retention, scrape) each look at them
         assert m.flush_due() == 0  # not due yet: written less than flush.ms ago
-        time.sleep(0.25)
+        written_at = max(m.partition("idle", p).snapshot().flushed_at_ms for p in written)
+        time.sleep(max(0.0, (written_at + FLUSH_MS) / 1000 - time.time()) + 0.05)
         before = m.looked_at
         assert m.flush_due() == 3  # due now, though nothing changed since: the deadline brought them back
         assert 3 <= m.looked_at - before <= 5
