@@ -42,7 +42,7 @@ from __future__ import annotations
 import bisect
 import logging
 
-from mmlog.errors import FencedLeaderEpoch, NotLeaderOrFollower, OffsetOutOfRange
+from mmlog.errors import NotLeaderOrFollower, OffsetOutOfRange
 from mmlog.log import producer_state
 from mmlog.log.append_info import AppendInfo
 from mmlog.log.leader_epochs import UNDEFINED, CorruptCheckpoint, LeaderEpochCache
@@ -246,12 +246,12 @@ class ReplicaState(SegmentView):
     # ------------------------------------------------------------ following
 
     def append_replica(self, buf, leader_high_watermark: int | None = None, *,
-                       epoch: int | None = None, headers: list | None = None) -> AppendInfo | None:
+                       following: int | None = None, headers: list | None = None) -> AppendInfo | None:
         """Follower: append the leader's batches as they are (offsets, epochs, bytes), then take
         min(leader's HW, our LEO) as our HW. Batches wholly below our log end are skipped (a
         fetch answered twice); a gap raises OffsetOutOfRange. None if nothing was new.
 
-        `epoch`: the leader epoch the fetch was made in; if we no longer follow in it (a
+        `following`: the leader epoch the fetch was made in; if we no longer follow in it (a
         fetch answered after a leader change), FencedLeaderEpoch and nothing is appended.
         `headers`: buf's batch headers if the caller validated them already
         (`records.validate_whole_batches`, dense=False)."""
@@ -259,7 +259,7 @@ class ReplicaState(SegmentView):
             headers = records.validate_batches(buf, dense=False)  # the leader's bytes, as they are
         headers = self._check_sizes(buf, headers)
         with self._writing() as s:
-            self._check_following(epoch)
+            self._check_following(following)
             if leader_high_watermark is not None:
                 self._follower_hw = leader_high_watermark
             else:
@@ -311,19 +311,12 @@ class ReplicaState(SegmentView):
             last = expected - 1
             return AppendInfo(first, last, self.state.get("log_start"), len(headers), sum(h.records_count for h in headers))
 
-    def set_follower_high_watermark(self, leader_high_watermark: int, *, epoch: int | None = None) -> None:
-        """Follower: HW = min(leader's HW, our LEO) (`epoch` as for append_replica)."""
+    def set_follower_high_watermark(self, leader_high_watermark: int, *, following: int | None = None) -> None:
+        """Follower: HW = min(leader's HW, our LEO) (`following` as for append_replica)."""
         with self._writing() as s:
-            self._check_following(epoch)
+            self._check_following(following)
             self._follower_hw = leader_high_watermark
             self._set_follower_hw_locked(s)
-
-    def _check_following(self, epoch: int | None) -> None:
-        """Under the lock: still a follower in `epoch` (None: no check)?"""
-        if epoch is not None:
-            rep = self.state.replication()
-            if rep.role != FOLLOWER or rep.leader_epoch != epoch:
-                raise FencedLeaderEpoch(f"{self.directory.name}: no longer following in epoch {epoch}")
 
     def _set_follower_hw_locked(self, s: Snapshot) -> None:
         hw = min(self._follower_hw, s.log_end)
@@ -339,7 +332,8 @@ class ReplicaState(SegmentView):
 
     # ------------------------------------------------------------ truncation
 
-    def truncate_to_leader_epoch(self, asked: int, epoch: int, end_offset: int) -> bool:
+    def truncate_to_leader_epoch(self, asked: int, epoch: int, end_offset: int, *,
+                                 following: int | None = None) -> bool:
         """One round of a follower's truncation (KIP-101, KIP-279) before it fetches.
 
         The leader answered OffsetsForLeaderEpoch for `asked` (our latest epoch) with
@@ -347,21 +341,28 @@ class ReplicaState(SegmentView):
         False when the leader only knew an older epoch: ask again with our new latest epoch
         (each round drops our later epochs, so the rounds end). A leader that knows no epoch
         at all (UNDEFINED) leaves us at our high watermark, the pre-epoch rule.
+
+        `following`: the leader epoch the answer was asked in. If we no longer follow in it (the
+        main process made us leader while the question was on the wire), FencedLeaderEpoch and
+        nothing is cut: the answer speaks of another leader's log, and cutting ours by it would
+        drop records we appended and acknowledged as leader, and our new epoch's start.
         """
         if epoch == UNDEFINED:
-            self.truncate_to(min(self.high_watermark, self.log_end_offset))
+            self.truncate_to(min(self.high_watermark, self.log_end_offset), following=following)
             return True
         if epoch == asked:
-            self.truncate_to(min(end_offset, self.log_end_offset))
+            self.truncate_to(min(end_offset, self.log_end_offset), following=following)
             return True
         _, own_end = self.end_offset_for_epoch(epoch)
         cut = min(end_offset, self.log_end_offset) if own_end == UNDEFINED else min(end_offset, own_end)
-        self.truncate_to(min(cut, self.log_end_offset))
+        self.truncate_to(min(cut, self.log_end_offset), following=following)
         return False
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Follower behind the leader's log start: drop everything, start empty at `offset`."""
+    def truncate_fully_and_start_at(self, offset: int, *, following: int | None = None) -> None:
+        """Follower behind the leader's log start: drop everything, start empty at `offset`
+        (`following` as for truncate_to_leader_epoch)."""
         with self._writing() as s:
+            self._check_following(following)
             self.state.set_pending(TRUNCATE)
             self.state.update(generation=s.generation + 1, log_start=offset, recovery_point=offset,
                               high_watermark=offset)
@@ -372,9 +373,11 @@ class ReplicaState(SegmentView):
             self._recover(full=True)
             self._sync(self.state.snapshot())
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove every record at or after `offset` (a batch holding it goes whole)."""
+    def truncate_to(self, offset: int, *, following: int | None = None) -> None:
+        """Remove every record at or after `offset` (a batch holding it goes whole); `following`: the
+        leader epoch a follower's fetcher decided it in (FencedLeaderEpoch if we no longer follow in it)."""
         with self._writing() as s:
+            self._check_following(following)
             if offset >= s.log_end:
                 # No record goes, but epochs that began there do (they hold nothing): Kafka's
                 # truncateFromEnd. A deposed leader's empty epoch would otherwise be asked about forever.

@@ -96,13 +96,15 @@ class SegmentDeletion(SegmentView):
                                        f"{s.high_watermark}")
             return self._advance_log_start_locked(s, offset)
 
-    def follow_log_start(self, leader_log_start: int) -> None:
+    def follow_log_start(self, leader_log_start: int, *, following: int | None = None) -> None:
         """Follower: take the leader's log start offset (from its Fetch answer) as ours, up to our HW, as
-        Kafka's follower does: records the leader deleted go here too."""
+        Kafka's follower does: records the leader deleted go here too. `following`: the leader epoch of
+        the fetch (FencedLeaderEpoch if we no longer follow in it: a leader keeps its own log start)."""
         snap = self.snapshot()
         if min(leader_log_start, snap.high_watermark) <= snap.log_start:
             return  # the common case: nothing to do, no lock taken
         with self._writing() as s:
+            self._check_following(following)
             target = min(leader_log_start, s.high_watermark)
             if target > s.log_start:
                 self._advance_log_start_locked(s, target)

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Iterator
 
 from mmlog.config.settings import LogConfig
-from mmlog.errors import KafkaStorageError, OffsetOutOfRange, UnknownTopicOrPartition
+from mmlog.errors import FencedLeaderEpoch, KafkaStorageError, OffsetOutOfRange, UnknownTopicOrPartition
 from mmlog.log import log_dirs
 from mmlog.log.files import log_size, segment_bases
 from mmlog.log.lock import PartitionLock
@@ -269,6 +269,14 @@ class SegmentView:
             yield snap
         finally:
             self.lock.release()
+
+    def _check_following(self, epoch: int | None) -> None:
+        """Under the lock: a follower's fetcher acts on what the leader of `epoch` answered; are we still
+        following in it (None: no check)? The main process changes roles while the answer is on the wire."""
+        if epoch is not None:
+            rep = self.state.replication()
+            if rep.role != FOLLOWER or rep.leader_epoch != epoch:
+                raise FencedLeaderEpoch(f"{self.directory.name}: no longer following in epoch {epoch}")
 
     def _stored_batches(self, s: Snapshot, offset: int, lock_free: bool = False) -> Iterator:
         """(header, transaction marker or None) of the stored batches from the one holding `offset` to

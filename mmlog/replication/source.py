@@ -31,15 +31,15 @@ import logging
 import threading
 import time
 
-from mmlog.errors import KafkaError, OffsetOutOfRange
+from mmlog.errors import FencedLeaderEpoch, KafkaError, OffsetOutOfRange
 from mmlog.log.leader_epochs import UNDEFINED
 from mmlog.log.state import Role
 from mmlog.protocol import ProtocolError
 from mmlog.protocol.messages import fetch, offset_for_leader_epoch
 from mmlog.protocol.records import validate_whole_batches
 from mmlog.replication.peer import PeerConnection
-from mmlog.security.client import inter_broker
 from mmlog.replication.throttle import Throttle
+from mmlog.security.client import inter_broker
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,7 @@ class SourceFetcher(threading.Thread):
                 return
             for key in [k for k, part in todo.items() if not _follows(part, wanted[k])]:
                 del todo[key]  # the main process moved on meanwhile: the next plan says what to do
+            # (and if it moves on while the question is on the wire, the truncation refuses under the lock)
             asked = {key: part.latest_epoch() for key, part in todo.items()}
             answers = self._end_offsets(asked, wanted)
             for key, (code, epoch, end) in answers.items():
@@ -147,7 +148,13 @@ class SourceFetcher(threading.Thread):
                 if code:
                     self._hold(key, code)
                     del todo[key]
-                elif part.truncate_to_leader_epoch(asked[key], epoch, end):
+                    continue
+                try:
+                    done = part.truncate_to_leader_epoch(asked[key], epoch, end, following=wanted[key])
+                except FencedLeaderEpoch:
+                    del todo[key]  # we lead it now, or follow in another epoch: the next plan says what to do
+                    continue
+                if done:
                     log.info("%s-%d: truncated to %d for leader %d epoch %d", *key, part.log_end_offset,
                              self.leader_id, wanted[key])
                     self._ready[key] = wanted[key]
@@ -220,14 +227,14 @@ class SourceFetcher(threading.Thread):
             elif answer.error_code:
                 self._hold(key, answer.error_code)
             else:
-                records = answer.records
+                records, epoch = answer.records, self._ready[key]
                 headers, end = validate_whole_batches(records, dense=False) if records is not None else ((), 0)
                 if end:
-                    part.append_replica(memoryview(records)[:end], answer.high_watermark, epoch=self._ready[key],
+                    part.append_replica(memoryview(records)[:end], answer.high_watermark, following=epoch,
                                         headers=headers)
                 else:
-                    part.set_follower_high_watermark(answer.high_watermark, epoch=self._ready[key])
-                part.follow_log_start(answer.log_start_offset)  # records the leader deleted go here too
+                    part.set_follower_high_watermark(answer.high_watermark, following=epoch)
+                part.follow_log_start(answer.log_start_offset, following=epoch)  # records the leader deleted too
         except KafkaError as exc:  # deleted, a storage error, or a gap: start over for this partition
             log.warning("%s-%d from broker %d: %s", *key, self.leader_id, exc)
             self._ready.pop(key, None)
@@ -236,7 +243,7 @@ class SourceFetcher(threading.Thread):
     def _out_of_range(self, key, part, answer) -> None:
         if answer.log_start_offset > part.log_end_offset:
             log.info("%s-%d: behind the leader's log start %d: starting afresh there", *key, answer.log_start_offset)
-            part.truncate_fully_and_start_at(answer.log_start_offset)
+            part.truncate_fully_and_start_at(answer.log_start_offset, following=self._ready[key])
         else:
             self._ready.pop(key, None)  # ahead of the leader: truncate by epoch again
 
@@ -266,8 +273,8 @@ class SourceFetcher(threading.Thread):
 
 
 def _follows(part, epoch: int) -> bool:
-    """Whether the partition still follows in `epoch` (checked before each truncation round: the
-    truncation itself does not check, so a role change in between is caught by the next round)."""
+    """Whether the partition still follows in `epoch` (checked before each truncation round, without the
+    lock: the truncation checks again under it)."""
     rep = part.replication()
     return rep.role == FOLLOWER and rep.leader_epoch == epoch
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from mmlog.errors import NotLeaderOrFollower, OffsetOutOfRange
+from mmlog.errors import FencedLeaderEpoch, NotLeaderOrFollower, OffsetOutOfRange
 from mmlog.log.manager import LogManager
 from mmlog.log.offset_checkpoint import HIGH_WATERMARKS
 from mmlog.log.offset_checkpoint import read as read_checkpoint
@@ -212,6 +212,34 @@ def test_a_deposed_leader_truncates_what_its_followers_never_copied(replicas):
     copy(b, a)
     assert log_of(a) == log_of(b) == log_of(c)
     assert a.epochs.entries() == b.epochs.entries() == [(1, 0), (2, 6)]
+
+
+def test_an_answer_from_an_epoch_we_no_longer_follow_in_cuts_nothing(replicas):
+    """The fetcher asks the leader of epoch 1 where our epoch ends; before the answer is applied, the main
+    process makes us leader of epoch 2 and we append. The answer speaks of another log: acting on it would cut
+    what we appended as leader (and acknowledged, once the ISR had it) and drop our epoch's start."""
+    a, b = replicas[1], replicas[2]
+    lead(replicas, 1, 1, isr=(1, 2))
+    a.append(tagged_batch("a", 2))
+    copy(a, b)
+    fetch(a, b)  # b's HW is 2: a log start the leader moved to 5 would move b's to 2
+    ahead = tagged_batch("b", 3)  # records of epoch 1 that a does not hold (diverged)
+    rec.set_base_offset(ahead, 2)
+    rec.set_leader_epoch(ahead, 1)
+    b.append_replica(ahead, following=1)
+    asked = b.latest_epoch()
+    answer = a.end_offset_for_epoch(asked)  # (1, 2): cut b to 2
+    b.become_leader(2, REPLICAS, (2, 3), 2)  # meanwhile
+    b.append(tagged_batch("b-leads", 1))
+    before = (log_of(b), b.epochs.entries(), b.replication())
+    with pytest.raises(FencedLeaderEpoch):
+        b.truncate_to_leader_epoch(asked, *answer, following=1)
+    with pytest.raises(FencedLeaderEpoch):
+        b.truncate_fully_and_start_at(100, following=1)
+    with pytest.raises(FencedLeaderEpoch):
+        b.follow_log_start(5, following=1)
+    assert (log_of(b), b.epochs.entries(), b.replication()) == before
+    assert b.log_end_offset == 6 and b.epochs.entries()[-1] == (2, 5)
 
 
 def test_a_leader_deposed_before_appending_in_its_epoch_drops_that_empty_epoch(replicas):

@@ -368,7 +368,7 @@ def test_a_follower_copies_a_compacted_leader_with_its_gaps_and_rebuilt_batches(
             got = leader.read(offset, 1 << 20, upto_log_end=True)
             data = bytearray(got.slice.read())
             if data:
-                follower.append_replica(data, got.high_watermark, epoch=0)
+                follower.append_replica(data, got.high_watermark, following=0)
             offset, rounds = follower.log_end_offset, rounds + 1
         assert follower.log_end_offset == leader.log_end_offset
         assert [(b.base_offset, b.last_offset, b.data[12:]) for b in stored_batches(follower.directory)] == \
