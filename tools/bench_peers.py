@@ -55,6 +55,8 @@ QUICK = dict(messages=100_000, batch1_messages=2_000, latency_seconds=3.0)
 LATENCY_RATE = 2_000
 IDLE_SECONDS = 3.0  # how long each server's idle CPU is measured, once it is up and before the first row
 SECTION = "bench_peers"  # its markers in docs/benchmarks.md (tools/bench/page.py)
+PAIRED_SECTION = "bench_peers_paired"
+PAIRED_WARM = 200  # awaited sends to each server before the first slice
 
 
 @dataclass
@@ -90,6 +92,8 @@ class Config:
     latency_rate: float
     latency_seconds: float
     systems: list[str]
+    paired: int | None = None  # --paired ROUNDS
+    slice: int = 200
 
     def timeout(self, messages: int) -> float:
         return 120 + messages / 200
@@ -213,6 +217,47 @@ def bench_nats(bench: Bench, workdir: Path) -> None:
               "publish_async() per tick, acks awaited; ordered push consumer")
 
 
+# --- --paired: batch 1, the servers taking turns -----------------------------------------------------------------
+
+def paired(systems: list[str], rounds: int, per_slice: int, command: str) -> str:
+    """Every server up at once; one client process sends `per_slice` awaited records through each system's
+    client in turn (tools/bench/paired.py), `rounds` times; the section's text."""
+    from contextlib import ExitStack
+
+    from tools.bench import mmlog_driver
+    from tools.bench.paired import Server, interleaved, table
+    from tools.bench.servers import NatsServer, RabbitServer, RedisServer, group_pids
+
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mmlog-bench-peers-")))
+        servers = []
+        if {"mmlog", "librdkafka"} & set(systems):
+            broker = stack.enter_context(mmlog_driver.server(workdir))
+            host, port = broker.bootstrap.rsplit(":", 1)
+            pids = tuple(group_pids(broker.pid))
+            for system, kind in (("librdkafka", "librdkafka"), ("mmlog", "mmlog")):
+                if system in systems:
+                    servers.append(Server(" through ".join(LABELS[system]), host, int(port), pids, kind,
+                                          stream=f"paired-{kind}"))
+        for system, make, kind, where in (
+                ("redis", lambda: RedisServer(workdir), "redis-py", lambda s: s.address),
+                ("nats", lambda: NatsServer(workdir), "nats-py", lambda s: s.address),
+                ("rabbitmq-streams", lambda: RabbitServer(workdir, streams=True), "rstream",
+                 lambda s: ("127.0.0.1", s.stream_port))):
+            if system in systems:
+                server = stack.enter_context(make())
+                servers.append(Server(" through ".join(LABELS[system]), *where(server), tuple(server.pids()), kind,
+                                      stream="paired"))
+        log(f"--paired: {rounds} rounds of {per_slice} awaited records to each of {len(servers)} servers in turn")
+        tallies = ClientProcess(interleaved, servers, rounds, per_slice, PAIRED_WARM).result(7200)
+    lines = [f"`{command}` ({time.strftime('%Y-%m-%d %H:%M %Z')}): every server up at once, one client process "
+             f"sending through each system's client in turn, {per_slice:,} records each awaited before the next "
+             f"(200 bytes; acks=1, linger 0 for the Kafka clients), {rounds} rounds, the order rotating; each "
+             "server's CPU from its threads' schedstat (ns) around its own slices. Every server shares every "
+             "minute of the run, so the ratios hold where the absolute figures move with the host.", ""]
+    return "\n".join(lines + table(tallies, [t.name for t in tallies[1:]]) + [""])
+
+
 # --- the report -------------------------------------------------------------------------------------------------
 
 def ratio(mine: float | None, theirs: float | None) -> str:
@@ -333,6 +378,10 @@ def parse(argv):
                    help="the page whose bench_peers section the run rewrites (default docs/benchmarks.md)")
     p.add_argument("--record", action=argparse.BooleanOptionalAction, default=None,
                    help="rewrite the page's section (default: yes, but not with --quick)")
+    p.add_argument("--paired", type=int, metavar="ROUNDS",
+                   help="batch 1 only, the servers taking turns: ROUNDS rounds of --slice awaited records through "
+                        "each system's client (its own section of the page)")
+    p.add_argument("--slice", type=int, default=200, help="--paired: awaited records a server a round (default 200)")
     a = p.parse_args(argv)
     sizes = QUICK if a.quick else RECORDED
     systems = [s.strip() for s in a.systems.split(",") if s.strip()]
@@ -343,6 +392,9 @@ def parse(argv):
                  a.latency_rate, given(a.latency_seconds, sizes["latency_seconds"]), systems)
     if min(cfg.messages, cfg.batch1_messages, cfg.latency_rate, cfg.latency_seconds) <= 0:
         p.error("sizes and rates must be positive")
+    if a.paired is not None and (a.paired < 4 or a.slice <= 0):
+        p.error("--paired needs at least 4 rounds (the slice ratios are quartiles) and a positive --slice")
+    cfg.paired, cfg.slice = a.paired, a.slice
     return cfg, a.markdown, (not a.quick) if a.record is None else a.record
 
 
@@ -369,6 +421,13 @@ def main(argv=None) -> int:
         log("nothing to run: every system asked for was skipped")
         return 2
     facts = versions(systems)
+    if cfg.paired:
+        section = paired(systems, cfg.paired, cfg.slice, command.strip())
+        print(section)
+        if record:
+            write_section(page, PAIRED_SECTION, "\n".join([section, *[f"- {f}" for f in facts], ""]))
+            log(f"wrote {page}")
+        return 0
     bench = Bench(cfg, log)
     workdir = Path(tempfile.mkdtemp(prefix="mmlog-bench-peers-"))
     failed, started = [], time.monotonic()

@@ -10,7 +10,7 @@ from mmlog.client.admin import Admin
 from mmlog.testing import EmbeddedBroker
 from tools import bench_request as bench
 from tools.bench import paired
-from tools.bench.paired import Tally, slice_ratios
+from tools.bench.paired import slice_ratios
 from tools.bench.servers import group_pids
 
 
@@ -45,12 +45,13 @@ def test_servers_taking_turns_each_answer_every_request_and_their_cpu_is_read_pe
         with Admin(broker.bootstrap) as admin:
             assert admin.latest_offsets("paired") == {0: 210}  # the warm-up's 10 and every slice's
     assert [t.requests for t in tallies] == [200, 200]
-    assert all(len(t.slices_us) == 4 and t.cpu_ns > 0 and t.wall_ns > 0 for t in tallies)
+    assert all(len(t.slices_us) == len(t.slices_rate) == 4 and t.cpu_ns > 0 and t.wall_ns > 0 for t in tallies)
     lines = paired.table(tallies, ["floor"])
-    assert lines[2].startswith("| broker | 200 |") and lines[-1].startswith("| broker / floor |")
+    assert lines[2].startswith("| broker | 200 |") and lines[-1].startswith("| floor |")
+    assert lines[-3].startswith("| broker over |")
 
 
 def test_a_slice_ratio_pairs_the_slices_of_one_round():
-    a = Tally("a", 500, 0, 1, [10, 20, 30, 40, 50])
-    b = Tally("b", 500, 0, 1, [5, 40, 15, 20, 25])  # the second round was slow for b
+    a = [10, 20, 30, 40, 50]
+    b = [5, 40, 15, 20, 25]  # the second round was slow for b
     assert slice_ratios(a, b) == pytest.approx((1.25, 2.0, 2.0))  # quartiles of 2, 0.5, 2, 2, 2

@@ -3,12 +3,14 @@ result rows, and `ClientProcess`, which runs one client in a process of its own.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import signal
 import socket
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 MESSAGE_SIZE = 200  # bytes of value per message, as in the paper
@@ -42,6 +44,43 @@ class Meter:
         self.samples.append((seconds, messages))
         return dict(messages=messages, nbytes=messages * self.size if nbytes is None else nbytes,
                     seconds=seconds, samples=self.samples)
+
+
+AWAITED_CHUNK = 1000  # awaited records between two looks at the clock
+
+
+def timed(sender, messages: int, ready=None, go=None) -> dict:
+    """Client process: `messages` records through `sender` (a context manager yielding `send(n)`, n records
+    each awaited before the next, connected and warmed up on entry), timed from `go` (when given)."""
+    with sender as send:
+        if ready is not None:
+            ready.set()
+            go.wait()
+        meter, sent = Meter(), 0
+        while sent < messages:
+            m = min(AWAITED_CHUNK, messages - sent)
+            send(m)
+            sent += m
+            meter.tick(sent)
+        return meter.result(messages)
+
+
+@contextmanager
+def awaited_async(opened):
+    """An async client as an awaited sender (`timed`): `opened` is an async context manager yielding an
+    async `send(n)`; it runs on an event loop of its own, so a client process can hold several senders
+    and call them between other work."""
+    loop = asyncio.new_event_loop()
+    cm = opened()
+    try:
+        send = loop.run_until_complete(cm.__aenter__())
+        loop.run_until_complete(send(1))  # connected and warmed up before any clock starts
+        yield lambda n: loop.run_until_complete(send(n))
+    finally:
+        try:
+            loop.run_until_complete(cm.__aexit__(None, None, None))
+        finally:
+            loop.close()
 
 
 @dataclass

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import struct
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
-from tools.bench.common import MESSAGE_SIZE, Meter, payload
+from tools.bench.common import MESSAGE_SIZE, Meter, payload, timed
 
 CHUNK = 1000  # messages between two looks at the clock
 CONSUME = 1000  # messages a consume() call
@@ -45,25 +46,38 @@ def _delivered(failures: list):
 
 def produce(bootstrap: str, topic: str, messages: int, batch: int, ready, go, acks: int = 1) -> dict:
     """Client process: `messages` records to `topic` through librdkafka, each flushed (batch 1) or in batches."""
+    if batch == 1:
+        return timed(awaited(bootstrap, topic, acks), messages, ready, go)
     value, failures = payload(), []
-    linger = {"linger.ms": 0} if batch == 1 else {"linger.ms": 5, "batch.num.messages": batch}
-    producer = _producer(bootstrap, acks, **linger)
+    producer = _producer(bootstrap, acks, **{"linger.ms": 5, "batch.num.messages": batch})
     on_delivery = _delivered(failures)
     producer.produce(topic, value, on_delivery=on_delivery)  # metadata, auto-creation and a connection
     producer.flush(30)
     ready.set()
     go.wait()
-    if batch != 1:
-        return send_pipelined(producer, topic, value, messages, on_delivery, failures)
-    meter, sent = Meter(), 0
-    while sent < messages:
-        m = min(CHUNK, messages - sent)
-        for _ in range(m):
-            producer.produce(topic, value, on_delivery=on_delivery)
-            producer.flush(30)
-        sent += m
-        meter.tick(sent)
-    return _delivered_all(producer, failures, meter, messages)
+    return send_pipelined(producer, topic, value, messages, on_delivery, failures)
+
+
+@contextmanager
+def awaited(bootstrap: str, topic: str, acks: int = 1):
+    """librdkafka at linger 0 (connected, the topic's metadata known): `send(n)` produces n records, each
+    flushed (its request answered) before the next."""
+    value, failures = payload(), []
+    producer = _producer(bootstrap, acks, **{"linger.ms": 0})
+    on_delivery = _delivered(failures)
+
+    def send(n: int) -> None:
+        produce_, flush = producer.produce, producer.flush
+        for _ in range(n):
+            produce_(topic, value, on_delivery=on_delivery)
+            flush(30)
+        if failures:
+            raise RuntimeError(f"librdkafka: {len(failures)} records failed, the first: {failures[0]}")
+
+    send(1)  # metadata, auto-creation and a connection
+    yield send
+    if producer.flush(60):
+        raise RuntimeError("librdkafka: records left undelivered after 60 s")
 
 
 def send_pipelined(producer, topic: str, value: bytes, messages: int, on_delivery, failures: list) -> dict:

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import struct
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, Rows, payload
+from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, Rows, payload, timed
 
 SYSTEM = "mmlog"
 PAPER_ACKS = "acks=0 (the paper's)"  # the variant text of the runs configured as the paper's producer
@@ -92,20 +93,24 @@ def produce(bootstrap: str, topic: str, messages: int, batch: int, api: str = "s
 def produce_awaited(bootstrap: str, topic: str, messages: int, ready, go, acks: int = 1) -> dict:
     """Client process: `messages` records to `topic`, each `send()` awaited before the next (one record a
     request, one request in flight): the cost of one request, end to end."""
+    return timed(awaited(bootstrap, topic, acks), messages, ready, go)
+
+
+@contextmanager
+def awaited(bootstrap: str, topic: str, acks: int = 1):
+    """mmlog's producer at linger 0 and one request in flight (connected, the topic's metadata known):
+    `send(n)` sends n records, each `send().get()` before the next."""
     value = payload()
     with _producer(bootstrap, 1, acks, linger_ms=0, max_in_flight=1) as producer:
         producer.partitions_for(topic)
-        producer.send(topic, value).get(30)
-        ready.set()
-        go.wait()
-        meter, sent, send = Meter(), 0, producer.send
-        while sent < messages:
-            m = min(CHUNK, messages - sent)
-            for _ in range(m):
-                send(topic, value).get(30)
-            sent += m
-            meter.tick(sent)
-        return meter.result(messages)
+
+        def send(n: int) -> None:
+            send_ = producer.send
+            for _ in range(n):
+                send_(topic, value).get(30)
+
+        send(1)
+        yield send
 
 
 def _wait_until_stored(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> None:

@@ -22,13 +22,13 @@ import asyncio
 import struct
 import time
 from collections import deque
+from contextlib import asynccontextmanager
 
 import numpy as np
 
-from tools.bench.common import MESSAGE_SIZE, Meter, payload
+from tools.bench.common import MESSAGE_SIZE, Meter, awaited_async, payload, timed
 
 WINDOW = 5  # batches unacknowledged at most, as mmlog's producer's 5 requests in flight
-CHUNK = 1000  # messages between two looks at the clock
 
 
 async def _connect(address):
@@ -46,7 +46,30 @@ async def _stream(js, name: str) -> None:
 
 def produce(address, stream: str, messages: int, batch: int, ready, go) -> dict:
     """Client process: `messages` messages to `stream`, each ack awaited (batch 1) or `batch` a window slot."""
+    if batch == 1:
+        return timed(awaited(address, stream), messages, ready, go)
     return asyncio.run(_produce(address, stream, messages, batch, ready, go))
+
+
+def awaited(address, stream: str):
+    """nats-py, connected and the stream made: `send(n)` is n `js.publish()` calls, each ack awaited."""
+
+    @asynccontextmanager
+    async def opened():
+        nc, js = await _connect(address)
+        try:
+            await _stream(js, stream)
+            value, publish = payload(), js.publish
+
+            async def send(n: int) -> None:
+                for _ in range(n):
+                    await publish(stream, value)
+
+            yield send
+        finally:
+            await nc.close()
+
+    return awaited_async(opened)
 
 
 async def _produce(address, stream, messages, batch, ready, go) -> dict:
@@ -58,15 +81,6 @@ async def _produce(address, stream, messages, batch, ready, go) -> dict:
         ready.set()
         go.wait()
         meter, sent = Meter(), 0
-        if batch == 1:
-            publish = js.publish
-            while sent < messages:
-                m = min(CHUNK, messages - sent)
-                for _ in range(m):
-                    await publish(stream, value)
-                sent += m
-                meter.tick(sent)
-            return meter.result(messages)
         publish_async, pending, acked = js.publish_async, deque(), 0
         while sent < messages:
             m = min(batch, messages - sent)

@@ -4,16 +4,23 @@ On a shared host the cost of a wake-up moves by 2x from one minute to the next, 
 after another compare the host's minutes as much as the servers. Here one client process holds a
 connection to every server and takes them in turn, `per_slice` awaited requests each, the order
 rotating from slice to slice; each server's CPU is read from the scheduler's own clock
-(/proc/<pid>/task/*/schedstat: nanoseconds on a CPU, every thread) before and after its slice.
-Every server sees the same minutes, so their ratio holds where their absolute figures do not.
+(/proc/<pid>/task/*/schedstat: nanoseconds on a CPU, every thread) before and after its slice, and
+the slice's wall time gives its requests a second. Every server sees the same minutes, so their
+ratios hold where their absolute figures do not.
+
+A request is a raw one (a pre-encoded Kafka Produce frame, or an XADD command: the server's cost
+with the least client in front of it) or a client library's awaited send (librdkafka, mmlog's
+producer, redis-py, nats-py, rstream: `tools/bench/*_driver.awaited`), the row a user sees.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import statistics
 import time
+from contextlib import ExitStack, contextmanager
 from typing import NamedTuple
 
 from mmlog.client.connection import BrokerConnection
@@ -23,25 +30,32 @@ from tools.bench.resp import awaited_xadd
 class Server(NamedTuple):
     """One server of the comparison: its name, address, the processes whose CPU counts, and how a request
     is made ("kafka": a pre-encoded Kafka frame, its answer's error code at `error_at` of the frame read
-    without its size; "resp": an XADD command)."""
+    without its size; "resp": an XADD command; a key of CLIENTS: that client's awaited send to `stream`)."""
 
     name: str
     host: str
     port: int
     pids: tuple
     kind: str
-    frame: bytes
+    frame: bytes = b""
     error_at: int = 0
+    stream: str = ""
+
+
+# kind -> the driver whose `awaited(address, stream)` sends through that client library
+CLIENTS = {"librdkafka": "kafka_driver", "mmlog": "mmlog_driver", "redis-py": "redis_driver",
+           "nats-py": "nats_driver", "rstream": "rstream_driver"}
 
 
 class Tally(NamedTuple):
-    """A server's totals over every slice, and its CPU per request slice by slice."""
+    """A server's totals over every slice, and its CPU per request and requests a second slice by slice."""
 
     name: str
     requests: int
     cpu_ns: int
     wall_ns: int
     slices_us: list  # CPU µs per request, one entry per slice
+    slices_rate: list  # requests a second, one entry per slice
 
     @property
     def us_per_request(self) -> float:
@@ -69,77 +83,91 @@ def cpu_ns(pids) -> int:
     return total
 
 
-class _Exchange:
-    """One connection's awaited request: send, read the whole answer, check it."""
+@contextmanager
+def _raw(server: Server):
+    """send(n): n raw requests, each answer read whole (and checked) before the next."""
+    if server.kind == "resp":
+        sock = socket.create_connection((server.host, server.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = bytearray(256)
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        if server.kind == "resp":
-            self.sock = socket.create_connection((server.host, server.port))
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.buf = bytearray(256)
-        else:
-            self.conn = BrokerConnection(server.host, server.port)
+        def send(n: int) -> None:
+            for _ in range(n):
+                awaited_xadd(sock, server.frame, buf)
 
-    def one(self) -> None:
-        if self.server.kind == "resp":
-            awaited_xadd(self.sock, self.server.frame, self.buf)
-            return
-        self.conn.send_raw(self.server.frame)
-        answer, at = self.conn.receive_frame(), self.server.error_at
-        if code := int.from_bytes(answer[at:at + 2], "big"):
-            raise RuntimeError(f"{self.server.name}: error code {code}")
+        with sock:
+            yield send
+        return
+    conn, at = BrokerConnection(server.host, server.port), server.error_at
 
-    def close(self) -> None:
-        (self.sock if self.server.kind == "resp" else self.conn).close()
+    def send(n: int) -> None:
+        for _ in range(n):
+            conn.send_raw(server.frame)
+            if code := int.from_bytes(conn.receive_frame()[at:at + 2], "big"):
+                raise RuntimeError(f"{server.name}: error code {code}")
+
+    try:
+        yield send
+    finally:
+        conn.close()
+
+
+def sender(server: Server):
+    """A context manager yielding `send(n)`: n awaited requests to `server`."""
+    if server.kind not in CLIENTS:
+        return _raw(server)
+    driver = importlib.import_module(f"tools.bench.{CLIENTS[server.kind]}")
+    kafka = server.kind in ("librdkafka", "mmlog")
+    return driver.awaited(f"{server.host}:{server.port}" if kafka else (server.host, server.port), server.stream)
 
 
 def interleaved(servers: list[Server], slices: int, per_slice: int, warm: int) -> list[Tally]:
     """Client process: `slices` rounds of `per_slice` awaited requests to each server in turn (the order
     rotated each round), after `warm` requests each; every server's CPU and wall time per slice."""
-    exchanges = [_Exchange(s) for s in servers]
-    for ex in exchanges:
-        for _ in range(warm):
-            ex.one()
-    cpu = [0] * len(servers)
-    wall = [0] * len(servers)
-    per = [[] for _ in servers]
-    for r in range(slices):
-        for k in range(len(servers)):
-            i = (r + k) % len(servers)
-            ex = exchanges[i]
-            before, start = cpu_ns(ex.server.pids), time.perf_counter_ns()
-            for _ in range(per_slice):
-                ex.one()
-            took, used = time.perf_counter_ns() - start, cpu_ns(ex.server.pids) - before
-            cpu[i] += used
-            wall[i] += took
-            per[i].append(used / per_slice / 1e3)
-    for ex in exchanges:
-        ex.close()
-    return [Tally(s.name, slices * per_slice, cpu[i], wall[i], per[i]) for i, s in enumerate(servers)]
+    with ExitStack() as stack:
+        sends = [stack.enter_context(sender(s)) for s in servers]
+        for send in sends:
+            send(warm)
+        cpu, wall = [0] * len(servers), [0] * len(servers)
+        per, rates = [[] for _ in servers], [[] for _ in servers]
+        for r in range(slices):
+            for k in range(len(servers)):
+                i = (r + k) % len(servers)
+                before, start = cpu_ns(servers[i].pids), time.perf_counter_ns()
+                sends[i](per_slice)
+                took, used = time.perf_counter_ns() - start, cpu_ns(servers[i].pids) - before
+                cpu[i] += used
+                wall[i] += took
+                per[i].append(used / per_slice / 1e3)
+                rates[i].append(per_slice / (took / 1e9))
+    return [Tally(s.name, slices * per_slice, cpu[i], wall[i], per[i], rates[i]) for i, s in enumerate(servers)]
 
 
-def slice_ratios(a: Tally, b: Tally) -> tuple[float, float, float]:
-    """The quartiles of a's CPU per request over b's, slice by slice (each pair measured in one round)."""
-    ratios = sorted(x / y for x, y in zip(a.slices_us, b.slices_us) if y > 0)
+def slice_ratios(a: list, b: list) -> tuple[float, float, float]:
+    """The quartiles of a's figure over b's, slice by slice (each pair measured in one round)."""
+    ratios = sorted(x / y for x, y in zip(a, b) if y > 0)
     q1, median, q3 = statistics.quantiles(ratios, n=4)
     return q1, median, q3
 
 
 def table(tallies: list[Tally], against: list[str]) -> list[str]:
-    """Markdown lines: each server's totals, then the first server over each of `against`, slice by slice."""
-    lines = ["| server | requests | CPU µs per request | per slice: median (quartiles) | requests/s |",
-             "|---|---:|---:|---:|---:|"]
+    """Markdown lines: each server's totals, then the first server over each of `against`, slice by slice:
+    its CPU per request and its requests a second."""
+    lines = ["| server | requests | CPU µs per request | per slice: median (quartiles) | requests/s | "
+             "per slice: median (quartiles) |", "|---|---:|---:|---:|---:|---:|"]
     for t in tallies:
         q1, med, q3 = statistics.quantiles(t.slices_us, n=4)
+        r1, rmed, r3 = statistics.quantiles(t.slices_rate, n=4)
         lines.append(f"| {t.name} | {t.requests:,} | {t.us_per_request:.1f} | {med:.1f} ({q1:.1f}–{q3:.1f}) | "
-                     f"{t.rate:,.0f} |")
+                     f"{t.rate:,.0f} | {rmed:,.0f} ({r1:,.0f}–{r3:,.0f}) |")
     first, by_name = tallies[0], {t.name: t for t in tallies}
-    lines += ["", "| ratio of CPU per request | of the totals | per slice: median (quartiles) |", "|---|---:|---:|"]
+    lines += ["", f"| {first.name} over | CPU per request, of the totals | per slice: median (quartiles) | "
+              "requests/s, of the totals | per slice: median (quartiles) |", "|---|---:|---:|---:|---:|"]
     for name in against:
         if (other := by_name.get(name)) is not None:
-            q1, med, q3 = slice_ratios(first, other)
-            lines.append(f"| {first.name} / {name} | {first.us_per_request / other.us_per_request:.2f} | "
-                         f"{med:.2f} ({q1:.2f}–{q3:.2f}) |")
+            q1, med, q3 = slice_ratios(first.slices_us, other.slices_us)
+            r1, rmed, r3 = slice_ratios(first.slices_rate, other.slices_rate)
+            lines.append(f"| {name} | {first.us_per_request / other.us_per_request:.2f} | "
+                         f"{med:.2f} ({q1:.2f}–{q3:.2f}) | {first.rate / other.rate:.2f} | "
+                         f"{rmed:.2f} ({r1:.2f}–{r3:.2f}) |")
     return lines

@@ -16,11 +16,12 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, Rows, payload
+from tools.bench.common import MESSAGE_SIZE, ClientProcess, Meter, Result, Rows, payload, timed
 from tools.bench.resp import BulkReplyCounter, encode_command
 
 SYSTEM = "redis"
@@ -38,6 +39,8 @@ def _client(address):
 def produce_py(address, key: str, messages: int, batch: int, ready=None, go=None) -> dict:
     """Client process: `messages` XADDs through redis-py, one call each (batch 1) or `batch` per pipeline
     (warmed up, it sets `ready` and waits for `go`, when given)."""
+    if batch == 1:
+        return timed(awaited(address, key), messages, ready, go)
     r, value = _client(address), payload()
     fields = {"v": value}
     r.xadd(key, fields)  # connect, and create the stream, before the clock starts
@@ -45,24 +48,34 @@ def produce_py(address, key: str, messages: int, batch: int, ready=None, go=None
         ready.set()
         go.wait()
     meter, sent = Meter(), 0
-    if batch == 1:
-        xadd = r.xadd
-        while sent < messages:
-            m = min(CHUNK, messages - sent)
-            for _ in range(m):
-                xadd(key, fields)
-            sent += m
-            meter.tick(sent)
-    else:
-        pipe = r.pipeline(transaction=False)
-        while sent < messages:
-            m = min(batch, messages - sent)
-            for _ in range(m):  # redis-py queues one command per call; execute() sends them in one write
-                pipe.xadd(key, fields)
-            pipe.execute()
-            sent += m
-            meter.tick(sent)
+    pipe = r.pipeline(transaction=False)
+    while sent < messages:
+        m = min(batch, messages - sent)
+        for _ in range(m):  # redis-py queues one command per call; execute() sends them in one write
+            pipe.xadd(key, fields)
+        pipe.execute()
+        sent += m
+        meter.tick(sent)
     return meter.result(messages)
+
+
+@contextmanager
+def awaited(address, key: str):
+    """redis-py, connected and the stream created: `send(n)` makes n `xadd()` calls, each answered before
+    the next."""
+    r = _client(address)
+    fields = {"v": payload()}
+
+    def send(n: int) -> None:
+        xadd = r.xadd
+        for _ in range(n):
+            xadd(key, fields)
+
+    send(1)
+    try:
+        yield send
+    finally:
+        r.close()
 
 
 def produce_raw(address, key: str, messages: int, batch: int, window: int = WINDOW) -> dict:

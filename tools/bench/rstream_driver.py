@@ -19,20 +19,42 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from contextlib import asynccontextmanager
 
 import numpy as np
 
-from tools.bench.common import MESSAGE_SIZE, Meter, payload
+from tools.bench.common import MESSAGE_SIZE, Meter, awaited_async, payload, timed
 
 WINDOW = 5  # batches unconfirmed at most, as mmlog's producer's 5 requests in flight
-CHUNK = 1000  # messages between two looks at the clock
 USER = dict(username="guest", password="guest")  # the default user, which the broker lets in on loopback only
 CREDIT = 10  # chunks the server may send a subscription before it asks for more
 
 
 def produce(address, stream: str, messages: int, batch: int, ready, go) -> dict:
     """Client process: `messages` messages to `stream`, each confirmed (batch 1) or `batch` a frame."""
+    if batch == 1:
+        return timed(awaited(address, stream), messages, ready, go)
     return asyncio.run(_produce(address, stream, messages, batch, ready, go))
+
+
+def awaited(address, stream: str):
+    """rstream, connected and the stream made: `send(n)` is n `send_wait()` calls, each confirm awaited."""
+
+    @asynccontextmanager
+    async def opened():
+        from rstream import Producer
+
+        async with Producer(*address, **USER) as producer:
+            await producer.create_stream(stream, exists_ok=True)
+            value, send_wait = payload(), producer.send_wait
+
+            async def send(n: int) -> None:
+                for _ in range(n):
+                    await send_wait(stream, value)
+
+            yield send
+
+    return awaited_async(opened)
 
 
 async def _produce(address, stream, messages, batch, ready, go) -> dict:
@@ -45,15 +67,6 @@ async def _produce(address, stream, messages, batch, ready, go) -> dict:
         ready.set()
         go.wait()
         meter, sent = Meter(), 0
-        if batch == 1:
-            send_wait = producer.send_wait
-            while sent < messages:
-                m = min(CHUNK, messages - sent)
-                for _ in range(m):
-                    await send_wait(stream, value)
-                sent += m
-                meter.tick(sent)
-            return meter.result(messages)
         confirmed, enough = 0, asyncio.Event()
         want = 0
 
