@@ -65,7 +65,7 @@ def pytest_sessionstart(session) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: a run without it (`-p no:xdist -o addopts=`) too
 def pytest_xdist_auto_num_workers(config) -> int:
-    """`-n auto`: two workers at most. Their tests start brokers, ZooKeeper and Spark,
+    """`-n auto` (pyproject's addopts): two workers at most. Their tests start brokers, ZooKeeper and Spark,
     and hold short timeouts set in the test: two workers keep the 2-core machine busy without starving them."""
     return min(2, os.cpu_count() or 1)
 
