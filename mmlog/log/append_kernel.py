@@ -152,8 +152,10 @@ def check_span(buf, start, length, max_message_bytes, segment_bytes):
 
 # pending: int64 [partitions, PENDING_FIELDS], what each phase of an append hands the next
 (P_BYTES, P_BATCHES, P_OFFSETS, P_RECORDS, P_NEXT_OFFSET, P_AT, P_INDEX_ENTRIES, P_TIME_ENTRIES, P_MAX_TS,
- P_OFFSET_OF_MAX, P_SINCE, P_PRODUCERS, P_OLD_N, P_UNDO, P_UNDO_END, P_ADVANCE) = range(16)
-PENDING_FIELDS = 16
+ P_OFFSET_OF_MAX, P_SINCE, P_PRODUCERS, P_OLD_N, P_UNDO, P_UNDO_END, P_ADVANCE, P_LOCK_ORDER) = range(17)
+PENDING_FIELDS = 17
+# P_LOCK_ORDER: row i holds the index of the partition whose lock is taken i-th (`_lock_order`)
+SORT_IN_PLACE = 16  # up to this many partitions, the lock order is an insertion sort in pending: no allocation
 # P_PRODUCERS: idempotent batches among the spans; P_OLD_N, P_UNDO..P_UNDO_END: the producer slot count before
 # the checks applied them and the undo rows saved (what `_undo_producers` restores if the append does not go
 # ahead); P_ADVANCE: the row's producers are as of the log end, so the publish moves them past the append.
@@ -195,15 +197,15 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
         reason = _check_spans(rows[ids[i]], buf, spans[i * n:(i + 1) * n], n, acks, pending[i])
         if reason != NONE:
             return _fell_back(rows[ids[i]], reason)
-    order = np.argsort(rows[ids[:k], t.LOCK_INODE], kind="mergesort")
+    _lock_order(rows, ids, k, pending)
     locked = 0
     reason = NONE
     failed = 0
     while locked < k:
-        r = rows[ids[order[locked]]]
+        r = rows[ids[pending[locked, P_LOCK_ORDER]]]
         if libc.lock_mutex(r[t.LOCK_ADDR]) != 0:
             reason = LOCK_FAILED
-            failed = order[locked]
+            failed = pending[locked, P_LOCK_ORDER]
             break
         locked += 1
     if reason == NONE:
@@ -217,7 +219,8 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
         total = 0
         for i in range(k):
             total += pending[i, P_PRODUCERS]
-        undo = np.empty((total, producer_table.SLOT_FIELDS + 1), np.int64)
+        # no idempotent batch (the common case): an empty view rather than an allocation each request
+        undo = pending[:0] if total == 0 else np.empty((total, producer_table.SLOT_FIELDS + 1), np.int64)
         used = 0
         for i in range(k):
             reason, used = _check_producers(rows[ids[i]], buf, spans[i * n:(i + 1) * n], n, pending[i], undo, used)
@@ -245,7 +248,7 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
         for i in range(checked - 1, -1, -1):
             _undo_producers(rows[ids[i]], pending[i], undo)
     for i in range(locked):
-        r = rows[ids[order[i]]]
+        r = rows[ids[pending[i, P_LOCK_ORDER]]]
         libc.unlock_mutex(r[t.LOCK_ADDR])
     if reason != NONE:
         return _fell_back(rows[ids[failed]], reason)
@@ -253,6 +256,22 @@ def _append_all(rows, ids, k, buf, spans, n, now_ms, acks, out, pending):
         rows[ids[i], t.APPENDS] += 1
         rows[ids[i], t.FALLBACK_REASON] = NONE
     return OK
+
+
+@njit(cache=True, nogil=True)
+def _lock_order(rows, ids, k, pending):
+    """pending[:k, P_LOCK_ORDER]: the k partitions by their lock files' inodes, ties in request order (the order
+    every process takes locks in). A few partitions, the common request, sort in place: no allocation."""
+    if k > SORT_IN_PLACE:
+        pending[:k, P_LOCK_ORDER] = np.argsort(rows[ids[:k], t.LOCK_INODE], kind="mergesort")
+        return
+    for i in range(k):
+        inode = rows[ids[i], t.LOCK_INODE]
+        j = i
+        while j > 0 and rows[ids[pending[j - 1, P_LOCK_ORDER]], t.LOCK_INODE] > inode:
+            pending[j, P_LOCK_ORDER] = pending[j - 1, P_LOCK_ORDER]
+            j -= 1
+        pending[j, P_LOCK_ORDER] = i
 
 
 @njit(cache=True, nogil=True)

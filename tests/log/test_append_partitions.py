@@ -106,3 +106,18 @@ def test_a_partition_named_twice_is_left_to_the_python_path(tmp_path, clock):
     assert ak.append_partitions(table.rows, np.array([row, row]), 2, data, spans, T0, 1, out,
                                 pending) == ak.FALLBACK
     assert parts[0].log_end_offset == 0
+
+
+def test_locks_are_taken_by_inode_with_ties_in_request_order_however_many_partitions():
+    """The order every process shares (so that two never wait on each other): the in-place sort of a few
+    partitions and numpy's stable argsort of many give the same order."""
+    rng = np.random.default_rng(11)
+    for k in [1, 2, 3, ak.SORT_IN_PLACE - 1, ak.SORT_IN_PLACE, ak.SORT_IN_PLACE + 1, 40, 300]:
+        for _ in range(20):
+            rows = np.zeros((k, pt.ROW_FIELDS), np.int64)
+            rows[:, pt.LOCK_INODE] = rng.integers(0, max(2, k // 2), k)  # ties, and inodes out of order
+            ids = rng.permutation(k).astype(np.int64)
+            pending = np.zeros((k, ak.PENDING_FIELDS), np.int64)
+            ak._lock_order(rows, ids, k, pending)
+            expected = np.argsort(rows[ids, pt.LOCK_INODE], kind="stable")
+            assert pending[:, ak.P_LOCK_ORDER].tolist() == expected.tolist()

@@ -80,6 +80,7 @@ from mmlog.protocol.produce_kernels import peek_api
 from mmlog.protocol.wire_kernels import be_i16, be_i32
 from mmlog.system import libc
 from mmlog.system.cpu import load_u64
+from mmlog.system.unowned import unowned
 
 # conns: int64 [fd capacity, CONN_FIELDS], indexed by fd
 (FAST, LAST_ACTIVE_US, SERVED, CARRY, CARRY_LEN, WHO, SESSION_END_US, CLIENT_HASH, PRODUCE_SLOT, PRODUCE_LIMIT,
@@ -157,6 +158,10 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
     is Python's to handle). `scratch`: (Produce's, Fetch's), see produce_path.serve_frame and
     fetch_path.serve_fetch, as are `table` and `shared`. Parked fetches are looked at again when
     records may have come (an append here, params[RECHECK]) and when their wait is over."""
+    # The Python loop holds every one of these for the whole call: compiled code passes on views that take
+    # no references (system/unowned.py), not some 280 atomic reference count updates a request.
+    params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch, table, shared = unowned(
+        (params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch, table, shared))
     deadline = libc.monotonic() + params[TIMEOUT_MS] / 1000.0
     max_events = events.shape[0] // libc.EPOLL_EVENT_SIZE
     max_out = out.shape[0]
