@@ -334,7 +334,8 @@ def paired(args) -> str:
         tallies = ClientProcess(pairing.interleaved, servers, args.paired, args.slice, WARM).result(3600)
     command = "python tools/bench_request.py " + " ".join(sys.argv[1:])
     lines = ["### Awaited requests, the servers taking turns", "",
-             f"`{command.strip()}`: one client process, one connection to each server, {args.slice:,} awaited "
+             f"`{command.strip()}` ({time.strftime('%Y-%m-%d %H:%M %Z')}): one client process, one connection to "
+             f"each server, {args.slice:,} awaited "
              f"one-record requests (200 bytes, acks=1) to each in turn, {args.paired} rounds, the order rotating; "
              "each server's CPU from its threads' schedstat (ns) around its own slices. The servers share every "
              "minute of the run, so their ratios hold where the absolute figures move with the host.", ""]
