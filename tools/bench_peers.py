@@ -298,14 +298,14 @@ def tables(rows: list[Row], latencies: dict) -> list[tuple[str, list[str], list[
     body = []
     for system, lat in latencies.items():
         if lat is None:
-            body.append([*LABELS[system], "failed", "-", "-", "-", "-"])
+            body.append([*LABELS[system], "failed", "-", "-", "-", "-", "-"])
             continue
         peer = system not in ("mmlog", "librdkafka")
-        body.append([*LABELS[system], f"{lat.achieved:,.0f}", f"{lat.p50:.2f}", f"{lat.p99:.2f}",
+        body.append([*LABELS[system], f"{lat.achieved:,.0f}", f"{lat.p50:.2f}", f"{lat.p99:.2f}", f"{lat.p999:.2f}",
                      _pair((own and own.p50, rdk and rdk.p50), lat.p50, invert=True) if peer else "-",
                      _pair((own and own.p99, rdk and rdk.p99), lat.p99, invert=True) if peer else "-"])
     if body:
-        out.append(("End-to-end latency", ["system", "client", "msg/s sent", "p50 ms", "p99 ms",
+        out.append(("End-to-end latency", ["system", "client", "msg/s sent", "p50 ms", "p99 ms", "p99.9 ms",
                                            "their p50 / mmlog's (own / librdkafka)",
                                            "their p99 / mmlog's (own / librdkafka)"], body))
     return out

@@ -42,6 +42,7 @@ def test_every_peer_row_carries_mmlogs_ratios_with_its_own_client_and_librdkafka
     assert nats[-1] == "10.00x / 6.67x"  # 20 s per million over 2 and 3
     assert lat_title == "End-to-end latency"
     assert lat_body[1][-1] == "5.00x / -"  # p99 10 ms over mmlog's 2; librdkafka's latency failed
+    assert lat_body[1][5] == "11.00"  # its p99.9, reported beside
     assert lat_body[2][2] == "failed"
 
 
