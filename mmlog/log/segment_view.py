@@ -41,11 +41,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Generator, Iterator
+
+import numpy as np
 
 from mmlog.config.settings import LogConfig
 from mmlog.errors import FencedLeaderEpoch, KafkaStorageError, OffsetOutOfRange, UnknownTopicOrPartition
-from mmlog.log import log_dirs
+from mmlog.log import batch_walk, log_dirs
 from mmlog.log.files import log_size, segment_bases
 from mmlog.log.lock import PartitionLock
 from mmlog.log.segment import FileSlice, Segment
@@ -53,6 +55,7 @@ from mmlog.log.state import Op, PartitionState, Role, Snapshot, TornState
 from mmlog.protocol import records
 
 IDLE, APPEND, ROLL, DELETE_SEGMENTS, TRUNCATE, SWAP = (int(op) for op in Op)  # plain ints: cheap on the append path
+PRODUCER_BATCHES_A_CALL = 1024  # positions a compiled walk hands back at a time
 SWAP_WAIT_S = 0.05  # a reader that meets a swap this long takes the lock (repairing a dead cleaner's)
 LEADER, FOLLOWER = int(Role.LEADER), int(Role.FOLLOWER)
 
@@ -278,9 +281,12 @@ class SegmentView:
             if rep.role != FOLLOWER or rep.leader_epoch != epoch:
                 raise FencedLeaderEpoch(f"{self.directory.name}: no longer following in epoch {epoch}")
 
-    def _stored_batches(self, s: Snapshot, offset: int, lock_free: bool = False) -> Iterator:
+    def _stored_batches(self, s: Snapshot, offset: int, lock_free: bool = False,
+                        producers_only: bool = False) -> Iterator:
         """(header, transaction marker or None) of the stored batches from the one holding `offset` to
-        the log end: 61 bytes read each, the whole batch for a control one (about 80 bytes)."""
+        the log end: 61 bytes read each, the whole batch for a control one (about 80 bytes).
+        `producers_only`: only the batches that carry a producer id (all that producer state reads),
+        found by a walk in compiled code (batch_walk.py)."""
         if s.generation != self._generation:  # the segment set changes only with the generation
             self._sync(s)
         for base in self._bases:
@@ -292,12 +298,31 @@ class SegmentView:
             found = seg.find_batch(offset, s.index_entries if active else seg.offset_index.capacity, end)
             pos = found[0] if found else end
             fd = seg.file.fileno()
+            if producers_only:
+                pos = yield from self._producer_batches(fd, pos, end, s.log_end)
+                if pos < 0:
+                    return
             while pos + records.HEADER_SIZE <= end:
                 h = records.read_header(os.pread(fd, records.HEADER_SIZE, pos))
                 if h.base_offset >= s.log_end:
                     return
                 yield h, (records.read_end_txn_marker(os.pread(fd, h.size, pos)) if h.is_control else None)
                 pos += h.size
+
+    @staticmethod
+    def _producer_batches(fd: int, pos: int, end: int, log_end: int) -> Generator:
+        """Yield the batches with a producer id from pos to end, as `_stored_batches` does; returns where the
+        Python walk goes on (end, or a position compiled code left to it), or -1 at the log end."""
+        header, out = np.empty(records.HEADER_SIZE, np.uint8), np.empty(PRODUCER_BATCHES_A_CALL, np.int64)
+        while True:
+            n, pos, why = batch_walk.producer_batches(np.int32(fd), pos, end, log_end, header, out)
+            for at in out[:n].tolist():
+                h = records.read_header(os.pread(fd, records.HEADER_SIZE, at))
+                yield h, (records.read_end_txn_marker(os.pread(fd, h.size, at)) if h.is_control else None)
+            if why == batch_walk.LOG_END:
+                return -1
+            if why != batch_walk.FULL:
+                return pos
 
     def _next_base(self, base: int) -> int:
         i = bisect.bisect_right(self._bases, base)

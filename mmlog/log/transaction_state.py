@@ -87,7 +87,7 @@ class TransactionState(SegmentView):
             # the state (the compiled append's producer region, log/producer_table.py) copies it again.
             self._mappings_changed()
         if producers.upto < s.log_end:
-            producers.apply_batches(self._stored_batches(s, producers.upto))
+            producers.apply_batches(self._stored_batches(s, producers.upto, producers_only=True))
             producers.upto = s.log_end
 
     # ------------------------------------------------------------ transactions
@@ -140,7 +140,7 @@ class TransactionState(SegmentView):
         snap = self.snapshot()
         state = ProducerState(self.directory)
         state.load(snap.log_end, snap.log_start, now_ms(), PRODUCER_EXPIRATION_MS)
-        state.apply_batches(self._stored_batches(snap, state.upto, lock_free=True))
+        state.apply_batches(self._stored_batches(snap, state.upto, lock_free=True, producers_only=True))
         return {pid: (e.batches[-1][3] if e.batches else -1, e.epoch) for pid, e in state.producers.items()}
 
     @property
@@ -210,7 +210,7 @@ class TransactionState(SegmentView):
                 touched.add(base)
 
         if producers.upto < s.log_end:
-            producers.apply_batches(self._stored_batches(s, producers.upto), on_complete)
+            producers.apply_batches(self._stored_batches(s, producers.upto, producers_only=True), on_complete)
         producers.upto = s.log_end
         producers.generation = s.generation
         if sync:
