@@ -28,9 +28,10 @@ import numpy as np
 from numba import njit
 
 from mmlog.errors import CorruptMessage
-from mmlog.system import cpu
+from mmlog.log import batch_walk
 from mmlog.protocol import records as rec
 from mmlog.protocol.wire_kernels import be_i32, be_i64, be_u32, varint
+from mmlog.system import cpu
 
 # scan_segment stop reasons
 SCAN_END = 0  # every byte up to `end` is valid
@@ -499,3 +500,4 @@ def warm() -> None:
     scan_segment(buf, 0, len(buf), 0, 0, 4096, True, CRC_TABLES, idx, tix, True)
     check_records(buf[rec.HEADER_SIZE:], len(buf) - rec.HEADER_SIZE, 1)
     first_null_key(buf[rec.HEADER_SIZE:], len(buf) - rec.HEADER_SIZE, 1)
+    batch_walk.warm()  # the producer-state walk (batch_walk.py)

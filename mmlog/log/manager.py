@@ -43,7 +43,7 @@ from typing import Callable
 
 from mmlog.config.settings import LogConfig
 from mmlog.errors import KafkaStorageError, UnknownTopicOrPartition
-from mmlog.log import batch_walk, kernels
+from mmlog.log import kernels
 from mmlog.log.catalogue import Catalogue
 from mmlog.log.topic_info import TopicInfo
 from mmlog.log.housekeeping import PASSES, Housekeeping
@@ -124,7 +124,6 @@ class LogManager(TopicAdmin, Catalogue, OpenPartitions, Placement, Housekeeping,
             for d in self.log_dirs:
                 d.mkdir(parents=True, exist_ok=True)
             kernels.warm()
-            batch_walk.warm()
         self.reload()
 
     def load(self) -> list[str]:

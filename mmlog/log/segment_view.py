@@ -303,10 +303,10 @@ class SegmentView:
                 if pos < 0:
                     return
             while pos + records.HEADER_SIZE <= end:
-                h = records.read_header(os.pread(fd, records.HEADER_SIZE, pos))
+                h, marker = self._stored_batch_at(fd, pos)
                 if h.base_offset >= s.log_end:
                     return
-                yield h, (records.read_end_txn_marker(os.pread(fd, h.size, pos)) if h.is_control else None)
+                yield h, marker
                 pos += h.size
 
     @staticmethod
@@ -317,12 +317,17 @@ class SegmentView:
         while True:
             n, pos, why = batch_walk.producer_batches(np.int32(fd), pos, end, log_end, header, out)
             for at in out[:n].tolist():
-                h = records.read_header(os.pread(fd, records.HEADER_SIZE, at))
-                yield h, (records.read_end_txn_marker(os.pread(fd, h.size, at)) if h.is_control else None)
+                yield SegmentView._stored_batch_at(fd, at)
             if why == batch_walk.LOG_END:
                 return -1
             if why != batch_walk.FULL:
                 return pos
+
+    @staticmethod
+    def _stored_batch_at(fd: int, pos: int) -> tuple:
+        """(header, transaction marker or None) of the batch at pos: its header, and a control batch whole."""
+        h = records.read_header(os.pread(fd, records.HEADER_SIZE, pos))
+        return h, (records.read_end_txn_marker(os.pread(fd, h.size, pos)) if h.is_control else None)
 
     def _next_base(self, base: int) -> int:
         i = bisect.bisect_right(self._bases, base)
