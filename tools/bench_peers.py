@@ -56,6 +56,8 @@ LATENCY_RATE = 2_000
 IDLE_SECONDS = 3.0  # how long each server's idle CPU is measured, once it is up and before the first row
 SECTION = "bench_peers"  # its markers in docs/benchmarks.md (tools/bench/page.py)
 PAIRED_SECTION = "bench_peers_paired"
+PAIRED_LATENCY_SECTION = "bench_peers_paired_latency"
+PAIRED_LATENCY_SECONDS = 2.0  # a window of --paired-latency, unless --latency-seconds says otherwise
 PAIRED_WARM = 200  # awaited sends to each server before the first slice
 
 
@@ -93,6 +95,7 @@ class Config:
     latency_seconds: float
     systems: list[str]
     paired: int | None = None  # --paired ROUNDS
+    paired_latency: int | None = None  # --paired-latency ROUNDS
     slice: int = 200
 
     def timeout(self, messages: int) -> float:
@@ -219,35 +222,44 @@ def bench_nats(bench: Bench, workdir: Path) -> None:
 
 # --- --paired: batch 1, the servers taking turns -----------------------------------------------------------------
 
+def _servers(stack, systems: list[str], workdir: Path) -> list:
+    """Every asked-for server started (stopped when `stack` closes), as tools/bench/paired.py Servers whose
+    kind is the client the system is driven through."""
+    from tools.bench import mmlog_driver
+    from tools.bench.paired import Server
+    from tools.bench.servers import NatsServer, RabbitServer, RedisServer, group_pids
+
+    servers = []
+    if {"mmlog", "librdkafka"} & set(systems):
+        broker = stack.enter_context(mmlog_driver.server(workdir))
+        host, port = broker.bootstrap.rsplit(":", 1)
+        pids = tuple(group_pids(broker.pid))
+        for system, kind in (("librdkafka", "librdkafka"), ("mmlog", "mmlog")):
+            if system in systems:
+                servers.append(Server(" through ".join(LABELS[system]), host, int(port), pids, kind,
+                                      stream=f"paired-{kind}"))
+    for system, make, kind, where in (
+            ("redis", lambda: RedisServer(workdir), "redis-py", lambda s: s.address),
+            ("nats", lambda: NatsServer(workdir), "nats-py", lambda s: s.address),
+            ("rabbitmq-streams", lambda: RabbitServer(workdir, streams=True), "rstream",
+             lambda s: ("127.0.0.1", s.stream_port))):
+        if system in systems:
+            server = stack.enter_context(make())
+            servers.append(Server(" through ".join(LABELS[system]), *where(server), tuple(server.pids()), kind,
+                                  stream="paired"))
+    return servers
+
+
 def paired(systems: list[str], rounds: int, per_slice: int, command: str) -> str:
     """Every server up at once; one client process sends `per_slice` awaited records through each system's
     client in turn (tools/bench/paired.py), `rounds` times; the section's text."""
     from contextlib import ExitStack
 
-    from tools.bench import mmlog_driver
-    from tools.bench.paired import Server, interleaved, table
-    from tools.bench.servers import NatsServer, RabbitServer, RedisServer, group_pids
+    from tools.bench.paired import interleaved, table
 
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mmlog-bench-peers-")))
-        servers = []
-        if {"mmlog", "librdkafka"} & set(systems):
-            broker = stack.enter_context(mmlog_driver.server(workdir))
-            host, port = broker.bootstrap.rsplit(":", 1)
-            pids = tuple(group_pids(broker.pid))
-            for system, kind in (("librdkafka", "librdkafka"), ("mmlog", "mmlog")):
-                if system in systems:
-                    servers.append(Server(" through ".join(LABELS[system]), host, int(port), pids, kind,
-                                          stream=f"paired-{kind}"))
-        for system, make, kind, where in (
-                ("redis", lambda: RedisServer(workdir), "redis-py", lambda s: s.address),
-                ("nats", lambda: NatsServer(workdir), "nats-py", lambda s: s.address),
-                ("rabbitmq-streams", lambda: RabbitServer(workdir, streams=True), "rstream",
-                 lambda s: ("127.0.0.1", s.stream_port))):
-            if system in systems:
-                server = stack.enter_context(make())
-                servers.append(Server(" through ".join(LABELS[system]), *where(server), tuple(server.pids()), kind,
-                                      stream="paired"))
+        servers = _servers(stack, systems, workdir)
         log(f"--paired: {rounds} rounds of {per_slice} awaited records to each of {len(servers)} servers in turn")
         tallies = ClientProcess(interleaved, servers, rounds, per_slice, PAIRED_WARM).result(7200)
     lines = [f"`{command}` ({time.strftime('%Y-%m-%d %H:%M %Z')}): every server up at once, one client process "
@@ -256,6 +268,28 @@ def paired(systems: list[str], rounds: int, per_slice: int, command: str) -> str
              "server's CPU from its threads' schedstat (ns) around its own slices. Every server shares every "
              "minute of the run, so the ratios hold where the absolute figures move with the host.", ""]
     return "\n".join(lines + table(tallies, [t.name for t in tallies[1:]]) + [""])
+
+
+def paired_latency(systems: list[str], rounds: int, rate: float, seconds: float, command: str) -> str:
+    """Every server up at once; end-to-end latency windows of `seconds` at `rate` through each system's
+    clients in turn (tools/bench/latency.taking_turns), `rounds` times; the section's text."""
+    from contextlib import ExitStack
+
+    from tools.bench.latency import taking_turns, turns_table
+    from tools.bench.paired import driver
+
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mmlog-bench-peers-")))
+        servers = _servers(stack, systems, workdir)
+        log(f"--paired-latency: {rounds} rounds of {seconds:g} s at {rate:,.0f} msg/s through each of "
+            f"{len(servers)} systems in turn")
+        turns = taking_turns([(s.name, *driver(s), s.stream) for s in servers], rounds, rate, seconds, log)
+    lines = [f"`{command}` ({time.strftime('%Y-%m-%d %H:%M %Z')}): every server up at once; end-to-end latency "
+             f"(send -> the consumer has it, the clients of the latency rows above) at {rate:,.0f} msg/s, "
+             f"one system's producer and consumer at a time for {seconds:g} s, {rounds} rounds, the order "
+             "rotating, a fresh stream each window. Every system shares every minute of the run, so the ratios "
+             "hold where the absolute figures move with the host.", ""]
+    return "\n".join(lines + turns_table(turns, rate) + [""])
 
 
 # --- the report -------------------------------------------------------------------------------------------------
@@ -382,19 +416,28 @@ def parse(argv):
                    help="batch 1 only, the servers taking turns: ROUNDS rounds of --slice awaited records through "
                         "each system's client (its own section of the page)")
     p.add_argument("--slice", type=int, default=200, help="--paired: awaited records a server a round (default 200)")
+    p.add_argument("--paired-latency", type=int, metavar="ROUNDS",
+                   help="end-to-end latency only, the systems taking turns: ROUNDS rounds of a --latency-seconds "
+                        f"window (default {PAIRED_LATENCY_SECONDS:g} s here) at --latency-rate through each system's "
+                        "clients (its own section of the page)")
     a = p.parse_args(argv)
     sizes = QUICK if a.quick else RECORDED
     systems = [s.strip() for s in a.systems.split(",") if s.strip()]
     if not systems or any(s not in SYSTEMS for s in systems):
         p.error(f"--systems: choose among {', '.join(SYSTEMS)}")
     given = lambda value, default: default if value is None else value  # noqa: E731 - 0 is given, and refused
+    window = PAIRED_LATENCY_SECONDS if a.paired_latency is not None else sizes["latency_seconds"]
     cfg = Config(given(a.messages, sizes["messages"]), given(a.batch1_messages, sizes["batch1_messages"]),
-                 a.latency_rate, given(a.latency_seconds, sizes["latency_seconds"]), systems)
+                 a.latency_rate, given(a.latency_seconds, window), systems)
     if min(cfg.messages, cfg.batch1_messages, cfg.latency_rate, cfg.latency_seconds) <= 0:
         p.error("sizes and rates must be positive")
     if a.paired is not None and (a.paired < 4 or a.slice <= 0):
         p.error("--paired needs at least 4 rounds (the slice ratios are quartiles) and a positive --slice")
-    cfg.paired, cfg.slice = a.paired, a.slice
+    if a.paired_latency is not None and a.paired_latency < 4:
+        p.error("--paired-latency needs at least 4 rounds (the window ratios are quartiles)")
+    if a.paired is not None and a.paired_latency is not None:
+        p.error("--paired and --paired-latency are separate runs: choose one")
+    cfg.paired, cfg.slice, cfg.paired_latency = a.paired, a.slice, a.paired_latency
     return cfg, a.markdown, (not a.quick) if a.record is None else a.record
 
 
@@ -421,11 +464,16 @@ def main(argv=None) -> int:
         log("nothing to run: every system asked for was skipped")
         return 2
     facts = versions(systems)
-    if cfg.paired:
-        section = paired(systems, cfg.paired, cfg.slice, command.strip())
+    if cfg.paired or cfg.paired_latency:
+        if cfg.paired:
+            name, section = PAIRED_SECTION, paired(systems, cfg.paired, cfg.slice, command.strip())
+        else:
+            name, section = PAIRED_LATENCY_SECTION, paired_latency(systems, cfg.paired_latency, cfg.latency_rate,
+                                                                   cfg.latency_seconds, command.strip())
         print(section)
+        facts.append("load average at end " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
         if record:
-            write_section(page, PAIRED_SECTION, "\n".join([section, *[f"- {f}" for f in facts], ""]))
+            write_section(page, name, "\n".join([section, *[f"- {f}" for f in facts], ""]))
             log(f"wrote {page}")
         return 0
     bench = Bench(cfg, log)

@@ -1,4 +1,5 @@
-"""tools/bench_peers.py --paired: client libraries taking turns against real servers, each record awaited."""
+"""tools/bench_peers.py --paired and --paired-latency: client libraries taking turns against real servers,
+each record awaited, or paced through a producer to a long-polling consumer."""
 
 import shutil
 
@@ -6,11 +7,12 @@ import pytest
 
 from mmlog.client.admin import Admin
 from mmlog.testing import EmbeddedBroker
-from tools.bench import paired
+from tools.bench import kafka_driver, latency, mmlog_driver, paired
 from tools.bench.servers import RedisServer, group_pids
 from tools.bench_peers import parse
 
 SLICES, PER_SLICE, WARM = 4, 30, 5
+ROUNDS, RATE, WINDOW = 4, 500, 0.2  # 100 paced records a window
 
 
 def test_each_client_library_taking_turns_sends_every_record_and_each_server_is_timed_per_slice(tmp_path):
@@ -45,5 +47,33 @@ def test_paired_needs_four_rounds_and_a_slice():
     cfg, _, record = parse(["--paired", "8", "--slice", "50"])
     assert (cfg.paired, cfg.slice, record) == (8, 50, True)
     for argv in (["--paired", "3"], ["--paired", "8", "--slice", "0"]):
+        with pytest.raises(SystemExit):
+            parse(argv)
+
+
+def test_latency_windows_taking_turns_measure_every_paced_record_each_in_a_fresh_topic(tmp_path):
+    with EmbeddedBroker(tmp_path / "mmlog", processors=1) as broker:
+        systems = [("librdkafka", kafka_driver, broker.bootstrap, "rdk"),
+                   ("own client", mmlog_driver, broker.bootstrap, "own")]
+        turns = latency.taking_turns(systems, ROUNDS, RATE, WINDOW, log=lambda line: None)
+        with Admin(broker.bootstrap) as admin:
+            for prefix in ("rdk", "own"):
+                for r in range(ROUNDS):  # the stamp-0 record, then the paced ones
+                    assert admin.latest_offsets(f"{prefix}-lat-{r}") == {0: 1 + int(RATE * WINDOW)}
+    assert [t.name for t in turns] == ["librdkafka", "own client"]
+    for t in turns:
+        assert [len(ms) for ms in t.windows] == [int(RATE * WINDOW)] * ROUNDS
+        assert all(ms.min() > 0 and ms.max() < 10_000 for ms in t.windows)  # milliseconds, from send to receipt
+        assert len(t.achieved) == ROUNDS and min(t.achieved) > 0
+    lines = latency.turns_table(turns, RATE)
+    assert lines[2].startswith("| librdkafka | 4 | 400 |") and lines[3].startswith("| own client | 4 | 400 |")
+    assert lines[-1].startswith("| own client |")  # its p50 and p99 over librdkafka's, pooled and round by round
+
+
+def test_paired_latency_windows_are_two_seconds_unless_told_and_need_four_rounds():
+    cfg, _, _ = parse(["--paired-latency", "6", "--latency-rate", "5000"])
+    assert (cfg.paired_latency, cfg.latency_rate, cfg.latency_seconds, cfg.paired) == (6, 5000, 2.0, None)
+    assert parse(["--paired-latency", "6", "--latency-seconds", "5"])[0].latency_seconds == 5
+    for argv in (["--paired-latency", "3"], ["--paired-latency", "6", "--paired", "6"]):
         with pytest.raises(SystemExit):
             parse(argv)

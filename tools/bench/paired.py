@@ -112,13 +112,19 @@ def _raw(server: Server):
         conn.close()
 
 
+def driver(server: Server):
+    """The client driver of a server whose kind is a key of CLIENTS, and the address it takes."""
+    module = importlib.import_module(f"tools.bench.{CLIENTS[server.kind]}")
+    kafka = server.kind in ("librdkafka", "mmlog")
+    return module, f"{server.host}:{server.port}" if kafka else (server.host, server.port)
+
+
 def sender(server: Server):
     """A context manager yielding `send(n)`: n awaited requests to `server`."""
     if server.kind not in CLIENTS:
         return _raw(server)
-    driver = importlib.import_module(f"tools.bench.{CLIENTS[server.kind]}")
-    kafka = server.kind in ("librdkafka", "mmlog")
-    return driver.awaited(f"{server.host}:{server.port}" if kafka else (server.host, server.port), server.stream)
+    module, address = driver(server)
+    return module.awaited(address, server.stream)
 
 
 def interleaved(servers: list[Server], slices: int, per_slice: int, warm: int) -> list[Tally]:
