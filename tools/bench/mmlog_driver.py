@@ -34,12 +34,16 @@ CHUNK = 1000  # send() calls between two looks at the clock
 BULK_CHUNK = 10_000  # records per send_many() call
 
 
+# A first run from a fresh clone compiles the kernels before the broker is ready (about a minute on 2 cores)
+COLD_START_S = 300.0
+
+
 def server(workdir: Path, processors: int = 2, flush_ms: int | None = 1000):
     """An EmbeddedBroker in `workdir/mmlog`, fsyncing every `flush_ms` (None: the broker's default, no
     time-based fsync, as Kafka's)."""
     from mmlog.testing import EmbeddedBroker
 
-    return EmbeddedBroker(Path(workdir) / "mmlog", processors=processors,
+    return EmbeddedBroker(Path(workdir) / "mmlog", processors=processors, ready_timeout=COLD_START_S,
                           config={} if flush_ms is None else {"log.flush.interval.ms": flush_ms})
 
 
