@@ -170,6 +170,13 @@ def append(rows, row, buf, spans, n, now_ms, acks, out):
 
 
 @njit(cache=True, nogil=True)
+def append_group(rows, ids, buf, spans, n, now_ms, acks, out, pending):
+    """`append` to the partition of rows[ids[0]] in the caller's ids and pending (no allocation): the records
+    fields of n requests of one read, in order, with one write and one publish (a group commit)."""
+    return _append_all(rows, ids, 1, buf, spans, n, now_ms, acks, out, pending)
+
+
+@njit(cache=True, nogil=True)
 def append_partitions(rows, ids, k, buf, spans, now_ms, acks, out, pending):
     """Append the records field spans[i] to the partition of rows[ids[i]], for the k partitions of one
     request, all or none: OK (out[i] filled), or FALLBACK with nothing changed in any of them.

@@ -7,7 +7,8 @@ same topics. Each stream goes to both on one connection each, cut into the same 
 and ends with an ApiVersions request whose answer says everything before it was answered.
 Streams: the Produce frames captured from librdkafka and kafka-python (tests/fixtures/
 client_frames), mmlog's own producer's, and generated ones: every version, acks 0, 1 and
-all, several batches in one records field, several partitions, and the error paths
+all, several batches in one records field, several partitions, a pipelining producer's runs
+to one partition (appended as one group when a read holds several), and the error paths
 (corrupt and truncated batches, bad magic, null records, unknown partitions, invalid acks,
 a transactional id). Then every response byte is equal, and every segment, index and time
 index file, and the state page but for its clock and sequence slots.
@@ -142,6 +143,23 @@ def keyed(rng) -> list[bytes]:
         for i in range(12)]
 
 
+def pipelined(rng) -> list[bytes]:
+    """A pipelining producer's requests: runs to one partition that a read takes several of at a time (the
+    compiled path appends those as one group), acks 1 and 0 and every version, each run ended by what ends a
+    group: a corrupt batch, a request to another partition, an acks=all one."""
+    corrupt = bytearray(batch(rng))
+    corrupt[-1] ^= 0xFF
+    frames, cid = [], 3000
+    for run in range(9):
+        for _ in range(rng.randint(2, 24)):
+            frames.append(request(3 + cid % 6, cid, part(ONE, 0, batch(rng)), acks=(1, 0)[run % 2]))
+            cid += 1
+        breaker = (part(ONE, 0, bytes(corrupt)), part(THREE, run % 3, batch(rng)), part(ONE, 0, batch(rng)))[run % 3]
+        frames.append(request(8, cid, breaker, acks=-1 if run % 3 == 2 else 1))
+        cid += 1
+    return frames
+
+
 def mmlog_producer_frames(rng) -> list[bytes]:
     """What mmlog's producer sends (its version, client id and batch shape), as its request encoder makes it."""
     from mmlog.client.produce_requests import PRODUCE_VERSION
@@ -151,29 +169,46 @@ def mmlog_producer_frames(rng) -> list[bytes]:
 
 def exchange(broker, stream: bytes, chunks: list[int]) -> bytes:
     """Send the stream in these chunk sizes, then the sentinel; every response byte up to the sentinel's."""
+    with connect(broker) as sock:
+        return round_trip(sock, stream, chunks)
+
+
+def exchange_runs(broker, runs: list[bytes]) -> bytes:
+    """Each run sent whole on one connection, after the answers to the one before it (so the connection is
+    idle, and compiled code's, when the run comes): every response byte but the sentinels'."""
+    with connect(broker) as sock:
+        return b"".join(round_trip(sock, run, []) for run in runs)
+
+
+def connect(broker) -> socket.socket:
     host, port = broker.bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=20) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        at = 0
-        for size in chunks:
-            sock.sendall(stream[at:at + size])
-            at += size
-        sock.sendall(stream[at:])
-        sock.sendall(encode_request(RequestHeader(api_versions.API_KEY, 0, SENTINEL, "differential"),
-                                    api_versions.REQUEST()))
-        received = bytearray()
-        while True:
-            pos = 0
-            while pos + 4 <= len(received):  # walk the whole frames received so far
-                size = struct.unpack_from(">i", received, pos)[0]
-                if pos + 4 + size > len(received):
-                    break
-                if struct.unpack_from(">i", received, pos + 4)[0] == SENTINEL:
-                    return bytes(received[:pos])
-                pos += 4 + size
-            data = sock.recv(1 << 16)
-            assert data, "the broker closed the connection"
-            received += data
+    sock = socket.create_connection((host, int(port)), timeout=20)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def round_trip(sock, stream: bytes, chunks: list[int]) -> bytes:
+    at = 0
+    for size in chunks:
+        sock.sendall(stream[at:at + size])
+        at += size
+    sock.sendall(stream[at:])
+    sock.sendall(encode_request(RequestHeader(api_versions.API_KEY, 0, SENTINEL, "differential"),
+                                api_versions.REQUEST()))
+    received = bytearray()
+    while True:
+        pos = 0
+        while pos + 4 <= len(received):  # walk the whole frames received so far
+            size = struct.unpack_from(">i", received, pos)[0]
+            if pos + 4 + size > len(received):
+                break
+            if struct.unpack_from(">i", received, pos + 4)[0] == SENTINEL:
+                assert pos + 4 + size == len(received), "an answer came after the sentinel's"
+                return bytes(received[:pos])
+            pos += 4 + size
+        data = sock.recv(1 << 16)
+        assert data, "the broker closed the connection"
+        received += data
 
 
 def chunking(rng, total: int) -> list[int]:
@@ -204,6 +239,7 @@ STREAMS = {
     "mmlog producer": mmlog_producer_frames,
     "generated": generated,
     "keyed over many partitions": keyed,
+    "pipelined to one partition": pipelined,
 }
 
 
@@ -216,6 +252,24 @@ def test_a_request_stream_gets_the_same_answers_and_files_from_both_paths(broker
     answers = [exchange(broker, stream, chunks) for broker in brokers]
     assert answers[0] == answers[1]
     assert partition_files(compiled) == partition_files(python)
+
+
+def test_runs_of_requests_that_each_arrive_in_one_read_get_the_same_answers_and_files_and_are_grouped(brokers):
+    compiled, python = brokers
+    rng = random.Random(f"{SEED}-runs")
+    runs, run = [], []
+    for frame in pipelined(rng):
+        run.append(frame)
+        if len(run) > 1 and api_key(frame) == produce.API_KEY and frame != run[0] and rng.random() < 0.15:
+            runs.append(b"".join(run))
+            run = []
+    runs.append(b"".join(run))
+    grouped = scrape(compiled).get("mmlog_processor_produce_requests_grouped_total", 0)
+    answers = [exchange_runs(broker, runs) for broker in brokers]
+    assert answers[0] == answers[1]
+    assert partition_files(compiled) == partition_files(python)
+    assert scrape(compiled).get("mmlog_processor_produce_requests_grouped_total", 0) > grouped
+    assert scrape(python).get("mmlog_processor_produce_requests_grouped_total", 0) == 0
 
 
 def test_the_compiled_path_served_requests_and_the_other_broker_none(brokers):
