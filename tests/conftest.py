@@ -1,6 +1,7 @@
 """Suite-wide set-up: numba's caches filled once before the first broker starts, and one ZooKeeper.
 
-On a fresh clone the kernels have no cache (`__pycache__/*.nbi` beside their modules), and the
+On a fresh clone the kernels have no cache (mmlog/system/kernel_cache.py: a directory for each state
+of the sources, `NUMBA_CACHE_DIR` once mmlog is imported), and the
 first broker a test starts compiles them all: about 40 s of CPU, minutes of wall time on a busy
 machine, past a broker fixture's ready timeout. Compiling them here, once, in a child process (so
 this one stays small), leaves every broker a warm cache. The clients' kernels (about 50 s of CPU
