@@ -1,0 +1,127 @@
+"""The broker's CPU per pipelined record: librdkafka at batch 50 flat out into one partition, two codes in turn.
+
+    python tools/bench_pipelined.py --baseline REF            # 6 rounds of 2,000,000 records; prints the table
+    python tools/bench_pipelined.py --baseline REF --record   # and writes its section of docs/benchmarks.md
+    python tools/bench_pipelined.py                           # this tree alone
+
+One broker (EmbeddedBroker, loopback, 1 processor unless told, `log.flush.interval.ms=1000`), one partition,
+confluent-kafka (librdkafka) producing 200-byte records at batch 50 (linger 5 ms, 5 requests in flight,
+acks=1: `tools/bench/kafka_driver.py`). The figure is the CPU the broker's processors spent (their threads'
+schedstat, ns) per record over the measured run, after a warm-up that creates the topic and connects; the
+whole broker's (the main process too: flush timer, metrics) beside it. Each case runs in a fresh interpreter
+on the code of `--baseline` (`git archive`; its numba kernels compile afresh, about a minute) and of this
+tree, alternating for `--rounds`, the order swapped every round; the ratio is this tree's over the
+baseline's, round by round (each pair measured a minute apart on the same host).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # `python tools/bench_pipelined.py`
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+
+from tools.bench.page import show  # noqa: E402
+from tools.bench.trees import export_tree, head, run_in  # noqa: E402
+from tools.bench_metadata import log  # noqa: E402
+
+SECTION = "pipelined"
+BATCH = 50
+
+
+def child(records: int, processors: int) -> dict:
+    """In the process of one code tree: the broker's CPU (processors', whole) per record and the rate."""
+    from mmlog.testing import EmbeddedBroker
+    from tools.bench import kafka_driver
+    from tools.bench.common import ClientProcess
+    from tools.bench.paired import cpu_ns
+    from tools.bench.servers import group_pids
+
+    with tempfile.TemporaryDirectory(prefix="bench-pipelined-") as data, \
+            EmbeddedBroker(Path(data) / "mmlog", processors=processors, ready_timeout=300,
+                           config={"log.flush.interval.ms": 1000}) as broker:
+        ready, go = ClientProcess._ctx.Event(), ClientProcess._ctx.Event()
+        client = ClientProcess(kafka_driver.produce, broker.bootstrap, "pipelined", records, BATCH, ready, go)
+        client.wait_for(ready, 120, "warm-up")
+        workers, everyone = broker.processor_pids(), group_pids(broker.pid)
+        before = cpu_ns(workers), cpu_ns(everyone)
+        go.set()
+        result = client.result(600)
+        used = cpu_ns(workers) - before[0], cpu_ns(everyone) - before[1]
+    return {"processors_us": used[0] / 1e3 / result["messages"], "broker_us": used[1] / 1e3 / result["messages"],
+            "rate": result["messages"] / result["seconds"]}
+
+
+def run_case(tree: Path | None, records: int, processors: int) -> dict:
+    return run_in(tree, "tools.bench_pipelined", f"child({records}, {processors})")
+
+
+def spread(values: list[float], fmt: str) -> str:
+    """"median (min–max)"."""
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
+
+
+def table(cases: dict[str, list[dict]], labels: dict[str, str]) -> list[str]:
+    lines = ["| code | rounds | processors' CPU µs / record | whole broker µs / record | msg/s |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for case, got in cases.items():
+        if got:
+            lines.append(f"| {labels[case]} | {len(got)} | {spread([g['processors_us'] for g in got], '.3f')} | "
+                         f"{spread([g['broker_us'] for g in got], '.3f')} | "
+                         f"{spread([g['rate'] for g in got], ',.0f')} |")
+    if cases.get("before"):
+        ratios = sorted(a["processors_us"] / b["processors_us"] for a, b in zip(cases["after"], cases["before"]))
+        lines += ["", f"After over before, processors' CPU per record, round by round: median "
+                      f"{statistics.median(ratios):.2f} (from {ratios[0]:.2f} to {ratios[-1]:.2f}; "
+                      f"{sum(r < 1 for r in ratios)} of {len(ratios)} rounds lower)."]
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--baseline", help="git ref of the code before (none: this tree alone)")
+    ap.add_argument("--records", type=int, default=2_000_000, help="records a round")
+    ap.add_argument("--processors", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=6, help="alternations of the baseline's code and this tree's")
+    ap.add_argument("--record", action="store_true", help="write the section of docs/benchmarks.md")
+    args = ap.parse_args(argv)
+    if args.records <= 0 or args.rounds <= 0 or args.processors <= 0:
+        ap.error("records, rounds and processors must be positive")
+    command = " ".join(["python tools/bench_pipelined.py", *(sys.argv[1:] if argv is None else argv)])
+    cases: dict[str, list[dict]] = {"before": [], "after": []}
+    labels = {"after": f"after: {head()}"}
+    with tempfile.TemporaryDirectory(prefix="bench-pipelined-tree-") as scratch:
+        trees = [("after", None)]
+        if args.baseline:
+            base_tree, labels["before"] = export_tree(args.baseline, Path(scratch))
+            labels["before"] = f"before: {labels['before']}"
+            trees.insert(0, ("before", base_tree))
+        for r in range(args.rounds):
+            for case, tree in (trees if r % 2 == 0 else trees[::-1]):
+                got = run_case(tree, args.records, args.processors)
+                cases[case].append(got)
+                log(f"round {r + 1}, {case}: processors {got['processors_us']:.3f} µs a record, whole broker "
+                    f"{got['broker_us']:.3f}, {got['rate']:,.0f} msg/s")
+    if not args.baseline:
+        del cases["before"]
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    text = "\n".join([
+        f"### The broker's CPU per pipelined record ({args.processors} processor"
+        f"{'s' if args.processors > 1 else ''})", "",
+        f"`{command}` ({time.strftime('%Y-%m-%d %H:%M %Z')}, load average at end {load}): librdkafka at batch "
+        f"{BATCH} flat out into one partition, {args.records:,} records of 200 bytes a round"
+        + (", the baseline's code and this tree's in turn" if args.baseline else "")
+        + f", {args.rounds} rounds; medians with their range:", "",
+        *table(cases, labels)])
+    show(text, SECTION, args.record)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
