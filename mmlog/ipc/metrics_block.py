@@ -75,7 +75,7 @@ QUEUE, LOCAL, REMOTE, SEND, TOTAL = range(len(KINDS))
 SCALARS = ("bytes_in", "messages_in", "bytes_out", "replication_bytes_out", "connections_created",
            "connections_closed", "processor_restarts", "processor_failures",
            "cleaner_passes", "cleaner_bytes_read", "cleaner_bytes_written", "cleaner_records_read",
-           "cleaner_records_kept", "partition_evictions", "requests_compiled", "produce_requests_grouped")
+           "cleaner_records_kept", "partition_evictions", "requests_compiled")
 GAUGES = ("connections", "cleaner_last_pass_us", "catalogue_checks")
 
 REQUESTS = 0

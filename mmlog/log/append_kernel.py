@@ -164,13 +164,8 @@ SORT_IN_PLACE = 16  # up to this many partitions, the lock order is an insertion
 @njit(cache=True, nogil=True)
 def append(rows, row, buf, spans, n, now_ms, acks, out):
     """Append the n records fields of spans to the partition of rows[row]: OK (out filled) or FALLBACK."""
+    ids = np.full(1, row, np.int64)
     pending = np.zeros((1, PENDING_FIELDS), np.int64)
-    return append_group(rows, np.full(1, row, np.int64), buf, spans, n, now_ms, acks, out, pending)
-
-
-@njit(cache=True, nogil=True)
-def append_group(rows, ids, buf, spans, n, now_ms, acks, out, pending):
-    """`append` to rows[ids[0]]'s partition in the caller's arrays (no allocation): one write and one publish."""
     return _append_all(rows, ids, 1, buf, spans, n, now_ms, acks, out, pending)
 
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 
+from mmlog.metrics.exposition import Family
 from mmlog.errors import BY_CODE
 from mmlog.ipc import metrics_block as mb
 from mmlog.log.cleaner.manager import read_status
 from mmlog.log.state import LEADER_ROLE
-from mmlog.metrics.exposition import Family
 from mmlog.protocol.messages import APIS
 
 log = logging.getLogger(__name__)
@@ -123,9 +123,6 @@ def traffic_families(broker, totals) -> list[Family]:
         ("mmlog_processor_requests_compiled", "requests_compiled",
          "Requests the compiled request path served (compiled.request.path.enable); the rest went through "
          "the Python handlers."),
-        ("mmlog_processor_produce_requests_grouped", "produce_requests_grouped",
-         "Produce requests the compiled path appended together with others of the same read to the same "
-         "partition: one write and one publish for the group (a pipelining producer's group commit)."),
     )])
     connections = Family("kafka_server_socketservermetrics_connection_count", "gauge",
                          "Connections open, per processor.")

@@ -4,10 +4,9 @@
 processor's own epoll set and, for each ready connection the Python side marked FAST (idle:
 nothing buffered, nothing queued to send, nothing in flight), reads what the socket has into the
 processor's receive buffer, cuts the frames, serves those the compiled path covers (Produce:
-`produce_path.serve_frame`, or `serve_group` for a run of them to one partition; a consumer's Fetch:
-`fetch_path.serve_fetch`), and sends their responses. It returns to Python as soon as anything needs
-it, and at the latest when `timeout_ms` has passed (the Python loop's timers, heartbeats and catalogue
-checks run between calls).
+`produce_path.serve_frame`; a consumer's Fetch: `fetch_path.serve_fetch`), and sends their
+responses. It returns to Python as soon as anything needs it, and at the latest when `timeout_ms`
+has passed (the Python loop's timers, heartbeats and catalogue checks run between calls).
 
 What goes back to Python, one row of `out` each (OUT_FIELDS columns):
   EVENT    an fd the compiled path does not serve (the handoff socket, the control channel,
@@ -247,7 +246,6 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
     who = conns[fd, WHO]
     client = conns[fd, CLIENT_HASH]
     produce_scratch, fetch_scratch = scratch
-    grouping = conns[fd, PRODUCE_SLOT] < 0  # a produce quota's requests are recorded one by one (serve_frame)
     while end - p >= 4:
         size = be_i32(rbuf, p)
         if size < 0 or size > max_frame:
@@ -260,16 +258,6 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
             api = -1  # quotas were decided for another client id (or none yet): Python's
         elif api == fetch_path.API_KEY and (conns[fd, FETCH_LIMITED] or held):
             api = -1  # a fetch quota's, or behind a held answer: Python's
-        if api == produce_path.API_KEY and grouping and not held:
-            m, after = _produce_run(rbuf, p, end, max_frame, client)
-            if m > 1:
-                w = produce_path.serve_group(rbuf, p, m, wbuf, wpos, counters, produce_scratch, table, shared, who)
-                if w >= 0:
-                    produced += m
-                    wpos = w
-                    p = after
-                    continue
-                grouping = False  # not a group, or the kernel's refusal: frame by frame for the rest of this read
         if api == produce_path.API_KEY:
             w = produce_path.serve_frame(rbuf, p + 4, p + 4 + size, wbuf, wpos, counters, produce_scratch, table,
                                          shared, who, conns[fd, PRODUCE_SLOT], conns[fd, PRODUCE_LIMIT], held > 0)
@@ -339,23 +327,6 @@ def _serve_connection(fd, mask, params, conns, rbuf, rpos, wbuf, wpos, plan, n_p
                                         held_at, p - held_at if held else 0, h_start,
                                         scratch[0][produce_path.HELD_COUNT][0] - h_start)
     return start, w_start, p_start, n_out  # everything served and sent: the buffers' room is free again
-
-
-@njit(cache=True, nogil=True)
-def _produce_run(rbuf, p, end, max_frame, client):
-    """How many whole Produce frames follow each other from p (at most produce_path.GROUP_MAX, each of the
-    connection's client id as `_serve_connection` requires), and where the last one ends."""
-    m = 0
-    while m < produce_path.GROUP_MAX and end - p >= 4:
-        size = be_i32(rbuf, p)
-        if size < 0 or size > max_frame or end - p - 4 < size:
-            break
-        api, _ = peek_api(rbuf, p + 4, p + 4 + size)
-        if api != produce_path.API_KEY or (client != ANY_CLIENT and client != _client_hash(rbuf, p + 4, p + 4 + size)):
-            break
-        m += 1
-        p += 4 + size
-    return m, p
 
 
 @njit(cache=True, nogil=True)

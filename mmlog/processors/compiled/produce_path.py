@@ -10,11 +10,6 @@ producers' in-sequence batches): all of them appended, or none. A duplicate or a
 batch is Python's (the duplicate's offsets, or the error).
 Everything that answers an error is Python's: so is every error metric.
 
-A pipelining producer's read often holds several requests to one partition. `serve_group` appends those
-(acks 0 or 1, one partition each, the same one) with one call of the append kernel: one write past the log
-end and one state publish for the group, as the Python handlers' group commit does; the answers and files
-are those of serving them one by one. Anything else, or a group the kernel refuses, goes frame by frame.
-
 acks=-1 where the ISR holds followers: the records are appended here and the answer waits until the
 high watermark passes them, in Python's purgatory with every other waiting Produce (its timeout, its
 errors when leadership moves or the ISR shrinks are handlers/produce.py's `AwaitingReplicas`).
@@ -40,11 +35,9 @@ from mmlog.ipc.quota_block import record_rate
 from mmlog.log import append_kernel, partition_table
 from mmlog.log.state import HIGH_WATERMARK, STATE_SIZE
 from mmlog.protocol import produce_kernels as pk
-from mmlog.protocol.wire_kernels import be_i32
 from mmlog.system import libc
 
 API_KEY = 0
-GROUP_MAX = 64  # Produce frames of one read appended together (serve_group)
 MAX_PARTS = 4096  # partitions a decoded request may name before it is left to Python (a keyed producer's names many)
 HELD = -2  # serve_frame's answer for a request appended whose answer waits for followers
 HELD_ROWS = 4096  # held partitions one loop call may pass to Python (a request that finds no room is Python's)
@@ -57,7 +50,6 @@ HELD_ROWS_AT, HELD_COUNT = 7, 8  # the scratch's held rows and their count (the 
 # values, [its window ms, this processor's writer row]) (ipc/quota_block.py)
 _SLOTS = STATE_SIZE // 8
 _BYTES_IN, _MESSAGES_IN = metrics_block.SCALAR["bytes_in"], metrics_block.SCALAR["messages_in"]
-_GROUPED = metrics_block.SCALAR["produce_requests_grouped"]
 
 
 def make_scratch() -> tuple:
@@ -124,73 +116,6 @@ def serve_frame(buf, start, end, wbuf, wpos, counters, scratch, table, shared, w
         return HELD
     return pk.encode_produce_response(wbuf, wpos, header[pk.API_VERSION], header[pk.CORRELATION_ID], 0, buf,
                                       parts, n, results)
-
-
-@njit(cache=True, nogil=True)
-def serve_group(buf, start, m, wbuf, wpos, counters, scratch, table, shared, who):
-    """Serve the m whole Produce frames that follow each other in buf from `start` (size prefixes included)
-    as one group commit: when each names one partition, the same one, with the same acks (0 or 1) and no
-    transactional id, their records fields are appended by one call of the append kernel (one write, one
-    publish), and their answers encoded in order; the end of the answers in wbuf. -1, with nothing changed,
-    for anything else, and whenever the kernel falls back: each frame then goes through `serve_frame`.
-
-    The files are those of serving the frames one by one: the kernel assigns offsets, index entries and the
-    state as it does frame by frame (its rule is per batch), and refuses a group a roll or a flush would cut."""
-    header, parts, results, spans, appended, ids, pending, held, held_count = scratch
-    slots, rows, names = table
-    if m < 2 or m > spans.shape[0]:
-        return -1
-    acks = row = -1
-    room = wpos
-    nbytes = 0
-    p = start
-    for i in range(m):
-        size = be_i32(buf, p)
-        if pk.decode_produce(buf, p + 4, p + 4 + size, header, parts) != 1 or header[pk.TRANSACTIONAL_ID_LEN] != -1:
-            return -1
-        if (header[pk.ACKS] != 0 and header[pk.ACKS] != 1) or (i > 0 and header[pk.ACKS] != acks):
-            return -1
-        acks = header[pk.ACKS]
-        length = parts[0, pk.RECORDS_LEN]
-        if length <= 0:
-            return -1
-        at = partition_table.lookup(slots, rows, names, buf, parts[0, pk.NAME_START], parts[0, pk.NAME_LEN],
-                                    parts[0, pk.PARTITION])
-        if at < 0 or (i > 0 and at != row):
-            return -1
-        if i == 0 and not partition_table.permits(rows, at, partition_table.WRITE_KNOWN, who):
-            return -1
-        row = at
-        spans[i, 0] = parts[0, pk.RECORDS_START]
-        spans[i, 1] = length
-        nbytes += length
-        if acks != 0:
-            room += pk.response_size(header[pk.API_VERSION], parts, 1)
-        p += 4 + size
-    if room > wbuf.shape[0]:
-        return -1  # no room for every answer: known before the append, never after it
-    ids[0] = row
-    if append_kernel.append_group(rows, ids, buf, spans, m, libc.wall_ms(), acks, appended,
-                                  pending) != append_kernel.OK:
-        return -1
-    records = 0
-    for i in range(m):
-        records += appended[i, 4]
-    _appended(counters, shared, nbytes, records)
-    shared[0][_GROUPED] += m
-    if acks == 0:
-        return wpos
-    p = start
-    results[0, 0] = 0
-    for i in range(m):
-        size = be_i32(buf, p)
-        pk.decode_produce(buf, p + 4, p + 4 + size, header, parts)  # as decoded above: the answer's names
-        results[0, 1] = appended[i, 0]
-        results[0, 2] = appended[i, 2]
-        wpos = pk.encode_produce_response(wbuf, wpos, header[pk.API_VERSION], header[pk.CORRELATION_ID], 0, buf,
-                                          parts, 1, results)
-        p += 4 + size
-    return wpos
 
 
 @njit(cache=True, nogil=True)
