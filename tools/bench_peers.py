@@ -2,6 +2,8 @@
 
     python tools/bench_peers.py --quick      # a few minutes; prints the tables, writes nothing
     python tools/bench_peers.py              # the recorded run: also rewrites its section of docs/benchmarks.md
+    python tools/bench_peers.py --paired 60 --slice 200                 # batch 1, the servers taking turns
+    python tools/bench_peers.py --paired-latency 20 --latency-rate 5000  # end-to-end latency, the systems in turn
 
 Systems, each server started by the run on free loopback ports in a temporary
 directory and stopped (by pid, its process group) when its rows are done:
