@@ -230,6 +230,7 @@ class Processor:
         deadline = self.control.next_deadline()
         if deadline is not None:
             timeout = _sooner(timeout, deadline)
+        timeout = _sooner(timeout, min(self._catalogue_due, self._next_reap))  # the loop's own rounds, when due
         if self.stopping:
             timeout = min(timeout or 0.05, 0.05)
         return 1.0 if timeout is None else min(timeout, 1.0)

@@ -59,7 +59,9 @@ SEND_BUFFER = 1 << 20
 PLAN_ROWS = 8192  # file ranges one call may send (a Fetch answer's records, one a partition)
 MAX_EVENTS = 1024
 CARRY_SLOTS = 256  # connections that may each hold a frame's first part between reads (loop.py)
-MAX_CALL_MS = 100  # the longest one call waits: the Python loop's own phases run at least this often
+# The longest one call waits, as the Python path's poll: the Python loop's phases that must run at a time
+# (timers, parked requests' deadlines, the catalogue check, reaping idle connections) end the call by then.
+MAX_CALL_MS = 1000
 
 
 class CompiledPath:

@@ -1,8 +1,10 @@
 """What the compiled loop owes the processor around it: activity that keeps a connection open, idleness that
-closes it, and a frame cut anywhere reaching the Python handlers whole and in order."""
+closes it, a frame cut anywhere reaching the Python handlers whole and in order, and an idle processor that
+wakes only when one of its Python phases is due."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -95,3 +97,23 @@ def test_a_frame_cut_byte_by_byte_and_a_python_request_behind_it_are_answered_in
             time.sleep(0.001)  # let the broker read the pieces apart
     assert [int.from_bytes(answer(sock)[:4], "big") for _ in range(3)] == [1, 2, 3]
     sock.close()
+
+
+def turns(pid: int) -> int:
+    """How many times the process's threads have been put on a CPU (the third field of their schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            total += int(f.read().split()[2])
+    return total
+
+
+def test_an_idle_processor_wakes_when_its_python_phases_are_due_not_ten_times_a_second(broker):
+    """Its catalogue check (every 0.5 s) and idle-connection reaping (every second) end the compiled loop's wait;
+    nothing else does while no request comes, so it turns a few times a second (it turned ten times)."""
+    (processor,) = broker.processor_pids()
+    time.sleep(0.5)  # after the fixture's requests
+    before, started = turns(processor), time.monotonic()
+    time.sleep(3)
+    per_second = (turns(processor) - before) / (time.monotonic() - started)
+    assert per_second < 5, f"{per_second:.1f} turns a second while idle"
