@@ -37,15 +37,13 @@ BATCH = 50
 
 def child(records: int, processors: int) -> dict:
     """In the process of one code tree: the broker's CPU (processors', whole) per record and the rate."""
-    from mmlog.testing import EmbeddedBroker
-    from tools.bench import kafka_driver
+    from tools.bench import kafka_driver, mmlog_driver
     from tools.bench.common import ClientProcess
     from tools.bench.paired import cpu_ns
     from tools.bench.servers import group_pids
 
     with tempfile.TemporaryDirectory(prefix="bench-pipelined-") as data, \
-            EmbeddedBroker(Path(data) / "mmlog", processors=processors, ready_timeout=300,
-                           config={"log.flush.interval.ms": 1000}) as broker:
+            mmlog_driver.server(Path(data), processors=processors) as broker:
         ready, go = ClientProcess._ctx.Event(), ClientProcess._ctx.Event()
         client = ClientProcess(kafka_driver.produce, broker.bootstrap, "pipelined", records, BATCH, ready, go)
         client.wait_for(ready, 120, "warm-up")

@@ -219,7 +219,9 @@ class Processor:
             self._catalogue_checks += 1
             self.metrics.set("catalogue_checks", self._catalogue_checks)
 
-    def _poll_timeout(self) -> float | None:
+    def _poll_timeout(self) -> float:
+        """How long the poll may wait: until the first of the loop's phases is due (timers, parked requests'
+        deadlines, mutes, control calls, the catalogue check, reaping idle connections), 1 s at most."""
         if self._ready:
             return 0
         timeout = self.purgatory.timeout()
@@ -233,7 +235,7 @@ class Processor:
         timeout = _sooner(timeout, min(self._catalogue_due, self._next_reap))  # the loop's own rounds, when due
         if self.stopping:
             timeout = min(timeout or 0.05, 0.05)
-        return 1.0 if timeout is None else min(timeout, 1.0)
+        return min(timeout, 1.0)
 
     def _on_events(self, events) -> None:
         for kind, mask in events:

@@ -73,6 +73,8 @@ import zlib
 from pathlib import Path
 from types import CodeType
 
+from mmlog.system import user_cache
+
 ENV = "MMLOG_CODEC_CACHE_DIR"
 FORMAT = b"mmlogcc1"
 HEADER = struct.Struct("<8s4sIQ")  # format, magic, CRC-32 of the payload, payload length
@@ -83,8 +85,8 @@ def default_directory() -> Path | None:
     """The cache directory: $MMLOG_CODEC_CACHE_DIR, else $XDG_CACHE_HOME/mmlog, else ~/.cache/mmlog; None for none."""
     if ENV in os.environ:
         return Path(os.environ[ENV]) if os.environ[ENV] else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base, "mmlog") if os.path.isabs(base) else None  # "~" unexpanded: no home
+    directory = user_cache.directory()
+    return Path(directory) if directory is not None else None
 
 
 def cache_file(directory: Path | None) -> Path | None:
@@ -93,18 +95,9 @@ def cache_file(directory: Path | None) -> Path | None:
     return None if directory is None or tag is None else directory / f"codecs-{tag}.bin"
 
 
-def _trusted(directory: Path) -> bool:
-    """Whether the directory is this user's own and only theirs to write: its code will run here."""
-    try:
-        st = os.stat(directory)
-    except OSError:
-        return False
-    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
-
-
 def load(path: Path | None) -> dict[str, CodeType]:
     """The code objects in the cache file by their source text; {} for no file or one that is not whole."""
-    if path is None or not _trusted(path.parent):
+    if path is None or not user_cache.trusted(path.parent):
         return {}
     try:
         data = path.read_bytes()
@@ -135,7 +128,7 @@ def store(path: Path | None, codes: dict[str, CodeType]) -> bool:
     header = HEADER.pack(FORMAT, importlib.util.MAGIC_NUMBER, zlib.crc32(payload), len(payload))
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _trusted(path.parent):
+        if not user_cache.trusted(path.parent):
             return False
         _remove_stale_temporaries(path)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -19,9 +19,12 @@ import sys
 import time
 import zlib
 
+from mmlog.system import user_cache
+
 CACHE_ENV = "MMLOG_KERNEL_CACHE"  # the cache directory this module chose (so a child process knows it is ours)
 PREFIX = "kernels-"
 STALE_S = 86_400  # a directory of other sources unused this long is removed
+TOUCH_S = 3_600  # how stale the current directory's time may get before a process marks it in use again
 PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # os.path, not pathlib: every import of
 # mmlog runs this module, and a client that needs nothing else should not pay for pathlib's imports
 
@@ -47,26 +50,28 @@ def _list(directory: str, strip: int, lines: list) -> None:
 
 def base_directory(package: str) -> str | None:
     """Where the cache directories go: the package's own __pycache__ when this process may write there (an
-    editable install, a checkout: numba's own default), else $XDG_CACHE_HOME/mmlog or ~/.cache/mmlog when
-    that is this user's alone (the codec cache's directory: a cache's code runs in the broker); None when
-    neither will do."""
+    editable install, a checkout: numba's own default), else the user's cache directory when it is theirs
+    alone (system/user_cache.py: a cache's code runs in the broker); None when neither will do."""
     if _writable(os.path.join(package, "__pycache__")):
         return os.path.join(package, "__pycache__")
-    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    user = os.path.join(home, "mmlog")
-    if os.path.isabs(home) and _writable(user, mode=0o700):
-        st = os.stat(user)
-        if st.st_uid == os.geteuid() and not st.st_mode & 0o022:
-            return user
+    user = user_cache.directory()
+    if user is not None and _writable(user, mode=0o700) and user_cache.trusted(user):
+        return user
     return None
 
 
 def _writable(directory: str, mode: int = 0o777) -> bool:
-    """Whether this process can create files in directory (made if missing): tried, as numba tries, rather
-    than access(2), which ignores the capabilities a broker run as another user may keep (testing.as_user)."""
-    probe = os.path.join(directory, f".probe-{os.getpid()}")
+    """Whether this process can create files in directory (made if missing). access(2) answers for most; it
+    ignores capabilities (a broker run as another user keeps root's: testing.as_user), so a no is tried, as
+    numba tries, with a file created and removed."""
     try:
         os.makedirs(directory, mode=mode, exist_ok=True)
+    except OSError:
+        return False
+    if os.access(directory, os.W_OK | os.X_OK):
+        return True
+    probe = os.path.join(directory, f".probe-{os.getpid()}")
+    try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.unlink(probe)
         return True
@@ -95,13 +100,14 @@ def configure(package: str = PACKAGE) -> str | None:
 def _remove_stale(base: str, current: str) -> None:
     """Remove the directories of other states of the sources that nothing has used for STALE_S (best effort:
     another process may be removing them too)."""
+    now = time.time()
     try:
         os.makedirs(current, exist_ok=True)
-        os.utime(current)  # in use: its time says so to the processes of other states
+        if now - os.stat(current).st_mtime > TOUCH_S:
+            os.utime(current)  # in use: its time says so to the processes of other states
         others = [e.path for e in os.scandir(base) if e.name.startswith(PREFIX) and e.path != current]
     except OSError:
         return
-    now = time.time()
     for other in others:
         try:
             if now - os.stat(other).st_mtime > STALE_S:

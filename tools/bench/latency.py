@@ -132,8 +132,8 @@ class Turns:
 def taking_turns(systems: list[tuple[str, object, object, str]], rounds: int, rate: float, seconds: float,
                  log) -> list[Turns]:
     """`rounds` windows of `seconds` at `rate` for each (name, driver, address, stream prefix) in turn, the
-    order rotating each round, a fresh stream a window (`<prefix>-lat-<round>`), so that every system is measured in the same minutes
-    and only its own clients run during its window."""
+    order rotating each round, a fresh stream a window (`<prefix>-lat-<round>`), so that every system is
+    measured in the same minutes and only its own clients run during its window."""
     turns = [Turns(name, [], []) for name, *_ in systems]
     for r in range(rounds):
         for k in range(len(systems)):
@@ -151,13 +151,13 @@ def taking_turns(systems: list[tuple[str, object, object, str]], rounds: int, ra
 def turns_table(turns: list[Turns], rate: float) -> list[str]:
     """Markdown lines: each system's pooled percentiles, then every other system's p50 and p99 over the
     first's, window by window (the pairs measured in one round): above 1 is the first one ahead."""
-    from tools.bench.paired import slice_ratios
+    from tools.bench.paired import quartiles, slice_ratios
 
     lines = ["| system | windows | messages | msg/s sent (median window) | p50 ms | p99 ms | p99.9 ms | max ms | "
              "p99 per window: median (quartiles) |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for t in turns:
         lat = t.pooled(rate)
-        q1, med, q3 = np.percentile(t.per_window(99), [25, 50, 75])
+        q1, med, q3 = quartiles(t.per_window(99))
         lines.append(f"| {t.name} | {len(t.windows)} | {lat.count:,} | {lat.achieved:,.0f} | {lat.p50:.2f} | "
                      f"{lat.p99:.2f} | {lat.p999:.2f} | {lat.max:.2f} | {med:.2f} ({q1:.2f}–{q3:.2f}) |")
     first = turns[0]

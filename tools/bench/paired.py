@@ -149,11 +149,15 @@ def interleaved(servers: list[Server], slices: int, per_slice: int, warm: int) -
     return [Tally(s.name, slices * per_slice, cpu[i], wall[i], per[i], rates[i]) for i, s in enumerate(servers)]
 
 
+def quartiles(values: list) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile) of values."""
+    q1, median, q3 = statistics.quantiles(values, n=4)
+    return q1, median, q3
+
+
 def slice_ratios(a: list, b: list) -> tuple[float, float, float]:
     """The quartiles of a's figure over b's, slice by slice (each pair measured in one round)."""
-    ratios = sorted(x / y for x, y in zip(a, b) if y > 0)
-    q1, median, q3 = statistics.quantiles(ratios, n=4)
-    return q1, median, q3
+    return quartiles([x / y for x, y in zip(a, b) if y > 0])
 
 
 def table(tallies: list[Tally], against: list[str]) -> list[str]:
@@ -162,8 +166,8 @@ def table(tallies: list[Tally], against: list[str]) -> list[str]:
     lines = ["| server | requests | CPU µs per request | per slice: median (quartiles) | requests/s | "
              "per slice: median (quartiles) |", "|---|---:|---:|---:|---:|---:|"]
     for t in tallies:
-        q1, med, q3 = statistics.quantiles(t.slices_us, n=4)
-        r1, rmed, r3 = statistics.quantiles(t.slices_rate, n=4)
+        q1, med, q3 = quartiles(t.slices_us)
+        r1, rmed, r3 = quartiles(t.slices_rate)
         lines.append(f"| {t.name} | {t.requests:,} | {t.us_per_request:.1f} | {med:.1f} ({q1:.1f}–{q3:.1f}) | "
                      f"{t.rate:,.0f} | {rmed:,.0f} ({r1:,.0f}–{r3:,.0f}) |")
     first, by_name = tallies[0], {t.name: t for t in tallies}

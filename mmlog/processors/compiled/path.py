@@ -59,9 +59,6 @@ SEND_BUFFER = 1 << 20
 PLAN_ROWS = 8192  # file ranges one call may send (a Fetch answer's records, one a partition)
 MAX_EVENTS = 1024
 CARRY_SLOTS = 256  # connections that may each hold a frame's first part between reads (loop.py)
-# The longest one call waits, as the Python path's poll: the Python loop's phases that must run at a time
-# (timers, parked requests' deadlines, the catalogue check, reaping idle connections) end the call by then.
-MAX_CALL_MS = 1000
 
 
 class CompiledPath:
@@ -97,11 +94,11 @@ class CompiledPath:
 
     # ------------------------------------------------------------ the poll
 
-    def poll(self, timeout: float | None) -> list:
-        """What Python must handle, as Poller.select returns it; serves FAST connections meanwhile."""
+    def poll(self, timeout: float) -> list:
+        """What Python must handle, as Poller.select returns it; serves FAST connections meanwhile, for at most
+        `timeout` seconds: the processor's `_poll_timeout`, by when one of its Python phases is due."""
         params = self.params
-        ms = MAX_CALL_MS if timeout is None else min(int(timeout * 1000 + 0.999), MAX_CALL_MS)
-        params[loop.TIMEOUT_MS] = ms
+        params[loop.TIMEOUT_MS] = int(timeout * 1000 + 0.999)
         params[loop.PY_PARKED] = len(self.processor.purgatory)
         self.principals.refresh(self.table.rows)
         counters = self.counters
