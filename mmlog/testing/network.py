@@ -2,7 +2,7 @@
 
 Every broker of a partitioned cluster runs as its own system user (`mmlog-b0`, `mmlog-b1`, ...;
 `EmbeddedBroker(user=...)`), ZooKeeper and the clients as root, all on 127.0.0.1. A `Network` owns an
-nftables table of this process's own (`inet mmlog_test_<pid>`, deleted when it closes, whatever
+nftables table of this process's own (`inet mmlog_test_<pid>_<start>`, deleted when it closes, whatever
 happened) with one output chain; on loopback every packet passes the output hook, both ways:
 
 - Marking: a packet of a connection to a server port (ZooKeeper's, a broker's listener) sent by a
@@ -19,6 +19,11 @@ Links are named by the two parties ("zk", "clients", or a broker id): a broker a
 session), two brokers (replica fetches and transaction markers, both ways), a broker and the clients
 (the test's root-owned sockets to its listener: the test's own admin connections go too).
 
+A process killed before it closes its Network (a test run stopped with SIGKILL) cannot delete its table,
+and a table left behind is not harmless: its cuts keep dropping a broker user's packets to ports a later
+run may be given, and its conntrack marks cost every loopback packet of the machine. The table's name
+carries its owner's pid and start time, so the next Network deletes the tables of processes that are gone.
+
 Needs root (nft, useradd, setpriv); `skip_unless_root()` says why not otherwise.
 """
 
@@ -29,8 +34,10 @@ import os
 import pwd
 import shutil
 import subprocess
+from pathlib import Path
 
 ZK, CLIENTS = "zk", "clients"
+PREFIXES = ("mmlog_test_", "mmlog_probe_")  # the tables this module makes, each named <prefix><pid>_<start>
 
 
 def skip_unless_root() -> None:
@@ -49,7 +56,7 @@ def unavailable() -> str | None:
     for tool in ("nft", "setpriv", "useradd"):
         if shutil.which(tool) is None:
             return f"network partitions need `{tool}` (nftables, util-linux, passwd)"
-    probe = f"mmlog_probe_{os.getpid()}"  # root in a container may still lack CAP_NET_ADMIN
+    probe = owned_name("mmlog_probe_")  # root in a container may still lack CAP_NET_ADMIN
     made = subprocess.run(["nft", "add", "table", "inet", probe], capture_output=True, text=True)
     if made.returncode != 0:
         return f"nftables refuses a table here: {made.stderr.strip()}"
@@ -77,13 +84,46 @@ def nft(script: str) -> None:
     subprocess.run(["nft", "-f", "-"], input=script, text=True, check=True, capture_output=True)
 
 
+def start_time(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat's 22nd field); None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rpartition(")")[2].split()[19])  # after the command's name, which may hold spaces
+
+
+def owned_name(prefix: str, pid: int | None = None) -> str:
+    """The name of a table of process `pid` (this one unless given): its pid and start time, so that a
+    table outliving its process is told from one of a process that reuses the pid."""
+    pid = os.getpid() if pid is None else pid
+    return f"{prefix}{pid}_{start_time(pid)}"
+
+
+def remove_orphan_tables() -> list[str]:
+    """Delete the tables this module made for processes that are gone; their names."""
+    listed = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True).stdout
+    orphans = []
+    for line in listed.splitlines():
+        name = line.split()[-1] if line.startswith("table inet ") else ""
+        prefix = next((p for p in PREFIXES if name.startswith(p)), None)
+        pid, _, start = name[len(prefix):].partition("_") if prefix else ("", "", "")
+        if not pid.isdigit():
+            continue
+        now = start_time(int(pid))
+        if now is None or (start and start != str(now)):  # gone, or its pid reused (an older name: pid alone)
+            subprocess.run(["nft", "delete", "table", "inet", name], capture_output=True)
+            orphans.append(name)
+    return orphans
+
+
 class Network:
     """The links among ZooKeeper, the brokers and the clients, and which of them are cut.
 
     `parties`: party -> (uid of its sockets or None, its server ports); uid 0 is root's (the clients)."""
 
     def __init__(self, zk_port: int, brokers) -> None:
-        self.table = f"mmlog_test_{os.getpid()}"
+        self.table = owned_name("mmlog_test_")
         self.parties: dict[object, tuple[int | None, tuple[int, ...]]] = {ZK: (None, (zk_port,)), CLIENTS: (0, ())}
         for b in brokers:
             ports = tuple(b.listener_ports.values()) or (b.port,)
@@ -96,7 +136,8 @@ class Network:
         ports = ", ".join(map(str, servers))
         marks = "\n".join(f"add rule inet {self.table} out meta skuid {uid} tcp dport {{ {ports} }} "
                           f"ct mark set {self._mark(uid)}" for uid, _ in self.parties.values() if uid is not None)
-        self.close()  # a table a crashed run of this pid left
+        remove_orphan_tables()  # of runs killed before they could delete theirs
+        self.close()  # one this process left (an __enter__ that failed half-way)
         nft(f"add table inet {self.table}\n"
             f"add chain inet {self.table} out {{ type filter hook output priority 0; policy accept; }}\n"
             f"add chain inet {self.table} cuts\n{marks}\nadd rule inet {self.table} out jump cuts\n")

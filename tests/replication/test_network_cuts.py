@@ -13,7 +13,7 @@ import threading
 from types import SimpleNamespace
 
 from mmlog.testing import as_user
-from mmlog.testing.network import ZK, Network, broker_user, skip_unless_root
+from mmlog.testing.network import ZK, Network, broker_user, owned_name, skip_unless_root
 
 # Connects to argv[1], sends a line, prints what comes back or "cut" if nothing does within a second.
 CLIENT = ("import socket, sys\n"
@@ -61,3 +61,31 @@ def test_a_cut_drops_only_that_users_packets_to_that_port_until_healed():
             assert reply_as(users[1], port) == "ping"
         listed = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True).stdout
         assert net.table not in listed  # deleted on leaving
+
+
+def tables() -> set[str]:
+    listed = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in listed.splitlines()}
+
+
+def test_a_network_deletes_the_tables_that_killed_runs_left_and_keeps_those_of_live_processes():
+    skip_unless_root()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    gone = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    kept, orphan = owned_name("mmlog_test_", live.pid), owned_name("mmlog_test_", gone.pid)
+    gone.kill()
+    gone.wait()
+    left = {kept, orphan, f"mmlog_test_{gone.pid}", f"mmlog_probe_{live.pid}_1", "mmlog_test_other"}
+    try:
+        for name in left:  # a killed run's table, an older run's (pid alone), one whose pid was reused
+            subprocess.run(["nft", "add", "table", "inet", name], check=True)
+        with echo_server() as server:
+            with Network(server.getsockname()[1], []) as net:
+                assert net.table in tables()
+                assert tables() & left == {kept, "mmlog_test_other"}  # not a pid: not ours to judge
+            assert net.table not in tables()
+    finally:
+        live.kill()
+        live.wait()
+        for name in left & tables():
+            subprocess.run(["nft", "delete", "table", "inet", name])
