@@ -29,6 +29,7 @@ import pytest
 
 import mmlog
 from mmlog.cluster.session import connect
+from mmlog.system import kernel_cache
 from mmlog.testing import EmbeddedBroker, ZooKeeperServer
 
 WARM = """
@@ -44,22 +45,26 @@ WARM_CLIENTS = ("from mmlog.client import bulk, encode, partitioner;"
                 "bulk.warm(); encode.warm(bulk=True); partitioner.partition_for_key(b'k', 3)")
 
 
-def _cache_is_cold() -> bool:
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return not any(Path(os.environ["NUMBA_CACHE_DIR"]).rglob("*.nbi"))
-    return not any(Path(mmlog.__file__).parent.rglob("__pycache__/*.nbi"))
+def _warmed_marker() -> Path:
+    """A file the warm-up writes once both children are done, named for this state of the sources. Kernel files
+    alone do not say the cache is warm: a broker or a run killed mid-compile leaves some of them, and the tests
+    would then compile the rest one by one, under their brokers' ready timeouts."""
+    cache = os.environ.get("NUMBA_CACHE_DIR") or Path(mmlog.__file__).parent / "__pycache__"
+    return Path(cache) / f".warmed-{kernel_cache.fingerprint(kernel_cache.PACKAGE)}"
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist starts its workers: they find the cache warm
 def pytest_sessionstart(session) -> None:
     compileall.compile_dir(Path(mmlog.__file__).parent, quiet=1)  # a no-op when the .pyc files are current
-    if not _cache_is_cold():
+    marker = _warmed_marker()
+    if marker.exists():
         return
     started = time.monotonic()
     children = [subprocess.Popen([sys.executable, "-c", code]) for code in (WARM, WARM_CLIENTS)]
     for child in children:
         if child.wait() != 0:
             raise subprocess.CalledProcessError(child.returncode, child.args)
+    marker.touch()  # what a killed run compiled is loaded, not compiled again: a warm-up over it is quick
     session.config.get_terminal_writer().line(
         f"numba kernels compiled into a cold cache in {time.monotonic() - started:.0f} s")
 
