@@ -43,6 +43,7 @@ from collections import deque
 from mmlog.ipc.control_channel import ControlServer
 from mmlog.coordinator import GroupCoordinator
 from mmlog.transactions.coordinator import TransactionCoordinator
+from mmlog.transactions.state_log import TOPIC as TRANSACTION_STATE
 from mmlog.cluster.limits import PartitionLimits, TokenBucket
 from mmlog.acceptor.admin_ops import AdminOps
 from mmlog.cluster.store import MetadataStore
@@ -180,6 +181,12 @@ class ControlPlane:
     def view_changed(self) -> None:
         """Live brokers changed: groups this broker no longer coordinates go, newly won ones load."""
         self.coordinator.sync_ownership()
+
+    def roles_changed(self, keys) -> None:
+        """Partitions changed role here (cluster mode, ReplicaManager.on_roles): the transaction coordinator
+        loads the `__transaction_state` partitions it now leads and resigns the others."""
+        if any(topic == TRANSACTION_STATE for topic, _ in keys):
+            self.run_soon(self.transactions.sync)
 
     def topic_deleted(self, name: str) -> None:
         """A topic was deleted elsewhere in the cluster: so are its committed offsets."""

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
@@ -71,13 +72,16 @@ class ReplicaManager:
         self.followed: dict[tuple[str, int], tuple[int, int]] = {}  # -> (leader, leader epoch)
         self.isr_shrinks = self.isr_expands = 0  # ISR changes we wrote (Prometheus: metrics/)
         self.throttle_rate: int | None = None  # follower.replication.throttled.rate (None: unlimited)
+        # Told the partitions whose role, epoch or replicas may have changed (the transaction coordinator loads
+        # and resigns its `__transaction_state` partitions by it); on the control thread.
+        self.on_roles: Callable[[set], None] = lambda keys: None
 
     # ------------------------------------------------------------ roles
 
     def apply(self, keys) -> None:
         """Bring the replicas of the partitions in `keys` to their state nodes' roles."""
         topics = self.manager.topics()
-        changed = False
+        changed = set()
         for topic, p in sorted(keys):
             info = topics.get(topic)
             state = self.states.get(topic, p)
@@ -85,12 +89,14 @@ class ReplicaManager:
                     or self.me not in info.assignment[p]):
                 continue
             try:
-                changed |= self._apply_one(topic, p, info.assignment[p], state)
+                if self._apply_one(topic, p, info.assignment[p], state):
+                    changed.add((topic, p))
             except KafkaError as exc:  # deleted meanwhile, or a storage error: the next change retries
                 log.warning("cannot apply the state of %s-%d: %s", topic, p, exc)
         if changed:
             self.write_plan()
             self.wake()
+            self.on_roles(changed)
 
     def _note_role(self, topic: str, p: int, state: LeaderAndIsr) -> None:
         key = (topic, p)
@@ -103,9 +109,12 @@ class ReplicaManager:
 
     def forget(self, topic: str) -> None:
         """A topic was deleted: its partitions have no role here any more."""
-        self.led = {k for k in self.led if k[0] != topic}
+        gone = {k for k in (*self.led, *self.followed) if k[0] == topic}
+        self.led -= gone
         self.followed = {k: v for k, v in self.followed.items() if k[0] != topic}
         self.write_plan()
+        if gone:
+            self.on_roles(gone)
 
     def drop(self, keys) -> None:
         """Partitions reassigned away from us (their replicas deleted here): no role, no fetching."""
@@ -116,6 +125,7 @@ class ReplicaManager:
                 self.followed.pop(key, None)
             self.write_plan()
             self.wake()  # requests parked on them are answered (the partitions serve nobody now)
+            self.on_roles(keys)
 
     def _apply_one(self, topic: str, p: int, replicas: list[int], state: LeaderAndIsr) -> bool:
         part = self.manager.partition(topic, p)

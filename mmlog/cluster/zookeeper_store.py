@@ -156,6 +156,7 @@ class ZooKeeperStore(ZooKeeperTopics, ZooKeeperConfigs, Controllership):
     def start(self, control, me: Endpoint) -> None:
         """Register, run for controller, publish the first view, and watch (call before the control thread runs)."""
         self.control, self.me = control, me
+        self.replicas.on_roles = control.roles_changed  # before the first roles: those at start count too
         self._mirror_users()  # before others can see us: their inter-broker logins need the credentials here
         self.acls.start()  # and the ACLs that authorise them
         self._register()

@@ -78,7 +78,7 @@ from mmlog.ipc.control_ops import (TXN_ADD_OFFSETS, TXN_ADD_PARTITIONS, TXN_DESC
 log = logging.getLogger(__name__)
 
 TOPIC = state_log.TOPIC
-SYNC_S = 0.1
+RETRY_S = 1.0  # a sync that failed (a partition that would not load) is tried again after this
 
 
 class TransactionCoordinator(Completion):
@@ -95,12 +95,13 @@ class TransactionCoordinator(Completion):
         self.loaded: dict[int, LoadedPartition] = {}
         self.sender = MarkerSender(f"txn-coordinator-{self.me}", call_soon, security=inter_broker(config))
         self._polling = False
+        self._retry_due = False
 
     # ------------------------------------------------------------ life
 
     def start(self) -> None:
         self.sender.start()
-        self._every(SYNC_S, self.sync)
+        self.call_soon(self.sync)  # what this broker leads at start (then: roles_changed, and a request's miss)
         self._every(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000,
                     self.abort_timed_out)
         self._every(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000,
@@ -149,7 +150,22 @@ class TransactionCoordinator(Completion):
         return led
 
     def sync(self) -> None:
-        """Load the partitions newly led, drop the ones lost (their waiting writes fail NOT_COORDINATOR)."""
+        """Load the partitions newly led, drop the ones lost (their waiting writes fail NOT_COORDINATOR). Run at
+        start, when partitions change role here (the control plane's `roles_changed`) and when a request finds
+        its partition not loaded; a sync that fails is tried again RETRY_S later."""
+        try:
+            self._sync()
+        except Exception:  # noqa: BLE001 - a partition that will not load now is tried again
+            log.exception("transaction coordinator: loading %s failed; again in %.0f s", TOPIC, RETRY_S)
+            if not self._retry_due:
+                self._retry_due = True
+                self.call_later(RETRY_S, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_due = False
+        self.sync()
+
+    def _sync(self) -> None:
         led = self._led_epochs()
         for p, loaded in list(self.loaded.items()):
             if led.get(p) != loaded.epoch:
