@@ -1,17 +1,19 @@
 """Booting a broker: the descriptor budget is raised to the hard limit and logged; a codec cache it cannot use
-is no obstacle."""
+is no obstacle. Idle, its main process sleeps until its timers are due."""
 
 from __future__ import annotations
 
 import resource
 import subprocess
 import sys
+import time
 
 import pytest
 
 from mmlog.protocol.code_cache import ENV, cache_file, load
 from mmlog.testing import EmbeddedBroker
 from tests.interop.conftest import require
+from tests.processors.compiled.test_loop import turns
 
 
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_one():
@@ -50,3 +52,15 @@ def test_a_broker_whose_codec_cache_is_unwritable_or_corrupt_starts_and_answers_
                               "-f", "%k=%s\\n"], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.splitlines() == ["k=v"]
     assert (len(load(cache_file(directory))) > 0) == (cache == "corrupt")  # the broker rewrote the corrupt file
+
+
+def test_an_idle_brokers_main_process_wakes_a_few_times_a_second_not_for_polls(tmp_path):
+    """Its threads wake for their timers (the flush check each second, the liveness watch, the parent watch), not
+    to poll state that tells it when it changes: the transaction coordinator's partitions come with their roles
+    (it polled them ten times a second, and the main process turned 17 times a second)."""
+    with EmbeddedBroker(tmp_path / "data", processors=1) as broker:
+        time.sleep(1)  # past the start's own work
+        before, started = turns(broker.pid), time.monotonic()
+        time.sleep(4)
+        per_second = (turns(broker.pid) - before) / (time.monotonic() - started)
+    assert per_second < 12, f"{per_second:.1f} turns a second while idle"
