@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from mmlog.errors import MetadataStoreUnreachable
+from mmlog.system.process import name_thread
 
 log = logging.getLogger(__name__)
 
@@ -203,6 +204,7 @@ class ControlClient:
 Handler = Callable[[Any, Callable[[Any], None]], None]
 
 
+THREAD_NAME = "mmlog-control"  # the control thread, as top -H shows it
 MAX_UNSENT = 64 << 20  # replies a processor leaves unread before its channel is dropped (it is stuck)
 
 
@@ -287,6 +289,7 @@ class ControlServer:
             pass  # the pipe is full of wake-ups the thread has not read yet: one more changes nothing
 
     def _run(self) -> None:
+        name_thread(THREAD_NAME)
         while not self._stop:
             self.on_turn()
             # At least once a second, idle or not: the turns are what the broker's liveness watch sees.
