@@ -7,6 +7,11 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+from mmlog.acceptor.parent_watch import THREAD_NAME
+from mmlog.testing import EmbeddedBroker
+from tests.acceptor.test_main import thread_turns
 
 
 def _alive(pid: int) -> bool:
@@ -89,3 +94,13 @@ time.sleep(600)
         assert not _wait_gone(pids, 10), "the hung process or its child outlived the grace period"
     finally:
         _cleanup(pids)
+
+
+def test_the_watch_sleeps_until_the_parent_exits_rather_than_polling_it(tmp_path):
+    """It waits on a pidfd of the parent: while the parent lives, the thread is not woken at all."""
+    with EmbeddedBroker(tmp_path / "data", processors=1) as broker:
+        [tid] = [t for t in os.listdir(f"/proc/{broker.pid}/task")
+                 if Path(f"/proc/{broker.pid}/task/{t}/comm").read_text().strip() == THREAD_NAME]
+        before = thread_turns(broker.pid, tid)
+        time.sleep(2)
+        assert thread_turns(broker.pid, tid) == before  # polled, it turned twice a second
