@@ -40,6 +40,7 @@ def child(case: str, meeting: str, cases: list[str], windows: int, seconds: floa
     """In the process of one code tree: its idle broker's windows, once every case's broker is ready."""
     from mmlog.testing import EmbeddedBroker
     from tools.bench.mmlog_driver import COLD_START_S
+    from tools.bench.paired import schedstat
     from tools.bench.servers import group_pids
 
     with tempfile.TemporaryDirectory(prefix="bench-idle-") as data, \
@@ -53,29 +54,11 @@ def child(case: str, meeting: str, cases: list[str], windows: int, seconds: floa
         pids = group_pids(broker.pid)
         got = []
         for _ in range(windows):
-            before, started = counts(pids), time.monotonic()
+            before, started = schedstat(pids), time.monotonic()
             time.sleep(seconds)
-            after, took = counts(pids), time.monotonic() - started
+            after, took = schedstat(pids), time.monotonic() - started
             got.append({"cpu_ms": (after[0] - before[0]) / 1e6 / took, "turns": (after[1] - before[1]) / took})
     return got
-
-
-def counts(pids) -> tuple[int, int]:
-    """(ns on a CPU, times put on a CPU) so far, summed over every live thread of `pids`."""
-    ns = turns = 0
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except FileNotFoundError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    fields = f.read().split()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            ns, turns = ns + int(fields[0]), turns + int(fields[2])
-    return ns, turns
 
 
 def measure(trees: dict[str, Path | None], windows: int, seconds: float, processors: int) -> dict[str, list]:

@@ -34,15 +34,22 @@ def read_committed(brokers, topic: str, expect: int) -> list[bytes]:
     return values
 
 
+def transactional_producer(brokers, txn_id: str) -> confluent_kafka.Producer:
+    """librdkafka's producer of `txn_id`, initialised, for the topic "paid" (one partition, 3 replicas, min ISR 2)
+    once it and the transaction log are fully replicated."""
+    with Admin(brokers[0].bootstrap) as admin:
+        admin.create_topic("paid", 1, {"min.insync.replicas": "2"}, replication_factor=3)
+    full_isr(brokers, "paid", 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers),
+                                         "transactional.id": txn_id, "linger.ms": 1})
+    producer.init_transactions(30)
+    full_isr(brokers, "__transaction_state", 3)
+    return producer
+
+
 def test_a_killed_coordinator_is_replaced_and_its_transactions_complete(tmp_path, zk_connect):
     with three_brokers(tmp_path, zk_connect, **REPLICATION, **TXN) as brokers:
-        with Admin(brokers[0].bootstrap) as admin:
-            admin.create_topic("paid", 1, {"min.insync.replicas": "2"}, replication_factor=3)
-        full_isr(brokers, "paid", 1)
-        producer = confluent_kafka.Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers),
-                                             "transactional.id": "payments", "linger.ms": 1})
-        producer.init_transactions(30)
-        full_isr(brokers, "__transaction_state", 3)
+        producer = transactional_producer(brokers, "payments")
         producer.begin_transaction()
         producer.produce("paid", b"first", partition=0)
         producer.commit_transaction(30)
@@ -66,13 +73,7 @@ def test_a_killed_coordinator_is_replaced_and_its_transactions_complete(tmp_path
 def test_a_coordinator_whose_log_partition_moves_away_resigns_and_the_new_leader_finishes_its_transaction(
         tmp_path, zk_connect):
     with three_brokers(tmp_path, zk_connect, **REPLICATION, **TXN) as brokers:
-        with Admin(brokers[0].bootstrap) as admin:
-            admin.create_topic("paid", 1, {"min.insync.replicas": "2"}, replication_factor=3)
-        full_isr(brokers, "paid", 1)
-        producer = confluent_kafka.Producer({"bootstrap.servers": ",".join(b.bootstrap for b in brokers),
-                                             "transactional.id": "moving", "linger.ms": 1})
-        producer.init_transactions(30)
-        full_isr(brokers, "__transaction_state", 3)
+        producer = transactional_producer(brokers, "moving")
         producer.begin_transaction()
         producer.produce("paid", b"open", partition=0)
         producer.flush(30)

@@ -68,7 +68,13 @@ class Tally(NamedTuple):
 
 def cpu_ns(pids) -> int:
     """Nanoseconds on a CPU so far of every live thread of `pids` (the first field of each thread's schedstat)."""
-    total = 0
+    return schedstat(pids)[0]
+
+
+def schedstat(pids) -> tuple[int, int]:
+    """(ns on a CPU, times put on a CPU) so far, summed over every live thread of `pids`: the first and third
+    fields of each thread's schedstat."""
+    ns = runs = 0
     for pid in pids:
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
@@ -77,10 +83,11 @@ def cpu_ns(pids) -> int:
         for tid in tasks:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                    total += int(f.read().split()[0])
+                    fields = f.read().split()
             except (FileNotFoundError, ProcessLookupError):
-                pass
-    return total
+                continue
+            ns, runs = ns + int(fields[0]), runs + int(fields[2])
+    return ns, runs
 
 
 @contextmanager
