@@ -40,21 +40,21 @@ import logging
 import threading
 from collections import deque
 
-from mmlog.ipc.control_channel import ControlServer
-from mmlog.coordinator import GroupCoordinator
-from mmlog.transactions.coordinator import TransactionCoordinator
-from mmlog.transactions.state_log import TOPIC as TRANSACTION_STATE
-from mmlog.cluster.limits import PartitionLimits, TokenBucket
 from mmlog.acceptor.admin_ops import AdminOps
-from mmlog.cluster.store import MetadataStore
 from mmlog.acceptor.fork_guard import ForkGuard
 from mmlog.acceptor.liveness import Liveness
 from mmlog.acceptor.topic_worker import TopicWorker
+from mmlog.cluster.limits import PartitionLimits, TokenBucket
+from mmlog.cluster.store import MetadataStore
 from mmlog.config.broker import BrokerConfig
 from mmlog.config.dynamic import merged
+from mmlog.coordinator import GroupCoordinator
 from mmlog.errors import KafkaError, MetadataStoreUnreachable
-from mmlog.log.manager import LogManager
+from mmlog.ipc.control_channel import ControlServer
 from mmlog.ipc.control_ops import AUTO_CREATE_TOPICS
+from mmlog.log.manager import LogManager
+from mmlog.transactions.coordinator import TransactionCoordinator
+from mmlog.transactions.state_log import TOPIC as TRANSACTION_STATE
 
 log = logging.getLogger(__name__)
 

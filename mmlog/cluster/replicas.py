@@ -39,12 +39,12 @@ from collections.abc import Callable
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from mmlog.cluster import paths
-from mmlog.replication.isr import next_isr
-from mmlog.replication.leader_and_isr import LeaderAndIsr
 from mmlog.config import throttled_replicas
 from mmlog.errors import KafkaError, MetadataStoreUnreachable
 from mmlog.log.state import Role
 from mmlog.replication import fetch_plan
+from mmlog.replication.isr import next_isr
+from mmlog.replication.leader_and_isr import LeaderAndIsr
 
 log = logging.getLogger(__name__)
 

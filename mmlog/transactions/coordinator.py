@@ -44,19 +44,6 @@ from __future__ import annotations
 
 import logging
 
-from mmlog.transactions import state_log
-from mmlog.transactions.completion import Completion
-from mmlog.transactions.markers import MarkerSender
-from mmlog.transactions.metadata import (
-    COMPLETE_ABORT,
-    COMPLETE_COMMIT,
-    EMPTY,
-    ONGOING,
-    STATE_NAMES,
-    TxnState,
-    now_ms,
-)
-from mmlog.transactions.writes import LoadedPartition
 from mmlog.errors import (
     ConcurrentTransactions,
     CoordinatorNotAvailable,
@@ -70,10 +57,30 @@ from mmlog.errors import (
     UnknownTopicOrPartition,
 )
 from mmlog.ipc.cluster_view import transaction_partition
+from mmlog.ipc.control_ops import (
+    TXN_ADD_OFFSETS,
+    TXN_ADD_PARTITIONS,
+    TXN_DESCRIBE,
+    TXN_END,
+    TXN_FIND_COORDINATOR,
+    TXN_INIT_PRODUCER_ID,
+    TXN_LIST,
+)
 from mmlog.log.state import LEADER_ROLE as LEADER
 from mmlog.security.client import inter_broker
-from mmlog.ipc.control_ops import (TXN_ADD_OFFSETS, TXN_ADD_PARTITIONS, TXN_DESCRIBE, TXN_END, TXN_FIND_COORDINATOR,
-                                   TXN_INIT_PRODUCER_ID, TXN_LIST)
+from mmlog.transactions import state_log
+from mmlog.transactions.completion import Completion
+from mmlog.transactions.markers import MarkerSender
+from mmlog.transactions.metadata import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    EMPTY,
+    ONGOING,
+    STATE_NAMES,
+    TxnState,
+    now_ms,
+)
+from mmlog.transactions.writes import LoadedPartition
 
 log = logging.getLogger(__name__)
 
