@@ -56,7 +56,9 @@ def _wait_for_exit(parent: int) -> None:
     if pidfd is not None:
         try:
             if os.getppid() == parent:  # else the pid may be another process's already
-                select.select([pidfd], [], [])
+                waiting = select.poll()  # not select(): no FD_SETSIZE limit on the descriptor's number
+                waiting.register(pidfd, select.POLLIN)
+                waiting.poll()
         finally:
             os.close(pidfd)
     while os.getppid() == parent:  # the poll without a pidfd; at once otherwise (children move on exit)

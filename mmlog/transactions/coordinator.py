@@ -8,11 +8,11 @@ forward InitProducerId (with a transactional id), AddPartitionsToTxn,
 AddOffsetsToTxn and EndTxn here as control ops; each op takes the request's
 fields as a dict and a `reply` callable, like the group coordinator's.
 
-Ownership. `sync` (a timer, and before each request) compares the partitions
-this broker leads with the ones it has loaded: a partition newly led (or led in
-a new leader epoch) is loaded from its log, and its transactions left half-way
-(Prepare*) are completed; a partition lost is dropped, and requests waiting on
-it are answered NOT_COORDINATOR. The leader epoch is the coordinator epoch
+Ownership. `sync` (at start, when partitions change role here, and when a request
+finds its partition not loaded) compares the partitions this broker leads with the
+ones it has loaded: a partition newly led (or led in a new leader epoch) is loaded
+from its log, and its transactions left half-way (Prepare*) are completed; a
+partition lost is dropped, and requests waiting on it are answered NOT_COORDINATOR. The leader epoch is the coordinator epoch
 written into every marker, so leaders can fence a deposed coordinator.
 
 Transitions (`metadata.py`) are written before they take effect: the new state
