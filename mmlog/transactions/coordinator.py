@@ -12,8 +12,9 @@ Ownership. `sync` (at start, when partitions change role here, and when a reques
 finds its partition not loaded) compares the partitions this broker leads with the
 ones it has loaded: a partition newly led (or led in a new leader epoch) is loaded
 from its log, and its transactions left half-way (Prepare*) are completed; a
-partition lost is dropped, and requests waiting on it are answered NOT_COORDINATOR. The leader epoch is the coordinator epoch
-written into every marker, so leaders can fence a deposed coordinator.
+partition lost is dropped, and requests waiting on it are answered NOT_COORDINATOR.
+The leader epoch is the coordinator epoch written into every marker, so leaders can
+fence a deposed coordinator.
 
 Transitions (`metadata.py`) are written before they take effect: the new state
 is appended to the log and becomes current only once the high watermark has
