@@ -22,7 +22,6 @@ def test_the_soft_descriptor_limit_is_raised_to_the_hard_one():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     low = min(256, hard)
     out = subprocess.run([sys.executable, "-c", f"""
-import os
 import resource
 resource.setrlimit(resource.RLIMIT_NOFILE, ({low}, {hard}))
 from mmlog.acceptor.main import raise_descriptor_limit
