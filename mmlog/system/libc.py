@@ -26,6 +26,7 @@ _fd, _size, _flags = types.int32, types.intp, types.int32
 recv = types.ExternalFunction("recv", types.intp(_fd, types.intp, _size, _flags))
 send = types.ExternalFunction("send", types.intp(_fd, types.intp, _size, _flags))
 write = types.ExternalFunction("write", types.intp(_fd, types.intp, _size))
+read = types.ExternalFunction("read", types.intp(_fd, types.intp, _size))
 pwrite = types.ExternalFunction("pwrite64", types.intp(_fd, types.intp, _size, types.int64))
 pread = types.ExternalFunction("pread64", types.intp(_fd, types.intp, _size, types.int64))
 # pwritev(fd, iov, iovcnt, offset): iov is the address of iovcnt (base address, length) int64 pairs

@@ -51,9 +51,10 @@ whole frame of its read with every answer before it sent, is kept in a carry slo
 waits until (PARKED_UNTIL_US): nothing more is read of that connection by anyone until it is answered
 or handed on. It is counted on the wake board (the processor's count: the purgatory's and these) and
 then looked at once more, so an append elsewhere either wakes this processor or is seen. `serve` serves
-the parked ones again after any append here and when Python says records came (RECHECK), answering those
-with enough, and each at its deadline with what there is; epoll_wait waits no longer than the nearest
-deadline. New bytes on a parked connection read it afresh (the fetch first: with frames behind it, it is
+the parked ones again after any append here, when another processor's append wakes this one (its
+wake-board eventfd, read here: Python hears of it only if its purgatory holds fetches too) and when Python
+says records came (RECHECK), answering those with enough, and each at its deadline with what there is;
+epoll_wait waits no longer than the nearest deadline. New bytes on a parked connection read it afresh (the fetch first: with frames behind it, it is
 Python's to park); Python taking a connection back takes the fetch with its carry (`take_carry`).
 """
 
@@ -191,8 +192,15 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
         if n < 0:
             err = libc.errno()
             return n_out if err == libc.EINTR else -err
+        wake_fd = shared[2][shared[3][0]]
         for i in range(n):
             mask, fd = _event_at(events, i)
+            if fd == wake_fd and mask == libc.EPOLLIN and (not params[PY_PARKED] or max_out - n_out > 0):
+                _drain(fd)  # another processor appended: the fetches parked here look at once, not after a
+                recheck = True  # Python turn
+                if params[PY_PARKED]:
+                    n_out = _emit(out, n_out, EVENT, fd, mask, 0, 0, 0, 0)  # and the Python purgatory's look too
+                continue
             fast = (fd < conns.shape[0] and conns[fd, FAST] != 0 and mask == libc.EPOLLIN
                     and (conns[fd, SESSION_END_US] == 0 or libc.monotonic() * 1e6 < conns[fd, SESSION_END_US]))
             if (not fast or rbuf.shape[0] - rpos < MIN_ROOM or wbuf.shape[0] - wpos < MIN_WROOM
@@ -379,6 +387,13 @@ def _serve_parked(everyone, params, conns, rbuf, rpos, wbuf, wpos, plan, n_plan,
             n_out = _emit(out, n_out, HANDOFF, fd, libc.EPOLLIN, 0, 0, sent, w - sent, k, used - k)
             wpos, n_plan = w, used  # the unsent part stays where it is until the call returns
     return rpos, wpos, n_plan, n_out, due
+
+
+@njit(cache=True, nogil=True)
+def _drain(fd):
+    """Read the wake board's eventfd of this processor back to zero (its 8-byte counter; EAGAIN: it was)."""
+    counter = np.empty(1, np.int64)
+    libc.read(np.int32(fd), counter.ctypes.data, 8)
 
 
 @njit(cache=True, nogil=True)
