@@ -105,10 +105,12 @@ def remove_orphan_tables() -> list[str]:
     listed = subprocess.run(["nft", "list", "tables", "inet"], capture_output=True, text=True).stdout
     orphans = []
     for line in listed.splitlines():
-        name = line.split()[-1] if line.startswith("table inet ") else ""
+        if not line.startswith("table inet "):
+            continue
+        name = line.split()[-1]
         prefix = next((p for p in PREFIXES if name.startswith(p)), None)
         pid, _, start = name[len(prefix):].partition("_") if prefix else ("", "", "")
-        if not pid.isdigit():
+        if not pid.isdigit():  # not one of ours, or not named for a process
             continue
         now = start_time(int(pid))
         if now is None or (start and start != str(now)):  # gone, or its pid reused (an older name: pid alone)

@@ -59,7 +59,7 @@ def test_a_broker_whose_codec_cache_is_unwritable_or_corrupt_starts_and_answers_
 def test_an_idle_brokers_control_thread_wakes_for_its_timers_not_for_polls(tmp_path):
     """The control thread wakes for its timers (the flush check each second, its liveness turn), not to poll
     state that says when it changes: the transaction coordinator's partitions come with their roles (it polled
-    them ten times a second, and the thread turned 12 times a second; 3 to 6 without)."""
+    them ten times a second, and the thread turned 12 times a second)."""
     with EmbeddedBroker(tmp_path / "data", processors=1) as broker:
         [tid] = [t for t in os.listdir(f"/proc/{broker.pid}/task")
                  if Path(f"/proc/{broker.pid}/task/{t}/comm").read_text().strip() == THREAD_NAME]

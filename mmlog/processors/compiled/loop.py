@@ -54,8 +54,9 @@ then looked at once more, so an append elsewhere either wakes this processor or 
 the parked ones again after any append here, when another processor's append wakes this one (its
 wake-board eventfd, read here: Python hears of it only if its purgatory holds fetches too) and when Python
 says records came (RECHECK), answering those with enough, and each at its deadline with what there is;
-epoll_wait waits no longer than the nearest deadline. New bytes on a parked connection read it afresh (the fetch first: with frames behind it, it is
-Python's to park); Python taking a connection back takes the fetch with its carry (`take_carry`).
+epoll_wait waits no longer than the nearest deadline. New bytes on a parked connection read it afresh (the
+fetch first: with frames behind it, it is Python's to park); Python taking a connection back takes the fetch
+with its carry (`take_carry`).
 """
 
 from __future__ import annotations
@@ -171,6 +172,7 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
     wpos = 0
     n_plan = 0
     held_count = scratch[0][produce_path.HELD_COUNT]
+    wake_fd = shared[2][shared[3][0]]  # this processor's wake-board eventfd
     held_count[0] = 0  # the held rows of the last call were Python's by the time it called again
     recheck = params[RECHECK] != 0
     params[RECHECK] = 0
@@ -192,7 +194,6 @@ def serve(params, events, conns, rbuf, wbuf, plan, out, counters, carry, scratch
         if n < 0:
             err = libc.errno()
             return n_out if err == libc.EINTR else -err
-        wake_fd = shared[2][shared[3][0]]
         for i in range(n):
             mask, fd = _event_at(events, i)
             if fd == wake_fd and mask == libc.EPOLLIN and (not params[PY_PARKED] or max_out - n_out > 0):
