@@ -4,10 +4,13 @@ A mixin of `Admin` (admin.py)."""
 
 from __future__ import annotations
 
+import time
+
 from mmlog.errors import LeaderNotAvailable, UnknownTopicOrPartition, error_for_code
 from mmlog.protocol.messages import delete_records, list_offsets
 
 LATEST, EARLIEST = -1, -2  # ListOffsets timestamps
+RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
 
 
 class OffsetAdmin:
@@ -18,27 +21,50 @@ class OffsetAdmin:
         """Per partition: latest (-1), earliest (-2), or the first offset at/after a timestamp (ms; -1 if none).
         Latest is the high watermark, or with read_committed the last stable offset.
 
-        A partition whose broker is down raises LeaderNotAvailable, or gets `offline` if one is given.
+        A partition whose broker is down raises LeaderNotAvailable, or gets `offline` if one is given. A
+        leader that answers with a retriable error (NOT_LEADER_OR_FOLLOWER: leadership moved since the
+        metadata was read) is asked again after a metadata refresh, as Kafka's admin client does, until
+        the admin's timeout.
         """
+        deadline = time.monotonic() + self.timeout
+        out: dict[int, int] = {}
+        pending = range(self.cluster.topic(topic, allow_auto_create=False).partitions)
+        while pending:
+            pending = self._offsets_once(topic, pending, timestamp, offline, read_committed, out,
+                                         last_try=time.monotonic() >= deadline)
+            if pending:
+                time.sleep(RETRY_BACKOFF_S)
+                self.cluster.refresh([topic], allow_auto_create=False)
+        return dict(sorted(out.items()))
+
+    def _offsets_once(self, topic: str, partitions, timestamp: int, offline: int | None, read_committed: bool,
+                      out: dict[int, int], last_try: bool) -> list[int]:
+        """One ListOffsets per leader of `partitions` into `out`; the partitions to ask again (a retriable
+        error while time remains)."""
         info = self.cluster.topic(topic, allow_auto_create=False)
         by_leader: dict[int, list[int]] = {}
-        out = {}
-        for p, leader in enumerate(info.leaders):
+        for p in partitions:
+            leader = info.leaders[p]
             if leader in self.cluster.brokers:
                 by_leader.setdefault(leader, []).append(p)
             elif offline is None:
                 raise LeaderNotAvailable(f"{topic}-{p} has no live leader")
             else:
                 out[p] = offline
+        again = []
         for leader, parts in by_leader.items():
             body = self._request(leader, list_offsets.API_KEY, 5, list_offsets.REQUEST(
                 replica_id=-1, isolation_level=int(read_committed), topics=[{"name": topic, "partitions": [
                     {"partition_index": p, "timestamp": timestamp} for p in parts]}]))
             for part in body.topics[0].partitions:
-                if part.error_code:
-                    raise error_for_code(part.error_code, f"{topic}-{part.partition_index}")
-                out[part.partition_index] = part.offset
-        return dict(sorted(out.items()))
+                if not part.error_code:
+                    out[part.partition_index] = part.offset
+                    continue
+                error = error_for_code(part.error_code, f"{topic}-{part.partition_index}")
+                if last_try or not error.retriable:
+                    raise error
+                again.append(part.partition_index)
+        return again
 
     def delete_records(self, topic: str, before: dict[int, int]) -> dict[int, int]:
         """Delete the records of partitions below an offset each (-1: the high watermark), on their leaders;

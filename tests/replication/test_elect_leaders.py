@@ -16,7 +16,7 @@ from kafka.admin import KafkaAdminClient
 from mmlog.client.admin import Admin
 from mmlog.client.consumer import Consumer
 from mmlog.client.records import TopicPartition
-from mmlog.errors import EligibleLeadersNotAvailable, ElectionNotNeeded, PreferredLeaderNotAvailable
+from mmlog.errors import ElectionNotNeeded, EligibleLeadersNotAvailable, PreferredLeaderNotAvailable
 from mmlog.testing.cluster import REPLICATION, by_id, partition_state, three_brokers
 from mmlog.testing.wait import wait_for
 
@@ -61,10 +61,12 @@ def moved_away(brokers, topic: str) -> tuple[int, tuple]:
 
 def test_a_preferred_election_gives_leadership_back_after_the_leader_restarted(brokers):
     preferred, replicas = moved_away(brokers, "pref")
-    with Admin(brokers[1].bootstrap) as admin:
+    with Admin(brokers[1].bootstrap) as admin, Admin(brokers[2].bootstrap) as stale:
+        assert stale.latest_offsets("pref") == {0: 0}  # its metadata names the leader before the election
         result = admin.elect_leaders("preferred", [TopicPartition("pref", 0)])
         assert result == {TopicPartition("pref", 0): None}
         wait_for(lambda: partition_state(brokers[0].bootstrap, "pref")[0] == preferred, what="the preferred leader")
+        assert stale.latest_offsets("pref") == {0: 0}  # NOT_LEADER_OR_FOLLOWER, a refresh, the new leader
         again = admin.elect_leaders("preferred", [TopicPartition("pref", 0)])[TopicPartition("pref", 0)]
         assert isinstance(again, ElectionNotNeeded)
         unknown = admin.elect_leaders("preferred", [TopicPartition("nope", 0), TopicPartition("pref", 7)])
@@ -115,8 +117,12 @@ def test_an_unclean_election_revives_a_partition_whose_isr_died_losing_what_only
     got: dict[int, bytes] = {}
     with Consumer(survivor.bootstrap, auto_offset_reset="earliest") as consumer:
         consumer.assign([("unclean", 0)])
-        wait_for(lambda: [got.__setitem__(r.offset, r.value) for r in consumer.poll(0.5)] is not None
-                 and len(got) >= 10, what="the survivor's records")
+
+        def ten_read() -> bool:
+            got.update((r.offset, r.value) for r in consumer.poll(0.5))
+            return len(got) >= 10
+
+        wait_for(ten_read, what="the survivor's records")
     assert [got[o] for o in range(10)] == [b"both-%d" % i for i in range(10)]
 
 
