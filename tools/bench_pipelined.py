@@ -3,6 +3,7 @@
     python tools/bench_pipelined.py --baseline REF            # 6 rounds of 2,000,000 records; prints the table
     python tools/bench_pipelined.py --baseline REF --record   # and writes its section of docs/benchmarks.md
     python tools/bench_pipelined.py                           # this tree alone
+    python tools/bench_pipelined.py --syscalls                # and the processors' system calls (perf, root)
 
 One broker (EmbeddedBroker, loopback, 1 processor unless told, `log.flush.interval.ms=1000`), one partition,
 confluent-kafka (librdkafka) producing 200-byte records at batch 50 (linger 5 ms, 5 requests in flight,
@@ -11,12 +12,15 @@ schedstat, ns) per record over the measured run, after a warm-up that creates th
 whole broker's (the main process too: flush timer, metrics) beside it. Each case runs in a fresh interpreter
 on the code of `--baseline` (`git archive`; its numba kernels compile afresh, about a minute) and of this
 tree, alternating for `--rounds`, the order swapped every round; the ratio is this tree's over the
-baseline's, round by round (each pair measured a minute apart on the same host).
+baseline's, round by round (each pair measured a minute apart on the same host). `--syscalls` adds what a
+record's CPU is made of: the processors' system calls and their times on a CPU (each a wake-up, or a
+preemption), per 1,000 records, counted on the kernel's tracepoints while the load runs at full speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -35,12 +39,14 @@ SECTION = "pipelined"
 BATCH = 50
 
 
-def child(records: int, processors: int) -> dict:
-    """In the process of one code tree: the broker's CPU (processors', whole) per record and the rate."""
+def child(records: int, processors: int, syscalls: bool = False) -> dict:
+    """In the process of one code tree: the broker's CPU (processors', whole) per record and the rate; the
+    processors' times on a CPU and, with `syscalls`, their system calls, per 1,000 records."""
     from tools.bench import kafka_driver, mmlog_driver
     from tools.bench.common import ClientProcess
-    from tools.bench.paired import cpu_ns
+    from tools.bench.paired import cpu_ns, schedstat
     from tools.bench.servers import group_pids
+    from tools.bench.syscalls import counted
 
     with tempfile.TemporaryDirectory(prefix="bench-pipelined-") as data, \
             mmlog_driver.server(Path(data), processors=processors) as broker:
@@ -48,16 +54,20 @@ def child(records: int, processors: int) -> dict:
         client = ClientProcess(kafka_driver.produce, broker.bootstrap, "pipelined", records, BATCH, ready, go)
         client.wait_for(ready, 120, "warm-up")
         workers, everyone = broker.processor_pids(), group_pids(broker.pid)
-        before = cpu_ns(workers), cpu_ns(everyone)
-        go.set()
-        result = client.result(600)
-        used = cpu_ns(workers) - before[0], cpu_ns(everyone) - before[1]
-    return {"processors_us": used[0] / 1e3 / result["messages"], "broker_us": used[1] / 1e3 / result["messages"],
-            "rate": result["messages"] / result["seconds"]}
+        with counted(workers) if syscalls else contextlib.nullcontext({}) as calls:
+            before = schedstat(workers), cpu_ns(everyone)
+            go.set()
+            result = client.result(600)
+            after = schedstat(workers), cpu_ns(everyone)
+    per_k = 1000 / result["messages"]
+    return {"processors_us": (after[0][0] - before[0][0]) / 1e3 / result["messages"],
+            "broker_us": (after[1] - before[1]) / 1e3 / result["messages"],
+            "rate": result["messages"] / result["seconds"], "turns_k": (after[0][1] - before[0][1]) * per_k,
+            "syscalls_k": {name: n * per_k for name, n in calls.items()}}
 
 
-def run_case(tree: Path | None, records: int, processors: int) -> dict:
-    return run_in(tree, "tools.bench_pipelined", f"child({records}, {processors})")
+def run_case(tree: Path | None, records: int, processors: int, syscalls: bool = False) -> dict:
+    return run_in(tree, "tools.bench_pipelined", f"child({records}, {processors}, {syscalls})")
 
 
 def spread(values: list[float], fmt: str) -> str:
@@ -81,12 +91,30 @@ def table(cases: dict[str, list[dict]], labels: dict[str, str]) -> list[str]:
     return lines
 
 
+def syscall_table(cases: dict[str, list[dict]], labels: dict[str, str]) -> list[str]:
+    """The processors' times on a CPU and system calls per 1,000 records, medians of the rounds: the calls
+    any round made, in `syscalls.NAMED` order, then the others and the total."""
+    from tools.bench.syscalls import NAMED
+
+    made = {name for got in cases.values() for g in got for name in g["syscalls_k"]}
+    names = [n for n in NAMED if n in made] + ["other", "total"]
+    lines = ["| code | times on a CPU | " + " | ".join(names) + " |", "| --- | ---: |" + " ---: |" * len(names)]
+    for case, got in cases.items():
+        if got:
+            cells = [statistics.median(g["syscalls_k"].get(n, 0.0) for g in got) for n in names]
+            lines.append(f"| {labels[case]} | {statistics.median(g['turns_k'] for g in got):.1f} | "
+                         + " | ".join(f"{c:.1f}" for c in cells) + " |")
+    return lines
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--baseline", help="git ref of the code before (none: this tree alone)")
     ap.add_argument("--records", type=int, default=2_000_000, help="records a round")
     ap.add_argument("--processors", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=6, help="alternations of the baseline's code and this tree's")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="count the processors' system calls (perf stat, root) and print them per 1,000 records")
     ap.add_argument("--record", action="store_true", help="write the section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     if args.records <= 0 or args.rounds <= 0 or args.processors <= 0:
@@ -102,7 +130,7 @@ def main(argv=None) -> int:
             trees.insert(0, ("before", base_tree))
         for r in range(args.rounds):
             for case, tree in (trees if r % 2 == 0 else trees[::-1]):
-                got = run_case(tree, args.records, args.processors)
+                got = run_case(tree, args.records, args.processors, args.syscalls)
                 cases[case].append(got)
                 log(f"round {r + 1}, {case}: processors {got['processors_us']:.3f} µs a record, whole broker "
                     f"{got['broker_us']:.3f}, {got['rate']:,.0f} msg/s")
@@ -117,6 +145,11 @@ def main(argv=None) -> int:
         + (", the baseline's code and this tree's in turn" if args.baseline else "")
         + f", {args.rounds} rounds; medians with their range:", "",
         *table(cases, labels)])
+    if args.syscalls:
+        text += "\n\n" + "\n".join([
+            f"The processors' times on a CPU (schedstat's run count) and system calls (`perf stat` of the syscall "
+            f"tracepoints) per 1,000 records, medians of the rounds ({BATCH} records a Produce request):", "",
+            *syscall_table(cases, labels)])
     show(text, SECTION, args.record)
     return 0
 
