@@ -8,6 +8,7 @@ import pytest
 from mmlog.client.admin import Admin
 from mmlog.testing import EmbeddedBroker
 from tools.bench import kafka_driver, latency, mmlog_driver, paired
+from tools.bench.relay import RelayServer
 from tools.bench.servers import RedisServer, group_pids
 from tools.bench_peers import parse
 
@@ -75,5 +76,24 @@ def test_paired_latency_windows_are_two_seconds_unless_told_and_need_four_rounds
     assert (cfg.paired_latency, cfg.latency_rate, cfg.latency_seconds, cfg.paired) == (6, 5000, 2.0, None)
     assert parse(["--paired-latency", "6", "--latency-seconds", "5"])[0].latency_seconds == 5
     for argv in (["--paired-latency", "3"], ["--paired-latency", "6", "--paired", "6"]):
+        with pytest.raises(SystemExit):
+            parse(argv)
+
+
+def test_the_relay_floor_hands_every_paced_message_from_producer_to_consumer_and_keeps_what_came_first(tmp_path):
+    """The producer sends its stamp-0 message before the consumer connects (as with every system's clients):
+    the relay keeps it, then passes the paced ones on as they come."""
+    with RelayServer(tmp_path) as relay:
+        turns = latency.taking_turns([("relay", *paired.driver(paired.Server("relay", *relay.address, (), "relay")),
+                                       "floor")], ROUNDS, RATE, WINDOW, log=lambda line: None)
+    [t] = turns
+    assert [len(ms) for ms in t.windows] == [int(RATE * WINDOW)] * ROUNDS
+    assert all(ms.min() > 0 and ms.max() < 10_000 for ms in t.windows)
+
+
+def test_the_relay_is_a_floor_for_latency_windows_only():
+    cfg, _, _ = parse(["--paired-latency", "4", "--systems", "librdkafka,relay"])
+    assert cfg.systems == ["librdkafka", "relay"]
+    for argv in (["--systems", "librdkafka,relay"], ["--paired", "4", "--systems", "relay"]):
         with pytest.raises(SystemExit):
             parse(argv)

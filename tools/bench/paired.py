@@ -44,7 +44,7 @@ class Server(NamedTuple):
 
 # kind -> the driver whose `awaited(address, stream)` sends through that client library
 CLIENTS = {"librdkafka": "kafka_driver", "mmlog": "mmlog_driver", "redis-py": "redis_driver",
-           "nats-py": "nats_driver", "rstream": "rstream_driver"}
+           "nats-py": "nats_driver", "rstream": "rstream_driver", "relay": "relay"}
 
 
 class Tally(NamedTuple):
