@@ -12,8 +12,10 @@ confluent-kafka (librdkafka); Redis Streams (redis-server, appendfsync
 everysec, redis-py); RabbitMQ Streams (rabbitmq-server with the rabbitmq_stream
 plugin, rstream); NATS JetStream (nats-server -js, file storage, nats-py). A peer
 whose server or client is missing is skipped with a one-line message. With
---paired-latency, `relay` may be named among them too: the host's floor
-(tools/bench/relay.py, a relay that passes bytes on, with raw-socket clients).
+--paired-latency, two more may be named: `frames`, mmlog through bare Kafka
+frames on blocking sockets (tools/bench/frames_driver.py: the broker's share
+without a client library), and `relay`, the host's floor (tools/bench/relay.py:
+a relay that passes bytes on, with raw-socket clients).
 
 Rows, the same 200-byte records and counts for every system: produce batch 1
 (each record's acknowledgement awaited before the next), produce batch 50
@@ -46,11 +48,14 @@ from tools.bench.page import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEMS = ("mmlog", "librdkafka", "redis", "rabbitmq-streams", "nats")
-FLOOR = "relay"  # tools/bench/relay.py, the host's floor: asked for by name, in --paired-latency runs only
+# asked for by name, in --paired-latency runs only: mmlog through bare Kafka frames (tools/bench/frames_driver.py,
+# the broker's share without a client library) and the host's floor (tools/bench/relay.py)
+LATENCY_ONLY = ("frames", "relay")
 # system -> (label in the tables, client)
 LABELS = {"mmlog": ("mmlog", "mmlog client"), "librdkafka": ("mmlog", "confluent-kafka (librdkafka)"),
           "redis": ("Redis Streams", "redis-py"), "rabbitmq-streams": ("RabbitMQ Streams", "rstream"),
-          "nats": ("NATS JetStream", "nats-py"), FLOOR: ("the host's floor: a relay", "raw sockets")}
+          "nats": ("NATS JetStream", "nats-py"), "frames": ("mmlog", "bare Kafka frames"),
+          "relay": ("the host's floor: a relay", "raw sockets")}
 TESTS = (("produce1", "Produce, batch 1 (each awaited)"), ("produce50", "Produce, batch 50 (pipelined)"),
          ("consume", "Consume from the start of a prefilled stream"))
 RECORDED = dict(messages=1_000_000, batch1_messages=20_000, latency_seconds=10.0)
@@ -236,18 +241,18 @@ def _servers(stack, systems: list[str], workdir: Path) -> list:
     from tools.bench.servers import NatsServer, RabbitServer, RedisServer, group_pids
 
     servers = []
-    if {"mmlog", "librdkafka"} & set(systems):
+    if {"mmlog", "librdkafka", "frames"} & set(systems):
         broker = stack.enter_context(mmlog_driver.server(workdir))
         host, port = broker.bootstrap.rsplit(":", 1)
         pids = tuple(group_pids(broker.pid))
-        for system, kind in (("librdkafka", "librdkafka"), ("mmlog", "mmlog")):
+        for system, kind in (("librdkafka", "librdkafka"), ("mmlog", "mmlog"), ("frames", "frames")):
             if system in systems:
                 servers.append(Server(" through ".join(LABELS[system]), host, int(port), pids, kind,
                                       stream=f"paired-{kind}"))
     for system, make, kind, where in (
             ("redis", lambda: RedisServer(workdir), "redis-py", lambda s: s.address),
             ("nats", lambda: NatsServer(workdir), "nats-py", lambda s: s.address),
-            (FLOOR, lambda: RelayServer(workdir), "relay", lambda s: s.address),
+            ("relay", lambda: RelayServer(workdir), "relay", lambda s: s.address),
             ("rabbitmq-streams", lambda: RabbitServer(workdir, streams=True), "rstream",
              lambda s: ("127.0.0.1", s.stream_port))):
         if system in systems:
@@ -415,8 +420,8 @@ def parse(argv):
                    help=f"latency test rate, msg/s (default {LATENCY_RATE:,})")
     p.add_argument("--latency-seconds", type=float, help="latency test length (default 10)")
     p.add_argument("--systems", default=",".join(SYSTEMS),
-                   help=f"comma-separated, of {', '.join(SYSTEMS)}; and {FLOOR} (the host's floor: a relay that passes "
-                        "bytes on, with raw-socket clients) for --paired-latency")
+                   help=f"comma-separated, of {', '.join(SYSTEMS)}; with --paired-latency also frames (mmlog through "
+                        "bare Kafka frames) and relay (the host's floor: a relay that passes bytes on)")
     p.add_argument("--markdown", type=Path, default=ROOT / "docs" / "benchmarks.md",
                    help="the page whose bench_peers section the run rewrites (default docs/benchmarks.md)")
     p.add_argument("--record", action=argparse.BooleanOptionalAction, default=None,
@@ -432,10 +437,10 @@ def parse(argv):
     a = p.parse_args(argv)
     sizes = QUICK if a.quick else RECORDED
     systems = [s.strip() for s in a.systems.split(",") if s.strip()]
-    if not systems or any(s not in (*SYSTEMS, FLOOR) for s in systems):
-        p.error(f"--systems: choose among {', '.join(SYSTEMS)} (and {FLOOR} with --paired-latency)")
-    if FLOOR in systems and a.paired_latency is None:
-        p.error(f"--systems: {FLOOR} stores and acknowledges nothing: it is a floor for --paired-latency only")
+    if not systems or any(s not in (*SYSTEMS, *LATENCY_ONLY) for s in systems):
+        p.error(f"--systems: choose among {', '.join(SYSTEMS)} (and {', '.join(LATENCY_ONLY)} with --paired-latency)")
+    if set(LATENCY_ONLY) & set(systems) and a.paired_latency is None:
+        p.error(f"--systems: {' and '.join(LATENCY_ONLY)} are end-to-end latency clients: --paired-latency only")
     given = lambda value, default: default if value is None else value  # noqa: E731 - 0 is given, and refused
     window = PAIRED_LATENCY_SECONDS if a.paired_latency is not None else sizes["latency_seconds"]
     cfg = Config(given(a.messages, sizes["messages"]), given(a.batch1_messages, sizes["batch1_messages"]),

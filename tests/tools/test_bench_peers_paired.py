@@ -7,7 +7,7 @@ import pytest
 
 from mmlog.client.admin import Admin
 from mmlog.testing import EmbeddedBroker
-from tools.bench import kafka_driver, latency, mmlog_driver, paired
+from tools.bench import frames_driver, kafka_driver, latency, mmlog_driver, paired
 from tools.bench.relay import RelayServer
 from tools.bench.servers import RedisServer, group_pids
 from tools.bench_peers import parse
@@ -91,9 +91,24 @@ def test_the_relay_floor_hands_every_paced_message_from_producer_to_consumer_and
     assert all(ms.min() > 0 and ms.max() < 10_000 for ms in t.windows)
 
 
-def test_the_relay_is_a_floor_for_latency_windows_only():
-    cfg, _, _ = parse(["--paired-latency", "4", "--systems", "librdkafka,relay"])
-    assert cfg.systems == ["librdkafka", "relay"]
-    for argv in (["--systems", "librdkafka,relay"], ["--paired", "4", "--systems", "relay"]):
+def test_bare_kafka_frames_measure_every_paced_record_through_the_broker(tmp_path):
+    """The frames driver's producer creates its topic and appends each tick's records as one batch; its
+    consumer long-polls from offset 0 and sees every one of them."""
+    with EmbeddedBroker(tmp_path / "mmlog", processors=1) as broker:
+        turns = latency.taking_turns([("frames", frames_driver, broker.bootstrap, "bare")], ROUNDS, RATE, WINDOW,
+                                     log=lambda line: None)
+        with Admin(broker.bootstrap) as admin:
+            for r in range(ROUNDS):
+                assert admin.latest_offsets(f"bare-lat-{r}") == {0: 1 + int(RATE * WINDOW)}
+    [t] = turns
+    assert [len(ms) for ms in t.windows] == [int(RATE * WINDOW)] * ROUNDS
+    assert all(ms.min() > 0 and ms.max() < 10_000 for ms in t.windows)
+
+
+def test_frames_and_the_relay_are_latency_clients_only():
+    cfg, _, _ = parse(["--paired-latency", "4", "--systems", "librdkafka,frames,relay"])
+    assert cfg.systems == ["librdkafka", "frames", "relay"]
+    for argv in (["--systems", "librdkafka,relay"], ["--paired", "4", "--systems", "relay"],
+                 ["--systems", "frames"], ["--paired", "4", "--systems", "frames"]):
         with pytest.raises(SystemExit):
             parse(argv)

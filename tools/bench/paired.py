@@ -44,7 +44,8 @@ class Server(NamedTuple):
 
 # kind -> the driver whose `awaited(address, stream)` sends through that client library
 CLIENTS = {"librdkafka": "kafka_driver", "mmlog": "mmlog_driver", "redis-py": "redis_driver",
-           "nats-py": "nats_driver", "rstream": "rstream_driver", "relay": "relay"}
+           "nats-py": "nats_driver", "rstream": "rstream_driver", "relay": "relay",
+           "frames": "frames_driver"}
 
 
 class Tally(NamedTuple):
@@ -122,7 +123,7 @@ def _raw(server: Server):
 def driver(server: Server):
     """The client driver of a server whose kind is a key of CLIENTS, and the address it takes."""
     module = importlib.import_module(f"tools.bench.{CLIENTS[server.kind]}")
-    kafka = server.kind in ("librdkafka", "mmlog")
+    kafka = server.kind in ("librdkafka", "mmlog", "frames")
     return module, f"{server.host}:{server.port}" if kafka else (server.host, server.port)
 
 
