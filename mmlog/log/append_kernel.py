@@ -13,8 +13,8 @@ columns), or FALLBACK: then the Python path handles the same bytes as today.
 Covered: magic-2 batches with valid lengths and CRC-32C, uncompressed, neither transactional nor control,
 of producer id -1 or of an idempotent producer (alone in its records field), within max.message.bytes and
 segment.bytes, on a partition that serves clients, is not compacted, keeps plain batches (compression.type
-producer or uncompressed), needs no roll (`_should_roll`'s rule) and no flush (flush.messages; flush.ms is the flush timer's),
-has no transaction open or unreplicated, with acks 0, 1 or -1 (for -1, an ISR of at least min.insync.replicas:
+producer or uncompressed), needs no roll (`_should_roll`'s rule) and no flush (flush.messages; flush.ms is the
+flush timer's), has no transaction open or unreplicated, with acks 0, 1 or -1 (for -1, an ISR of at least min.insync.replicas:
 whether the answer then waits for followers is the caller's to see, from the high watermark). A group (n > 1)
 into an empty active segment falls back (the Python path appends it one buffer at a time).
 
@@ -71,6 +71,9 @@ from mmlog.log.state import (
     N_REPLICAS,
     OFFSET_OF_MAX_TS,
     PENDING_OP,
+    PRODUCERS_END,
+    PRODUCERS_LAYOUT,
+    PRODUCERS_LAYOUT_V1,
     ROLE,
     ROLLED_AT_MS,
     SEQ,
@@ -379,9 +382,12 @@ def _check_producers(r, buf, spans, n, pending, undo, used):
             r[t.PRODUCERS_CAPACITY] = 0
             r[t.PRODUCERS_WANTED] = 1
             return PRODUCERS_BEHIND, used
-        header = np.empty(HEADER_SIZE, np.uint8)
-        count, pos, upto = producer_table.catch_up(region, capacity, r[t.PRODUCERS_N], np.int32(r[t.LOG_FD]), pos,
-                                                   page[ACTIVE_SIZE], upto, log_end, header)
+        if page[PRODUCERS_LAYOUT] == PRODUCERS_LAYOUT_V1 and page[PRODUCERS_END] <= upto:
+            count, pos, upto = r[t.PRODUCERS_N], page[ACTIVE_SIZE], log_end  # no producer's batch since: none to read
+        else:
+            header = np.empty(HEADER_SIZE, np.uint8)
+            count, pos, upto = producer_table.catch_up(region, capacity, r[t.PRODUCERS_N], np.int32(r[t.LOG_FD]),
+                                                       pos, page[ACTIVE_SIZE], upto, log_end, header)
         if count < 0:  # a transaction's batch or marker, or no free slot: Python catches up and exports again
             r[t.PRODUCERS_CAPACITY] = 0
             r[t.PRODUCERS_WANTED] = 1
@@ -531,6 +537,8 @@ def _publish(r, now_ms, pending):
         page[FLUSHED_AT_MS] = now_ms
         libc.fence()
         page[SEQ] = (seq + 2) & ~1
+    if pending[P_PRODUCERS] and page[PRODUCERS_END] < next_offset:
+        page[PRODUCERS_END] = next_offset  # `raise_producers_end`, before the publish (state.py)
     if page[ROLE] == _LEADER and page[N_ISR] > 1:
         high_watermark = page[HIGH_WATERMARK]  # followers' fetches move it
     else:

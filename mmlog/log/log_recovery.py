@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 
 from mmlog.log import producer_state, recovery, txn_index
-from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_bases, segment_file
+from mmlog.log.files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_bases
 from mmlog.log.segment_view import IDLE, SegmentView, now_ms
 from mmlog.log.state import TXN_LAYOUT_V1, Snapshot
 
@@ -93,6 +93,7 @@ class LogRecovery(SegmentView):
         self.recovered_notes = found.truncated
         for seg in found.segments:
             seg.close()
+        self.state.raise_producers_end(found.log_end)  # a dead writer's kept batch may carry a producer
         self.state.update(
             generation=gen + 1,
             log_start=found.log_start,

@@ -350,6 +350,8 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
             high_watermark = s.high_watermark  # followers' fetches move it
         else:
             high_watermark = next_offset
+        if producer_batches:
+            self.state.raise_producers_end(next_offset)  # before the publish: see state.py, PRODUCERS_END
         if not s.unflushed:
             # flush.ms counts from the oldest unflushed message: this one. Only the flush timer acts on
             # it (`maybe_flush`, outside this lock), as Kafka's scheduler does: an fsync in the append

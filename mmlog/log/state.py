@@ -28,9 +28,20 @@ Layout: a 4 KiB file `partition.state` of native-endian int64 slots:
    21 FIRST_UNDECIDED   first offset of the oldest open transaction at the log end (-1: none)
    22 LAST_ABORT        offset of the newest abort marker in the transaction index (-1: none)
    23 TXN_LAYOUT        TXN_LAYOUT_V1 once slots 20-22 and 128.. are kept (older pages: 0)
+   24 PRODUCERS_END     no batch with a producer id lies at or past it (a bound: it may be higher)
+   25 PRODUCERS_LAYOUT  PRODUCERS_LAYOUT_V1 once every appender keeps slot 24 (older pages: 0)
+
+Slots 24-25 are read and written under the lock only. A process brings its producer state
+to the log end (`_catch_up_producers`) by reading the batch headers it has not seen; when
+PRODUCERS_END says none of them carries a producer, it skips them unread, so a roll under a
+plain producer does not read a whole segment's headers. Every append of batches with a
+producer id (the compiled one, the Python one, a follower's copy, a marker) raises it to its
+new log end before the lock is let go; a page that did not keep it (layout 0) is taken as
+bounded by its log end when first seen.
 
 An append changes exactly slots 9-22, which is why they sit together: it
-publishes them with one slice store (`publish_append`).
+publishes them with one slice store (`publish_append`); one that carries
+producers' batches raises slot 24 as well, before it publishes.
 
 Transactions (Kafka's firstUnstableOffset). The last stable offset (LSO), how far
 read_committed consumers may read, is min(HW, FIRST_UNSTABLE): readers compute it
@@ -106,9 +117,10 @@ MAGIC = int.from_bytes(b"MMLOGST1", "little", signed=True)
 (MAGIC_SLOT, SEQ, GENERATION, LOG_START, ACTIVE_BASE, RECOVERY_POINT, FLUSHED_AT_MS, CLEAN, DELETED,
  LOG_END, HIGH_WATERMARK, ACTIVE_SIZE, INDEX_ENTRIES, TIME_ENTRIES, MAX_TIMESTAMP, OFFSET_OF_MAX_TS,
  SINCE_INDEX, ROLLED_AT_MS, UNFLUSHED, PENDING_OP, FIRST_UNSTABLE, FIRST_UNDECIDED, LAST_ABORT,
- TXN_LAYOUT) = range(24)
-FIRST, LAST = GENERATION, TXN_LAYOUT
+ TXN_LAYOUT, PRODUCERS_END, PRODUCERS_LAYOUT) = range(26)
+FIRST, LAST = GENERATION, TXN_LAYOUT  # what a snapshot copies (slots 24-25 are the lock holder's)
 TXN_LAYOUT_V1 = 1
+PRODUCERS_LAYOUT_V1 = 1
 # Transactions decided but not yet below the HW (see the module docstring).
 UNREPLICATED = 128  # after the follower log starts (96-103)
 MAX_UNREPLICATED = (STATE_SIZE // 8 - UNREPLICATED - 1) // 2
@@ -242,6 +254,7 @@ class PartitionState:
         self._attach()
         if self._slots[MAGIC_SLOT] == 0:  # a new partition: every slot starts at 0, but no transaction is -1
             self._slots[FIRST_UNSTABLE : TXN_LAYOUT + 1] = (-1, -1, -1, TXN_LAYOUT_V1)
+            self._slots[PRODUCERS_LAYOUT] = PRODUCERS_LAYOUT_V1  # and no producer's batch yet: PRODUCERS_END 0
             self._slots[MAGIC_SLOT] = MAGIC
         elif self._slots[MAGIC_SLOT] != MAGIC:
             raise ValueError(f"{self.file.path}: not a partition state file")
@@ -378,6 +391,21 @@ class PartitionState:
     def set_follower_log_start(self, i: int, log_start: int) -> None:
         """Replica position i's log start (lock-free, one aligned store, as the progress rows)."""
         self._slots[FOLLOWER_LOG_START + i] = log_start
+
+    def producers_end(self) -> int:
+        """Under the lock: no batch with a producer id lies at or past this offset (slot 24). A page that
+        did not keep it (layout 0) is first bounded by its log end, which every batch lies below."""
+        slots = self._slots
+        if slots[PRODUCERS_LAYOUT] != PRODUCERS_LAYOUT_V1:
+            slots[PRODUCERS_END] = max(int(slots[PRODUCERS_END]), int(slots[LOG_END]))
+            slots[PRODUCERS_LAYOUT] = PRODUCERS_LAYOUT_V1
+        return int(slots[PRODUCERS_END])
+
+    def raise_producers_end(self, offset: int) -> None:
+        """Under the lock, before the append (or repair) that may hold producers' batches below `offset`
+        is published: slot 24 is at least `offset`."""
+        if self._slots[PRODUCERS_END] < offset:
+            self._slots[PRODUCERS_END] = offset
 
     def get(self, name: str) -> int:
         """One slot, read without the seqlock (for writers, who hold the lock)."""

@@ -87,7 +87,8 @@ class TransactionState(SegmentView):
             # the state (the compiled append's producer region, log/producer_table.py) copies it again.
             self._mappings_changed()
         if producers.upto < s.log_end:
-            producers.apply_batches(self._stored_batches(s, producers.upto, producers_only=True))
+            if self.state.producers_end() > producers.upto:  # else no batch past it has a producer: none to read
+                producers.apply_batches(self._stored_batches(s, producers.upto, producers_only=True))
             producers.upto = s.log_end
 
     # ------------------------------------------------------------ transactions
