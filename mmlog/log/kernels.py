@@ -8,10 +8,10 @@ loops per batch or per record on a hot path:
 - `find_batch`:   batch-boundary scan to the batch holding an offset;
 - `find_time`:    scan to the first record with timestamp >= target from an offset on (walks record varints);
 - `scan_segment`: recovery validation of a whole segment (length, magic, CRC-32C,
-                  offset continuity, or only increasing offsets in a compacted log), emitting the sparse offset and time index entries
-                  as it goes;
-- `crc32c`:       CRC-32C (Castagnoli): SSE4.2's crc32 instruction, or slicing-by-8 tables on a CPU
-                  without it; for `scan_segment` and the compiled append;
+                  offset continuity, or only increasing offsets in a compacted log), emitting the sparse
+                  offset and time index entries as it goes;
+- `crc32c`:       CRC-32C (Castagnoli): SSE4.2's crc32 instruction over three interleaved streams, or
+                  slicing-by-8 tables on a CPU without it; for `scan_segment` and the compiled append;
 - `check_records`: the records section of a (decompressed) batch against its header:
                   every record's length within the section, offset deltas 0, 1, 2, ...,
                   as many records as the header counts, nothing left over.
@@ -45,9 +45,15 @@ SCAN_REASONS = ("end", "torn batch", "bad length", "bad magic", "bad CRC", "bad 
 _MIN_BATCH_LENGTH = rec.HEADER_SIZE - rec.LOG_OVERHEAD
 
 
+CRC_BLOCK = 256  # bytes of each of the three streams the SSE4.2 CRC interleaves in a step
+SHIFT = 8  # rows SHIFT..SHIFT+3 of the tables: the CRC register carried over CRC_BLOCK zero bytes
+
+
 def _crc_tables() -> np.ndarray:
-    """Slicing-by-8 tables for the reflected Castagnoli polynomial 0x82F63B78."""
-    t = np.zeros((8, 256), dtype=np.uint32)
+    """Slicing-by-8 tables for the reflected Castagnoli polynomial 0x82F63B78 (rows 0-7), then the shift
+    over CRC_BLOCK zero bytes (rows 8-11). The shift is linear in the register, so it is the xor of one
+    entry per register byte: row SHIFT + k holds it for byte k alone."""
+    t = np.zeros((SHIFT + 4, 256), dtype=np.uint32)
     for i in range(256):
         c = i
         for _ in range(8):
@@ -58,6 +64,10 @@ def _crc_tables() -> np.ndarray:
         for k in range(1, 8):
             c = (c >> 8) ^ int(t[0, c & 0xFF])
             t[k, i] = c
+    regs = (np.arange(256, dtype=np.uint32)[None, :] << (8 * np.arange(4, dtype=np.uint32))[:, None]).ravel()
+    for _ in range(CRC_BLOCK):  # one zero byte: reg = T0[reg & 0xFF] ^ (reg >> 8)
+        regs = t[0, regs & 0xFF] ^ (regs >> np.uint32(8))
+    t[SHIFT:] = regs.reshape(4, 256)
     return t
 
 
@@ -94,11 +104,30 @@ def crc32c_tables(buf, start, end, tables):
 
 
 @njit(cache=True)
+def _shifted(crc, tables):
+    """The CRC register `crc` carried over CRC_BLOCK zero bytes (rows SHIFT.. of the tables)."""
+    c = np.uint32(crc)
+    return np.uint64(tables[SHIFT, c & 0xFF] ^ tables[SHIFT + 1, (c >> 8) & 0xFF]
+                     ^ tables[SHIFT + 2, (c >> 16) & 0xFF] ^ tables[SHIFT + 3, c >> 24])
+
+
+@njit(cache=True)
 def crc32c_sse42(buf, start, end, tables):
-    """CRC-32C of buf[start:end] with SSE4.2's crc32 instruction, 8 bytes a step (4-5x the tables' speed:
-    a 12 KB batch in about 3 µs instead of 12-24 µs). `tables` is unused: the same signature as the tables'."""
+    """CRC-32C of buf[start:end] with SSE4.2's crc32 instruction, 8 bytes a step (4-5x the tables' speed).
+
+    The instruction takes 3 cycles but can start every cycle, so three streams of CRC_BLOCK bytes run
+    side by side, each from a zero register, and are joined: the register over A then B is A's carried
+    over len(B) zero bytes xor B's from zero (the CRC is linear), one table lookup per register byte."""
     crc = np.uint64(0xFFFFFFFF)
     p = start
+    while p + 3 * CRC_BLOCK <= end:
+        one, two = np.uint64(0), np.uint64(0)
+        for q in range(p, p + CRC_BLOCK, 8):
+            crc = cpu.crc32c_u64(crc, cpu.load_u64(buf, q))
+            one = cpu.crc32c_u64(one, cpu.load_u64(buf, q + CRC_BLOCK))
+            two = cpu.crc32c_u64(two, cpu.load_u64(buf, q + 2 * CRC_BLOCK))
+        crc = _shifted(_shifted(crc, tables) ^ one, tables) ^ two
+        p += 3 * CRC_BLOCK
     while p + 8 <= end:
         crc = cpu.crc32c_u64(crc, cpu.load_u64(buf, p))
         p += 8

@@ -7,13 +7,12 @@ import random
 import numpy as np
 import pytest
 from crc32c import crc32c as crc32c_package
-
-from mmlog.system import cpu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmlog.log import kernels
 from mmlog.protocol import records as rec
+from mmlog.system import cpu
 from tests.log.logtools import random_records
 
 T = kernels.CRC_TABLES
@@ -67,6 +66,19 @@ def test_the_sse42_kernel_is_the_one_used_and_agrees_on_every_short_length_and_a
     for start in range(9):
         for end in range(start, 64):
             assert kernels.crc32c_sse42(data, start, end, T) == crc32c_package(data[start:end].tobytes())
+
+
+@pytest.mark.skipif(not cpu.HAS_SSE42, reason="this CPU has no SSE4.2 crc32 instruction")
+def test_the_three_interleaved_streams_agree_around_each_step_and_over_a_large_buffer():
+    """Lengths on either side of one and two steps of three streams, at every alignment, and 4 MiB (a fetch)."""
+    step = 3 * kernels.CRC_BLOCK
+    data = np.random.default_rng(10).integers(0, 256, 4 << 20, dtype=np.uint8)
+    for start in range(9):
+        for length in [*range(step - 9, step + 18), *range(2 * step - 9, 2 * step + 9)]:
+            expected = crc32c_package(data[start:start + length].tobytes())
+            assert kernels.crc32c_sse42(data, start, start + length, T) == expected
+            assert kernels.crc32c_tables(data, start, start + length, T) == expected
+    assert kernels.crc32c_sse42(data, 0, len(data), T) == crc32c_package(data.tobytes())
 
 
 # ---------------------------------------------------------------- index searches
