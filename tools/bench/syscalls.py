@@ -15,7 +15,7 @@ import time
 
 # the calls a request can make on the data path; every other call is summed as "other"
 NAMED = ("epoll_wait", "epoll_pwait", "recvfrom", "read", "sendto", "sendmsg", "write", "pwrite64", "pwritev",
-         "pwritev2", "sendfile64", "fcntl", "futex")
+         "pwritev2", "pread64", "sendfile64", "fcntl", "futex")
 TOTAL = "raw_syscalls:sys_enter"
 ATTACH_S = 0.3  # perf is given this long to attach before the block starts
 
