@@ -10,22 +10,21 @@ then the same seqlocked state stores, so the files end byte-identical to the Pyt
 OK with out[i] = (base offset, last offset, log start offset) (and batches, records when out has 5
 columns), or FALLBACK: then the Python path handles the same bytes as today.
 
-Covered: magic-2 batches with valid lengths and CRC-32C, uncompressed, neither transactional nor control,
-of producer id -1 or of an idempotent producer (alone in its records field), within max.message.bytes and
+Covered: magic-2 batches with valid lengths and CRC-32C, uncompressed, neither transactional nor control, of
+producer id -1 or of an idempotent producer (alone in its records field), within max.message.bytes and
 segment.bytes, on a partition that serves clients, is not compacted, keeps plain batches (compression.type
-producer or uncompressed), needs no roll (`_should_roll`'s rule) and no flush (flush.messages; flush.ms is the
-flush timer's), has no transaction open or unreplicated, with acks 0, 1 or -1 (for -1, an ISR of at least min.insync.replicas:
-whether the answer then waits for followers is the caller's to see, from the high watermark). A group (n > 1)
-into an empty active segment falls back (the Python path appends it one buffer at a time).
+producer or uncompressed), needs no roll (`_should_roll`'s rule) nor flush (flush.messages; flush.ms is the
+timer's), has no transaction open or unreplicated, with acks 0, 1 or -1 (for -1, an ISR of at least
+min.insync.replicas: whether the answer waits for followers is the caller's to see, from the high watermark).
+A group (n > 1) into an empty active segment falls back (Python appends it one buffer at a time).
 
-Idempotent producers. An idempotent batch is appended only where producer_state.py's check lets it go
-(the next sequence of a known producer in its epoch, a new epoch's or a new producer's sequence 0), against
-the row's producer region (producer_table.py): exported from the process's ProducerState when the row is
-filled, caught up under the lock from the batch headers past it, and moved past each compiled append. A
-duplicate, a sequence out of order, a fenced epoch or an unknown producer falls back with nothing changed
-(the region restored) and Python answers from the same bytes: the duplicate's offsets or the error. Python's
-own copy is not touched: it catches up from the log, which holds the batch, when it next looks, so its
-checks and the snapshots it writes at rolls are as if it had appended the batch itself.
+Idempotent producers. An idempotent batch is appended only where producer_state.py's check lets it go (the
+next sequence of a known producer in its epoch, a new epoch's or producer's sequence 0), against the row's
+producer region (producer_table.py): exported from the process's ProducerState when the row is filled,
+caught up under the lock from the headers past it (none read where the state page's PRODUCERS_END says
+none is a producer's), moved past each compiled append. Anything else falls back unchanged (the region
+restored) and Python answers from the same bytes. Python's own copy catches up from the log when it next
+looks, so its checks and the snapshots of its rolls are as if it had appended the batch itself.
 
 Every check reads only buf, the row and the state page; the state page under the partition's lock (the
 robust mutex in the state page that log/lock.py's PartitionLock takes, at the row's LOCK_ADDR; several
@@ -33,10 +32,8 @@ partitions' in the order of their LOCK_INODE, as every process takes them), wher
 marked clean since the row was filled, a deleted partition, or a generation or active base other than the
 row's falls back before any index is touched (the row's index addresses are valid only for them; another
 process's roll or truncation changes the generation). The first store is PENDING_OP. The mutex keeps out
-other threads of the process too, so the Python path's appends and these never overlap.
-
-The rows are the filling process's (addresses of its mappings): a table is filled after the fork, in the
-process that calls.
+other threads of the process too, so the Python path's appends and these never overlap. The rows are the
+filling process's (addresses of its mappings): a table is filled after the fork, in the process that calls.
 
 Crash points and failures are an append's (partition.py): a write that fails or is short sets
 PENDING_OP back to idle and falls back with nothing published (the offsets in buf and index entries past
@@ -385,9 +382,9 @@ def _check_producers(r, buf, spans, n, pending, undo, used):
         if page[PRODUCERS_LAYOUT] == PRODUCERS_LAYOUT_V1 and page[PRODUCERS_END] <= upto:
             count, pos, upto = r[t.PRODUCERS_N], page[ACTIVE_SIZE], log_end  # no producer's batch since: none to read
         else:
-            header = np.empty(HEADER_SIZE, np.uint8)
             count, pos, upto = producer_table.catch_up(region, capacity, r[t.PRODUCERS_N], np.int32(r[t.LOG_FD]),
-                                                       pos, page[ACTIVE_SIZE], upto, log_end, header)
+                                                       pos, page[ACTIVE_SIZE], upto, log_end,
+                                                       np.empty(HEADER_SIZE, np.uint8))
         if count < 0:  # a transaction's batch or marker, or no free slot: Python catches up and exports again
             r[t.PRODUCERS_CAPACITY] = 0
             r[t.PRODUCERS_WANTED] = 1
