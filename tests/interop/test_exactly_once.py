@@ -1,5 +1,6 @@
 """Exactly once end to end: a consume-transform-produce loop on librdkafka's transactions, SIGKILLed at
-random points (the worker and the broker that coordinates it), ends with every input in the output once."""
+random points of its run (the worker and the broker that coordinates it), ends with every input in the
+output once."""
 
 from __future__ import annotations
 
@@ -24,6 +25,60 @@ INPUTS, PARTITIONS = 3000, 2
 def start_worker(broker):
     return subprocess.Popen([sys.executable, "-m", "mmlog.testing.ctp_worker", broker.bootstrap, "ctp-in", "ctp-out",
                              "ctp-group", "ctp-worker", str(PARTITIONS)], stderr=subprocess.PIPE, text=True)
+
+
+STALL_S = 15  # a worker whose output has not grown for this long is killed and started again
+
+
+class Worker:
+    """The transform loop's worker process, started again whenever it is killed or fails (the broker went
+    away under it), and, as a supervisor would, when it stalls: a librdkafka transactional producer that
+    outlived a broker restart has been seen waiting in send_offsets_to_transaction for over a minute, past
+    its 30 s timeout, after the coordinator aborted its timed-out transaction."""
+
+    def __init__(self, broker) -> None:
+        self.broker, self.failures, self.stalls = broker, [], 0
+        self.proc = start_worker(broker)
+        self._seen, self._since = -1, time.monotonic()
+
+    def _again_if_ended(self, done_ok: bool) -> None:
+        """A new worker if this one failed, or (unless `done_ok`) exited idle: mid-run, 3 s without input
+        is a broker restart it waited out, not the end."""
+        code = self.proc.poll()
+        if code is None or (code == 0 and done_ok):
+            return
+        if code:
+            self.failures.append(self.proc.stderr.read().strip()[-300:])
+            assert len(self.failures) < 10, self.failures
+        self.proc = start_worker(self.broker)
+
+    def written_past(self, point: float) -> int:
+        """The records written to the output, if past `point` (else 0); a worker that ended or stalled is
+        started again."""
+        self._again_if_ended(done_ok=False)
+        n = written(self.broker, "ctp-out")
+        if n != self._seen:
+            self._seen, self._since = n, time.monotonic()
+        elif time.monotonic() - self._since > STALL_S:
+            self.stalls += 1
+            self.kill_and_restart()
+            self._since = time.monotonic()
+        return n if n >= point else 0
+
+    def kill_and_restart(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self.proc = start_worker(self.broker)
+
+    def finish(self) -> None:
+        """Wait for a worker to exit 0 (3 s without input: every input transformed)."""
+        while self.proc.wait(90) != 0:
+            self._again_if_ended(done_ok=True)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def written(broker, topic: str) -> int:
@@ -72,28 +127,26 @@ def test_a_transform_loop_killed_at_random_points_writes_every_input_exactly_onc
             source.produce("ctp-in", b"in-%d" % i, partition=i % PARTITIONS)
         source.flush(30)
         kills = ["worker", "worker", "broker", "worker", "worker"]
-        worker, failures, progress = start_worker(broker), [], []
+        # Each kill lands once the output has grown past a random point of the run, not after a random time:
+        # a fast loop would otherwise finish before the last kill.
+        points = sorted(rng.uniform(0.05, 0.8) * INPUTS for _ in kills)
+        loop, progress = Worker(broker), []
         try:
-            for victim in kills:
-                time.sleep(rng.uniform(0.8, 2.0))
-                progress.append(written(broker, "ctp-out"))
+            for victim, point in zip(kills, points):
+                progress.append(wait_for(lambda: loop.written_past(point), timeout=60,
+                                         what=f"{point:.0f} records written",
+                                         show=lambda: (written(broker, "ctp-out"), loop.proc.poll(), loop.failures)))
                 if victim == "broker":
                     broker.kill()
                     time.sleep(0.2)
                     broker.start()
                 else:
-                    worker.kill()
-                    worker.wait(10)
-                    worker = start_worker(broker)
-            while worker.wait(90) != 0:  # a worker that failed (the broker went away under it): again
-                failures.append(worker.stderr.read().strip()[-300:])
-                assert len(failures) < 10, failures
-                worker = start_worker(broker)
+                    loop.kill_and_restart()
+            loop.finish()
         finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait(10)
+            loop.stop()
         out = read_committed(broker, "ctp-out")
+    print(f"\n[exactly once] output at each kill {progress}; failed {len(loop.failures)}, stalled {loop.stalls}")
     assert progress[-1] < INPUTS, f"the loop had finished before the last kill: {progress}"
     copies = Counter(out)
     assert not [v for v, n in copies.items() if n > 1], "an input was written twice"
