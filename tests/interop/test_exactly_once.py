@@ -34,7 +34,9 @@ class Worker:
     """The transform loop's worker process, started again whenever it is killed or fails (the broker went
     away under it), and, as a supervisor would, when it stalls: a librdkafka transactional producer that
     outlived a broker restart has been seen waiting in send_offsets_to_transaction for over a minute, past
-    its 30 s timeout, after the coordinator aborted its timed-out transaction."""
+    its 30 s timeout, with AddOffsetsToTxn answered and no TxnOffsetCommit sent. librdkafka does not check
+    its coordinator requests' timeout, and a cached group coordinator that is not up waits for a broker
+    state change (https://github.com/confluentinc/librdkafka/issues/5456 and /issues/5511)."""
 
     def __init__(self, broker) -> None:
         self.broker, self.failures, self.stalls = broker, [], 0
