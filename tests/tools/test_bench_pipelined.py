@@ -49,8 +49,8 @@ def test_syscalls_counts_the_processors_data_path_calls_per_thousand_records(cap
     assert cells["times on a CPU"] > 0
     for call in ("epoll_wait", "recvfrom", "sendto", "pwrite64"):  # the wait, the request, the answer, the append
         assert cells[call] > 0, call
-    named = sum(v for k, v in cells.items() if k not in ("times on a CPU", "total"))
-    assert named == pytest.approx(cells["total"], abs=0.2)  # "other" makes up the rest (each cell rounded)
+    data_path = sum(cells[call] for call in ("epoll_wait", "recvfrom", "sendto", "pwrite64"))
+    assert data_path >= 0.9 * cells["total"], cells  # a processor under load makes little else (a roll's walk did)
 
 
 def test_perf_stat_lines_become_counts_and_uncounted_events_are_left_out():

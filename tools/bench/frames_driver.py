@@ -21,10 +21,10 @@ FETCH_BYTES = 1 << 20
 
 
 def _connection(bootstrap: str):
-    from mmlog.client.connection import BrokerConnection
+    from mmlog.client.connection import BrokerConnection, parse_bootstrap
 
-    host, port = bootstrap.rsplit(":", 1)
-    return BrokerConnection(host, int(port), client_id="bench-frames")
+    [(host, port)] = parse_bootstrap(bootstrap)
+    return BrokerConnection(host, port, client_id="bench-frames")
 
 
 def _produce(conn, topic: str, values: list[bytes]) -> None:
@@ -87,5 +87,6 @@ def latency_consumer(bootstrap: str, topic: str, count: int, ready) -> np.ndarra
                 ready.set()
     finally:
         conn.close()
-    sent = np.frombuffer(b"".join(stamps), "<i8")
-    return ((np.asarray(arrived, np.int64) - sent)[sent > 0] / 1e6)[:count]
+    from tools.bench.latency import received_ms
+
+    return received_ms(stamps, arrived, count)

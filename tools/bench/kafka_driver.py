@@ -180,5 +180,6 @@ def latency_consumer(bootstrap: str, topic: str, count: int, ready) -> np.ndarra
                 ready.set()
     finally:
         consumer.close()
-    sent = np.frombuffer(b"".join(stamps), "<i8")
-    return ((np.asarray(arrived, np.int64) - sent)[sent > 0] / 1e6)[:count]
+    from tools.bench.latency import received_ms
+
+    return received_ms(stamps, arrived, count)

@@ -65,6 +65,13 @@ async def paced_async(burst, rate: float, count: int) -> float:
     return count / (time.monotonic() - start)
 
 
+def received_ms(stamps, arrived, count: int) -> np.ndarray:
+    """Milliseconds from each message's send stamp to its arrival (`arrived`: ns, one per message), the
+    message stamped 0 left out, the first `count`. `stamps`: an int64 array, or the 8-byte stamps."""
+    sent = stamps if isinstance(stamps, np.ndarray) else np.frombuffer(b"".join(stamps), "<i8")
+    return ((np.asarray(arrived, np.int64) - sent)[sent > 0] / 1e6)[:count]
+
+
 def elapsed_ms(now_ns: int, stamps: np.ndarray) -> np.ndarray:
     """Milliseconds from each paced message's send stamp to `now_ns`; the message stamped 0 is left out."""
     return (now_ns - stamps[stamps > 0]) / 1e6

@@ -179,5 +179,6 @@ async def _latency_consumer(address, stream, count, ready) -> np.ndarray:
         await asyncio.wait_for(done.wait(), 120 + count / 500)
     finally:
         await nc.close()
-    sent = np.frombuffer(b"".join(stamps), "<i8")
-    return ((np.asarray(arrived, np.int64) - sent)[sent > 0] / 1e6)[:count]
+    from tools.bench.latency import received_ms
+
+    return received_ms(stamps, arrived, count)

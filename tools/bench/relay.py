@@ -154,8 +154,9 @@ def latency_consumer(address, stream: str, count: int, ready) -> np.ndarray:
             got += n
             if got >= MESSAGE_SIZE:
                 ready.set()
-    sent = np.frombuffer(buf, "<i8")[::MESSAGE_SIZE // 8]
-    return ((arrived - sent)[sent > 0] / 1e6)[:count]
+    from tools.bench.latency import received_ms
+
+    return received_ms(np.frombuffer(buf, "<i8")[::MESSAGE_SIZE // 8], arrived, count)
 
 
 if __name__ == "__main__":

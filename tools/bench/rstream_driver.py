@@ -175,6 +175,6 @@ async def _latency_consumer(address, stream, count, ready) -> np.ndarray:
         await consumer.subscribe(stream, on_message, initial_credit=CREDIT,
                                  offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None))
         await asyncio.wait_for(done.wait(), 120 + count / 500)
-    sent = np.frombuffer(b"".join(stamps), "<i8")
-    ms = (np.asarray(arrived, np.int64) - sent)[sent > 0] / 1e6
-    return ms[:count]
+    from tools.bench.latency import received_ms
+
+    return received_ms(stamps, arrived, count)
