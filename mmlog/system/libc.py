@@ -5,8 +5,10 @@ by name, so the kernels that make it stay cacheable on disk (a ctypes function p
 address baked into the code, which numba refuses to cache). Pointers cross as plain integers
 (`array.ctypes.data + offset`); `errno()` reads the calling thread's errno after a call returned -1.
 
-`fence()` orders memory stores (seqlock writers). `view_i64`, `view_i32` and `view_u8` turn an
-address the processor took from a mapping it holds open (a partition's state page, an index) into
+`fence()` orders memory stores (seqlock writers). `stack_words(n)` is the address of n int64 words on the
+calling function's stack, for a call's out-parameter (a timespec, a sendfile offset): a np.empty there
+would be a heap allocation, its reference counts and a free on every request. `view_i64`, `view_i32`
+and `view_u8` turn an address the processor took from a mapping it holds open (a partition's state page, an index) into
 an array inside compiled code. The address must outlive every call that uses it: the partition
 table (log/partition_table.py) forgets a partition before its mappings close.
 """
@@ -17,7 +19,9 @@ import ctypes.util
 
 import llvmlite.binding as llvm
 import numpy as np
+from llvmlite import ir
 from numba import carray, njit, types
+from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
 llvm.load_library_permanently(ctypes.util.find_library("c"))
@@ -75,6 +79,20 @@ def fence(typingctx):
     return types.void(), codegen
 
 
+@intrinsic
+def stack_words(typingctx, n):
+    """The address of n (a literal) int64 words in the calling function's frame, valid until it returns.
+    Its alloca goes in the function's entry block, so a call in a loop reuses one slot."""
+    if not isinstance(n, types.IntegerLiteral) or n.literal_value < 1:
+        raise errors.TypingError("stack_words takes a literal word count of at least 1")
+    words = n.literal_value
+
+    def codegen(context, builder, signature, args):
+        slot = cgutils.alloca_once(builder, ir.ArrayType(ir.IntType(64), words))
+        return builder.ptrtoint(slot, context.get_value_type(types.intp))
+    return types.intp(n), codegen
+
+
 @njit(cache=True, nogil=True)
 def view_i64(address, n):
     """The n int64 words at `address` as an array."""
@@ -116,7 +134,7 @@ def errno():
 
 @njit(cache=True, nogil=True)
 def _clock(clock_id):
-    ts = np.empty(2, np.int64)
+    ts = view_i64(stack_words(2), 2)  # struct timespec: seconds, nanoseconds
     clock_gettime(clock_id, ts.ctypes.data)
     return ts[0], ts[1]
 

@@ -393,8 +393,7 @@ def _serve_parked(everyone, params, conns, rbuf, rpos, wbuf, wpos, plan, n_plan,
 @njit(cache=True, nogil=True)
 def _drain(fd):
     """Read the wake board's eventfd of this processor back to zero (its 8-byte counter; EAGAIN: it was)."""
-    counter = np.empty(1, np.int64)
-    libc.read(np.int32(fd), counter.ctypes.data, 8)
+    libc.read(np.int32(fd), libc.stack_words(1), 8)
 
 
 @njit(cache=True, nogil=True)
@@ -440,7 +439,7 @@ def _send_plan(fd, wbuf, w_start, wpos, plan, k, n_plan):
     is advanced past what was sent (its gap then is where the unsent bytes resume). A failed call counts as
     nothing sent: Python's write meets the error again and closes the connection."""
     at = w_start
-    offset = np.zeros(1, np.int64)
+    offset = libc.view_i64(libc.stack_words(1), 1)  # sendfile's offset, which it advances
     while True:
         stop = plan[k, GAP] if k < n_plan else wpos
         if stop > at:
