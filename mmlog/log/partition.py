@@ -368,17 +368,19 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         """Seal the active segment and start a new one at the log end (caller holds the lock).
 
         The producer state as of the new base is kept first (`<base>.snapshot`): a state ahead
-        of the log end (a group checked before this roll) is rebuilt to it."""
+        of the log end (a group checked before this roll) is rebuilt to it. Nothing here waits for the
+        disk: the snapshot, the sealed segment and the directory naming the new one are fsynced by the
+        flusher thread (rolled_flush.py), and a flush fsyncs the directory before its recovery point
+        passes a record of the new segment (`_sync_new_names`)."""
         if self.producers.upto > s.log_end:
             self.producers.generation = -1
         self._catch_up_producers(s)
-        self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS)
+        self.producers.write_snapshot(s.log_end, now_ms(), PRODUCER_EXPIRATION_MS, sync=False)
         self.state.set_pending(ROLL)
         self._mappings_changed()  # the active segment's indexes are trimmed, and it is closed
         old = self._segments[s.active_base]
         old.make_inactive(s.index_entries, s.time_entries, s.max_timestamp, s.offset_of_max_ts)
         new = Segment(self.directory, s.log_end, create=True, index_bytes=self.config.segment_index_bytes)
-        fsync_dir(self.directory)
         self._segments[s.log_end] = new
         self.state.update(
             generation=s.generation + 1, active_base=s.log_end, active_size=0, index_entries=0,
@@ -389,7 +391,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         self._segments.pop(s.active_base).close()
         # Only the active segment is at risk in a power loss, whatever the flush policy: the sealed one is
         # fsynced soon by this process's flusher thread, off this append's latency (rolled_flush.py).
-        rolled_flush.submit(self.directory, s.active_base)
+        rolled_flush.submit(self.directory, s.active_base, snapshot=s.log_end)
         self._bases = [*self._bases, s.log_end]
         self._generation, self._active_base = s.generation + 1, s.log_end
         return self.state.snapshot()
@@ -431,6 +433,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
             started, started_ms = time.monotonic(), now_ms()  # under the lock: before any append it leaves out
         for base in bases:
             rolled_flush.sync_files(self.directory, base)  # one deleted meanwhile: the generation moved
+        self._sync_new_names(s)
         with self._writing() as now:
             if now.generation != s.generation:
                 self._flush_locked()
@@ -450,6 +453,13 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         self.flush()
         return True
 
+    def _sync_new_names(self, s: Snapshot) -> None:
+        """fsync the directory if the active segment was created since the recovery point last moved (a roll
+        does not wait for it): the recovery point may pass a record of a segment only once its name is
+        durable, or a power loss could take the whole file with records a flush had claimed."""
+        if s.active_base >= s.recovery_point:
+            fsync_dir(self.directory)
+
     def _unflushed_bases(self, s: Snapshot) -> list[int]:
         """The segments a flush syncs: the one holding the recovery point and every later one."""
         first = max((b for b in self._bases if b <= s.recovery_point), default=self._bases[0])
@@ -462,6 +472,7 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
             self._segment(base).flush()
             if s.last_abort >= base:
                 txn_index.flush(self.directory, base)
+        self._sync_new_names(s)
         self.state.update(recovery_point=s.log_end, unflushed=0, flushed_at_ms=now_ms())
         self.state.flush()
         flush_timing.observed(time.monotonic() - started)

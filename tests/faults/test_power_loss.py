@@ -13,11 +13,13 @@ interrupts also depends on the machine's speed, as with any fault injected by ti
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -25,15 +27,15 @@ from mmlog.client.admin import Admin
 from mmlog.client.producer import Producer
 from mmlog.client.records import TopicPartition
 from mmlog.config.settings import LogConfig
-from mmlog.log import lock, touched
+from mmlog.log import lock, rolled_flush, touched
 from mmlog.log.files import segment_bases
-from mmlog.system.files import fsync_dir
 from mmlog.log.partition import Partition
 from mmlog.protocol import records as rec
+from mmlog.system.files import fsync_dir
 from mmlog.testing import EmbeddedBroker
 from mmlog.testing.connections import connect, fetch_one
 from mmlog.testing.lazyfs import LazyFS, available
-from tests.log.logtools import check_indexes
+from tests.log.logtools import check_indexes, stored_batches
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 
@@ -52,6 +54,7 @@ OFFSET_OUT_OF_RANGE = 1
 RETAINED = {"retention.ms": "2000", "segment.ms": "300"}
 COMPACTED = {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01", "segment.ms": "500"}
 VALUE_PAD = b"." * 150  # ~230-byte batches: a segment holds about 35
+LOG_CONFIG = LogConfig(segment_bytes=SEGMENT_BYTES, segment_index_bytes=8192, index_interval_bytes=INDEX_INTERVAL)
 
 
 @pytest.fixture
@@ -311,9 +314,8 @@ def check_round(broker: EmbeddedBroker, acked: Acked, every_message: bool, round
 
 def check_files(data, topics=("events", "retained", "txn")) -> None:
     """After a clean stop: every index entry points into the log and at a batch (what the documented rules give)."""
-    config = LogConfig(segment_bytes=SEGMENT_BYTES, segment_index_bytes=8192, index_interval_bytes=INDEX_INTERVAL)
     for topic in topics:
-        p = Partition(data / f"{topic}-0", config)
+        p = Partition(data / f"{topic}-0", LOG_CONFIG)
         try:
             check_indexes(p)
         finally:
@@ -352,6 +354,54 @@ def crash_rounds(fs: LazyFS, seed: int, config: dict, nothing_lost) -> list[dict
 
 
 # ---------------------------------------------------------------- the tests
+
+
+def _roll_twice_and_flush(directory: str, out) -> None:
+    """In a process of its own, whose exit lets go of every file as a killed broker's does: appends until the
+    partition has rolled twice, the flusher thread never getting to the rolls, a flush, one append more;
+    sends (the values appended before the flush, the flushed log end)."""
+    rolled_flush.submit = lambda *args, **kwargs: None
+    p = Partition(Path(directory), LOG_CONFIG)
+    values = []
+    while len(p.segment_bases()) < 3:
+        values.append(b"rolled-%d" % len(values) + VALUE_PAD)
+        p.append(rec.build_batch([(None, values[-1])]))
+    p.flush()
+    out.put((values, p.snapshot().log_end))
+    p.append(rec.build_batch([(None, b"after the flush")]))  # unflushed: may go
+
+
+def _recovered(directory: str, out) -> None:
+    """In a process of its own: open the partition (recovery runs) and send its log end and stored values."""
+    p = Partition(Path(directory), LOG_CONFIG)
+    out.put((p.snapshot().log_end, [r.value for b in stored_batches(Path(directory))
+                                    for r in rec.decode_records(b.data, 0)]))
+    p.close(clean=False)
+
+
+def in_child(target, *args):
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=target, args=(*args, out))
+    child.start()
+    try:
+        return out.get(timeout=120)
+    finally:
+        child.join(30)
+
+
+@pytest.mark.parametrize("data_loss", ["empty", "zeros"])
+def test_records_a_flush_claimed_in_a_segment_a_roll_created_survive_though_the_flusher_never_ran(fs, data_loss):
+    """Guarantee: a roll waits for no fsync (its snapshot, the sealed segment and the directory are the
+    flusher thread's), yet what a flush claims survives a power loss: the flush syncs the directory that
+    names the new segment before its recovery point passes a record of it. Here the flusher thread never
+    gets to the rolls, and no name that was not synced survives."""
+    directory = str(provision(fs) / "t-0")
+    values, flushed = in_child(_roll_twice_and_flush, directory)
+    fs.lose_power("synced", data_loss)
+    log_end, stored = in_child(_recovered, directory)
+    assert log_end >= flushed
+    assert stored[:flushed] == values
 
 
 @pytest.mark.parametrize("data_loss", ["empty", "zeros"])

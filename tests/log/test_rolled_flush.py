@@ -1,5 +1,6 @@
-"""A segment that rolls is fsynced (log, indexes, directory) whatever the flush policy, off the append path:
-so a power loss can only cost the active segment, as in Kafka."""
+"""A segment that rolls is fsynced (log, indexes, the producer snapshot taken at the roll, the directory)
+whatever the flush policy, off the append path: so a power loss can only cost the active segment, as in
+Kafka, and the append that rolled waits for no disk."""
 
 from __future__ import annotations
 
@@ -33,12 +34,13 @@ def test_a_rolled_segment_is_fsynced_by_the_flusher_thread_not_the_append(open_p
     fsyncs.clear()
     while p.segment_bases() == [first]:
         p.append(rec.build_batch([(None, b"x" * 100)]))
+    in_append = [name for thread, name in fsyncs if thread == threading.current_thread().name]
     rolled_flush.wait_idle()
+    second = p.segment_bases()[1]
     sealed = {f"{first:020d}{suffix}" for suffix in (".log", ".index", ".timeindex")}
     by_flusher = {name for thread, name in fsyncs if thread == "rolled-segment-flush"}
-    assert sealed | {partition_dir.name} <= by_flusher
-    in_append = {name for thread, name in fsyncs if thread != "rolled-segment-flush"}
-    assert not sealed & in_append  # the request that rolled waited on no fsync of the sealed segment's data
+    assert sealed | {f"{second:020d}.snapshot", partition_dir.name} <= by_flusher
+    assert in_append == []  # the append that rolled waited on no fsync: no segment, snapshot or directory
 
 
 def test_a_segment_deleted_before_its_flush_is_skipped(tmp_path):
