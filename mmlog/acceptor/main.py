@@ -41,7 +41,7 @@ from mmlog.acceptor.liveness import Liveness
 from mmlog.config.broker import BrokerConfig, parse_metrics_listen
 from mmlog.config.settings import ConfigError
 from mmlog.security import tls
-from mmlog.system import listening
+from mmlog.system import listening, perf_map
 from mmlog.log import flush_timing, kernels
 from mmlog.log.cleaner import kernels as compaction_kernels
 from mmlog.log.manager import LogManager
@@ -117,6 +117,8 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
     check_tls(config)
     before, after = raise_descriptor_limit()
     log.info("descriptors: limit %d per process (soft limit was %d; systemd's LimitNOFILE sets it)", after, before)
+    if perf_map.enabled():
+        perf_map.install()  # before the kernels load: their object code is kept for the map
     kernels.warm()
     if config["compiled.request.path.enable"]:
         compiled_loop.warm()  # the compiled request path (its codec and append too), inherited by the processors
@@ -126,6 +128,8 @@ def run_broker(config: BrokerConfig, exit_with_parent: bool = False) -> int:
         from mmlog.registry.client_kernels import warm_clients
         warm_clients()  # their producers and consumers run in this process: compiled now, not in a request
     precompile()
+    if perf_map.enabled():
+        log.info("perf map of the compiled kernels: %s", perf_map.write())
     store = open_store(config)
     try:
         return _run(config, store)

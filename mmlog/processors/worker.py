@@ -80,6 +80,7 @@ from mmlog.processors.request import CloseConnection
 from mmlog.security import credentials
 from mmlog.ipc.wake_board import WakeBoard
 from mmlog.protocol import FrameSizeError
+from mmlog.system import perf_map
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,8 @@ class Processor:
     # ------------------------------------------------------------ setup
 
     def _setup(self) -> None:
+        if perf_map.enabled():
+            perf_map.write()  # the parent's kernels, at the same addresses, under this process's pid
         if self.metrics is not NULL_REGION:
             flush_timing.observer = self.metrics.flushed  # flush.messages fsyncs made here
         self.manager = LogManager(self.config.log_dirs, self.config.log_config(), owner=False,
