@@ -68,6 +68,16 @@ def install() -> bool:
     return True
 
 
+def uninstall() -> None:
+    """numba's own hooks back, and the kept objects dropped (a test's process compiles on afterwards)."""
+    from numba.core import codegen, registry
+
+    library_class = codegen.JITCodeLibrary
+    registry.cpu_target.target_context.codegen()._engine.set_object_cache(
+        library_class._object_compiled_hook, library_class._object_getbuffer_hook)
+    _objects.clear()
+
+
 def _keep(ll_module, buf) -> None:
     library = getattr(ll_module, "_CPUCodeLibrary__library", None)  # numba's private back-reference
     if library is not None:

@@ -23,9 +23,14 @@ def mapped(path: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
-def test_a_function_compiled_after_install_is_mapped_where_numba_put_it(tmp_path):
+@pytest.fixture
+def installed():
     assert perf_map.install()
+    yield
+    perf_map.uninstall()
 
+
+def test_a_function_compiled_after_install_is_mapped_where_numba_put_it(tmp_path, installed):
     @njit(cache=False)
     def squares_below(n):
         total = 0
@@ -63,3 +68,15 @@ def test_the_broker_and_each_processor_write_a_map_naming_the_compiled_loop(tmp_
     finally:
         for path in maps:
             path.unlink(missing_ok=True)
+
+
+def test_after_uninstall_nothing_more_is_kept():
+    assert perf_map.install()
+    perf_map.uninstall()
+
+    @njit(cache=False)
+    def halves(n):
+        return n // 2
+
+    assert halves(8) == 4
+    assert perf_map._objects == []

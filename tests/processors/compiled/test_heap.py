@@ -37,6 +37,7 @@ def table(tmp_path):
 @pytest.fixture
 def pair():
     client, server = socket.socketpair()
+    client.settimeout(10)  # an answer that never comes fails the test rather than hanging it
     server.setblocking(False)
     yield client, server
     client.close()
