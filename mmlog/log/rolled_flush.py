@@ -36,12 +36,12 @@ from pathlib import Path
 
 from mmlog.log.files import SEGMENT_SUFFIXES, segment_file
 from mmlog.log.producer_state import snapshot_path
-from mmlog.system.files import fsync_dir
+from mmlog.system.files import fsync_dir, fsync_file
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_queue: queue.Queue | None = None  # (directory, base); started at the first roll of this process
+_queue: queue.Queue | None = None  # (directory, base, snapshot); started at the first roll of this process
 
 
 def submit(directory: Path, base: int, snapshot: int | None = None) -> None:
@@ -67,7 +67,7 @@ def flush_segment(directory: Path, base: int, snapshot: int | None = None) -> No
     directory that names them."""
     sync_files(directory, base)
     if snapshot is not None:
-        _sync_path(snapshot_path(directory, snapshot))
+        fsync_file(snapshot_path(directory, snapshot))
     fsync_dir(directory)
 
 
@@ -75,19 +75,7 @@ def sync_files(directory: Path, base: int) -> None:
     """fsync the segment's files that exist, opened by path (on Linux an fsync also writes the pages
     dirtied through a shared mapping of the file: the indexes). A file already gone is skipped."""
     for suffix in SEGMENT_SUFFIXES:
-        _sync_path(segment_file(directory, base, suffix))
-
-
-def _sync_path(path: Path) -> None:
-    """fsync the file at `path`, if it is there (no transaction index; retention removed it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_file(segment_file(directory, base, suffix))
 
 
 def _run(q: queue.Queue) -> None:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from mmlog.log.files import TXNINDEX_SUFFIX, segment_file
+from mmlog.system.files import fsync_file
 
 VERSION = 0
 ENTRY = struct.Struct(">hqqqq")
@@ -135,14 +136,7 @@ def reset(directory: Path, base: int) -> None:
 
 def flush(directory: Path, base: int) -> None:
     """fsync segment `base`'s index, if it has one."""
-    try:
-        fd = os.open(path(directory, base), os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(path(directory, base))
 
 
 def last_abort(directory: Path, bases: list[int]) -> int:

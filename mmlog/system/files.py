@@ -8,7 +8,20 @@ from pathlib import Path
 
 def fsync_dir(directory: Path) -> None:
     """fsync a directory so that a create, rename or unlink in it is durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    _fsync_opened(os.open(directory, os.O_RDONLY | os.O_DIRECTORY))
+
+
+def fsync_file(path: Path) -> None:
+    """fsync the file at `path`, opened by path, if it is there (one already gone is skipped). On Linux this
+    also writes the pages dirtied through a shared mapping of it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    _fsync_opened(fd)
+
+
+def _fsync_opened(fd: int) -> None:
     try:
         os.fsync(fd)
     finally:

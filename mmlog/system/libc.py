@@ -5,12 +5,13 @@ by name, so the kernels that make it stay cacheable on disk (a ctypes function p
 address baked into the code, which numba refuses to cache). Pointers cross as plain integers
 (`array.ctypes.data + offset`); `errno()` reads the calling thread's errno after a call returned -1.
 
-`fence()` orders memory stores (seqlock writers). `stack_words(n)` is the address of n int64 words on the
-calling function's stack, for a call's out-parameter (a timespec, a sendfile offset): a np.empty there
-would be a heap allocation, its reference counts and a free on every request. `view_i64`, `view_i32`
-and `view_u8` turn an address the processor took from a mapping it holds open (a partition's state page, an index) into
-an array inside compiled code. The address must outlive every call that uses it: the partition
-table (log/partition_table.py) forgets a partition before its mappings close.
+`fence()` orders memory stores (seqlock writers). `stack_words(n)` is the address of n int64 words on
+the calling function's stack, for a call's out-parameter (a timespec, a sendfile offset): a np.empty
+there would be a heap allocation, its reference counts and a free on every request. `view_i64`,
+`view_i32` and `view_u8` turn an address the processor took from a mapping it holds open (a
+partition's state page, an index) into an array inside compiled code. The address must outlive every
+call that uses it: the partition table (log/partition_table.py) forgets a partition before its
+mappings close.
 """
 
 from __future__ import annotations

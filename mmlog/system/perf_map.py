@@ -46,10 +46,7 @@ def install() -> bool:
     """From now on, keep the object code numba loads or compiles in this process (call before the kernels
     load). False, with a warning, if this numba's JIT does not take the hooks (a version that moved them)."""
     try:
-        from numba.core import codegen, registry
-
-        library_class = codegen.JITCodeLibrary
-        engine = registry.cpu_target.target_context.codegen()._engine
+        engine, library_class = _jit()
 
         def compiled(ll_module, buf):
             library_class._object_compiled_hook(ll_module, buf)
@@ -70,12 +67,16 @@ def install() -> bool:
 
 def uninstall() -> None:
     """numba's own hooks back, and the kept objects dropped (a test's process compiles on afterwards)."""
+    engine, library_class = _jit()
+    engine.set_object_cache(library_class._object_compiled_hook, library_class._object_getbuffer_hook)
+    _objects.clear()
+
+
+def _jit():
+    """numba's JIT engine for CPU code and its code library class, whose hooks the engine calls."""
     from numba.core import codegen, registry
 
-    library_class = codegen.JITCodeLibrary
-    registry.cpu_target.target_context.codegen()._engine.set_object_cache(
-        library_class._object_compiled_hook, library_class._object_getbuffer_hook)
-    _objects.clear()
+    return registry.cpu_target.target_context.codegen()._engine, codegen.JITCodeLibrary
 
 
 def _keep(ll_module, buf) -> None:
