@@ -156,6 +156,34 @@ class ProducerIO:
             finally:
                 lock.release()
 
+    def _driven(self) -> bool:
+        """send() (or a waiting get() or flush()) stepped within DRIVE_WINDOW, and nothing needs the I/O thread:
+        it leaves the sockets to them (see Sender.park). Read without the I/O lock: only this thread parks, and
+        whoever sets needs_io_thread or closes the producer wakes it."""
+        sender = self._sender
+        return _monotonic() - sender.last_kick < DRIVE_WINDOW and not sender.needs_io_thread and not self._closed
+
+    def _io_step(self) -> float:
+        """The I/O thread's turn with the I/O lock held: park while send() drives, else step; when to wake."""
+        sender, acc = self._sender, self._acc
+        if self._driven():
+            sender.park()  # send() drives the sockets (see Sender.park); look again later
+            sender.planned = sender.last_kick + DRIVE_WINDOW
+            return sender.planned
+        sender.unpark()
+        sender.planned = 0.0  # awake: a batch opened during this step is seen after it
+        sender.needs_io_thread = False
+        sender.closing = self._closed
+        due = sender.step(io_thread=True)
+        if acc.ready_hint or sender.needs_io_thread:
+            due = 0.0
+        elif acc.incomplete:
+            # Busy: wake at least every linger, so that a batch opened meanwhile is
+            # sent on time without send() having to wake this thread (a syscall).
+            due = min(due, _monotonic() + max(self.linger, 0.001))
+        sender.planned = due
+        return due
+
     def _run(self) -> None:
         """The I/O thread: step, sleep in the selector, handle events; see sender.py."""
         sender = self._sender
@@ -163,26 +191,16 @@ class ProducerIO:
         try:
             encode.warm()  # compile or load the kernel now, not at the first batch
             while True:
-                with self._io_lock:
-                    if self._abort or (self._stop and not acc.incomplete):
-                        break
-                    now = _monotonic()
-                    if now - sender.last_kick < DRIVE_WINDOW and not sender.needs_io_thread and not self._closed:
-                        sender.park()  # send() drives the sockets (see Sender.park); look again later
-                        due = sender.planned = sender.last_kick + DRIVE_WINDOW
-                    else:
-                        sender.unpark()
-                        sender.planned = 0.0  # awake: a batch opened during this step is seen after it
-                        sender.needs_io_thread = False
-                        sender.closing = self._closed
-                        due = sender.step(io_thread=True)
-                        if acc.ready_hint or sender.needs_io_thread:
-                            due = 0.0
-                        elif acc.incomplete:
-                            # Busy: wake at least every linger, so that a batch opened meanwhile is
-                            # sent on time without send() having to wake this thread (a syscall).
-                            due = min(due, _monotonic() + max(self.linger, 0.001))
-                        sender.planned = due
+                if sender.parked and self._driven():
+                    # Parked, and send() still drives: look again later without the I/O lock. A send() that
+                    # came while this thread held it would wait for it, and this thread, just woken, may be
+                    # waiting for the GIL that send() holds (a paced producer: 2% of its sends waited).
+                    due = sender.planned = sender.last_kick + DRIVE_WINDOW
+                else:
+                    with self._io_lock:
+                        if self._abort or (self._stop and not acc.incomplete):
+                            break
+                        due = self._io_step()
                 if self._completions:
                     self._fire_callbacks()
                 timeout = None if due == INF else max(0.0, due - _monotonic())

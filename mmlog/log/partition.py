@@ -394,6 +394,9 @@ class Partition(ReplicaState, TransactionState, SegmentDeletion, LogRecovery):
         rolled_flush.submit(self.directory, s.active_base, snapshot=s.log_end)
         self._bases = [*self._bases, s.log_end]
         self._generation, self._active_base = s.generation + 1, s.log_end
+        # Our producer state is caught up to the new base and no record left the log: it stays valid in
+        # the new generation (else the next catch-up would reload it from the snapshot just written)
+        self.producers.generation = s.generation + 1
         return self.state.snapshot()
 
     def roll(self) -> None:

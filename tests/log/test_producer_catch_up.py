@@ -52,6 +52,29 @@ def test_rolls_under_plain_appends_read_no_header_and_keep_the_producers_known(o
     assert walks.get(id(p), 0) == 0
 
 
+def test_a_writer_that_rolls_keeps_its_producer_state_without_reading_a_snapshot(open_partition, monkeypatch):
+    """The state a roll caught up and wrote down stays this process's in the new segment set: the rolls after
+    it reload nothing (a reload lists the directory and reads a file while every connection waits)."""
+    from mmlog.log.producer_state import ProducerState
+
+    loads = []
+    real = ProducerState.load
+    monkeypatch.setattr(ProducerState, "load", lambda self, *a: loads.append(a) or real(self, *a))
+    p = open_partition(cfg=CONFIG)
+    known = Producer(7)
+    first = p.append(idempotent(known))
+    loads.clear()
+    rolled = len(p._bases)
+    for _ in range(300):
+        p.append(plain(3))
+    assert len(p._bases) > rolled + 3
+    assert loads == []
+    again = p.append(_retry(known, 2))  # still known after the rolls
+    assert (again.base_offset, again.last_offset) == (first.base_offset, first.last_offset)
+    with pytest.raises(OutOfOrderSequenceNumber):
+        p.append(_skip(known))
+
+
 def _retry(producer: Producer, n: int) -> bytearray:
     """The producer's last batch of n records, sent again (a retry: its sequence numbers once more)."""
     producer.seq -= n
