@@ -118,6 +118,7 @@ from mmlog.client.cluster import Cluster
 from mmlog.client.connection import ConnectionClosed
 from mmlog.client.consumer_group import ConsumerGroup
 from mmlog.client.consumer_loop import EventLoop
+from mmlog.client.fetch_requests import FetchRequests
 from mmlog.client.fetcher import Fetching
 from mmlog.client.group_offsets import CommitFailedError  # noqa: F401  (commit() raises it; importable from here too)
 from mmlog.client.group import GroupMembership
@@ -213,6 +214,7 @@ class Consumer(ConsumerGroup, Positions, Fetching, EventLoop):
         self._partition_bytes = max_partition_fetch_bytes
         self._max_wait_ms = fetch_max_wait_ms
         self._min_bytes = fetch_min_bytes
+        self._fetch_requests = FetchRequests(client_id, fetch_max_wait_ms, fetch_min_bytes, self._isolation)
         self._request_timeout = request_timeout_ms / 1000
         self._backoff_min = reconnect_backoff_ms / 1000
         self._backoff_max = max(reconnect_backoff_max_ms, reconnect_backoff_ms) / 1000

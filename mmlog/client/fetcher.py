@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import time
 
+from mmlog.client.fetch_requests import FETCH_VERSION
 from mmlog.client.partition_state import PartitionState
 from mmlog.errors import (CorruptMessage, KafkaStorageError, LeaderNotAvailable, NotLeaderOrFollower,
                           OffsetOutOfRange, UnknownTopicOrPartition, error_for_code)
 from mmlog.protocol.messages import fetch
 
-FETCH_VERSION = 11  # the highest non-flexible Fetch; records are the last field of each partition
 # Errors a metadata refresh (new leader, topic created) can cure: retry with backoff.
 REFRESH_CODES = {NotLeaderOrFollower.code, UnknownTopicOrPartition.code, LeaderNotAvailable.code,
                   KafkaStorageError.code}
@@ -28,22 +28,18 @@ class Fetching:
         due = [st for st in states if st.leader == node and st.fetchable and st.retry_at <= now]
         if not due:
             return
-        topics: dict[str, list] = {}
         sent = {}
+        parts = []
         for st in due:
             st.fetching = True
             sent[st.tp] = (st, st.epoch, st.fetch_offset)
-            topics.setdefault(st.tp.topic, []).append({
-                "partition": st.tp.partition, "current_leader_epoch": -1, "fetch_offset": st.fetch_offset,
-                "log_start_offset": -1, "partition_max_bytes": st.fetch_bytes})
-        body = fetch.REQUEST(
-            replica_id=-1, max_wait_ms=self._max_wait_ms, min_bytes=self._min_bytes,
-            max_bytes=max(self._fetch_max_bytes, max(st.fetch_bytes for st in due)), isolation_level=self._isolation,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-            topics=[{"topic": t, "partitions": parts} for t, parts in topics.items()])
+            parts.append((st.tp.topic, st.tp.partition, st.fetch_offset, st.fetch_bytes))
+        frame = self._fetch_requests.frame(parts, max(self._fetch_max_bytes, max(st.fetch_bytes for st in due)))
         self._fetching.add(node)
-        self._channels[node].send(fetch.API_KEY, FETCH_VERSION, body,
-                                  lambda body, exc: self._on_fetch(node, sent, body, exc))
+        channel = self._channels[node]
+        channel.queue_frame([frame], fetch.API_KEY, FETCH_VERSION,
+                            lambda body, exc: self._on_fetch(node, sent, body, exc))
+        channel.on_writable()
 
     def _on_fetch(self, node: int, sent: dict, body, exc: BaseException | None) -> None:
         self._fetching.discard(node)

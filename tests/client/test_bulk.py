@@ -210,3 +210,22 @@ def test_clearing_the_guard_stops_a_record_iterator():
 
 def values_of(n: int) -> list[tuple]:
     return [(None, b"%d" % i) for i in range(n)]
+
+
+def test_check_crcs_catches_a_flipped_bit_in_any_batch_of_a_chunk():
+    one = rec.build_batch(values_of(2))
+    chunk = one + rec.build_batch(values_of(3), base_offset=2)
+    bulk.decode_chunk(chunk, 0, check_crcs=True)
+    chunk[len(one) + rec.HEADER_SIZE + 4] ^= 1  # inside the second batch
+    with pytest.raises(CorruptMessage, match=r"batch at byte %d \(offset 2\)" % len(one)):
+        bulk.decode_chunk(chunk, 0, check_crcs=True, topic="t", partition=0)
+
+
+def test_check_crcs_of_a_single_batch_with_a_torn_one_behind_it():
+    """One whole batch then part of the next (a fetch cut at its byte limit): the whole one is checked."""
+    whole = rec.build_batch(values_of(2))
+    chunk = whole + rec.build_batch(values_of(3), base_offset=2)[:30]
+    assert len(bulk.decode_chunk(chunk, 0, check_crcs=True)) == 2
+    chunk[rec.CRC_OFFSET] ^= 1  # the stored CRC itself
+    with pytest.raises(CorruptMessage, match="CRC-32C"):
+        bulk.decode_chunk(chunk, 0, check_crcs=True)
