@@ -26,7 +26,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_client_cpu.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from tools.bench.trees import export_tree, head, run_in  # noqa: E402
+from tools.bench.trees import in_turn, run_in  # noqa: E402
 
 
 def child(kind: str, records: int, rate: float) -> float:
@@ -90,19 +90,13 @@ def main(argv=None) -> int:
         ap.error("records, rate and rounds must be positive")
     command = " ".join(["python tools/bench_client_cpu.py", *(sys.argv[1:] if argv is None else argv)])
     got: dict[tuple[str, str], list[float]] = {}
-    labels = {"after": f"after: {head()}"}
     with tempfile.TemporaryDirectory(prefix="bench-client-cpu-tree-") as scratch:
-        trees = [("after", None)]
-        if args.baseline:
-            tree, commit = export_tree(args.baseline, Path(scratch))
-            labels["before"] = f"before: {commit}"
-            trees.insert(0, ("before", tree))
-        for r in range(args.rounds):
-            for case, tree in (trees if r % 2 == 0 else trees[::-1]):
-                for kind in ("producer", "consumer"):
-                    us = run_in(tree, "tools.bench_client_cpu", f"child({kind!r}, {args.records}, {args.rate})")
-                    got.setdefault((case, kind), []).append(us)
-                    print(f"round {r + 1}, {case}, {kind}: {us:.1f} µs a record", flush=True)
+        labels, turns = in_turn(args.baseline, args.rounds, Path(scratch))
+        for r, case, tree in turns:
+            for kind in ("producer", "consumer"):
+                us = run_in(tree, "tools.bench_client_cpu", f"child({kind!r}, {args.records}, {args.rate})")
+                got.setdefault((case, kind), []).append(us)
+                print(f"round {r + 1}, {case}, {kind}: {us:.1f} µs a record", flush=True)
     print(f"\n`{command}` ({time.strftime('%Y-%m-%d %H:%M %Z')}): {args.records:,} records of 200 bytes at "
           f"{args.rate:,.0f} a second a case, {args.rounds} rounds; the client process's CPU µs per record, "
           "medians with their range:\n")

@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # `python tools/bench_pipelined.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from tools.bench.page import show  # noqa: E402
-from tools.bench.trees import export_tree, head, run_in  # noqa: E402
+from tools.bench.trees import in_turn, run_in  # noqa: E402
 from tools.bench_metadata import log  # noqa: E402
 
 SECTION = "pipelined"
@@ -121,19 +121,13 @@ def main(argv=None) -> int:
         ap.error("records, rounds and processors must be positive")
     command = " ".join(["python tools/bench_pipelined.py", *(sys.argv[1:] if argv is None else argv)])
     cases: dict[str, list[dict]] = {"before": [], "after": []}
-    labels = {"after": f"after: {head()}"}
     with tempfile.TemporaryDirectory(prefix="bench-pipelined-tree-") as scratch:
-        trees = [("after", None)]
-        if args.baseline:
-            base_tree, labels["before"] = export_tree(args.baseline, Path(scratch))
-            labels["before"] = f"before: {labels['before']}"
-            trees.insert(0, ("before", base_tree))
-        for r in range(args.rounds):
-            for case, tree in (trees if r % 2 == 0 else trees[::-1]):
-                got = run_case(tree, args.records, args.processors, args.syscalls)
-                cases[case].append(got)
-                log(f"round {r + 1}, {case}: processors {got['processors_us']:.3f} µs a record, whole broker "
-                    f"{got['broker_us']:.3f}, {got['rate']:,.0f} msg/s")
+        labels, turns = in_turn(args.baseline, args.rounds, Path(scratch))
+        for r, case, tree in turns:
+            got = run_case(tree, args.records, args.processors, args.syscalls)
+            cases[case].append(got)
+            log(f"round {r + 1}, {case}: processors {got['processors_us']:.3f} µs a record, whole broker "
+                f"{got['broker_us']:.3f}, {got['rate']:,.0f} msg/s")
     if not args.baseline:
         del cases["before"]
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_roll.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from tools.bench.trees import export_tree, head, run_in  # noqa: E402
+from tools.bench.trees import in_turn, run_in  # noqa: E402
 
 SEGMENT_BYTES = 1 << 20
 
@@ -56,8 +56,8 @@ def child(rolls: int, where: str | None) -> dict:
 def row(label: str, runs: list[dict]) -> str:
     rolled = [t for r in runs for t in r["rolled"]]
     plain = [t for r in runs for t in r["plain"]]
-    q = statistics.quantiles(rolled, n=10)
-    return (f"| {label} | {len(rolled)} | {statistics.median(rolled):,.0f} | {q[8]:,.0f} | "
+    p90 = statistics.quantiles(rolled, n=10)[8] if len(rolled) > 1 else rolled[0]
+    return (f"| {label} | {len(rolled)} | {statistics.median(rolled):,.0f} | {p90:,.0f} | "
             f"{statistics.median(plain):.1f} |")
 
 
@@ -72,18 +72,12 @@ def main(argv=None) -> int:
         ap.error("rolls and rounds must be positive")
     command = " ".join(["python tools/bench_roll.py", *(sys.argv[1:] if argv is None else argv)])
     runs: dict[str, list[dict]] = {"before": [], "after": []}
-    labels = {"after": f"after: {head()}"}
     with tempfile.TemporaryDirectory(prefix="bench-roll-tree-") as scratch:
-        trees = [("after", None)]
-        if args.baseline:
-            tree, commit = export_tree(args.baseline, Path(scratch))
-            labels["before"] = f"before: {commit}"
-            trees.insert(0, ("before", tree))
-        for r in range(args.rounds):
-            for case, tree in (trees if r % 2 == 0 else trees[::-1]):
-                got = run_in(tree, "tools.bench_roll", f"child({args.rolls}, {args.dir!r})")
-                runs[case].append(got)
-                print(f"round {r + 1}, {case}: roll median {statistics.median(got['rolled']):,.0f} µs", flush=True)
+        labels, turns = in_turn(args.baseline, args.rounds, Path(scratch))
+        for r, case, tree in turns:
+            got = run_in(tree, "tools.bench_roll", f"child({args.rolls}, {args.dir!r})")
+            runs[case].append(got)
+            print(f"round {r + 1}, {case}: roll median {statistics.median(got['rolled']):,.0f} µs", flush=True)
     print(f"\n`{command}` ({time.strftime('%Y-%m-%d %H:%M %Z')}): appends of 50 records of 200 bytes to 1 MiB "
           f"segments, {args.rolls} rolls a case, {args.rounds} rounds, µs:\n")
     print("| code | rolls | append that rolled, median | p90 | plain append, median |")

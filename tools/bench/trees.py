@@ -38,6 +38,19 @@ def head() -> str:
                           text=True).stdout.strip()
 
 
+def in_turn(baseline: str | None, rounds: int, into: Path) -> tuple[dict, list]:
+    """A baseline's tree (exported into `into`) and this one, to run in turn: the labels {"before": "before:
+    <commit>", "after": "after: <commit>"} ("before" only with a baseline) and the (round, case, tree) of
+    `rounds` rounds, the order swapped every round (so neither tree always runs first)."""
+    labels = {"after": f"after: {head()}"}
+    trees = [("after", None)]
+    if baseline:
+        tree, commit = export_tree(baseline, into)
+        labels["before"] = f"before: {commit}"
+        trees.insert(0, ("before", tree))
+    return labels, [(r, case, tree) for r in range(rounds) for case, tree in (trees if r % 2 == 0 else trees[::-1])]
+
+
 def run_in(tree: Path | None, module: str, call: str):
     """`module.call` (e.g. ``child(1000, 6)``) in a fresh interpreter on `tree`'s mmlog (None: this tree's);
     its result, which must be JSON."""
