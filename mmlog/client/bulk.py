@@ -116,7 +116,6 @@ _TRANSACTIONAL = rec.TRANSACTIONAL_BIT
 _LOG_APPEND_TIME = rec.TIMESTAMP_TYPE_BIT
 _CODEC = rec.COMPRESSION_MASK
 _I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
 # The columns' types in RecordArrays order, and the order they lie in their one block (widest first).
 _TYPES = tuple(np.dtype(t) for t in (np.int64, np.int64, np.int8, np.int64, np.int32, np.int64, np.int32, np.int64,
                                      np.int32))
@@ -483,13 +482,9 @@ def _crc_ranges(buf, end):
 
 def _check_crcs(data, buf: np.ndarray, end: int, topic: str, partition: int) -> None:
     """CRC-32C of every whole batch: the hardware-accelerated `crc32c` package called from C-level map()s
-    over batch bounds the kernel found (a Python loop reading each header cost twice the CRCs themselves).
-    A chunk of one batch (a long poll's usual answer) is checked with one call, without the kernel."""
-    view = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else memoryview(data)
-    one_batch = 12 + _I32.unpack_from(view, 8)[0] == end
-    if one_batch and crc32c(view[rec.CRC_START:end]) == _U32.unpack_from(view, rec.CRC_OFFSET)[0]:
-        return
+    over batch bounds the kernel found (a Python loop reading each header cost twice the CRCs themselves)."""
     starts, stops, stored = _crc_ranges(buf, end)
+    view = memoryview(data).cast("B") if not isinstance(data, np.ndarray) else memoryview(data)
     actual = np.fromiter(map(crc32c, map(view.__getitem__, map(slice, starts.tolist(), stops.tolist()))),
                          np.uint32, len(starts))
     bad = np.flatnonzero(actual != stored)
