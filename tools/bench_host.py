@@ -32,7 +32,7 @@ WRITES = 20_000  # 200 MiB a file
 SLEEPS_MS = (0.2, 1, 5, 20, 100, 250)
 
 
-def pwrite_us(directory: str) -> tuple[float, float]:
+def pwrite_us(directory: str | None, writes: int = WRITES) -> tuple[float, float]:
     """µs per 10 KB pwrite into a new file (pages the kernel must find), then into another new file right
     after the first was deleted (the pages it just freed)."""
     buf = b"x" * WRITE
@@ -41,9 +41,9 @@ def pwrite_us(directory: str) -> tuple[float, float]:
         fd, path = tempfile.mkstemp(dir=directory, prefix="bench-host-")
         try:
             start = time.perf_counter_ns()
-            for i in range(WRITES):
+            for i in range(writes):
                 os.pwrite(fd, buf, i * WRITE)
-            out.append((time.perf_counter_ns() - start) / 1e3 / WRITES)
+            out.append((time.perf_counter_ns() - start) / 1e3 / writes)
         finally:
             os.close(fd)
             os.unlink(path)
@@ -72,22 +72,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="pairs of page-cache writes")
     ap.add_argument("--dir", default=None, help="where the written files go (default: the temporary directory)")
+    ap.add_argument("--writes", type=int, default=WRITES, help="10 KB writes a file")
+    ap.add_argument("--wakes", type=int, default=None, help="wakes a sleep length (default: 20 to 500, by length)")
     args = ap.parse_args(argv)
-    if args.rounds <= 0:
-        ap.error("rounds must be positive")
+    if args.rounds <= 0 or args.writes <= 0 or (args.wakes is not None and args.wakes <= 0):
+        ap.error("rounds, writes and wakes must be positive")
     command = " ".join(["python tools/bench_host.py", *(sys.argv[1:] if argv is None else argv)])
     print(f"`{command}` ({time.strftime('%Y-%m-%d %H:%M %Z')}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}):\n")
     print(f"| round | µs a {WRITE // 1024} KB pwrite, new pages | the same right after, freed pages | ratio |")
     print("| ---: | ---: | ---: | ---: |")
     for r in range(args.rounds):
-        cold, warm = pwrite_us(args.dir)
+        if r:
+            time.sleep(10)  # for the freed pages to be reported to the host again (a balloon that reports them)
+        cold, warm = pwrite_us(args.dir, args.writes)
         print(f"| {r + 1} | {cold:.2f} | {warm:.2f} | {cold / warm:.1f}x |", flush=True)
-        time.sleep(10)  # for the freed pages to be reported to the host again (a balloon that reports them)
     print("\n| slept | 20 numpy operations after the wake: thread CPU µs | wall µs |")
     print("| ---: | ---: | ---: |")
     for ms in SLEEPS_MS:
-        cpu, wall = after_sleep_us(ms, max(20, min(500, int(200 / ms))))
+        cpu, wall = after_sleep_us(ms, args.wakes or max(20, min(500, int(200 / ms))))
         print(f"| {ms:g} ms | {cpu:.1f} | {wall:.1f} |", flush=True)
     return 0
 
