@@ -17,7 +17,6 @@ utime+stime over the paced records, after a warm-up.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_client_cpu.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from tools.bench.trees import in_turn, run_in  # noqa: E402
+from tools.bench.trees import in_turn, run_in, spread  # noqa: E402
 
 
 def child(kind: str, records: int, rate: float) -> float:
@@ -104,9 +103,8 @@ def main(argv=None) -> int:
     print("| --- | ---: | ---: |")
     for case in ("before", "after"):
         if (case, "producer") in got:
-            cells = [got[case, kind] for kind in ("producer", "consumer")]
-            print(f"| {labels[case]} | " + " | ".join(
-                f"{statistics.median(c):.1f} ({min(c):.1f}–{max(c):.1f})" for c in cells) + " |")
+            cells = [spread(got[case, kind], ".1f") for kind in ("producer", "consumer")]
+            print(f"| {labels[case]} | " + " | ".join(cells) + " |")
     return 0
 
 

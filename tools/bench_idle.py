@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # `python tools/bench_idle.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from tools.bench.page import show  # noqa: E402
-from tools.bench.trees import export_tree, head, run_in  # noqa: E402
+from tools.bench.trees import export_tree, head, run_in, spread  # noqa: E402
 from tools.bench_metadata import log  # noqa: E402
 
 SECTION = "idle"
@@ -84,10 +84,6 @@ def measure(trees: dict[str, Path | None], windows: int, seconds: float, process
         raise failures[0]
     return results
 
-
-def spread(values: list[float], fmt: str) -> str:
-    """"median (min–max)"."""
-    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
 
 
 def table(cases: dict[str, list[dict]], labels: dict[str, str]) -> list[str]:

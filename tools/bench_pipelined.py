@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # `python tools/bench_pipelined.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from tools.bench.page import show  # noqa: E402
-from tools.bench.trees import in_turn, run_in  # noqa: E402
+from tools.bench.trees import in_turn, run_in, spread  # noqa: E402
 from tools.bench_metadata import log  # noqa: E402
 
 SECTION = "pipelined"
@@ -69,10 +69,6 @@ def child(records: int, processors: int, syscalls: bool = False) -> dict:
 def run_case(tree: Path | None, records: int, processors: int, syscalls: bool = False) -> dict:
     return run_in(tree, "tools.bench_pipelined", f"child({records}, {processors}, {syscalls})")
 
-
-def spread(values: list[float], fmt: str) -> str:
-    """"median (min–max)"."""
-    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
 
 
 def table(cases: dict[str, list[dict]], labels: dict[str, str]) -> list[str]:

@@ -1,11 +1,11 @@
 """The consumer's Fetch v11 frames: encoded by the codec once per set of partitions, then a template filled in.
 
 A consumer long-polling a few partitions sends the same request again and again with only the fetch
-offsets moved (and the correlation id, which the channel writes). The codec encodes a Fetch field by field
-(about 12 µs); a `FrameTemplate` of that request, made once with marker values in the offsets, is copied and
-patched in about 1 µs. A request of more partitions than there are markers, or one whose marker is not
-found exactly once, is encoded by the codec every time: the bytes are the codec's either way (a
-non-flexible version has one encoding), which tests/client/test_fetch_requests.py checks.
+offsets moved (and the correlation id, which the channel writes). Rather than the codec encoding each one
+field by field, a `FrameTemplate` of that request, made once with marker values in the offsets, is copied
+and patched. A request of more partitions than there are markers, or one whose marker is not found
+exactly once, is encoded by the codec every time: the bytes are the codec's either way (a non-flexible
+version has one encoding), which tests/client/test_fetch_requests.py checks.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ class FetchRequests:
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.isolation = isolation
-        self._templates: dict[tuple, FrameTemplate | None] = {}
+        # per (max_bytes, (topic, partition, partition max bytes)...): the template (None: the codec each
+        # time) and the indexes of the request's partitions in the order the frame holds them
+        self._templates: dict[tuple, tuple[FrameTemplate | None, list[int]]] = {}
 
     def frame(self, parts: list[tuple[str, int, int, int]], max_bytes: int) -> bytearray:
         """The request frame (size prefix included, correlation id 0) fetching each (topic, partition,
@@ -35,23 +37,24 @@ class FetchRequests:
         if len(parts) > len(MARKS[I64]):
             return self._encode(parts, max_bytes)
         key = (max_bytes, *((topic, partition, limit) for topic, partition, _, limit in parts))
-        template = self._templates.get(key, False)
-        if template is False:
-            template = self._template(parts, max_bytes)
+        made = self._templates.get(key)
+        if made is None:
             if len(self._templates) >= KEPT:
                 self._templates.clear()
-            self._templates[key] = template
+            made = self._templates[key] = self._template(parts, max_bytes)
+        template, order = made
         if template is None:
             return self._encode(parts, max_bytes)
-        return template.fill(*(offset for _, _, offset, _ in _in_frame_order(parts)))
+        return template.fill(*(parts[i][2] for i in order))
 
-    def _template(self, parts: list, max_bytes: int) -> FrameTemplate | None:
-        ordered = _in_frame_order(parts)
-        marked = [(topic, partition, MARKS[I64][i], limit) for i, (topic, partition, _, limit) in enumerate(ordered)]
+    def _template(self, parts: list, max_bytes: int) -> tuple[FrameTemplate | None, list[int]]:
+        order = _frame_order(parts)
+        marked = [(topic, partition, MARKS[I64][k], limit)
+                  for k, (topic, partition, _, limit) in enumerate(parts[i] for i in order)]
         try:
-            return FrameTemplate(self._encode(marked, max_bytes), [(I64, offset) for _, _, offset, _ in marked])
+            return FrameTemplate(self._encode(marked, max_bytes), [(I64, mark) for _, _, mark, _ in marked]), order
         except TemplateError:
-            return None
+            return None, order
 
     def _encode(self, parts: list, max_bytes: int) -> bytearray:
         topics: dict[str, list] = {}
@@ -66,9 +69,10 @@ class FetchRequests:
         return encode_request(RequestHeader(fetch.API_KEY, FETCH_VERSION, 0, self.client_id), body)
 
 
-def _in_frame_order(parts: list) -> list:
-    """`parts` in the order the frame holds them: grouped by topic, topics in the order first named."""
-    first = {}
+def _frame_order(parts: list) -> list[int]:
+    """The indexes of `parts` in the order the frame holds them: grouped by topic, topics in the order first
+    named (as `_encode` groups them)."""
+    first: dict[str, int] = {}
     for topic, *_ in parts:
         first.setdefault(topic, len(first))
-    return sorted(parts, key=lambda p: first[p[0]]) if len(first) > 1 else parts
+    return sorted(range(len(parts)), key=lambda i: first[parts[i][0]])

@@ -163,13 +163,18 @@ class ProducerIO:
         sender = self._sender
         return _monotonic() - sender.last_kick < DRIVE_WINDOW and not sender.needs_io_thread and not self._closed
 
+    def _look_later(self) -> float:
+        """While send() drives: when the I/O thread looks again (DRIVE_WINDOW after send()'s last step)."""
+        sender = self._sender
+        sender.planned = sender.last_kick + DRIVE_WINDOW
+        return sender.planned
+
     def _io_step(self) -> float:
         """The I/O thread's turn with the I/O lock held: park while send() drives, else step; when to wake."""
         sender, acc = self._sender, self._acc
         if self._driven():
-            sender.park()  # send() drives the sockets (see Sender.park); look again later
-            sender.planned = sender.last_kick + DRIVE_WINDOW
-            return sender.planned
+            sender.park()  # send() drives the sockets (see Sender.park)
+            return self._look_later()
         sender.unpark()
         sender.planned = 0.0  # awake: a batch opened during this step is seen after it
         sender.needs_io_thread = False
@@ -195,7 +200,7 @@ class ProducerIO:
                     # Parked, and send() still drives: look again later without the I/O lock. A send() that
                     # came while this thread held it would wait for it, and this thread, just woken, may be
                     # waiting for the GIL that send() holds (a paced producer: 2% of its sends waited).
-                    due = sender.planned = sender.last_kick + DRIVE_WINDOW
+                    due = self._look_later()
                 else:
                     with self._io_lock:
                         if self._abort or (self._stop and not acc.incomplete):

@@ -60,16 +60,3 @@ def test_perf_stat_lines_become_counts_and_uncounted_events_are_left_out():
               "\n # started on Mon\n")
     assert syscalls.parse(stderr) == {"total": 1234, "pwrite64": 400}
 
-
-def test_in_turn_alternates_the_baselines_tree_and_this_one_round_by_round(tmp_path):
-    from tools.bench.trees import in_turn
-
-    labels, turns = in_turn("HEAD", 3, tmp_path)
-    assert set(labels) == {"before", "after"}
-    cases = [case for _, case, _ in turns]
-    assert cases == ["before", "after", "after", "before", "before", "after"]
-    base = {tree for _, case, tree in turns if case == "before"}
-    assert len(base) == 1 and (next(iter(base)) / "mmlog" / "__init__.py").exists()
-    assert {tree for _, case, tree in turns if case == "after"} == {None}
-    labels, turns = in_turn(None, 2, tmp_path)
-    assert set(labels) == {"after"} and [(r, c) for r, c, _ in turns] == [(0, "after"), (1, "after")]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -49,6 +50,11 @@ def in_turn(baseline: str | None, rounds: int, into: Path) -> tuple[dict, list]:
         labels["before"] = f"before: {commit}"
         trees.insert(0, ("before", tree))
     return labels, [(r, case, tree) for r in range(rounds) for case, tree in (trees if r % 2 == 0 else trees[::-1])]
+
+
+def spread(values: list[float], fmt: str) -> str:
+    """A table cell for one case's rounds: "median (min–max)", each in `fmt`."""
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}–{max(values):{fmt}})"
 
 
 def run_in(tree: Path | None, module: str, call: str):
