@@ -59,4 +59,3 @@ def test_perf_stat_lines_become_counts_and_uncounted_events_are_left_out():
               "<not counted>,,syscalls:sys_enter_futex,0,100.00,,\n"
               "\n # started on Mon\n")
     assert syscalls.parse(stderr) == {"total": 1234, "pwrite64": 400}
-
