@@ -100,11 +100,13 @@ def test_a_frame_cut_byte_by_byte_and_a_python_request_behind_it_are_answered_in
 
 
 def turns(pid: int) -> int:
-    """How many times the process's threads have been put on a CPU (the third field of their schedstat)."""
+    """How many times the process's threads went to sleep of their own accord (their voluntary context
+    switches): each is one wait that ended, so each is a wake. Preemption by other work on a loaded machine
+    puts a thread on a CPU again too, but it is the scheduler's doing, not the processor's, so it is not counted."""
     total = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-            total += int(f.read().split()[2])
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            total += next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
     return total
 
 
