@@ -92,11 +92,11 @@ import numpy as np
 from crc32c import crc32c
 from numba import njit
 
-from mmlog.protocol.wire_kernels import be_i32, be_i64, varint
-
 from mmlog.client.record_arrays import RecordArrays, as_array
 from mmlog.errors import CorruptMessage
+from mmlog.protocol import record_fields
 from mmlog.protocol import records as rec
+from mmlog.protocol.wire_kernels import be_i32, be_i64
 
 # scan/decode status
 OK = 0  # whole batches decoded; anything after `end` is a partial trailing batch
@@ -204,21 +204,6 @@ def scan_chunk_py(data, fetch_offset: int) -> Scan:
 
 
 # ---------------------------------------------------------------- decode
-
-
-@njit(cache=True, inline="always")
-def _varint(b, p, end):
-    """`wire_kernels.varint` with the two-byte case inline too: a record's length, a value's length and an
-    offset delta of a few hundred take two bytes, and the general loop costs several times more."""
-    if p + 1 < end:
-        x = np.int64(b[p])
-        if x < 0x80:
-            return (x >> 1) ^ -(x & 1), p + 1
-        y = np.int64(b[p + 1])
-        if y < 0x80:
-            v = (x & 0x7F) | (y << 7)
-            return (v >> 1) ^ -(v & 1), p + 2
-    return varint(b, p, end)
 
 
 @njit(cache=True, nogil=True)
@@ -344,56 +329,8 @@ def _decode(buf, start, end, fetch_offset, skip, offsets, timestamps, ts_types, 
         count = be_i32(buf, p + 57)
         q = p + _HEADER
         for _ in range(count):
-            rlen, q = _varint(buf, q, stop)
-            if q < 0 or rlen < 1:
-                status = BAD_RECORD
-                break
-            rend = q + rlen
-            if rend > stop:
-                status = BAD_RECORD
-                break
-            # The fields are read at f; the next record starts at rend, known from the length alone, so
-            # the loop carries one dependent load a record (its length), not one per field: the walk
-            # through this record's fields overlaps the next record's.
-            ts_delta, f = _varint(buf, q + 1, rend)  # + 1: the record's attributes byte
-            if f < 0:
-                status = BAD_RECORD
-                break
-            off_delta, f = _varint(buf, f, rend)
-            if f < 0:
-                status = BAD_RECORD
-                break
-            klen, f = _varint(buf, f, rend)
-            if f < 0 or klen < -1:
-                status = BAD_RECORD
-                break
-            kstart = f
-            if klen > 0:
-                f += klen
-            vlen, f = _varint(buf, f, rend)
-            if f < 0 or vlen < -1:
-                status = BAD_RECORD
-                break
-            vstart = f
-            if vlen > 0:
-                f += vlen
-            hcount, f = _varint(buf, f, rend)
-            if f < 0 or hcount < 0:
-                status = BAD_RECORD
-                break
-            hstart = f
-            for _h in range(hcount):
-                hk, f = _varint(buf, f, rend)
-                if f < 0 or hk < -1:
-                    break
-                if hk > 0:
-                    f += hk
-                hv, f = _varint(buf, f, rend)
-                if f < 0 or hv < -1:
-                    break
-                if hv > 0:
-                    f += hv
-            if f != rend:
+            rend, ts_delta, off_delta, klen, kstart, vlen, vstart, hcount, hstart = record_fields.at(buf, q, stop)
+            if rend < 0:
                 status = BAD_RECORD
                 break
             q = rend

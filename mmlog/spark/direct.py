@@ -22,8 +22,8 @@ import pyarrow as pa
 from numba import njit
 
 from mmlog.client import bulk
-from mmlog.client.bulk import _varint as varint
 from mmlog.client.record_arrays import header_columns
+from mmlog.protocol import record_fields
 from mmlog.protocol import records as rec
 from mmlog.protocol.wire_kernels import be_i32, be_i64
 from mmlog.spark import arrow
@@ -94,53 +94,8 @@ def _decode_columns(buf, end, fetch_offset, stop_offset, skip, offsets, timestam
         count = be_i32(buf, p + 57)
         q = p + _HEADER
         for _ in range(count):
-            rlen, q = varint(buf, q, stop)
-            if q < 0 or rlen < 1:
-                status = bulk.BAD_RECORD
-                break
-            rend = q + rlen
-            if rend > stop:
-                status = bulk.BAD_RECORD
-                break
-            ts_delta, f = varint(buf, q + 1, rend)  # + 1: the record's attributes byte
-            if f < 0:
-                status = bulk.BAD_RECORD
-                break
-            off_delta, f = varint(buf, f, rend)
-            if f < 0:
-                status = bulk.BAD_RECORD
-                break
-            klen, f = varint(buf, f, rend)
-            if f < 0 or klen < -1:
-                status = bulk.BAD_RECORD
-                break
-            kstart = f
-            if klen > 0:
-                f += klen
-            vlen, f = varint(buf, f, rend)
-            if f < 0 or vlen < -1:
-                status = bulk.BAD_RECORD
-                break
-            vstart = f
-            if vlen > 0:
-                f += vlen
-            hcount, f = varint(buf, f, rend)
-            if f < 0 or hcount < 0:
-                status = bulk.BAD_RECORD
-                break
-            hstart = f
-            for _h in range(hcount):
-                hk, f = varint(buf, f, rend)
-                if f < 0 or hk < -1:
-                    break
-                if hk > 0:
-                    f += hk
-                hv, f = varint(buf, f, rend)
-                if f < 0 or hv < -1:
-                    break
-                if hv > 0:
-                    f += hv
-            if f != rend:
+            rend, ts_delta, off_delta, klen, kstart, vlen, vstart, hcount, hstart = record_fields.at(buf, q, stop)
+            if rend < 0:
                 status = bulk.BAD_RECORD
                 break
             q = rend

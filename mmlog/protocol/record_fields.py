@@ -1,0 +1,124 @@
+"""Where a record's fields lie in a batch: the kernel the client's and the Spark source's decoders share.
+
+A record (in a v2 batch, uncompressed) is a run of zigzag varints and bytes:
+
+    length | attributes (1 byte) | timestamp delta | offset delta | key length | key | value length | value
+           | header count | headers (key length, key, value length, value)...
+
+`at` reads them in two ways. The fast path takes the shape nearly every record has: a length, deltas and
+lengths of one or two bytes each, and no headers or a few. It checks once that the record is long enough
+for its first four varints, and that the value's length lies inside it, instead of bounds at every byte.
+Anything else (a long varint, a record under 8 bytes, a field that runs past the record, an error)
+goes to the general walk, `_at_general`, which reads every varint through `wire_kernels.varint`.
+
+Why two paths: with the general varint (a loop that can fail) inlined at each of a record's seven
+fields, numba's code for a record walk took about 80 ns a record of 200 bytes here, and the short
+form alone about 20 (`tools/bench_decode.py`). The general walk is a separate call, made only for the
+records that need it; the headers' walk is one too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from mmlog.protocol.wire_kernels import varint
+
+BAD = -1  # `at`'s end for a record that does not parse inside its batch
+_SHORTEST = 8  # length, attributes and four one-byte varints; the fast path reads this far unchecked
+
+
+@njit(cache=True, inline="always")
+def _short(b, p):
+    """The zigzag varint at p read as if it had at most two bytes: (value, next p, longer). Reads b[p] and,
+    when b[p] says more follow, b[p + 1]: the caller has made sure both lie inside the record."""
+    x = np.int64(b[p])
+    if x < 0x80:
+        return (x >> 1) ^ -(x & 1), p + 1, False
+    y = np.int64(b[p + 1])
+    v = (x & 0x7F) | ((y & 0x7F) << 7)
+    return (v >> 1) ^ -(v & 1), p + 2, y >= 0x80
+
+
+@njit(cache=True, inline="always")
+def at(buf, q, stop):
+    """The record at buf[q:], inside its batch's buf[:stop]: (end, timestamp delta, offset delta, key length,
+    key start, value length, value start, header count, headers start). end is BAD when it does not parse."""
+    if q + _SHORTEST <= stop:
+        length, f, longer = _short(buf, q)
+        end = f + length
+        if not longer and length >= _SHORTEST and end <= stop:
+            # length >= 8: the attributes byte and the next three varints (two bytes each at most) lie inside
+            ts_delta, f, l1 = _short(buf, f + 1)
+            off_delta, f, l2 = _short(buf, f)
+            klen, f, l3 = _short(buf, f)
+            kstart = f
+            if klen > 0:
+                f += klen
+            if f + 2 <= end:
+                vlen, f, l4 = _short(buf, f)
+                vstart = f
+                if vlen > 0:
+                    f += vlen
+                if f < end and not (l1 or l2 or l3 or l4) and klen >= -1 and vlen >= -1:
+                    count = np.int64(buf[f])
+                    if count == 0 and f + 1 == end:
+                        return end, ts_delta, off_delta, klen, kstart, vlen, vstart, count, f + 1
+                    if 0 < count < 0x80 and _headers_end(buf, f + 1, end, (count >> 1) ^ -(count & 1)) == end:
+                        return end, ts_delta, off_delta, klen, kstart, vlen, vstart, (count >> 1) ^ -(count & 1), f + 1
+    return _at_general(buf, q, stop)
+
+
+@njit(cache=True)
+def _headers_end(buf, f, end, count):
+    """Where `count` headers starting at f end, inside buf[:end] (BAD if they do not parse)."""
+    if count < 0:
+        return BAD
+    for _ in range(count):
+        klen, f = varint(buf, f, end)
+        if f < 0 or klen < -1:
+            return BAD
+        if klen > 0:
+            f += klen
+        vlen, f = varint(buf, f, end)
+        if f < 0 or vlen < -1:
+            return BAD
+        if vlen > 0:
+            f += vlen
+    return f
+
+
+@njit(cache=True)
+def _at_general(buf, q, stop):
+    """`at` for any record, every varint read in full and bounded."""
+    bad = (np.int64(BAD), np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0),
+           np.int64(0), np.int64(0))
+    length, q = varint(buf, q, stop)
+    if q < 0 or length < 1 or q + length > stop:
+        return bad
+    end = q + length
+    ts_delta, f = varint(buf, q + 1, end)  # + 1: the record's attributes byte
+    if f < 0:
+        return bad
+    off_delta, f = varint(buf, f, end)
+    if f < 0:
+        return bad
+    klen, f = varint(buf, f, end)
+    if f < 0 or klen < -1:
+        return bad
+    kstart = f
+    if klen > 0:
+        f += klen
+    vlen, f = varint(buf, f, end)
+    if f < 0 or vlen < -1:
+        return bad
+    vstart = f
+    if vlen > 0:
+        f += vlen
+    count, f = varint(buf, f, end)
+    if f < 0 or count < 0:
+        return bad
+    hstart = f
+    if _headers_end(buf, f, end, count) != end:
+        return bad
+    return end, ts_delta, off_delta, klen, kstart, vlen, vstart, count, hstart
