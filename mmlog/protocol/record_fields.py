@@ -122,3 +122,44 @@ def _at_general(buf, q, stop):
     if _headers_end(buf, f, end, count) != end:
         return bad
     return end, ts_delta, off_delta, klen, kstart, vlen, vstart, count, hstart
+
+
+def at_py(buf, q: int, stop: int) -> tuple:
+    """Reference for `at`, on `records.read_varint`."""
+    from mmlog.errors import CorruptMessage
+    from mmlog.protocol.records import read_varint
+
+    data = bytes(buf[:stop])
+    bad = (BAD, 0, 0, 0, 0, 0, 0, 0, 0)
+    try:
+        length, q = read_varint(data, q)
+        if length < 1 or q + length > stop:
+            return bad
+        end = q + length
+        record = data[:end]
+        ts_delta, f = read_varint(record, q + 1)
+        off_delta, f = read_varint(record, f)
+        fields = []
+        for _ in range(2):  # the key, then the value
+            n, f = read_varint(record, f)
+            if n < -1:
+                return bad
+            fields += [n, f]
+            f += max(n, 0)
+        count, f = read_varint(record, f)
+        if count < 0:
+            return bad
+        hstart = f
+        for _ in range(2 * count):  # each header's key and value
+            n, f = read_varint(record, f)
+            if n < -1:
+                return bad
+            f += max(n, 0)
+    except CorruptMessage:
+        return bad
+    return (end, _int64(ts_delta), _int64(off_delta), *fields, count, hstart) if f == end else bad
+
+
+def _int64(v: int) -> int:
+    """v as the kernels hold it: a ten-byte varint's bits past 64 are dropped."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
