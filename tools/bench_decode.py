@@ -7,16 +7,20 @@
 The same fetched bytes for every row: `--records` records of `--size`-byte values (no keys, no
 headers) in uncompressed v2 batches of `--batch-records` records, back to back as a Fetch answer
 carries them: one chunk of them all, or (`--chunk-bytes`) chunks of whole batches of at most that
-size, each decoded by its own call as a consumer decodes each fetch. Rows, each the best of `--rounds` (the machine is shared):
+size, each decoded by its own call as a consumer decodes each fetch. Rows, each the best of `--rounds`
+(the machine is shared):
 
-  * floor: a numba kernel that walks every record's varint fields (length, attributes, timestamp
-    and offset deltas, key, value, header count) twice over, writing nothing: what any decoder that
-    finds the records and then fills columns in a second pass costs at least;
+  * floor: a numba kernel that walks every record's fields (length, attributes, timestamp and offset
+    deltas, key, value, header count) twice over with the decoders' own record reader
+    (`record_fields.at`), writing nothing: what any decoder that finds the records and then fills
+    columns in a second pass costs at least;
   * decode kernel: `bulk._decode`, the one pass that fills the columns (`bulk.columns`, made for the
     scan's capacity: their allocation is counted);
   * decode_chunk: the consumer's whole call (batch-header scan, the kernel, the RecordArrays),
     without CRCs;
-  * with CRCs: the same with check_crcs=True, as the consumer and the Spark source call it.
+  * with CRCs: the same with check_crcs=True, as the consumer and the Spark source call it;
+  * Spark's one pass: `direct.decode_columns`, the Spark source's decode of a chunk straight into
+    Arrow's buffers (keys and values copied), in kept buffers as the source reads, CRCs not checked.
 
 The ratio column is each row's time over the floor's: the decode kernel is meant to stay at or
 below 1.0.
@@ -37,8 +41,10 @@ import numpy as np  # noqa: E402
 from numba import njit  # noqa: E402
 
 from mmlog.client import bulk  # noqa: E402
+from mmlog.protocol import record_fields  # noqa: E402
 from mmlog.protocol import records as rec  # noqa: E402
-from mmlog.protocol.wire_kernels import be_i32, varint  # noqa: E402
+from mmlog.protocol.wire_kernels import be_i32  # noqa: E402
+from mmlog.spark import direct  # noqa: E402
 from tools.bench.page import show  # noqa: E402
 
 SECTION = "bench_decode"
@@ -46,7 +52,8 @@ SECTION = "bench_decode"
 
 @njit(cache=True, nogil=True)
 def _walk(buf, end):
-    """One pass over every record's varint fields; a sum of what it read (so nothing is optimised away)."""
+    """One pass over every record's fields (`record_fields.at`, as the decoders read them); a sum of what it
+    read (so nothing is optimised away)."""
     total = 0
     p = 0
     while p < end:
@@ -54,26 +61,10 @@ def _walk(buf, end):
         count = be_i32(buf, p + 57)
         q = p + rec.HEADER_SIZE
         for _ in range(count):
-            rlen, q = varint(buf, q, stop)
-            rend = q + rlen
-            ts_delta, q = varint(buf, q + 1, rend)
-            off_delta, q = varint(buf, q, rend)
-            klen, q = varint(buf, q, rend)
-            if klen > 0:
-                q += klen
-            vlen, q = varint(buf, q, rend)
-            if vlen > 0:
-                q += vlen
-            hcount, q = varint(buf, q, rend)
-            for _h in range(hcount):
-                hk, q = varint(buf, q, rend)
-                if hk > 0:
-                    q += hk
-                hv, q = varint(buf, q, rend)
-                if hv > 0:
-                    q += hv
-            total += ts_delta + off_delta + vlen + klen + (q == rend)
-            q = rend
+            q, ts_delta, off_delta, klen, _, vlen, _, hcount, _ = record_fields.at(buf, q, stop)
+            if q < 0:  # as a decoder stops at a record that does not parse
+                return -1
+            total += ts_delta + off_delta + vlen + klen + hcount
         p = stop
     return total
 
@@ -133,15 +124,24 @@ def main(argv=None) -> int:
     assert min(int(a.value_lengths.min()) for a in arrays) == args.size
     del arrays
 
+    kept = direct.Kept.new()
+
     def each(fn):
-        return lambda: [fn(i) for i in range(len(chunks))]
+        """Every chunk through fn, each result dropped before the next call, as a reader drops a chunk's
+        columns once it has handed them on (kept buffers are then taken again, not made afresh)."""
+        def run():
+            for i in range(len(chunks)):
+                fn(i)
+        return run
 
     rows = [
-        ("floor: varint headers walked twice", each(lambda i: floor_kernel(bufs[i], len(bufs[i])))),
+        ("floor: every record's fields walked twice", each(lambda i: floor_kernel(bufs[i], len(bufs[i])))),
         ("decode kernel (`bulk._decode`, its columns made)",
          each(lambda i: bulk._decode(bufs[i], 0, len(bufs[i]), 0, skip, *bulk.columns(scans[i].capacity)))),
         ("decode_chunk (scan, kernel, RecordArrays)", each(lambda i: bulk.decode_chunk(chunks[i], 0))),
         ("decode_chunk with CRCs", each(lambda i: bulk.decode_chunk(chunks[i], 0, check_crcs=True))),
+        ("Spark's one pass (`direct.decode_columns`, values copied)",
+         each(lambda i: direct.decode_columns(chunks[i], 0, 1 << 62, scans[i], None, kept))),
     ]
     floor_kernel(bufs[0], len(bufs[0]))
     times = {}

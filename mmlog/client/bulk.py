@@ -43,10 +43,10 @@ the columns' lists, about 0.45 µs a record here, against about 3 µs for
 `decode_records`); the consumer's iterator and `poll()` are built on them.
 
 The kernel makes one pass over the records. Its loop carries one dependent load a record
-(the record's length: the next record starts where this one ends), not one per field; the
-fields are read off that chain, one- and two-byte varints inline. Its nine columns are carved
-out of one numpy block (`columns`). `tools/bench_decode.py` times it against walking every
-record's varints twice (docs/benchmarks.md: about half that).
+(the record's length: the next record starts where this one ends), not one per field; each
+record's fields are read by `record_fields.at`, the reader the Spark source's decoder shares.
+Its nine columns are carved out of one numpy block (`columns`). `tools/bench_decode.py` times
+it against walking every record's fields twice (docs/benchmarks.md: about two thirds of that).
 
 Compressed batches (gzip always; snappy, lz4, zstd if their modules are
 installed) are decompressed in Python first: the chunk is rewritten with each

@@ -69,22 +69,25 @@ def at(buf, q, stop):
     return _at_general(buf, q, stop)
 
 
+@njit(cache=True, inline="always")
+def _field(buf, f, end):
+    """The length-prefixed field (a key or a value) at f: (length, start, where it ends), the end BAD when
+    it does not parse; a null field (-1) is empty."""
+    n, f = varint(buf, f, end)
+    if f < 0 or n < -1:
+        return n, f, BAD
+    return n, f, f + max(n, 0)
+
+
 @njit(cache=True)
 def _headers_end(buf, f, end, count):
     """Where `count` headers starting at f end, inside buf[:end] (BAD if they do not parse)."""
     if count < 0:
         return BAD
-    for _ in range(count):
-        klen, f = varint(buf, f, end)
-        if f < 0 or klen < -1:
+    for _ in range(2 * count):  # each header's key, then its value
+        _, _, f = _field(buf, f, end)
+        if f < 0:
             return BAD
-        if klen > 0:
-            f += klen
-        vlen, f = varint(buf, f, end)
-        if f < 0 or vlen < -1:
-            return BAD
-        if vlen > 0:
-            f += vlen
     return f
 
 
@@ -103,25 +106,16 @@ def _at_general(buf, q, stop):
     off_delta, f = varint(buf, f, end)
     if f < 0:
         return bad
-    klen, f = varint(buf, f, end)
-    if f < 0 or klen < -1:
+    klen, kstart, f = _field(buf, f, end)
+    if f < 0:
         return bad
-    kstart = f
-    if klen > 0:
-        f += klen
-    vlen, f = varint(buf, f, end)
-    if f < 0 or vlen < -1:
+    vlen, vstart, f = _field(buf, f, end)
+    if f < 0:
         return bad
-    vstart = f
-    if vlen > 0:
-        f += vlen
     count, f = varint(buf, f, end)
-    if f < 0 or count < 0:
+    if f < 0 or _headers_end(buf, f, end, count) != end:
         return bad
-    hstart = f
-    if _headers_end(buf, f, end, count) != end:
-        return bad
-    return end, ts_delta, off_delta, klen, kstart, vlen, vstart, count, hstart
+    return end, ts_delta, off_delta, klen, kstart, vlen, vstart, count, f
 
 
 def at_py(buf, q: int, stop: int) -> tuple:

@@ -8,9 +8,10 @@ timestamps in microseconds, int32 timestamp types, the int32 Arrow offsets, vali
 of keys and values (each copied the moment its length is read, while its bytes are in cache), and
 where each record's headers start for the headers column.
 
-It checks the records as `bulk._decode` does and hands back its status; it declines (returns None) a
-chunk with compressed batches, and the caller then takes the general path, which also raises the
-errors. `tests/spark/test_direct.py` runs both paths on the same chunks and compares the batches.
+It reads each record with `record_fields.at`, as `bulk._decode` does, checks it the same way and hands
+back its status; it declines (returns None) a chunk with compressed batches, and the caller then takes
+the general path, which also raises the errors. `tests/spark/test_direct.py` runs both paths on the same
+chunks and compares the batches.
 """
 
 from __future__ import annotations
