@@ -12,9 +12,9 @@ Anything else (a long varint, a record under 8 bytes, a field that runs past the
 goes to the general walk, `_at_general`, which reads every varint through `wire_kernels.varint`.
 
 Why two paths: with the general varint (a loop that can fail) inlined at each of a record's seven
-fields, numba's code for a record walk took about 80 ns a record of 200 bytes here, and the short
-form alone about 20 (`tools/bench_decode.py`). The general walk is a separate call, made only for the
-records that need it; the headers' walk is one too.
+fields, numba's code for a record walk was several times slower than the short form alone (docs/
+benchmarks.md, the decode kernel). The general walk is a separate call, made only for the records that
+need it; the headers' walk is one too.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from numba import njit
 from mmlog.protocol.wire_kernels import varint
 
 BAD = -1  # `at`'s end for a record that does not parse inside its batch
-_SHORTEST = 8  # length, attributes and four one-byte varints; the fast path reads this far unchecked
+# The fast path's shortest record, and the bytes it reads at q before it knows the record's length: a length
+# of 8 or more puts the attributes byte and the three varints after it (two bytes each at most) inside.
+_SHORTEST = 8
 
 
 @njit(cache=True, inline="always")
@@ -48,7 +50,6 @@ def at(buf, q, stop):
         length, f, longer = _short(buf, q)
         end = f + length
         if not longer and length >= _SHORTEST and end <= stop:
-            # length >= 8: the attributes byte and the next three varints (two bytes each at most) lie inside
             ts_delta, f, l1 = _short(buf, f + 1)
             off_delta, f, l2 = _short(buf, f)
             klen, f, l3 = _short(buf, f)
@@ -64,8 +65,9 @@ def at(buf, q, stop):
                     count = np.int64(buf[f])
                     if count == 0 and f + 1 == end:
                         return end, ts_delta, off_delta, klen, kstart, vlen, vstart, count, f + 1
-                    if 0 < count < 0x80 and _headers_end(buf, f + 1, end, (count >> 1) ^ -(count & 1)) == end:
-                        return end, ts_delta, off_delta, klen, kstart, vlen, vstart, (count >> 1) ^ -(count & 1), f + 1
+                    headers = (count >> 1) ^ -(count & 1)  # a one-byte count; more go the general way
+                    if 0 < count < 0x80 and _headers_end(buf, f + 1, end, headers) == end:
+                        return end, ts_delta, off_delta, klen, kstart, vlen, vstart, headers, f + 1
     return _at_general(buf, q, stop)
 
 
