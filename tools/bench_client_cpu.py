@@ -25,7 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_client_cpu.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from tools.bench.trees import in_turn, run_in, spread  # noqa: E402
+from tools.bench.trees import run_in, spread, taking_turns  # noqa: E402
 
 
 def child(kind: str, records: int, rate: float) -> float:
@@ -89,8 +89,7 @@ def main(argv=None) -> int:
         ap.error("records, rate and rounds must be positive")
     command = " ".join(["python tools/bench_client_cpu.py", *(sys.argv[1:] if argv is None else argv)])
     got: dict[tuple[str, str], list[float]] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-client-cpu-tree-") as scratch:
-        labels, turns = in_turn(args.baseline, args.rounds, Path(scratch))
+    with taking_turns(args.baseline, args.rounds, "bench-client-cpu-tree-") as (labels, turns):
         for r, case, tree in turns:
             for kind in ("producer", "consumer"):
                 us = run_in(tree, "tools.bench_client_cpu", f"child({kind!r}, {args.records}, {args.rate})")

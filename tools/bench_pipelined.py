@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # `python tools/bench_pipelined.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
 from tools.bench.page import show  # noqa: E402
-from tools.bench.trees import in_turn, run_in, spread  # noqa: E402
+from tools.bench.trees import run_in, spread, taking_turns  # noqa: E402
 from tools.bench_metadata import log  # noqa: E402
 
 SECTION = "pipelined"
@@ -117,8 +117,7 @@ def main(argv=None) -> int:
         ap.error("records, rounds and processors must be positive")
     command = " ".join(["python tools/bench_pipelined.py", *(sys.argv[1:] if argv is None else argv)])
     cases: dict[str, list[dict]] = {"before": [], "after": []}
-    with tempfile.TemporaryDirectory(prefix="bench-pipelined-tree-") as scratch:
-        labels, turns = in_turn(args.baseline, args.rounds, Path(scratch))
+    with taking_turns(args.baseline, args.rounds, "bench-pipelined-tree-") as (labels, turns):
         for r, case, tree in turns:
             got = run_case(tree, args.records, args.processors, args.syscalls)
             cases[case].append(got)

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python tools/bench_roll.py`
     sys.path.append(str(Path(__file__).resolve().parents[1]))
 
-from tools.bench.trees import in_turn, run_in  # noqa: E402
+from tools.bench.trees import run_in, taking_turns  # noqa: E402
 
 SEGMENT_BYTES = 1 << 20
 
@@ -72,8 +72,7 @@ def main(argv=None) -> int:
         ap.error("rolls and rounds must be positive")
     command = " ".join(["python tools/bench_roll.py", *(sys.argv[1:] if argv is None else argv)])
     runs: dict[str, list[dict]] = {"before": [], "after": []}
-    with tempfile.TemporaryDirectory(prefix="bench-roll-tree-") as scratch:
-        labels, turns = in_turn(args.baseline, args.rounds, Path(scratch))
+    with taking_turns(args.baseline, args.rounds, "bench-roll-tree-") as (labels, turns):
         for r, case, tree in turns:
             got = run_in(tree, "tools.bench_roll", f"child({args.rolls}, {args.dir!r})")
             runs[case].append(got)

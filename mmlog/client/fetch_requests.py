@@ -56,17 +56,22 @@ class FetchRequests:
         except TemplateError:
             return None, order
 
-    def _encode(self, parts: list, max_bytes: int) -> bytearray:
+    def body(self, parts: list, max_bytes: int):
+        """The request's fields (the codec's struct): a consumer's Fetch, no session, no rack, each (topic,
+        partition, fetch offset, partition max bytes) of `parts` grouped by topic in the order first named."""
         topics: dict[str, list] = {}
         for topic, partition, offset, limit in parts:
             topics.setdefault(topic, []).append({
                 "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
                 "log_start_offset": -1, "partition_max_bytes": limit})
-        body = fetch.REQUEST(
+        return fetch.REQUEST(
             replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes, max_bytes=max_bytes,
             isolation_level=self.isolation, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
             topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()])
-        return encode_request(RequestHeader(fetch.API_KEY, FETCH_VERSION, 0, self.client_id), body)
+
+    def _encode(self, parts: list, max_bytes: int) -> bytearray:
+        return encode_request(RequestHeader(fetch.API_KEY, FETCH_VERSION, 0, self.client_id),
+                              self.body(parts, max_bytes))
 
 
 def _frame_order(parts: list) -> list[int]:

@@ -127,6 +127,14 @@ def at_py(buf, q: int, stop: int) -> tuple:
 
     data = bytes(buf[:stop])
     bad = (BAD, 0, 0, 0, 0, 0, 0, 0, 0)
+
+    def field(record, f: int) -> tuple[int, int, int]:
+        """A key's or value's (length, start, end); CorruptMessage for a length under -1."""
+        n, f = read_varint(record, f)
+        if n < -1:
+            raise CorruptMessage("length under -1")
+        return n, f, f + max(n, 0)
+
     try:
         length, q = read_varint(data, q)
         if length < 1 or q + length > stop:
@@ -135,25 +143,17 @@ def at_py(buf, q: int, stop: int) -> tuple:
         record = data[:end]
         ts_delta, f = read_varint(record, q + 1)
         off_delta, f = read_varint(record, f)
-        fields = []
-        for _ in range(2):  # the key, then the value
-            n, f = read_varint(record, f)
-            if n < -1:
-                return bad
-            fields += [n, f]
-            f += max(n, 0)
-        count, f = read_varint(record, f)
+        klen, kstart, f = field(record, f)
+        vlen, vstart, f = field(record, f)
+        count, hstart = read_varint(record, f)
         if count < 0:
             return bad
-        hstart = f
+        f = hstart
         for _ in range(2 * count):  # each header's key and value
-            n, f = read_varint(record, f)
-            if n < -1:
-                return bad
-            f += max(n, 0)
+            _, _, f = field(record, f)
     except CorruptMessage:
         return bad
-    return (end, _int64(ts_delta), _int64(off_delta), *fields, count, hstart) if f == end else bad
+    return (end, _int64(ts_delta), _int64(off_delta), klen, kstart, vlen, vstart, count, hstart) if f == end else bad
 
 
 def _int64(v: int) -> int:

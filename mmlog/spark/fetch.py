@@ -40,7 +40,8 @@ import numpy as np
 from mmlog.client import bulk
 from mmlog.client.record_arrays import RecordArrays
 from mmlog.client.cluster import Cluster
-from mmlog.client.fetcher import FETCH_VERSION, REFRESH_CODES
+from mmlog.client.fetch_requests import FETCH_VERSION, FetchRequests
+from mmlog.client.fetcher import REFRESH_CODES
 from mmlog.client.connection import BrokerConnection, ConnectionClosed, parse_bootstrap
 from mmlog.security.client import ClientSecurity
 from mmlog.errors import CorruptMessage, KafkaError, OffsetOutOfRange, RequestTimedOut, error_for_code
@@ -154,6 +155,7 @@ class RangeFetcher:
         self.timeout = timeout
         self._conn: BrokerConnection | None = None
         self._buffers = ReceiveBuffers()
+        self._requests = FetchRequests("mmlog-spark", MAX_WAIT_MS, 1, int(read_committed))
         self._sent: list[int] = []  # correlation ids of the Fetches in flight on the connection
         self._failing_since: float | None = None
         self._backoff = 0.05
@@ -217,13 +219,8 @@ class RangeFetcher:
             host, port = parse_bootstrap(self.leader)[0]
             self._conn = BrokerConnection(host, port, client_id="mmlog-spark", timeout=min(self.timeout, 30.0),
                                           connect_timeout=min(self.timeout, 10.0), security=self.security)
-        correlation_id = self._conn.send(fetch.API_KEY, FETCH_VERSION, expect_response=False, body=fetch.REQUEST(
-            replica_id=-1, max_wait_ms=MAX_WAIT_MS, min_bytes=1, max_bytes=size,
-            isolation_level=int(self.read_committed),
-            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-            topics=[{"topic": self.topic, "partitions": [{
-                "partition": self.partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                "log_start_offset": -1, "partition_max_bytes": size}]}]))
+        body = self._requests.body([(self.topic, self.partition, offset, size)], size)
+        correlation_id = self._conn.send(fetch.API_KEY, FETCH_VERSION, expect_response=False, body=body)
         self._sent.append(correlation_id)
 
     def _receive(self):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.bench.trees import in_turn, spread
+from tools.bench.trees import in_turn, spread, taking_turns
 
 
 def test_in_turn_alternates_the_baselines_tree_and_this_one_round_by_round(tmp_path):
@@ -20,3 +20,10 @@ def test_in_turn_alternates_the_baselines_tree_and_this_one_round_by_round(tmp_p
 def test_a_cell_is_the_median_then_the_range_of_the_rounds():
     assert spread([3.0, 1.0, 2.0], ".1f") == "2.0 (1.0–3.0)"
     assert spread([1500.0, 700000.0], ",.0f") == "350,750 (1,500–700,000)"
+
+
+def test_taking_turns_keeps_the_baselines_tree_for_the_block_and_removes_it_after():
+    with taking_turns("HEAD", 2, "test-trees-") as (labels, turns):
+        (base,) = {tree for _, case, tree in turns if case == "before"}
+        assert set(labels) == {"before", "after"} and (base / "mmlog" / "__init__.py").exists()
+    assert not base.exists()

@@ -8,6 +8,7 @@ an error, not a figure.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -50,6 +51,14 @@ def in_turn(baseline: str | None, rounds: int, into: Path) -> tuple[dict, list]:
         labels["before"] = f"before: {commit}"
         trees.insert(0, ("before", tree))
     return labels, [(r, case, tree) for r in range(rounds) for case, tree in (trees if r % 2 == 0 else trees[::-1])]
+
+
+@contextlib.contextmanager
+def taking_turns(baseline: str | None, rounds: int, prefix: str):
+    """`in_turn` with the baseline's tree exported into a temporary directory (named from `prefix`) that
+    lives as long as the `with` block which runs the cases."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as scratch:
+        yield in_turn(baseline, rounds, Path(scratch))
 
 
 def spread(values: list[float], fmt: str) -> str:
