@@ -11,12 +11,16 @@ every row (`write.format("noop")`) reading:
   * synthetic: a Python data source with the same schema and as many tasks, whose
     read() yields Arrow batches of 20,000 rows built once in memory: what any
     Python source costs Spark, with no fetching and no decoding;
+  * segment files: the topic's segment files mapped by the tasks themselves, with no broker
+    and no fetch, CRCs checked and decoded as the mmlog source does (tools/bench/segment_files.py):
+    the ceiling of any way of getting the bytes to the executor;
   * parquet: the same rows (the mmlog source's columns and values), written once
     by Spark to Parquet files on local disk (its defaults: snappy), read with
     `spark.read.parquet` (the JVM's vectorised reader, no Python at all).
-Each is counted once to warm up, then the three are run `--runs` times, in turn,
+Each is counted once to warm up, then the four are run `--runs` times, in turn,
 so that a busy moment on the shared machine does not favour one. Prints the best
-and the median rows/s of each, the ratio of mmlog to each baseline, and the CPU
+and the median rows/s of each, the ratio of mmlog to each baseline and of each to
+the synthetic source, and the CPU
 seconds per million rows of Spark (its JVM and Python workers) and of the broker,
 read from /proc: steadier than wall time on a shared machine.
 
@@ -26,7 +30,8 @@ during one more mmlog read and writes a summary of their top frames to PATH.
 
 `--stages` reads the topic in this process instead, with no Spark, one stage added at a time
 (the fetch alone; then the CRCs and the one-pass decode into Arrow batches; then the Arrow
-IPC write to a pipe, as a Python worker writes to the JVM) beside the synthetic source's
+IPC write to a pipe, as a Python worker writes to the JVM), the three together reading the
+mapped segment files instead of fetching, beside the synthetic source's
 own part (the IPC write of its batches), `--runs` times in turn: the reader's CPU and the
 broker's per million rows, which says where the mmlog source's cost beyond the synthetic
 one goes. With `--markdown` it writes its own section.
@@ -59,6 +64,7 @@ from mmlog.spark.schema import record_schema  # noqa: E402
 from mmlog.spark.session import local_session, stop_session  # noqa: E402
 from mmlog.testing import EmbeddedBroker  # noqa: E402
 from tools.bench.page import write_section  # noqa: E402
+from tools.bench import segment_files  # noqa: E402
 from tools.bench.profile import summarize  # noqa: E402
 from tools.bench.servers import cpu_seconds, tree_cpu_seconds  # noqa: E402
 
@@ -211,13 +217,15 @@ def report(cases: dict[str, Case], args, tasks: int, parquet_files: int, parquet
     """(the table as text, the section of docs/benchmarks.md)."""
     rows = args.records
     mmlog = cases["mmlog"]
-    header = ["source", "best rows/s", "median rows/s", "mmlog / it (median)", "Spark CPU s / M rows",
-              "broker CPU s / M rows"]
+    header = ["source", "best rows/s", "median rows/s", "mmlog / it (median)", "it / synthetic (median)",
+              "Spark CPU s / M rows", "broker CPU s / M rows"]
     body = []
     median = lambda case: case.rate(rows, statistics.median)  # noqa: E731
+    synthetic = cases["synthetic"]
     for case in cases.values():
         ratio = "-" if case is mmlog else f"{median(mmlog) / median(case):.0%}"
-        body.append([case.name, f"{case.rate(rows, min):,.0f}", f"{median(case):,.0f}", ratio,
+        of_synthetic = "-" if case is synthetic else f"{median(case) / median(synthetic):.0%}"
+        body.append([case.name, f"{case.rate(rows, min):,.0f}", f"{median(case):,.0f}", ratio, of_synthetic,
                      f"{case.per_million(case.spark_cpu, rows):.2f}",
                      f"{case.per_million(case.broker_cpu, rows):.2f}" if case is mmlog else "-"])
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
@@ -232,7 +240,9 @@ def report(cases: dict[str, Case], args, tasks: int, parquet_files: int, parquet
         "every row consumed (`write.format(\"noop\")`). The same rows (the source's columns, its values), written",
         f"once by Spark to Parquet ({parquet_files} files, {parquet_bytes / 1e6:,.0f} MB, snappy) and read with",
         "`spark.read.parquet`; the synthetic source yields the same columns from one in-memory Arrow batch (what",
-        f"any Python data source costs Spark). {args.runs} runs of each, in turn, after a warm-up count. CPU:",
+        "any Python data source costs Spark); \"segment files\" maps the broker's segment files in the tasks and",
+        "decodes them as the mmlog source decodes its fetches (`tools/bench/segment_files.py`: the ceiling of any",
+        f"fetch path). {args.runs} runs of each, in turn, after a warm-up count. CPU:",
         "utime+stime from /proc of the Spark JVM and its Python workers, and of the broker's processes, per",
         "million rows (median run). Load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + ".",
         "", md, ""])
@@ -240,7 +250,8 @@ def report(cases: dict[str, Case], args, tasks: int, parquet_files: int, parquet
 
 
 STAGES = ("fetch (sendfile over loopback, batch headers scanned)", "+ CRCs and the one-pass decode into Arrow",
-          "+ the Arrow IPC write to a pipe", "synthetic: the Arrow IPC write of its batches to a pipe")
+          "+ the Arrow IPC write to a pipe", "segment files mapped, no fetch: CRCs, decode and IPC write",
+          "synthetic: the Arrow IPC write of its batches to a pipe")
 
 
 def staged(broker: EmbeddedBroker, topic: str, records: int, size: int, runs: int) -> dict[str, list]:
@@ -258,9 +269,14 @@ def staged(broker: EmbeddedBroker, topic: str, records: int, size: int, runs: in
     def chunks(p: int):
         return RangeFetcher(topic, p, broker.bootstrap, broker.bootstrap, max_bytes=4 << 20).scanned(0, ends[p])
 
-    def decoded():
+    def decoded(chunks=chunks):
         for p, end in sorted(ends.items()):
             yield from direct.batches(chunks(p), end, topic, p, schema, None)
+
+    files = segment_files.segment_files(broker.data_dir, topic, sorted(ends))
+
+    def mapped(p: int):
+        return segment_files.mapped_chunks(files[p], ends[p])
 
     def synthetic():
         batch = _batch(schema, BATCH, size)
@@ -284,7 +300,8 @@ def staged(broker: EmbeddedBroker, topic: str, records: int, size: int, runs: in
         drain.wait()
 
     work = [lambda: [None for p in ends for _ in chunks(p)], lambda: [None for _ in counted(decoded())],
-            lambda: written(counted(decoded())), lambda: written(counted(synthetic()))]
+            lambda: written(counted(decoded())), lambda: written(counted(decoded(mapped))),
+            lambda: written(counted(synthetic()))]
     out: dict[str, list] = {name: [] for name in STAGES}
     for run in range(runs + 1):  # the first run warms up (kernels loaded, pages cached)
         for name, fn in zip(STAGES, work):
@@ -339,10 +356,13 @@ def main() -> None:
             spark = local_session("mmlog-bench")
             try:
                 spark.dataSource.register(SyntheticSource)
+                spark.dataSource.register(segment_files.SegmentFilesSource)
                 reader = spark.read.format("mmlog").option("bootstrap", broker.bootstrap).option("subscribe", "bench")
                 if args.fetch_bytes:
                     reader = reader.option("fetchMaxBytes", str(args.fetch_bytes))
                 mmlog_df = reader.load()
+                with Admin(broker.bootstrap) as admin:
+                    ends = admin.latest_offsets("bench")
                 tasks = mmlog_df.rdd.getNumPartitions()
                 t = time.perf_counter()
                 parquet_dir = workdir / "parquet"
@@ -354,6 +374,8 @@ def main() -> None:
                 cases = {
                     "mmlog": Case("mmlog", mmlog_df),
                     "parquet": Case("parquet", spark.read.parquet(str(parquet_dir))),
+                    "segment files": Case("segment files", spark.read.format("mmlog-segment-files")
+                                          .options(**segment_files.options(broker.data_dir, "bench", ends)).load()),
                     "synthetic": Case("synthetic", spark.read.format("synthetic").option("rows", args.records)
                                       .option("tasks", tasks).option("size", args.size).load()),
                 }
