@@ -63,8 +63,8 @@ from mmlog.client import Admin, Producer  # noqa: E402
 from mmlog.spark.schema import record_schema  # noqa: E402
 from mmlog.spark.session import local_session, stop_session  # noqa: E402
 from mmlog.testing import EmbeddedBroker  # noqa: E402
-from tools.bench.page import write_section  # noqa: E402
 from tools.bench import segment_files  # noqa: E402
+from tools.bench.page import write_section  # noqa: E402
 from tools.bench.profile import summarize  # noqa: E402
 from tools.bench.servers import cpu_seconds, tree_cpu_seconds  # noqa: E402
 

@@ -294,6 +294,28 @@ def columns(capacity: int) -> list[np.ndarray]:
     return [out[i] for i in _COLUMN_ORDER]
 
 
+_PASSED = -1  # _batch_at: a batch whose records no reader gets
+
+
+@njit(cache=True, nogil=True)
+def _batch_at(buf, p, fetch_offset, skip, k):
+    """The whole batch at p as the decoders take it: (where it ends, its base offset, its attributes, the
+    index in `skip` to look at next, the verdict). The verdict is _PASSED for a control batch, one wholly
+    below fetch_offset or one in `skip` (an aborted transaction's: positions, ascending); COMPRESSED for a
+    compressed batch (the caller decompresses first); OK for one whose records are read."""
+    stop = p + 12 + be_i32(buf, p + 8)
+    base = be_i64(buf, p)
+    last = base + be_i32(buf, p + 23)
+    attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
+    while k < len(skip) and skip[k] < p:
+        k += 1
+    if attributes & _CONTROL or last < fetch_offset or (k < len(skip) and skip[k] == p):
+        return stop, base, attributes, k, _PASSED
+    if attributes & _CODEC:
+        return stop, base, attributes, k, COMPRESSED
+    return stop, base, attributes, k, OK
+
+
 @njit(cache=True, nogil=True)
 def _decode(buf, start, end, fetch_offset, skip, offsets, timestamps, ts_types, key_starts, key_lengths,
             value_starts, value_lengths, header_starts, header_counts):
@@ -310,17 +332,11 @@ def _decode(buf, start, end, fetch_offset, skip, offsets, timestamps, ts_types, 
     p = start
     k = 0
     while p < end:
-        size = 12 + be_i32(buf, p + 8)
-        stop = p + size
-        base = be_i64(buf, p)
-        last = base + be_i32(buf, p + 23)
-        attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
-        while k < len(skip) and skip[k] < p:
-            k += 1
-        if attributes & _CONTROL or last < fetch_offset or (k < len(skip) and skip[k] == p):
+        stop, base, attributes, k, verdict = _batch_at(buf, p, fetch_offset, skip, k)
+        if verdict == _PASSED:
             p = stop
             continue
-        if attributes & _CODEC:
+        if verdict == COMPRESSED:
             status = COMPRESSED
             break
         log_append = attributes & _LOG_APPEND_TIME

@@ -32,9 +32,7 @@ from mmlog.spark.arrow import _copy, _fixed, headers_array
 from mmlog.spark.fetch import KeptBuffers, Scanned, head
 
 _HEADER = rec.HEADER_SIZE
-_CONTROL = rec.CONTROL_BIT
 _LOG_APPEND_TIME = rec.TIMESTAMP_TYPE_BIT
-_CODEC = rec.COMPRESSION_MASK
 
 
 class Columns(NamedTuple):
@@ -76,17 +74,11 @@ def _decode_columns(buf, end, fetch_offset, stop_offset, skip, offsets, timestam
     key_offsets[0] = 0
     value_offsets[0] = 0
     while p < end:
-        size = 12 + be_i32(buf, p + 8)
-        stop = p + size
-        base = be_i64(buf, p)
-        last = base + be_i32(buf, p + 23)
-        attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
-        while k < len(skip) and skip[k] < p:
-            k += 1
-        if attributes & _CONTROL or last < fetch_offset or (k < len(skip) and skip[k] == p):
+        stop, base, attributes, k, verdict = bulk._batch_at(buf, p, fetch_offset, skip, k)
+        if verdict == bulk._PASSED:
             p = stop
             continue
-        if attributes & _CODEC:
+        if verdict == bulk.COMPRESSED:
             status = bulk.COMPRESSED
             break
         log_append = attributes & _LOG_APPEND_TIME
