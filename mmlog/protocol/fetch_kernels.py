@@ -40,9 +40,10 @@ import numpy as np
 from numba import njit
 
 from .messages import fetch as schema
-from .produce_kernels import (API_VERSION, CLIENT_ID_LEN, CLIENT_ID_START, CORRELATION_ID, EMPTY_TOPIC,
-                              MALFORMED, NAME_LEN, NAME_START, TOO_MANY_PARTS, TOPIC_NUMBER, UNSUPPORTED_VERSION)
-from .wire_kernels import be_i16, be_i32, be_i64, put_i16, put_i32, put_i64, put_topic, read_string
+from .produce_kernels import (  # noqa: F401 - the header's first indexes are Produce's, named here too
+    API_VERSION, CLIENT_ID_LEN, CLIENT_ID_START, CORRELATION_ID, EMPTY_TOPIC, MALFORMED, NAME_LEN, NAME_START,
+    NOT_THIS_API, TOO_MANY_PARTS, TOPIC_NUMBER, UNSUPPORTED_VERSION, read_request_header)
+from .wire_kernels import be_i32, be_i64, put_i16, put_i32, put_i64, put_topic, read_string
 
 MIN_VERSION, MAX_VERSION = schema.REQUEST.versions
 assert not any(schema.REQUEST.is_flexible(v) for v in range(MIN_VERSION, MAX_VERSION + 1)), \
@@ -64,11 +65,8 @@ FETCH_RESULT_FIELDS = 6
 PRODUCER_ID, FIRST_OFFSET = 0, 1
 
 # decode_fetch's refusals: those of produce_kernels, and
-NOT_FETCH = -1  # api key is not 1 (produce_kernels.NOT_PRODUCE's value)
+NOT_FETCH = NOT_THIS_API  # api key is not 1
 FORGOTTEN_TOPICS = -6  # valid, but forgotten_topics_data (a fetch session's) is not empty
-
-_HEADER_SIZE = 8  # api_key, api_version, correlation_id
-
 
 @njit(cache=True, nogil=True)
 def decode_fetch(buf, start, end, header, parts):
@@ -76,19 +74,10 @@ def decode_fetch(buf, start, end, header, parts):
 
     Returns the number of partitions, or a refusal (NOT_FETCH, UNSUPPORTED_VERSION, MALFORMED,
     TOO_MANY_PARTS, EMPTY_TOPIC, FORGOTTEN_TOPICS); header and parts hold nothing useful then."""
-    if end - start < _HEADER_SIZE:
-        return MALFORMED
-    if be_i16(buf, start) != schema.API_KEY:
-        return NOT_FETCH
-    version = be_i16(buf, start + 2)
-    if version < MIN_VERSION or version > MAX_VERSION:
-        return UNSUPPORTED_VERSION
-    header[API_VERSION] = version
-    header[CORRELATION_ID] = be_i32(buf, start + 4)
-    s, n, p = read_string(buf, start + _HEADER_SIZE, end, True)
+    p = read_request_header(buf, start, end, schema.API_KEY, MIN_VERSION, MAX_VERSION, header)
     if p < 0:
-        return MALFORMED
-    header[CLIENT_ID_START], header[CLIENT_ID_LEN] = s, n
+        return p
+    version = header[API_VERSION]
     fixed = 17 + (8 if version >= 7 else 0)  # through isolation_level; the session's id and epoch
     if p + fixed + 4 > end:  # and the topic count
         return MALFORMED

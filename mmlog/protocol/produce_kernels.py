@@ -54,7 +54,8 @@ ERROR_CODE, BASE_OFFSET, LOG_START_OFFSET = 0, 1, 2
 RESULT_FIELDS = 3
 
 # decode_produce's refusals (every one means: let the Python path decode the frame)
-NOT_PRODUCE = -1  # api key is not 0
+NOT_THIS_API = -1  # read_request_header: another API's frame
+NOT_PRODUCE = NOT_THIS_API  # api key is not 0
 UNSUPPORTED_VERSION = -2  # not a version in MIN_VERSION..MAX_VERSION
 MALFORMED = -3  # the codec would refuse it too: a field past the end, a bad length, not UTF-8
 TOO_MANY_PARTS = -4  # more partitions than parts has rows
@@ -85,18 +86,16 @@ def peek_api(buf, start, end):
 
 
 @njit(cache=True, nogil=True)
-def decode_produce(buf, start, end, header, parts):
-    """Decode the Produce request frame buf[start:end] (no size prefix) into header and parts.
-
-    Returns the number of partitions, or a refusal (NOT_PRODUCE, UNSUPPORTED_VERSION, MALFORMED,
-    TOO_MANY_PARTS, EMPTY_TOPIC); header and parts hold nothing useful then. An empty topic_data
-    is valid: 0."""
+def read_request_header(buf, start, end, api_key, min_version, max_version, header):
+    """Request header v1 of the frame buf[start:end] into header (API_VERSION, CORRELATION_ID,
+    CLIENT_ID_START, CLIENT_ID_LEN): where the body starts, or a refusal (NOT_THIS_API when the frame is
+    not api_key's, UNSUPPORTED_VERSION outside min_version..max_version, MALFORMED)."""
     if end - start < _HEADER_SIZE:
         return MALFORMED
-    if be_i16(buf, start) != schema.API_KEY:
-        return NOT_PRODUCE
+    if be_i16(buf, start) != api_key:
+        return NOT_THIS_API
     version = be_i16(buf, start + 2)
-    if version < MIN_VERSION or version > MAX_VERSION:
+    if version < min_version or version > max_version:
         return UNSUPPORTED_VERSION
     header[API_VERSION] = version
     header[CORRELATION_ID] = be_i32(buf, start + 4)
@@ -104,6 +103,19 @@ def decode_produce(buf, start, end, header, parts):
     if p < 0:
         return MALFORMED
     header[CLIENT_ID_START], header[CLIENT_ID_LEN] = s, n
+    return p
+
+
+@njit(cache=True, nogil=True)
+def decode_produce(buf, start, end, header, parts):
+    """Decode the Produce request frame buf[start:end] (no size prefix) into header and parts.
+
+    Returns the number of partitions, or a refusal (NOT_PRODUCE, UNSUPPORTED_VERSION, MALFORMED,
+    TOO_MANY_PARTS, EMPTY_TOPIC); header and parts hold nothing useful then. An empty topic_data
+    is valid: 0."""
+    p = read_request_header(buf, start, end, schema.API_KEY, MIN_VERSION, MAX_VERSION, header)
+    if p < 0:
+        return p
     s, n, p = read_string(buf, p, end, True)
     if p < 0:
         return MALFORMED
