@@ -299,9 +299,10 @@ _PASSED = -1  # _batch_at: a batch whose records no reader gets
 
 @njit(cache=True, nogil=True)
 def _batch_at(buf, p, fetch_offset, skip, k):
-    """The whole batch at p as the decoders take it: (where it ends, its base offset, its attributes, the
-    index in `skip` to look at next, the verdict). The verdict is _PASSED for a control batch, one wholly
-    below fetch_offset or one in `skip` (an aborted transaction's: positions, ascending); COMPRESSED for a
+    """The whole batch at p as the decoders take it: (the verdict, where it ends, the index in `skip` to
+    look at next, its base offset, whether its timestamps are the log's append time, its base and max
+    timestamps, its record count). The verdict is _PASSED for a control batch, one wholly below
+    fetch_offset or one in `skip` (an aborted transaction's: positions, ascending); COMPRESSED for a
     compressed batch (the caller decompresses first); OK for one whose records are read."""
     stop = p + 12 + be_i32(buf, p + 8)
     base = be_i64(buf, p)
@@ -309,11 +310,13 @@ def _batch_at(buf, p, fetch_offset, skip, k):
     attributes = (np.int64(buf[p + 21]) << 8) | np.int64(buf[p + 22])
     while k < len(skip) and skip[k] < p:
         k += 1
+    verdict = OK
     if attributes & _CONTROL or last < fetch_offset or (k < len(skip) and skip[k] == p):
-        return stop, base, attributes, k, _PASSED
-    if attributes & _CODEC:
-        return stop, base, attributes, k, COMPRESSED
-    return stop, base, attributes, k, OK
+        verdict = _PASSED
+    elif attributes & _CODEC:
+        verdict = COMPRESSED
+    log_append = (attributes & _LOG_APPEND_TIME) != 0
+    return verdict, stop, k, base, log_append, be_i64(buf, p + 27), be_i64(buf, p + 35), be_i32(buf, p + 57)
 
 
 @njit(cache=True, nogil=True)
@@ -332,17 +335,13 @@ def _decode(buf, start, end, fetch_offset, skip, offsets, timestamps, ts_types, 
     p = start
     k = 0
     while p < end:
-        stop, base, attributes, k, verdict = _batch_at(buf, p, fetch_offset, skip, k)
-        if verdict == _PASSED:
-            p = stop
+        verdict, stop, k, base, log_append, base_ts, max_ts, count = _batch_at(buf, p, fetch_offset, skip, k)
+        if verdict != OK:
+            if verdict == COMPRESSED:
+                status = COMPRESSED
+                break
+            p = stop  # passed over
             continue
-        if verdict == COMPRESSED:
-            status = COMPRESSED
-            break
-        log_append = attributes & _LOG_APPEND_TIME
-        base_ts = be_i64(buf, p + 27)
-        max_ts = be_i64(buf, p + 35)
-        count = be_i32(buf, p + 57)
         q = p + _HEADER
         for _ in range(count):
             rend, ts_delta, off_delta, klen, kstart, vlen, vstart, hcount, hstart = record_fields.at(buf, q, stop)

@@ -26,13 +26,11 @@ from mmlog.client import bulk
 from mmlog.client.record_arrays import header_columns
 from mmlog.protocol import record_fields
 from mmlog.protocol import records as rec
-from mmlog.protocol.wire_kernels import be_i32, be_i64
 from mmlog.spark import arrow
 from mmlog.spark.arrow import _copy, _fixed, headers_array
 from mmlog.spark.fetch import KeptBuffers, Scanned, head
 
 _HEADER = rec.HEADER_SIZE
-_LOG_APPEND_TIME = rec.TIMESTAMP_TYPE_BIT
 
 
 class Columns(NamedTuple):
@@ -74,17 +72,13 @@ def _decode_columns(buf, end, fetch_offset, stop_offset, skip, offsets, timestam
     key_offsets[0] = 0
     value_offsets[0] = 0
     while p < end:
-        stop, base, attributes, k, verdict = bulk._batch_at(buf, p, fetch_offset, skip, k)
-        if verdict == bulk._PASSED:
-            p = stop
+        verdict, stop, k, base, log_append, base_ts, max_ts, count = bulk._batch_at(buf, p, fetch_offset, skip, k)
+        if verdict != bulk.OK:
+            if verdict == bulk.COMPRESSED:
+                status = bulk.COMPRESSED
+                break
+            p = stop  # passed over
             continue
-        if verdict == bulk.COMPRESSED:
-            status = bulk.COMPRESSED
-            break
-        log_append = attributes & _LOG_APPEND_TIME
-        base_ts = be_i64(buf, p + 27)
-        max_ts = be_i64(buf, p + 35)
-        count = be_i32(buf, p + 57)
         q = p + _HEADER
         for _ in range(count):
             rend, ts_delta, off_delta, klen, kstart, vlen, vstart, hcount, hstart = record_fields.at(buf, q, stop)
