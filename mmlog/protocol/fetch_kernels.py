@@ -68,6 +68,7 @@ PRODUCER_ID, FIRST_OFFSET = 0, 1
 NOT_FETCH = NOT_THIS_API  # api key is not 1
 FORGOTTEN_TOPICS = -6  # valid, but forgotten_topics_data (a fetch session's) is not empty
 
+
 @njit(cache=True, nogil=True)
 def decode_fetch(buf, start, end, header, parts):
     """Decode the Fetch request frame buf[start:end] (no size prefix) into header and parts.
