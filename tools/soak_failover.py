@@ -756,7 +756,10 @@ def main(argv=None) -> int:
                 rounds += 1
                 try:
                     run = run_pipeline_round if args.pipeline else run_txn_round if args.transactions else run_round
-                    failed += bool(run(n, rng, rig, args, tally))
+                    found = run(n, rng, rig, args, tally)
+                    if found:  # the round's checks failed: what the brokers said is the evidence
+                        failed += 1
+                        print(f"round {n}: brokers' logs in {keep_logs(rig, n)}", flush=True)
                 except AssertionError as exc:  # a wait that timed out: the cluster did not recover
                     failed += 1
                     print(f"round {n}: FAILED: {exc}; brokers' logs in {keep_logs(rig, n)}", flush=True)

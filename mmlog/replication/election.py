@@ -41,17 +41,19 @@ def decide(cur: LeaderAndIsr, replicas: list[int], live, unclean: bool, epoch: i
     session): what the state says of them is stale. A bounced leader is a failed leader, as Kafka's
     controller treats a broker whose broker epoch changed: it may have come back without records it had
     acknowledged (a power loss takes what was not synced), so an ISR member that stayed up leads, and the
-    bounced ones leave the ISR until they catch up again. Only when every live ISR member bounced does
-    one of them lead, in a new epoch (the unsynced tail they all lost is lost)."""
+    bounced ones leave the ISR until they catch up again. A bounced follower leaves the ISR too, the leader
+    staying: left in it, it could be elected later, before it has fetched again what it lost. Only when
+    every live ISR member bounced does one of them lead, in a new epoch (the unsynced tail they all lost
+    is lost)."""
     live_isr = tuple(r for r in cur.isr if r in live)
+    steady_isr = tuple(r for r in live_isr if r not in bounced)
     if cur.leader >= 0 and cur.leader in live and cur.leader not in bounced:
         first = replicas[0]
-        if preferred and first != cur.leader and first in live_isr:
-            return LeaderAndIsr(first, cur.leader_epoch + 1, live_isr, epoch)
-        if live_isr != cur.isr:
-            return LeaderAndIsr(cur.leader, cur.leader_epoch, live_isr, epoch)
+        if preferred and first != cur.leader and first in steady_isr:
+            return LeaderAndIsr(first, cur.leader_epoch + 1, steady_isr, epoch)
+        if steady_isr != cur.isr:  # dead and bounced followers leave; the leader is in steady_isr
+            return LeaderAndIsr(cur.leader, cur.leader_epoch, steady_isr, epoch)
         return None
-    steady_isr = tuple(r for r in live_isr if r not in bounced)
     candidates = [r for r in replicas if r in steady_isr]
     if candidates:
         return LeaderAndIsr(candidates[0], cur.leader_epoch + 1, steady_isr, epoch)
