@@ -389,7 +389,11 @@ def hit(rng, rig: Rig, topic: str, args, progress, step: int, tally: Tally, meas
     for _ in range(args.faults):
         kind = rng.choice(args.kinds)
         began = time.monotonic()
-        line = fault(kind, rng, rig, topic, args.partitions)
+        try:
+            line = fault(kind, rng, rig, topic, args.partitions)
+        except BrokerFailed:
+            print(f"  {time.strftime('%H:%M:%S')} {topic}: {kind} failed", flush=True)  # which fault it was
+            raise
         tally.kinds[kind] += 1
         undone = time.monotonic()
         hits.append(f"{line} {undone - began:.1f} s")  # how long it lasted, to set its unavailability against

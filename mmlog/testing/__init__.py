@@ -134,12 +134,16 @@ class EmbeddedBroker(_ScratchProcess):
         # A session of its own: kill() reaches the processors through the process group.
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, bufsize=1, start_new_session=True)
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        pump = threading.Thread(target=self._pump, args=(self.proc,), daemon=True)
+        pump.start()
         deadline = time.monotonic() + self.ready_timeout
         while not self._ready.wait(0.05):
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                code = self.proc.poll()
                 self.kill()
-                raise BrokerFailed("broker did not start:\n" + "\n".join(self.log_lines[-30:]))
+                pump.join(2.0)  # what it wrote last (a traceback) is read before it is quoted
+                why = f"exit code {code}" if code is not None else f"no ready line within {self.ready_timeout:g} s"
+                raise BrokerFailed(f"broker did not start ({why}):\n" + "\n".join(self.log_lines[-30:]))
         # The log cleaner is forked before the ready line but names itself just after: until it has,
         # processor_pids() cannot tell it from a processor.
         if str(self.config.get("log.cleaner.enable", "true")).lower() != "false":
