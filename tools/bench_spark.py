@@ -60,7 +60,7 @@ import pyarrow as pa  # noqa: E402
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
 from mmlog.client import Admin, Producer  # noqa: E402
-from mmlog.spark.schema import record_schema  # noqa: E402
+from mmlog.spark.schema import arrow_record_schema, record_schema  # noqa: E402
 from mmlog.spark.session import local_session, stop_session  # noqa: E402
 from mmlog.testing import EmbeddedBroker  # noqa: E402
 from tools.bench import segment_files  # noqa: E402
@@ -83,9 +83,7 @@ class SyntheticReader(DataSourceReader):
         return [InputPartition(b - a) for a, b in zip(bounds, bounds[1:])]
 
     def read(self, partition: InputPartition):
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        schema = to_arrow_schema(record_schema(False), timezone="UTC")
+        schema = arrow_record_schema(False)
         batch = _batch(schema, BATCH, self.size)
         left = partition.value
         while left > 0:
@@ -256,12 +254,10 @@ STAGES = ("fetch (sendfile over loopback, batch headers scanned)", "+ CRCs and t
 
 def staged(broker: EmbeddedBroker, topic: str, records: int, size: int, runs: int) -> dict[str, list]:
     """--stages: {stage: [(reader CPU s, broker CPU s) per run]} for reading every record of `topic` here."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     from mmlog.spark import direct
     from mmlog.spark.fetch import RangeFetcher
 
-    schema = to_arrow_schema(record_schema(False), timezone="UTC")
+    schema = arrow_record_schema(False)
     with Admin(broker.bootstrap) as admin:
         ends = admin.latest_offsets(topic)
     pids = [broker.pid, *broker.processor_pids()]

@@ -17,7 +17,6 @@ from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from mmlog.client.records import TopicPartition
@@ -26,7 +25,7 @@ from mmlog.spark.fetch import DataLoss, RangeFetcher
 from mmlog.spark.lookup import BrokerLookup
 from mmlog.spark.offsets import OffsetRange, pick, spec_partitions, split_ranges
 from mmlog.spark.options import ReadOptions
-from mmlog.spark.schema import record_schema
+from mmlog.spark.schema import arrow_record_schema
 from mmlog.spark.values import ValueDecoder, spark_type
 
 
@@ -44,7 +43,7 @@ class RangePartition(InputPartition):
 def read_range(part: RangePartition, options: ReadOptions) -> Iterator[pa.RecordBatch]:
     """The range's records as Arrow batches of the source's schema, one per fetched chunk."""
     value_type = None if options.value_format is None else spark_type(options.value_format)
-    schema = to_arrow_schema(record_schema(options.include_headers, value_type), timezone="UTC")
+    schema = arrow_record_schema(options.include_headers, value_type)
     values = None if value_type is None else ValueDecoder(options.value_format, schema.field("value").type)
     fetcher = RangeFetcher(part.topic, part.partition, part.leader, options.bootstrap,
                            max_bytes=options.fetch_max_bytes, fail_on_data_loss=options.fail_on_data_loss,

@@ -38,6 +38,13 @@ def record_schema(include_headers: bool, value_type: DataType | None = None) -> 
     return StructType(fields)
 
 
+def arrow_record_schema(include_headers: bool, value_type: DataType | None = None):
+    """`record_schema` as the Arrow schema the executors' batches carry (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(record_schema(include_headers, value_type), timezone="UTC")
+
+
 def check_schema(given: StructType, include_headers: bool, value_type: DataType | None = None) -> None:
     """A schema set with `.schema(...)` must be the source's own (the columns are fixed)."""
     expected = record_schema(include_headers, value_type)

@@ -18,7 +18,7 @@ from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from mmlog.spark.schema import record_schema
+from mmlog.spark.schema import arrow_record_schema, record_schema
 
 CHUNK_BYTES = 4 << 20  # what one fetch of the mmlog source holds by default
 
@@ -34,8 +34,8 @@ def segment_files(data_dir: str | os.PathLike, topic: str, partitions) -> dict[i
 
 def mapped_chunks(files: list[str], end: int, chunk_bytes: int = CHUNK_BYTES) -> Iterator:
     """The records below offset `end` of a partition's segment files, as `fetch.Scanned` chunks of whole
-    batches, each a view of the file's mapping (no copy). Stops at a file's end, or where its bytes stop
-    being batches (a segment's unwritten tail)."""
+    batches (a chunk grows to hold a bigger batch), each a view of the file's mapping (no copy). Stops at
+    a file's end, or where its bytes stop being batches (a segment's unwritten tail)."""
     from mmlog.client import bulk
     from mmlog.spark.fetch import Scanned
 
@@ -46,13 +46,16 @@ def mapped_chunks(files: list[str], end: int, chunk_bytes: int = CHUNK_BYTES) ->
             if not size:
                 continue
             view = memoryview(mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ))
-        position = 0
+        position, window = 0, chunk_bytes
         while position < size and offset < end:
-            scan = bulk.scan_chunk(view[position:position + chunk_bytes], offset)
+            scan = bulk.scan_chunk(view[position:position + window], offset)
+            if scan.status == bulk.TRUNCATED and position + window < size:
+                window *= 2  # a batch bigger than a chunk: take more, as the fetcher asks for more
+                continue
             if scan.end == 0:
                 break
             yield Scanned(view[position:position + scan.end], offset, scan, None)
-            position += scan.end
+            position, window = position + scan.end, chunk_bytes
             offset = scan.next_offset
 
 
@@ -66,13 +69,10 @@ class SegmentFilesReader(DataSourceReader):
         return [InputPartition(tuple(p)) for p in self.parts]
 
     def read(self, partition: InputPartition):
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         from mmlog.spark import direct
 
         p, end, files = partition.value
-        schema = to_arrow_schema(record_schema(False), timezone="UTC")
-        yield from direct.batches(mapped_chunks(files, end), end, self.topic, p, schema)
+        yield from direct.batches(mapped_chunks(files, end), end, self.topic, p, arrow_record_schema(False))
 
 
 class SegmentFilesSource(DataSource):
